@@ -1,0 +1,94 @@
+"""The base class every pass derives from: it matches, decides, and reports; it never writes."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Iterable
+from typing import ClassVar
+
+import libcst as cst
+
+from devfix.context import FileContext
+from devfix.types import Applicability, Edit, Finding, ImportSpec
+
+
+class DevicePass(cst.CSTVisitor):
+    """Subclasses set the class attributes below and call :meth:`report` from visit methods.
+
+    The class docstring is the pass's user documentation, with the headings
+    What it does / Why is this bad? / Example / Use instead / Fix safety.
+    """
+
+    CODE: ClassVar[str]
+    NAME: ClassVar[str]
+    MESSAGE: ClassVar[str]
+    FIX_TITLE: ClassVar[str]
+    APPLICABILITY: ClassVar[Applicability]
+    #: The engine parses a file only if one of these words occurs in its text.
+    TRIGGER_WORDS: ClassVar[tuple[str, ...]] = ("torch",)
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+        self.findings: list[Finding] = []
+
+    # -- what passes call ------------------------------------------------------------------
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        *,
+        edits: Iterable[Edit] = (),
+        message: str | None = None,
+        fix_title: str | None = None,
+        applicability: Applicability | None = None,
+        imports: Iterable[ImportSpec] = (),
+    ) -> None:
+        """Record a finding at `node`; `edits` together are its fix (none: report only)."""
+        span = self.context.position(node)
+        edit_group = tuple(edits)
+        level = applicability or self.APPLICABILITY
+        if not edit_group:
+            level = Applicability.DISPLAY_ONLY
+        self.findings.append(
+            Finding(
+                code=self.CODE,
+                name=self.NAME,
+                message=message or self.MESSAGE,
+                line=span.start.line,
+                col=span.start.column + 1,
+                end_line=span.end.line,
+                end_col=span.end.column + 1,
+                fix_title=fix_title or self.FIX_TITLE,
+                applicability=level,
+                edits=edit_group,
+                imports=tuple(imports),
+            )
+        )
+
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        """The single fully resolved dotted name of `node`, or None if absent or ambiguous."""
+        names = {qn.name for qn in self.context.qualified_names(node)}
+        return names.pop() if len(names) == 1 else None
+
+    # -- documentation ---------------------------------------------------------------------
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first sentence under "What it does", for rule tables."""
+        doc = cls.documentation()
+        lines = doc.splitlines()
+        for index, line in enumerate(lines):
+            if line.strip().lower().startswith("## what it does"):
+                section = itertools.takewhile(
+                    lambda part: not part.startswith("#"), lines[index + 1 :]
+                )
+                body = " ".join(part.strip() for part in section if part.strip())
+                sentence = body.split(". ")[0].rstrip(".")
+                return sentence + "."
+        return lines[0] if lines else ""

@@ -1,0 +1,78 @@
+"""Small node builders shared by the passes; each keeps the user's formatting around the edit."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """`f(a, b)` -> `f(a, b, keyword=value)`, keeping a trailing comma and one-arg-per-line layouts."""
+    new_arg = cst.Arg(
+        value=value,
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
+    )
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new_arg])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):
+        # A trailing comma: the new argument goes on its own line, like its neighbours.
+        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+            separator = args[-2].comma
+        elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+            separator = cst.Comma(whitespace_after=call.whitespace_before_args)
+        else:
+            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        args[-1] = last.with_changes(comma=separator)
+        args.append(new_arg.with_changes(comma=last.comma))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new_arg)
+    return call.with_changes(args=args)
+
+
+def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpression) -> cst.Call:
+    """`receiver.method(args...)`."""
+    arg_nodes = [
+        cst.Arg(
+            value=arg,
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            if index < len(args) - 1
+            else cst.MaybeSentinel.DEFAULT,
+        )
+        for index, arg in enumerate(args)
+    ]
+    return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=arg_nodes)
+
+
+def call_tail(func: cst.BaseExpression) -> str | None:
+    """The last name of a called expression: `torch.nn.functional.pad` -> `pad`."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """`self.pos_embedding.weight` for a pure Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None

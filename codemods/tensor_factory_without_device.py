@@ -1,0 +1,160 @@
+"""DF101: tensor factories in model code that create their tensor on the CPU."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import (
+    append_keyword,
+    call_tail,
+    has_star_kwargs,
+    keyword_argument,
+    method_call,
+)
+from devfix.codemods._model_code import ModelCode
+from devfix.codemods._torch_names import DATA_FACTORIES, LEGACY_CONSTRUCTORS, TENSOR_FACTORIES
+from devfix.types import Applicability, Edit
+
+_CANDIDATE_TAILS = frozenset(
+    name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES | LEGACY_CONSTRUCTORS
+)
+_CONTAINERS = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)
+
+
+class TensorFactoryWithoutDevice(DevicePass):
+    """Tensor created inside model code without `device=`.
+
+    ## What it does
+    Finds `torch.arange`, `zeros`, `ones`, `full`, `empty`, `eye`, `linspace`, `logspace`,
+    `rand`, `randn`, `randint`, `randperm`, `tensor`, `as_tensor` and the legacy constructors
+    (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...) called without
+    `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
+    `init_hidden`, mask builders, loss modules) and every function that takes a tensor argument.
+
+    ## Why is this bad?
+    A factory without `device=` makes a CPU tensor. As soon as the model runs on a GPU, the first
+    operation that combines it with an activation fails with
+    `RuntimeError: Expected all tensors to be on the same device, but found at least two
+    devices, cuda:0 and cpu!` (for RNN hidden states: `Input and hidden tensors are not at the
+    same device`). A tensor made on a fixed device instead breaks under `nn.DataParallel`,
+    whose replicas run on `cuda:1`, `cuda:2`, ...
+
+    ## Example
+    ```python
+    class Encoder(nn.Module):
+        def forward(self, src):
+            pos = torch.arange(0, src.shape[1]).unsqueeze(0).repeat(src.shape[0], 1)
+            return self.tok_embedding(src) + self.pos_embedding(pos)
+    ```
+
+    ## Use instead
+    ```python
+    class Encoder(nn.Module):
+        def forward(self, src):
+            pos = torch.arange(0, src.shape[1], device=self.pos_embedding.weight.device).unsqueeze(0).repeat(src.shape[0], 1)
+            return self.tok_embedding(src) + self.pos_embedding(pos)
+    ```
+    The device is read from the code that uses the new tensor: the tensor it meets in an
+    operation (`x + t`, `torch.cat([x, t])`, `scores.masked_fill(t, ...)`), or the layer it is
+    fed to (`self.pos_embedding(t)` gives `self.pos_embedding.weight.device`). Legacy
+    constructors cannot take `device=`, so they get `.to(<device>)` instead. `dtype` and every
+    other argument are kept. Zero-dimensional scalars such as `torch.tensor(2.0)` are legal next
+    to CUDA tensors and are left alone.
+
+    ## Fix safety
+    Safe when the tensor provably meets the device it is given (the fix is a no-op on CPU and
+    removes the error on GPUs). Unsafe when the only evidence is that the function has a tensor
+    argument: the fix then uses the first such argument's device. When nothing in scope can
+    supply a device, the finding is reported without a fix, with the reason. `self.device` is
+    never invented, and `next(self.parameters())` is never used (it is empty on DataParallel
+    replicas).
+
+    ## References
+    - PyTorch docs, "Tensor Creation Ops" (`device` argument); "CUDA semantics".
+    - pytorch/pytorch PR#85609 (`generate_square_subsequent_mask` gained `device`).
+    """
+
+    CODE = "DF101"
+    NAME = "tensor-factory-without-device"
+    MESSAGE = "tensor created in model code without `device=`"
+    FIX_TITLE = "Pass `device=` of the tensor it meets"
+    APPLICABILITY = Applicability.SAFE
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if call_tail(node.func) not in _CANDIDATE_TAILS:
+            return
+        qualified = self.qualified_name(node.func)
+        if qualified in TENSOR_FACTORIES:
+            self._check(node, qualified, legacy=False)
+        elif qualified in LEGACY_CONSTRUCTORS:
+            self._check(node, qualified, legacy=True)
+
+    def _check(self, node: cst.Call, qualified: str, *, legacy: bool) -> None:
+        if not legacy and _states_its_device(node):
+            return
+        if qualified in DATA_FACTORIES and not _holds_data(node):
+            return  # a 0-dim scalar: legal next to CUDA tensors
+        if _already_moved(self, node):
+            return
+        code = ModelCode.of(self)
+        function = code.enclosing_function(node)
+        if function is None or not function.is_model_code:
+            return
+        short = qualified.replace("torch.", "torch.", 1)
+        source = code.resolve_device(node, function)
+        if source is None:
+            self.report(
+                node,
+                message=(
+                    f"`{short}` creates a CPU tensor in `{function.name}`; no tensor or layer in "
+                    "scope tells which device it needs"
+                ),
+            )
+            return
+        device = cst.parse_expression(source.expression)
+        replacement = method_call(node, "to", device) if legacy else append_keyword(
+            node, "device", device
+        )
+        fix = f"`.to({source.expression})`" if legacy else f"`device={source.expression}`"
+        self.report(
+            node,
+            message=(
+                f"`{short}` creates a CPU tensor in `{function.name}`; it needs {fix} "
+                f"({source.reason})"
+            ),
+            fix_title=f"Use {fix}",
+            edits=[Edit(node, replacement)],
+            applicability=Applicability.SAFE if source.certain else Applicability.UNSAFE,
+        )
+
+
+def _states_its_device(node: cst.Call) -> bool:
+    return (
+        keyword_argument(node, "device") is not None
+        or keyword_argument(node, "out") is not None
+        or has_star_kwargs(node)
+    )
+
+
+def _holds_data(node: cst.Call) -> bool:
+    """`torch.tensor([..])` holds data; `torch.tensor(2.0)` or `torch.tensor(n)` is a scalar."""
+    positional = [arg for arg in node.args if arg.keyword is None]
+    return bool(positional) and isinstance(positional[0].value, _CONTAINERS)
+
+
+def _already_moved(checker: DevicePass, node: cst.Call) -> bool:
+    """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated (DF102 judges it)."""
+    current: cst.CSTNode = node
+    for _ in range(8):
+        parent = checker.context.parent(current)
+        if isinstance(parent, cst.Attribute) and parent.value is current:
+            call = checker.context.parent(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            if parent.attr.value in ("to", "cuda", "cpu", "type_as", "numpy", "tolist", "item"):
+                return True
+            current = call
+        else:
+            return False
+    return False

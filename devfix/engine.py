@@ -1,0 +1,326 @@
+"""The fix engine: passes report findings, this module applies them.
+
+Three layers, as in ufmt: :func:`fix_source` is pure and may raise; :func:`fix_file` turns every
+error into a :class:`FileResult`; :func:`fix_paths` runs many files, in parallel.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, ImportItem
+
+from devfix import sources
+from devfix.context import FileContext
+from devfix.errors import InputError, InternalError
+from devfix.registry import select_passes
+from devfix.types import (
+    Applicability,
+    Edit,
+    FileResult,
+    FileStatus,
+    Finding,
+    Options,
+    Replacement,
+    SourceResult,
+)
+
+#: Rounds of "run every pass, apply what it found"; ruff uses 100, devfix's passes converge in 2-3.
+MAX_ROUNDS = 10
+
+Accept = Callable[[Finding], bool]
+
+_SUPPRESSION = re.compile(r"#\s*devfix:\s*ignore(?:\[(?P<rules>[^\]]*)\])?", re.IGNORECASE)
+
+
+def parse(text: str, path: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as error:
+        raise InputError(
+            f"does not parse (line {error.raw_line}, column {error.raw_column}): "
+            f"{error.message.splitlines()[0]}"
+        ) from None
+    except RecursionError:
+        raise InputError("nested too deeply to parse") from None
+
+
+def _is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
+    for number in {finding.line, finding.end_line}:
+        if not 0 < number <= len(lines):
+            continue
+        match = _SUPPRESSION.search(lines[number - 1])
+        if match is None:
+            continue
+        rules = match.group("rules")
+        if rules is None:
+            return True
+        wanted = {rule.strip().upper() for rule in rules.split(",")}
+        if finding.code.upper() in wanted or finding.name.upper() in wanted:
+            return True
+    return False
+
+
+def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> list[Finding]:
+    context = FileContext(module, path)
+    findings: list[Finding] = []
+    for pass_class in select_passes(options.select, options.ignore):
+        if not any(word in text for word in pass_class.TRIGGER_WORDS):
+            continue
+        checker = pass_class(context)
+        module.visit(checker)
+        findings.extend(checker.findings)
+    lines = text.splitlines()
+    findings = [finding for finding in findings if not _is_suppressed(finding, lines)]
+    findings.sort(key=lambda f: (f.line, f.col, f.code))
+    return findings
+
+
+def check_source(text: str, path: str = "<string>", options: Options | None = None) -> list[Finding]:
+    """The findings of every selected pass on `text`; nothing is applied."""
+    options = options or Options()
+    if not _mentions_trigger(text, options):
+        return []
+    return _run_passes(parse(text, path), text, path, options)
+
+
+def _mentions_trigger(text: str, options: Options) -> bool:
+    words = {w for cls in select_passes(options.select, options.ignore) for w in cls.TRIGGER_WORDS}
+    return any(word in text for word in words)
+
+
+def _subtree_ids(node: cst.CSTNode) -> set[int]:
+    ids = {id(node)}
+    for child in node.children:
+        ids |= _subtree_ids(child)
+    return ids
+
+
+class _Replacer(cst.CSTTransformer):
+    def __init__(self, replacements: dict[int, Replacement]) -> None:
+        super().__init__()
+        self.replacements = replacements
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) not in self.replacements
+
+    def on_leave(
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
+        return self.replacements.get(id(original_node), updated_node)
+
+
+def apply_findings(module: cst.Module, findings: Iterable[Finding]) -> tuple[cst.Module, list[Finding]]:
+    """Apply each finding's edit group whole, skipping groups that overlap one already taken.
+
+    Skipped groups are found again, on the rewritten code, by the next round.
+    """
+    claimed: set[int] = set()
+    replacements: dict[int, Replacement] = {}
+    applied: list[Finding] = []
+    for finding in findings:
+        touched: set[int] = set()
+        for edit in finding.edits:
+            touched |= _subtree_ids(edit.target)
+        if touched & claimed:
+            continue
+        claimed |= touched
+        replacements.update(_replacement_map(finding.edits))
+        applied.append(finding)
+    if not applied:
+        return module, []
+    rewritten = module.visit(_Replacer(replacements))
+    imports = [spec for finding in applied for spec in finding.imports]
+    if imports:
+        context = CodemodContext()
+        for spec in imports:
+            AddImportsVisitor.add_needed_import(context, spec.module, spec.name, spec.alias)
+        rewritten = AddImportsVisitor(
+            context, [ImportItem(s.module, s.name, s.alias) for s in imports]
+        ).transform_module(rewritten)
+    return rewritten, applied
+
+
+def _replacement_map(edits: Iterable[Edit]) -> dict[int, Replacement]:
+    return {id(edit.target): edit.replacement for edit in edits}
+
+
+def _wanted(finding: Finding, options: Options, accept: Accept | None) -> bool:
+    if not finding.has_fix:
+        return False
+    if finding.applicability is Applicability.UNSAFE and not options.unsafe_fixes and accept is None:
+        return False
+    return accept(finding) if accept is not None else True
+
+
+def fix_source(
+    text: str,
+    options: Options | None = None,
+    *,
+    path: str = "<string>",
+    accept: Accept | None = None,
+) -> SourceResult:
+    """Run the selected passes and apply their fixes until nothing changes.
+
+    Raises :class:`InputError` if `text` does not parse and :class:`InternalError` if the fixes
+    produce code that does not parse or keep changing it.
+    """
+    options = options or Options()
+    if not _mentions_trigger(text, options):
+        return SourceResult(text, text, (), (), 0)
+    module = parse(text, path)
+    findings: list[Finding] = []
+    first_findings: list[Finding] | None = None
+    applied_all: list[Finding] = []
+    current_text, current_module = text, module
+    for _round in range(MAX_ROUNDS):
+        findings = _run_passes(current_module, current_text, path, options)
+        if first_findings is None:
+            first_findings = findings
+        candidates = [f for f in findings if _wanted(f, options, accept)]
+        if not candidates:
+            break
+        rewritten, applied = apply_findings(current_module, candidates)
+        new_text = rewritten.code
+        if new_text == current_text:
+            break
+        try:
+            current_module = cst.parse_module(new_text)
+        except cst.ParserSyntaxError as error:
+            codes = ", ".join(sorted({f.code for f in applied}))
+            raise InternalError(
+                f"fixes by {codes} produced code that does not parse ({error.message.splitlines()[0]})"
+            ) from None
+        applied_all.extend(applied)
+        current_text = new_text
+        if accept is not None:
+            # A reviewed run applies exactly what was accepted: no second round of unasked fixes.
+            findings = _run_passes(current_module, current_text, path, options)
+            break
+    else:
+        codes = ", ".join(sorted({f.code for f in applied_all}))
+        raise InternalError(f"fixes by {codes} did not converge after {MAX_ROUNDS} rounds")
+    if current_text != text and module.code != text:
+        raise InputError(
+            "libcst cannot reproduce this file byte for byte, so devfix will not rewrite it"
+        )
+    remaining = tuple(findings)
+    hidden = 0
+    if not options.unsafe_fixes and accept is None:
+        hidden = sum(1 for f in remaining if f.applicability is Applicability.UNSAFE and f.edits)
+    return SourceResult(
+        text, current_text, tuple(first_findings or ()), tuple(applied_all), hidden, remaining
+    )
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=path if os.path.isabs(path) else f"a/{path}",
+            tofile=path if os.path.isabs(path) else f"b/{path}",
+        )
+    )
+
+
+def fix_file(
+    path: str,
+    options: Options | None = None,
+    *,
+    write: bool = True,
+    want_diff: bool = False,
+    check_only: bool = False,
+) -> FileResult:
+    """Fix one file; every error becomes a FAILED result and the file is left untouched.
+
+    With `check_only`, the passes only report (no fix is computed) and nothing is written.
+    """
+    options = options or Options()
+    try:
+        document = sources.read(path)
+    except InputError as error:
+        return FileResult(path, FileStatus.FAILED, reason=str(error))
+    try:
+        if check_only:
+            found = tuple(check_source(document.text, path, options))
+            hidden = 0
+            if not options.unsafe_fixes:
+                hidden = sum(1 for f in found if f.applicability is Applicability.UNSAFE and f.edits)
+            return FileResult(
+                path, FileStatus.UNCHANGED, findings=found, hidden_unsafe=hidden, remaining=found
+            )
+        result = fix_source(document.text, options, path=path)
+    except InputError as error:
+        return FileResult(path, FileStatus.FAILED, reason=str(error))
+    except InternalError as error:
+        return FileResult(path, FileStatus.FAILED, reason=str(error), internal_error=True)
+    except Exception as error:  # noqa: BLE001  (a pass crashed: report it, keep going)
+        return FileResult(
+            path,
+            FileStatus.FAILED,
+            reason=f"{type(error).__name__}: {error}",
+            internal_error=True,
+        )
+    status = FileStatus.CHANGED if result.changed else FileStatus.UNCHANGED
+    diff = unified_diff(result.source, result.output, path) if want_diff and result.changed else ""
+    if result.changed and write:
+        try:
+            sources.write_atomic(path, document.with_text(result.output))
+        except InputError as error:
+            return FileResult(
+                path,
+                FileStatus.FAILED,
+                findings=result.findings,
+                reason=str(error),
+            )
+    return FileResult(
+        path,
+        status,
+        findings=result.findings,
+        applied=result.applied,
+        hidden_unsafe=result.hidden_unsafe,
+        remaining=result.remaining,
+        diff=diff,
+    )
+
+
+def _fix_one(job: tuple[str, Options, bool, bool, bool]) -> FileResult:
+    path, options, write, want_diff, check_only = job
+    return fix_file(path, options, write=write, want_diff=want_diff, check_only=check_only)
+
+
+def fix_paths(
+    paths: Sequence[str],
+    options: Options | None = None,
+    *,
+    write: bool = True,
+    want_diff: bool = False,
+    check_only: bool = False,
+) -> Iterator[FileResult]:
+    """Fix every Python file under `paths`, yielding results in the order of the files found.
+
+    Paths that cannot be walked become FAILED results; work runs in `options.jobs` processes
+    (0 = one per core) when there is enough of it to be worth starting them.
+    """
+    options = options or Options()
+    files: list[str] = []
+    for entry in sources.discover(paths):
+        if isinstance(entry, FileResult):
+            yield entry
+        else:
+            files.append(entry)
+    jobs = options.jobs or os.cpu_count() or 1
+    work = [(file, options, write, want_diff, check_only) for file in files]
+    if jobs <= 1 or len(files) < 4:
+        for job in work:
+            yield _fix_one(job)
+        return
+    with ProcessPoolExecutor(max_workers=min(jobs, len(files))) as pool:
+        yield from pool.map(_fix_one, work, chunksize=max(1, len(files) // (jobs * 8)))

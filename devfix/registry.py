@@ -1,0 +1,73 @@
+"""Finds the passes in `devfix.codemods` and resolves `--select` / `--ignore`."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Iterable
+
+from devfix.codemods._base import DevicePass
+from devfix.errors import UnknownRuleError
+
+
+@functools.cache
+def all_passes() -> tuple[type[DevicePass], ...]:
+    """Every pass class, sorted by code. One public module in the package = one pass."""
+    import devfix.codemods as package
+
+    found: list[type[DevicePass]] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        classes = [
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, DevicePass)
+            and value is not DevicePass
+            and value.__module__ == module.__name__
+        ]
+        if len(classes) != 1:
+            raise RuntimeError(f"{module.__name__} must define exactly one pass, found {len(classes)}")
+        found.extend(classes)
+    return tuple(sorted(found, key=lambda cls: cls.CODE))
+
+
+def _matches(pass_class: type[DevicePass], selector: str) -> bool:
+    selector = selector.strip()
+    return (
+        pass_class.CODE.upper().startswith(selector.upper())
+        or pass_class.NAME == selector.lower()
+        or selector.upper() == "ALL"
+    )
+
+
+def _check_known(selectors: Iterable[str]) -> None:
+    for selector in selectors:
+        if not any(_matches(cls, selector) for cls in all_passes()):
+            raise UnknownRuleError(f"unknown rule selector {selector!r} (see `devfix rules`)")
+
+
+def select_passes(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tuple[type[DevicePass], ...]:
+    """Passes chosen by code, code prefix or kebab name; nothing selected means all."""
+    select, ignore = tuple(select), tuple(ignore)
+    _check_known(select)
+    _check_known(ignore)
+    chosen = [
+        cls
+        for cls in all_passes()
+        if (not select or any(_matches(cls, s) for s in select))
+        and not any(_matches(cls, s) for s in ignore)
+    ]
+    return tuple(chosen)
+
+
+def find_pass(selector: str) -> type[DevicePass]:
+    """The one pass with this code or name."""
+    for cls in all_passes():
+        if cls.CODE.upper() == selector.upper() or cls.NAME == selector.lower():
+            return cls
+    raise UnknownRuleError(f"unknown rule {selector!r} (see `devfix rules`)")
+

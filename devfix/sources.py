@@ -1,0 +1,204 @@
+"""Reading, writing and finding source files, byte-exactly.
+
+PEP 263 coding cookies and UTF-8 byte-order marks are honoured and kept, line endings are never
+translated, and writes are atomic: a temporary file in the same folder is renamed over the old
+one, so a file is either as it was or fully rewritten, even if devfix is killed mid-run.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+
+import pathspec
+
+from devfix.errors import InputError
+from devfix.types import FileResult, FileStatus
+
+#: Folder names never walked into: version control, environments, caches, build output.
+EXCLUDED_DIRS = frozenset(
+    {
+        ".git", ".hg", ".svn", ".bzr", "__pycache__", ".mypy_cache", ".ruff_cache",
+        ".pytest_cache", ".tox", ".nox", ".eggs", ".venv", "venv", "site-packages",
+        "dist-packages", "build", "dist", "node_modules", ".ipynb_checkpoints",
+    }
+)
+SOURCE_SUFFIXES = (".py",)
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file's text plus what is needed to write it back exactly as it was encoded."""
+
+    path: str
+    text: str
+    encoding: str
+
+    def with_text(self, text: str) -> Document:
+        return replace(self, text=text)
+
+    def encode(self) -> bytes:
+        return self.text.encode(self.encoding)
+
+
+def decode(data: bytes, path: str) -> Document:
+    if b"\x00" in data:
+        raise InputError("contains NUL bytes; not a Python source file")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as error:
+        raise InputError(f"has an invalid coding cookie ({error})") from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as error:
+        raise InputError(
+            f"is not valid {encoding} (byte {error.start}); add a coding cookie or fix the bytes"
+        ) from None
+    return Document(path, text, encoding)
+
+
+def read(path: str) -> Document:
+    if os.path.isdir(path):
+        raise InputError("is a directory")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise InputError(f"cannot be read: {error.strerror or error}") from None
+    return decode(data, path)
+
+
+def write_atomic(path: str, document: Document) -> None:
+    """Replace the file's content in one rename, keeping its permission bits."""
+    target = os.path.realpath(path)
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except OSError as error:
+        raise InputError(f"cannot be written: {error.strerror or error}") from None
+    if not os.access(target, os.W_OK):
+        raise InputError("is read-only; not rewritten")
+    directory = os.path.dirname(target) or "."
+    try:
+        handle, temporary = tempfile.mkstemp(
+            dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".devfix-tmp"
+        )
+    except OSError as error:
+        raise InputError(f"cannot be written: {error.strerror or error}") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(document.encode())
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, target)
+    except BaseException as error:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(error, OSError):
+            raise InputError(f"cannot be written: {error.strerror or error}") from None
+        raise
+
+
+class _IgnoreRules:
+    """Every `.gitignore` from the walk's root down; the deepest file that matches decides."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, pathspec.GitIgnoreSpec] = {}
+
+    def load(self, directory: str) -> None:
+        candidate = os.path.join(directory, ".gitignore")
+        if os.path.isfile(candidate):
+            try:
+                with open(candidate, encoding="utf-8", errors="replace") as handle:
+                    self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(handle)
+            except OSError:
+                pass
+
+    def ignored(self, path: str, is_dir: bool) -> bool:
+        directory = os.path.dirname(path)
+        while True:
+            spec = self._specs.get(directory)
+            if spec is not None:
+                relative = os.path.relpath(path, directory).replace(os.sep, "/")
+                verdict = spec.check_file(relative + "/" if is_dir else relative).include
+                if verdict is not None:
+                    return verdict
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                return False
+            directory = parent
+
+
+def _is_virtualenv(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
+
+
+def discover(paths: Iterable[str]) -> Iterator[str | FileResult]:
+    """Source files under `paths` (each once), or a FAILED result for a path that is unusable.
+
+    A file named explicitly is always taken; folders are walked without following symbolic
+    links, skipping EXCLUDED_DIRS, virtual environments and what `.gitignore` files exclude.
+    """
+    seen: set[str] = set()
+    for given in paths:
+        if os.path.isfile(given):
+            real = os.path.realpath(given)
+            if real not in seen:
+                seen.add(real)
+                yield given
+            continue
+        if not os.path.isdir(given):
+            reason = "broken symbolic link" if os.path.islink(given) else "no such file or directory"
+            yield FileResult(given, FileStatus.FAILED, reason=reason)
+            continue
+        yield from _walk(given, seen)
+
+
+def _walk(root: str, seen: set[str]) -> Iterator[str]:
+    rules = _IgnoreRules()
+    absolute_root = os.path.abspath(root)
+    # .gitignore files above the root still apply inside it, up to the repository's top.
+    ancestors = []
+    current = absolute_root
+    while True:
+        ancestors.append(current)
+        if os.path.isdir(os.path.join(current, ".git")):
+            break
+        parent = os.path.dirname(current)
+        if parent == current:
+            ancestors = [absolute_root]
+            break
+        current = parent
+    for directory in reversed(ancestors):
+        rules.load(directory)
+    for directory, subdirs, filenames in os.walk(absolute_root):
+        if directory != absolute_root:
+            rules.load(directory)
+        subdirs[:] = sorted(
+            name
+            for name in subdirs
+            if name not in EXCLUDED_DIRS
+            and not os.path.islink(os.path.join(directory, name))
+            and not _is_virtualenv(os.path.join(directory, name))
+            and not rules.ignored(os.path.join(directory, name), is_dir=True)
+        )
+        for name in sorted(filenames):
+            if not name.endswith(SOURCE_SUFFIXES):
+                continue
+            full = os.path.join(directory, name)
+            if rules.ignored(full, is_dir=False):
+                continue
+            real = os.path.realpath(full)
+            if os.path.islink(full) and not real.startswith(absolute_root + os.sep):
+                continue
+            if real in seen:
+                continue
+            seen.add(real)
+            yield os.path.join(root, os.path.relpath(full, absolute_root))

@@ -1,0 +1,124 @@
+"""Value types shared by the engine, the passes and the command line."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Union
+
+import libcst as cst
+
+Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]
+
+
+class Applicability(str, enum.Enum):
+    """How confident a pass is that its fix keeps the program's meaning (ruff's three levels)."""
+
+    SAFE = "safe"
+    UNSAFE = "unsafe"
+    DISPLAY_ONLY = "display-only"
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace one node of the parsed module (by identity) with a new node, or remove it."""
+
+    target: cst.CSTNode
+    replacement: Replacement
+
+
+@dataclass(frozen=True)
+class ImportSpec:
+    """An import a fix needs: `import module [as alias]` or `from module import name [as alias]`."""
+
+    module: str
+    name: str | None = None
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem a pass found, with the group of edits that fixes it (possibly none).
+
+    Lines are 1-based, columns 1-based, as editors show them.
+    """
+
+    code: str
+    name: str
+    message: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    fix_title: str
+    applicability: Applicability
+    edits: tuple[Edit, ...] = field(default=(), compare=False, repr=False)
+    imports: tuple[ImportSpec, ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def has_fix(self) -> bool:
+        return bool(self.edits) and self.applicability is not Applicability.DISPLAY_ONLY
+
+    def to_json(self, path: str) -> dict[str, object]:
+        """The documented JSON contract of `devfix check --format json`."""
+        return {
+            "path": path,
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "code": self.code,
+            "name": self.name,
+            "message": self.message,
+            "fix_title": self.fix_title,
+            "applicability": self.applicability.value,
+        }
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked for; built once by the command line and passed down unchanged."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+    jobs: int = 0
+
+
+class FileStatus(str, enum.Enum):
+    CHANGED = "changed"
+    UNCHANGED = "unchanged"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """What :func:`devfix.engine.fix_source` made of one text."""
+
+    source: str
+    output: str
+    findings: tuple[Finding, ...]
+    applied: tuple[Finding, ...]
+    hidden_unsafe: int
+    #: Findings still present in `output` (display-only ones, unsafe ones not enabled, ...).
+    remaining: tuple[Finding, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.output != self.source
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """The outcome for one file: never an exception, always one of four statuses."""
+
+    path: str
+    status: FileStatus
+    findings: tuple[Finding, ...] = ()
+    applied: tuple[Finding, ...] = ()
+    hidden_unsafe: int = 0
+    remaining: tuple[Finding, ...] = ()
+    reason: str = ""
+    diff: str = ""
+    internal_error: bool = False

@@ -1,0 +1,452 @@
+"""The virtual-GPU tensor: a wrapper subclass whose C++ TensorImpl is on ``cuda:k``.
+
+A :class:`VTensor` holds a plain CPU tensor ``_elem``; every aten op reaching the wrapper runs
+on the CPU tensors and the results are wrapped again on the same virtual device. When an op
+mixes devices, :mod:`devfix.vgpu._checks` raises the text the CUDA build raises.
+
+This module imports torch, so it may only be imported after the shim is loaded.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Optional
+
+import torch
+
+from devfix.vgpu.errors import VGPUUnsupported
+
+aten = torch.ops.aten
+
+#: one torch.device per virtual GPU, so devices can be compared by identity on the hot path.
+DEVICES: list[torch.device] = []
+_CPU = torch.device("cpu")
+_Tensor = torch.Tensor
+_make_wrapper = torch.Tensor._make_wrapper_subclass
+
+
+def _excluded_python() -> Any:
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))
+
+
+class VTensor(torch.Tensor):
+    """A tensor on a virtual GPU: reports ``cuda:k``, computes on the CPU tensor ``_elem``."""
+
+    _elem: torch.Tensor
+    _dev: torch.device
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, dev: torch.device) -> VTensor:
+        r: VTensor = _make_wrapper(  # type: ignore[assignment]
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=dev,
+            requires_grad=False,
+        )
+        r._elem = elem
+        r._dev = dev
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+
+    @classmethod
+    def __torch_dispatch__(  # type: ignore[override]
+        cls,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: Optional[dict[str, Any]] = None,
+    ) -> Any:
+        return dispatch(func, args, kwargs)
+
+    def __tensor_flatten__(self) -> tuple[list[str], int]:
+        return ["_elem"], int(self._dev.index or 0)
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], meta: int, outer_size: Any, outer_stride: Any
+    ) -> VTensor:
+        return VTensor(inner["_elem"], DEVICES[meta])
+
+    def __reduce_ex__(self, proto: Any) -> Any:
+        from devfix.vgpu import _serial
+
+        return _serial.reduce_vtensor(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Per-op facts, computed once per OpOverload.
+
+
+class OpInfo:
+    __slots__ = ("handler", "inplace_ret", "mix_ok", "out_names", "scalar_ok", "view_inplace")
+
+    def __init__(self, func: Any) -> None:
+        schema = func._schema
+        self.handler: Optional[Callable[..., Any]] = SPECIAL.get(func)
+        self.mix_ok = func in MIX_OK
+        # Returns that alias a written argument: return the caller's wrapper, not a new one.
+        rets = []
+        write_sets: dict[str, tuple[int, str]] = {}
+        for i, a in enumerate(schema.arguments):
+            ai = a.alias_info
+            if ai is not None and ai.is_write:
+                for s in ai.before_set:
+                    write_sets[s] = (i, a.name)
+        for r in schema.returns:
+            ai = r.alias_info
+            hit = None
+            if ai is not None and ai.is_write:
+                for s in ai.before_set:
+                    if s in write_sets:
+                        hit = write_sets[s]
+            rets.append(hit)
+        self.inplace_ret: Optional[list[Optional[tuple[int, str]]]] = (
+            rets if any(h is not None for h in rets) else None
+        )
+        self.out_names = tuple(a.name for a in schema.arguments if a.is_out)
+        self.view_inplace = func in VIEW_INPLACE
+        self.scalar_ok: Optional[bool] = None  # filled on the first 0-dim CPU operand
+
+
+_INFO: dict[Any, OpInfo] = {}
+SPECIAL: dict[Any, Callable[..., Any]] = {}
+MIX_OK: set[Any] = set()
+VIEW_INPLACE: set[Any] = set()
+
+
+def _info(func: Any) -> OpInfo:
+    info = _INFO.get(func)
+    if info is None:
+        info = _INFO[func] = OpInfo(func)
+    return info
+
+
+# --------------------------------------------------------------------------------------------
+# The hot path.
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def dispatch(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> Any:
+    info = _INFO.get(func)
+    if info is None:
+        info = _info(func)
+    if info.handler is not None:
+        return info.handler(func, args, kwargs or {})
+    dev: Optional[torch.device] = None
+    bad = False
+    uargs = []
+    for a in args:
+        t = type(a)
+        if t is VTensor:
+            d = a._dev
+            if dev is None:
+                dev = d
+            elif d is not dev:
+                bad = True
+            uargs.append(a._elem)
+        elif t is list or t is tuple:
+            if a and isinstance(a[0], _Tensor) or (a and a[0] is None):
+                lst = []
+                for x in a:
+                    if type(x) is VTensor:
+                        d = x._dev
+                        if dev is None:
+                            dev = d
+                        elif d is not dev:
+                            bad = True
+                        lst.append(x._elem)
+                    else:
+                        if x is not None and isinstance(x, _Tensor):
+                            bad = True  # plain CPU tensor in a list: no scalar exemption
+                        lst.append(x)
+                uargs.append(lst)
+            else:
+                uargs.append(a)
+        elif isinstance(a, _Tensor):
+            if a.dim() != 0:
+                bad = True
+            elif not info.mix_ok:
+                if info.scalar_ok is None:
+                    info.scalar_ok = _scalar_exempt(func)
+                if not info.scalar_ok:
+                    bad = True
+            if isinstance(a, VTensor):  # a subclass of VTensor (rare)
+                uargs.append(a._elem)
+            else:
+                uargs.append(a)
+        else:
+            uargs.append(a)
+    ukwargs = kwargs
+    if kwargs:
+        ukwargs = {}
+        for k, v in kwargs.items():
+            t = type(v)
+            if t is VTensor:
+                d = v._dev
+                if dev is None:
+                    dev = d
+                elif d is not dev:
+                    bad = True
+                ukwargs[k] = v._elem
+            elif isinstance(v, _Tensor):
+                if v.dim() != 0:
+                    bad = True
+                ukwargs[k] = v
+            elif (t is list or t is tuple) and v and isinstance(v[0], _Tensor):
+                lst = []
+                for x in v:
+                    if type(x) is VTensor:
+                        if dev is None:
+                            dev = x._dev
+                        elif x._dev is not dev:
+                            bad = True
+                        lst.append(x._elem)
+                    else:
+                        bad = True
+                        lst.append(x)
+                ukwargs[k] = lst
+            else:
+                ukwargs[k] = v
+    if bad and not info.mix_ok:
+        from devfix.vgpu import _checks
+
+        return _checks.on_mismatch(func, args, kwargs or {})
+    if dev is None:  # only reachable for odd ops (all tensors plain); keep them plain
+        return func(*args, **(kwargs or {}))
+    out = func(*uargs, **(ukwargs or {}))
+    if info.inplace_ret is not None:
+        return _inplace_result(info, func, args, kwargs or {}, out, dev)
+    if info.out_names:
+        _check_out_sizes(info, kwargs or {})
+    return wrap(out, dev)
+
+
+def _scalar_exempt(func: Any) -> bool:
+    # A 0-dim CPU tensor next to a CUDA tensor is fine for TensorIterator ops only.
+    from devfix.vgpu import _checks
+
+    return _checks.scalar_exempt(func)
+
+
+def wrap(out: Any, dev: torch.device) -> Any:
+    t = type(out)
+    if t is _Tensor or t is torch.nn.Parameter:
+        return VTensor(out, dev)
+    if t is tuple or t is list:
+        return t(wrap(x, dev) for x in out)
+    if isinstance(out, _Tensor) and not isinstance(out, VTensor):
+        return VTensor(out, dev)
+    return out
+
+
+def _inplace_result(
+    info: OpInfo, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any, dev: Any
+) -> Any:
+    assert info.inplace_ret is not None
+    res = []
+    for i, hit in enumerate(info.inplace_ret):
+        o = out[i] if isinstance(out, (tuple, list)) else out
+        if hit is None:
+            res.append(wrap(o, dev))
+            continue
+        pos, name = hit
+        w = args[pos] if pos < len(args) else kwargs.get(name)
+        if isinstance(w, VTensor):
+            if info.view_inplace:
+                _restride(w)
+            elif w.shape != w._elem.shape:
+                if func is aten.resize_.default or func is aten.resize_as_.default:
+                    raise VGPUUnsupported(
+                        "resizing a tensor on a virtual GPU to a new size "
+                        f"({tuple(w.shape)} -> {tuple(w._elem.shape)})"
+                    )
+                raise VGPUUnsupported(
+                    f"an out= tensor that must grow ({func}: {tuple(w.shape)} -> "
+                    f"{tuple(w._elem.shape)})"
+                )
+        res.append(w)
+    if len(res) == 1 and not isinstance(out, (tuple, list)):
+        return res[0]
+    return tuple(res)
+
+
+def _check_out_sizes(info: OpInfo, kwargs: dict[str, Any]) -> None:
+    for n in info.out_names:
+        w = kwargs.get(n)
+        if isinstance(w, VTensor) and w.shape != w._elem.shape:
+            raise VGPUUnsupported(f"an out= tensor that must grow ({n} of {tuple(w.shape)})")
+
+
+def _restride(w: VTensor) -> None:
+    e = w._elem
+    with _excluded_python():
+        torch.ops.aten.as_strided_.default(w, e.size(), e.stride(), e.storage_offset())
+
+
+# --------------------------------------------------------------------------------------------
+# Ops with their own device rules.
+
+
+def _device_of(x: Any) -> torch.device:
+    return x._dev if type(x) is VTensor else x.device  # type: ignore[no-any-return]
+
+
+def _elem(x: Any) -> Any:
+    return x._elem if isinstance(x, VTensor) else x
+
+
+def _target(device: Any, default: torch.device) -> torch.device:
+    if device is None:
+        return default
+    d = torch.device(device)
+    if d.type == "cuda":
+        return vdevice(d.index)
+    return d
+
+
+def vdevice(index: Optional[int]) -> torch.device:
+    if index is None:
+        from devfix.vgpu import _cuda_api
+
+        index = _cuda_api.current_device()
+    if not 0 <= index < len(DEVICES):
+        raise RuntimeError(
+            "CUDA error: invalid device ordinal\nCUDA kernel errors might be asynchronously "
+            "reported at some other API call, so the stacktrace below might be incorrect.\n"
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+        )
+    return DEVICES[index]
+
+
+def _to_copy(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = args[0]
+    src = _device_of(x)
+    dst = _target(kwargs.get("device"), src)
+    kw = dict(kwargs)
+    kw["device"] = _CPU
+    if kw.get("pin_memory"):
+        kw["pin_memory"] = False
+    out = func(_elem(x), *args[1:], **kw)
+    if dst.type == "cuda":
+        return VTensor(out, dst)
+    return out
+
+
+def _copy_(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    dst, src = args[0], args[1]
+    _elem(dst).copy_(_elem(src), *args[2:], **kwargs)
+    if isinstance(dst, VTensor) and dst.shape != dst._elem.shape:
+        raise VGPUUnsupported("copy_ into a tensor that must grow")
+    return dst
+
+
+def _indices_check(self_dev: torch.device, indices: Any) -> None:
+    for ix in indices:
+        if ix is None:
+            continue
+        d = _device_of(ix)
+        if d.type != "cpu" and d != self_dev:
+            raise RuntimeError(
+                "indices should be either on cpu or on the same device as the indexed tensor "
+                f"({self_dev})"
+            )
+
+
+def _index(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x, indices = args[0], args[1]
+    if not isinstance(x, VTensor):
+        # plain self with virtual indices: real CUDA refuses the same way
+        _indices_check(x.device, indices)
+        return func(x, [_elem(i) for i in indices])
+    _indices_check(x._dev, indices)
+    return VTensor(func(x._elem, [None if i is None else _elem(i) for i in indices]), x._dev)
+
+
+def _index_put(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x, indices, values = args[0], args[1], args[2]
+    sdev = _device_of(x)
+    _indices_check(sdev, indices)
+    vdev = _device_of(values)
+    if vdev != sdev and not (values.dim() == 0 and vdev.type == "cpu"):
+        raise RuntimeError(
+            f"Index put requires the source and destination dtypes match, got {x.dtype} for the "
+            f"destination and {values.dtype} for the source."
+            if values.dtype != x.dtype
+            else f"expected device {sdev} but got device {vdev} for value tensor"
+        )
+    out = func(_elem(x), [None if i is None else _elem(i) for i in indices], _elem(values),
+               *args[3:], **kwargs)
+    if func._schema.name.endswith("_"):
+        return x
+    return VTensor(out, sdev) if sdev.type == "cuda" else out
+
+
+def _local_scalar(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return func(args[0]._elem)
+
+
+def _resize(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = args[0]
+    size = tuple(args[1]) if func is aten.resize_.default else tuple(args[1].shape)
+    if tuple(x.shape) != size:
+        raise VGPUUnsupported(
+            f"resizing a tensor on a virtual GPU ({tuple(x.shape)} -> {size}); "
+            "this usually means an out= tensor that must grow"
+        )
+    return x
+
+
+def _set_source(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    raise VGPUUnsupported(f"{func} on a tensor on a virtual GPU")
+
+
+def _pin(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return args[0]
+
+
+def _is_pinned(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return False
+
+
+def _composite(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return func._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, *args, **kwargs)
+
+
+def _register_specials() -> None:
+    SPECIAL[aten._to_copy.default] = _to_copy
+    SPECIAL[aten.copy_.default] = _copy_
+    SPECIAL[aten.index.Tensor] = _index
+    for f in (aten.index_put_.default, aten.index_put.default, aten._index_put_impl_.default):
+        SPECIAL[f] = _index_put
+    SPECIAL[aten._local_scalar_dense.default] = _local_scalar
+    SPECIAL[aten.resize_.default] = _resize
+    SPECIAL[aten.resize_as_.default] = _resize
+    SPECIAL[aten.set_.source_Tensor] = _set_source
+    SPECIAL[aten._pin_memory.default] = _pin
+    SPECIAL[aten.is_pinned.default] = _is_pinned
+    # Ops whose CompositeExplicitAutograd kernel decides output placement (CPU batch_sizes).
+    SPECIAL[aten._pack_padded_sequence.default] = _composite
+    SPECIAL[aten._pad_packed_sequence.default] = _composite
+    for f in (aten.copy_.default, aten._to_copy.default):
+        MIX_OK.add(f)
+    for name in ("t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_", "swapdims_",
+                 "swapaxes_", "detach_"):
+        pk = getattr(aten, name)
+        for ov in pk.overloads():
+            VIEW_INPLACE.add(getattr(pk, ov))
+    from devfix.vgpu import _kernels
+
+    _kernels.register(SPECIAL)
+
+
+_register_specials()
+_tls = threading.local()

@@ -1,0 +1,74 @@
+"""Factories with ``device='cuda…'`` and CPU→CUDA copies.
+
+They reach the CUDA dispatch key with no VTensor argument, so a Python fallback on that key
+runs them on the CPU and wraps the result. Composite factories that would call a resizing
+``out=`` op on the empty wrapper (``arange``, ``eye``, …) get explicit CUDA kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_libs: list[Any] = []
+_CPU = torch.device("cpu")
+
+
+def _run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    from devfix.vgpu._core import VTensor, vdevice, wrap
+
+    dev = kwargs.get("device")
+    if dev is None:
+        for a in args:
+            if isinstance(a, torch.device):
+                dev = a
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.device.type == "cuda":
+                dev = a.device
+    d = torch.device(dev) if dev is not None else torch.device("cuda")
+    target = vdevice(d.index)
+    kw = dict(kwargs)
+    if "device" in kw:
+        kw["device"] = _CPU
+    if kw.get("pin_memory"):
+        kw["pin_memory"] = False
+    cargs = tuple(a._elem if isinstance(a, VTensor) else a for a in args)
+    return wrap(op(*cargs, **kw), target)
+
+
+def _fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
+    return _run_on_cpu(op, args, kwargs)
+
+
+def install() -> None:
+    lib = torch.library.Library("_", "IMPL")
+    lib.fallback(_fallback, "CUDA")
+    _libs.append(lib)
+    alib = torch.library.Library("aten", "IMPL")
+    names = ["arange", "eye", "linspace", "logspace", "randperm", "range", "tril_indices",
+             "triu_indices", "bartlett_window", "blackman_window", "hamming_window",
+             "hann_window", "kaiser_window", "scalar_tensor", "full", "zeros", "ones",
+             "rand", "randn", "randint", "normal", "empty_permuted", "from_file"]
+    for name in names:
+        pk = getattr(torch.ops.aten, name, None)
+        if pk is None:
+            continue
+        for ov in pk.overloads():
+            f = getattr(pk, ov)
+            if any(a.is_out for a in f._schema.arguments):
+                continue
+            if not any(a.name == "device" for a in f._schema.arguments):
+                continue
+
+            def kernel(*args: Any, _f: Any = f, **kwargs: Any) -> Any:
+                return _run_on_cpu(_f, args, kwargs)
+
+            try:
+                alib.impl(f._schema.name[6:] + ("." + f._schema.overload_name
+                                                  if f._schema.overload_name else ""),
+                          kernel, "CUDA")
+            except RuntimeError:
+                pass
+    _libs.append(alib)
+    torch._C._set_only_lift_cpu_tensors(True)

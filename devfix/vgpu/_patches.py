@@ -1,0 +1,242 @@
+"""Monkeypatches of torch's Python layer that the virtual GPUs need."""
+
+from __future__ import annotations
+
+import threading
+import types
+import weakref
+from typing import Any, Optional, Sequence
+
+import torch
+import torch.nn.modules.module as module_mod
+import torch.nn.parallel.comm as comm
+import torch.optim.optimizer as opt
+import torch.utils
+
+from devfix.vgpu._core import VTensor, vdevice
+from devfix.vgpu.errors import VGPUUnsupported
+
+_tls = threading.local()
+
+
+def _is_v(t: Any) -> bool:
+    return isinstance(t, VTensor)
+
+
+# --- Tensor.data = x across plain/virtual ----------------------------------------------------
+
+_data_descr = torch._C.TensorBase.data
+
+
+def _get_data(self: Any) -> Any:
+    return _data_descr.__get__(self)  # type: ignore[attr-defined]
+
+
+def _set_data(self: Any, new: Any) -> None:
+    if _is_v(self) == _is_v(new) and (not _is_v(self) or self._dev == new._dev):
+        _data_descr.__set__(self, new)  # type: ignore[attr-defined]
+        return
+    _swap_impl(self, new.detach())
+
+
+def _swap_impl(self: Any, new: Any) -> None:
+    """Give ``self`` the data of ``new`` (another kind of tensor), keeping its identity."""
+    was_param = isinstance(self, torch.nn.Parameter)
+    req = self.requires_grad
+    grad = self.grad
+    extra = {k: v for k, v in self.__dict__.items() if k not in ("_elem", "_dev", "_is_param")}
+    if grad is not None:
+        self.grad = None
+    torch._C._swap_tensor_impl(self, new)
+    if _is_v(new):
+        self.__class__ = VTensor
+        self.__dict__.clear()
+        self._elem = new._elem
+        self._dev = new._dev
+        if was_param:
+            self._is_param = True
+    else:
+        self.__dict__.clear()
+        self.__class__ = torch.nn.Parameter if was_param else torch.Tensor
+    self.__dict__.update(extra)
+    if req:
+        self.requires_grad_(True)
+    if grad is not None:
+        # real `.data =` leaves .grad alone; it must follow the device here to stay valid
+        with torch.no_grad():
+            moved = grad.to(self.device)
+            if moved is not grad:
+                _swap_impl(grad, moved.detach())
+        self.grad = grad
+
+
+_orig_compat = torch._has_compatible_shallow_copy_type
+
+
+def _has_compatible_shallow_copy_type(a: Any, b: Any) -> bool:
+    if _is_v(a) != _is_v(b):
+        return True
+    return bool(_orig_compat(a, b))
+
+
+# --- swap_tensors: allow weakrefs (nn.LSTM keeps them) when a VTensor is involved ------------
+
+
+class _WeakrefShim(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        return getattr(weakref, name)
+
+    @staticmethod
+    def getweakrefs(obj: Any) -> list[Any]:
+        if getattr(_tls, "allow_weakrefs", False):
+            return []
+        return weakref.getweakrefs(obj)
+
+
+_orig_swap = torch.utils.swap_tensors
+
+
+def swap_tensors(t1: Any, t2: Any) -> None:
+    if not (_is_v(t1) or _is_v(t2)):
+        _orig_swap(t1, t2)
+        return
+    _tls.allow_weakrefs = True
+    try:
+        _orig_swap(t1, t2)
+    finally:
+        _tls.allow_weakrefs = False
+
+
+# --- torch.nn.parallel.comm ---------------------------------------------------------------
+
+
+def _dev_index(d: Any) -> torch.device:
+    if isinstance(d, torch.device):
+        return vdevice(d.index) if d.type == "cuda" else d
+    if isinstance(d, str):
+        return _dev_index(torch.device(d))
+    return vdevice(int(d))
+
+
+def _to(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
+    return t if t.device == dev else t.to(dev)
+
+
+def broadcast(tensor: torch.Tensor, devices: Optional[Sequence[Any]] = None, *,
+              out: Optional[Sequence[torch.Tensor]] = None) -> tuple[torch.Tensor, ...]:
+    if out is not None:
+        for o in out:
+            o.copy_(tensor)
+        return tuple(out)
+    assert devices is not None
+    return tuple(_to(tensor, _dev_index(d)) for d in devices)
+
+
+def broadcast_coalesced(tensors: Sequence[torch.Tensor], devices: Sequence[Any],
+                        buffer_size: int = 10485760) -> list[list[torch.Tensor]]:
+    devs = [_dev_index(d) for d in devices]
+    return [[_to(t, d) for t in tensors] for d in devs]
+
+
+def reduce_add(inputs: Sequence[torch.Tensor], destination: Any = None) -> torch.Tensor:
+    dest = vdevice(None) if destination is None else _dev_index(destination)
+    root = next((i for i, t in enumerate(inputs) if t.device == dest), 0)
+    result = _to(inputs[root], dest).clone()
+    for i, t in enumerate(inputs):
+        if i != root:
+            result.add_(_to(t, dest))
+    return result
+
+
+def reduce_add_coalesced(inputs: Sequence[Sequence[torch.Tensor]], destination: Any = None,
+                         buffer_size: int = 10485760) -> list[torch.Tensor]:
+    return [reduce_add([inp[i] for inp in inputs], destination) for i in range(len(inputs[0]))]
+
+
+def scatter(tensor: torch.Tensor, devices: Optional[Sequence[Any]] = None,
+            chunk_sizes: Optional[Sequence[int]] = None, dim: int = 0,
+            streams: Any = None, *, out: Optional[Sequence[torch.Tensor]] = None
+            ) -> tuple[torch.Tensor, ...]:
+    if out is not None:
+        chunks = tensor.split([o.size(dim) for o in out], dim)
+        for o, c in zip(out, chunks):
+            o.copy_(c)
+        return tuple(out)
+    assert devices is not None
+    devs = [_dev_index(d) for d in devices]
+    if chunk_sizes is not None:
+        chunks = tensor.split(list(chunk_sizes), dim)
+    else:
+        chunks = tensor.chunk(len(devs), dim)
+    return tuple(_to(c.contiguous(), d) for c, d in zip(chunks, devs))
+
+
+def gather(tensors: Sequence[torch.Tensor], dim: int = 0, destination: Any = None, *,
+           out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    if out is not None:
+        torch.cat([_to(t, out.device) for t in tensors], dim, out=out)
+        return out
+    if destination == -1 or destination == "cpu":
+        dest = torch.device("cpu")
+    else:
+        dest = vdevice(None) if destination is None else _dev_index(destination)
+    return torch.cat([_to(t, dest) for t in tensors], dim)
+
+
+# --- unsupported corners ---------------------------------------------------------------------
+
+
+def _raise(what: str) -> Any:
+    def f(*args: Any, **kwargs: Any) -> Any:
+        raise VGPUUnsupported(what)
+
+    return f
+
+
+def _install_unsupported() -> None:
+    torch.compile = _raise("torch.compile (inductor for cuda)")  # type: ignore[assignment]
+    import multiprocessing.spawn as mp_spawn
+
+    orig_prep = mp_spawn.get_preparation_data
+
+    def get_preparation_data(name: str) -> Any:
+        raise VGPUUnsupported(
+            "spawn-started worker processes (they do not inherit the virtual GPUs; "
+            "use the default fork start method)"
+        )
+
+    get_preparation_data.__wrapped__ = orig_prep  # type: ignore[attr-defined]
+    mp_spawn.get_preparation_data = get_preparation_data
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover
+        return
+    if not dist.is_available():
+        return
+    orig_init = dist.init_process_group
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        b = str(backend or kwargs.get("backend") or "")
+        if "nccl" in b or b == "" or b.startswith("cuda"):
+            raise VGPUUnsupported(f"the nccl process-group backend (backend={b or None!r})")
+        return orig_init(backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group
+    dist.is_nccl_available = lambda: False
+
+
+def install() -> None:
+    torch.Tensor.data = property(_get_data, _set_data)  # type: ignore[assignment,method-assign]
+    torch._has_compatible_shallow_copy_type = _has_compatible_shallow_copy_type
+    torch.utils.weakref = _WeakrefShim("weakref")  # type: ignore[attr-defined]
+    torch.utils.swap_tensors = swap_tensors
+    if hasattr(module_mod, "swap_tensors"):
+        module_mod.swap_tensors = swap_tensors  # pragma: no cover
+    comm.broadcast = broadcast
+    comm.broadcast_coalesced = broadcast_coalesced
+    comm.reduce_add = reduce_add
+    comm.reduce_add_coalesced = reduce_add_coalesced
+    comm.scatter = scatter
+    comm.gather = gather
+    opt._foreach_supported_types.append(VTensor)  # type: ignore[attr-defined]
+    _install_unsupported()

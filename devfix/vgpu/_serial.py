@@ -1,0 +1,95 @@
+"""torch.save / torch.load of tensors on virtual GPUs.
+
+Saved storages carry the real ``cuda:k`` location tag, so checkpoints are genuine CUDA
+checkpoints (stock CPU torch reads them with ``map_location='cpu'``). Loading restores a
+``cuda:k`` storage as a CPU storage marked with its virtual device; the tensor rebuilt on it
+becomes a VTensor.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import torch
+import torch._utils
+import torch.serialization
+
+_save_tags: dict[int, int] = {}
+_load_marks: dict[int, int] = {}
+_lock = threading.Lock()
+
+
+def reduce_vtensor(t: Any) -> Any:
+    if getattr(t, "_is_param", False):
+        return (torch._utils._rebuild_parameter, (t.detach(), t.requires_grad, OrderedDict()))
+    elem = t._elem
+    st = elem.untyped_storage()
+    with _lock:
+        _save_tags[st._cdata] = int(t._dev.index)
+    ts = torch.storage.TypedStorage(wrap_storage=st, dtype=t.dtype, _internal=True)
+    return (
+        torch._utils._rebuild_tensor_v2,
+        (ts, elem.storage_offset(), tuple(t.size()), t.stride(), t.requires_grad, OrderedDict()),
+    )
+
+
+def _tagger(storage: Any) -> Any:
+    st = getattr(storage, "_untyped_storage", storage)
+    cdata = getattr(st, "_cdata", None)
+    if cdata is not None and cdata in _save_tags and st.device.type == "cpu":
+        return f"cuda:{_save_tags[cdata]}"
+    return None
+
+
+def _deserializer(storage: Any, location: str) -> Any:
+    if not location.startswith("cuda"):
+        return None
+    from devfix.vgpu._core import vdevice
+
+    dev = torch.device(location)
+    idx = vdevice(dev.index).index
+    st = getattr(storage, "_untyped_storage", storage)
+    with _lock:
+        _load_marks[st._cdata] = int(idx if idx is not None else 0)
+    return storage
+
+
+_orig_rebuild = torch._utils._rebuild_tensor
+
+
+def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any) -> Any:
+    t = _orig_rebuild(storage, storage_offset, size, stride)
+    idx = _load_marks.get(storage._untyped_storage._cdata)
+    if idx is not None:
+        from devfix.vgpu._core import DEVICES, VTensor
+
+        return VTensor(t, DEVICES[idx])
+    return t
+
+
+def install() -> None:
+    torch.serialization.register_package(0, _tagger, _deserializer)
+    torch._utils._rebuild_tensor = _rebuild_tensor
+    orig_load = torch.load
+    orig_save = torch.save
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return orig_load(*args, **kwargs)
+        finally:
+            with _lock:
+                _load_marks.clear()
+
+    def save(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return orig_save(*args, **kwargs)
+        finally:
+            with _lock:
+                _save_tags.clear()
+
+    load.__doc__ = orig_load.__doc__
+    save.__doc__ = orig_save.__doc__
+    torch.load = load
+    torch.save = save

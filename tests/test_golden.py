@@ -1,0 +1,82 @@
+"""Golden files: devfix(before) == after byte for byte, stable, and the scripts run.
+
+Tier 0 (always): exact output, second run changes nothing, noop files untouched, expected
+codes found. Tier 1 (torch on CPU): `after` and `noop` scripts run and exit 0.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from devfix.engine import fix_source
+from devfix.registry import all_passes
+from tests.golden_cases import GOLDEN, GoldenCase, collect
+
+CASES = collect()
+TRANSFORM_CASES = [c for c in CASES if c.before is not None]
+NOOP_CASES = [c for c in CASES if c.noop is not None]
+
+
+def _ids(cases: list[GoldenCase]) -> list[str]:
+    return [case.id for case in cases]
+
+
+@pytest.mark.parametrize("case", TRANSFORM_CASES, ids=_ids(TRANSFORM_CASES))
+def test_before_becomes_after(case: GoldenCase, request: pytest.FixtureRequest) -> None:
+    assert case.before is not None
+    options = case.options()
+    result = fix_source(case.before.read_text(), options, path=str(case.before))
+    expected_path = case.before.with_name(f"{case.name}.after.py")
+    if request.config.getoption("--update-goldens"):
+        expected_path.write_text(result.output)
+    assert case.after is not None or expected_path.exists(), f"{case.id}: no .after.py"
+    assert result.output == expected_path.read_text()
+    found = {f.code for f in result.findings}
+    assert case.expected_codes(), f"{case.id}: the before file needs a `# devfix-expect:` line"
+    assert case.expected_codes() <= found, f"expected {case.expected_codes()}, found {found}"
+    again = fix_source(result.output, options, path=str(expected_path))
+    assert again.output == result.output, "a second run changed the after file"
+
+
+@pytest.mark.parametrize("case", NOOP_CASES, ids=_ids(NOOP_CASES))
+def test_noop_is_untouched(case: GoldenCase) -> None:
+    assert case.noop is not None
+    text = case.noop.read_text()
+    options = case.options()
+    result = fix_source(text, options.__class__(unsafe_fixes=True, select=options.select))
+    assert result.output == text
+    assert not [f for f in result.findings if f.has_fix], [f.message for f in result.findings]
+
+
+def test_every_pass_has_three_golden_cases_and_a_noop() -> None:
+    for cls in all_passes():
+        module = cls.__module__.rsplit(".", 1)[1]
+        folder = GOLDEN / module
+        befores = list(folder.glob("*.before.py"))
+        noops = list(folder.glob("*.noop.py"))
+        assert len(befores) >= 3, f"golden/{module}/ has {len(befores)} before/after cases"
+        assert noops, f"golden/{module}/ has no noop case"
+
+
+RUNNABLE = [(c, c.after) for c in TRANSFORM_CASES] + [(c, c.noop) for c in NOOP_CASES]
+
+
+@pytest.mark.parametrize(
+    ("case", "script"), RUNNABLE, ids=[f"{c.id}.{p.name.split('.')[-2]}" for c, p in RUNNABLE]
+)
+def test_script_runs_on_cpu(case: GoldenCase, script: object) -> None:
+    pytest.importorskip("torch", reason="tier 1 runs the golden scripts with torch")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=str(GOLDEN),
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
