@@ -72,6 +72,36 @@ class DevicePass(cst.CSTVisitor):
         names = {qn.name for qn in self.context.qualified_names(node)}
         return names.pop() if len(names) == 1 else None
 
+    def imported_aliases(self, *modules: str) -> frozenset[str]:
+        """Local names bound by `from <module> import x [as y]` for the given modules.
+
+        A cheap way to recognise `from torch import zeros as z; z(3)` as a candidate before
+        resolving names.
+        """
+        key = "imported_aliases:" + ",".join(modules)
+        cached = self.context.shared.get(key)
+        if isinstance(cached, frozenset):
+            return cached
+        names: set[str] = set()
+        for node in self.context.module.body:
+            if not isinstance(node, cst.SimpleStatementLine):
+                continue
+            for statement in node.body:
+                if not isinstance(statement, cst.ImportFrom) or statement.module is None:
+                    continue
+                module_name = cst.Module(body=[]).code_for_node(statement.module)
+                if not any(module_name == m or module_name.startswith(m + ".") for m in modules):
+                    continue
+                if isinstance(statement.names, cst.ImportStar):
+                    continue
+                for alias in statement.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    if isinstance(bound, cst.Name):
+                        names.add(bound.value)
+        result = frozenset(names)
+        self.context.shared[key] = result
+        return result
+
     # -- documentation ---------------------------------------------------------------------
 
     @classmethod

@@ -18,20 +18,40 @@ def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> c
     if not args:
         return call.with_changes(args=[new_arg])
     last = args[-1]
-    if isinstance(last.comma, cst.Comma):
-        # A trailing comma: the new argument goes on its own line, like its neighbours.
-        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
-            separator = args[-2].comma
-        elif isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
-            separator = cst.Comma(whitespace_after=call.whitespace_before_args)
-        else:
-            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        args[-1] = last.with_changes(comma=separator)
-        args.append(new_arg.with_changes(comma=last.comma))
-    else:
+    if not isinstance(last.comma, cst.Comma):
         args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-        args.append(new_arg)
+        return call.with_changes(args=[*args, new_arg])
+    closing = last.comma.whitespace_after
+    if not isinstance(closing, cst.ParenthesizedWhitespace):
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return call.with_changes(args=[*args, new_arg.with_changes(comma=last.comma)])
+    # One argument per line with a trailing comma: the old last argument keeps its comma and
+    # comment, the new one goes on its own line at the same indentation.
+    argument_indent = _line_indent_before(args, call) or closing.last_line
+    args[-1] = last.with_changes(
+        comma=last.comma.with_changes(whitespace_after=closing.with_changes(last_line=argument_indent))
+    )
+    new_closing = cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(),
+        empty_lines=[],
+        indent=closing.indent,
+        last_line=closing.last_line,
+    )
+    args.append(new_arg.with_changes(comma=cst.Comma(whitespace_after=new_closing)))
     return call.with_changes(args=args)
+
+
+def _line_indent_before(args: list[cst.Arg], call: cst.Call) -> cst.SimpleWhitespace | None:
+    """The indentation that precedes the last argument of a one-per-line call."""
+    if len(args) >= 2:
+        comma = args[-2].comma
+        if isinstance(comma, cst.Comma) and isinstance(
+            comma.whitespace_after, cst.ParenthesizedWhitespace
+        ):
+            return comma.whitespace_after.last_line
+    if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        return call.whitespace_before_args.last_line
+    return None
 
 
 def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:

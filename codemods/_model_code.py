@@ -32,6 +32,7 @@ from devfix.codemods._torch_names import (
     MOVE_METHODS,
     RECURRENT_LAYERS,
     SAME_DEVICE_FUNCTIONS,
+    TENSOR_FUNCTIONS,
     TENSOR_MEMBERS,
 )
 
@@ -93,6 +94,11 @@ def _self_attribute(node: cst.BaseExpression) -> str | None:
     ):
         return node.attr.value
     return None
+
+
+def _names_a_device(attribute: str) -> bool:
+    """`self.device`, `self._device`, `self.dev`: an attribute that holds a device."""
+    return attribute.lower().strip("_") in ("device", "dev", "torch_device", "target_device")
 
 
 def _mentions_device(node: cst.CSTNode) -> bool:
@@ -173,7 +179,7 @@ class ModelCode:
                 if layer == "torch.device":
                     info.device_attrs.add(attr)
                     continue
-            if "device" in attr.lower() and _mentions_device(value):
+            if _names_a_device(attr) or ("device" in attr.lower() and _mentions_device(value)):
                 info.device_attrs.add(attr)
 
     # -- functions -------------------------------------------------------------------------
@@ -228,6 +234,21 @@ class ModelCode:
                 isinstance(attribute.value, cst.Name)
                 and attribute.value.value == name
                 and attribute.attr.value in TENSOR_MEMBERS
+            ):
+                return True
+        for call in _walk(function.body, cst.Call):
+            qualified = self.checker.qualified_name(call.func) if _is_name_chain(call.func) else None
+            if _takes_tensors(qualified) and any(
+                isinstance(arg.value, cst.Name) and arg.value.value == name for arg in call.args
+            ):
+                return True
+        for operation in _walk(function.body, cst.BinaryOperation):
+            sides = (operation.left, operation.right)
+            if any(isinstance(s, cst.Name) and s.value == name for s in sides) and any(
+                isinstance(s, cst.Call)
+                and _is_name_chain(s.func)
+                and _takes_tensors(self.checker.qualified_name(s.func))
+                for s in sides
             ):
                 return True
         if owner is not None and owner.is_module:
@@ -405,7 +426,9 @@ class ModelCode:
         values = [
             assign.value
             for assign in _walk(function.node.body, cst.Assign)
-            if any(isinstance(t.target, cst.Name) and t.target.value == name for t in assign.targets)
+            if any(
+                bound.value == name for t in assign.targets for bound in _target_names(t.target)
+            )
         ]
         return any(self.is_tensor_expression(value, function, {name}) for value in values)
 
@@ -473,6 +496,17 @@ class ModelCode:
             ):
                 continue
             yield candidate
+
+
+def _takes_tensors(qualified: str | None) -> bool:
+    """torch functions whose positional arguments are tensors (not sizes, seeds or devices)."""
+    if qualified is None:
+        return False
+    return qualified.startswith("torch.nn.functional.") or qualified in TENSOR_FUNCTIONS
+
+
+def _is_name_chain(node: cst.BaseExpression) -> bool:
+    return dotted_name(node) is not None
 
 
 def _root_name(node: cst.BaseExpression) -> str | None:

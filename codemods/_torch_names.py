@@ -119,3 +119,74 @@ SHAPE_ARGUMENT_METHODS = frozenset(
         "clone", "detach", "pow",
     }
 )
+#: torch functions whose positional arguments are tensors.
+TENSOR_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "matmul", "mm", "bmm", "mul", "add", "sub", "div", "sigmoid", "tanh", "relu", "softmax",
+        "log_softmax", "exp", "log", "sqrt", "rsqrt", "abs", "sum", "mean", "max", "min", "where",
+        "triu", "tril", "clamp", "masked_fill", "gather", "index_select", "cumsum", "flatten",
+        "transpose", "squeeze", "unsqueeze", "sin", "cos", "pow", "norm", "topk", "argmax",
+        "zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like",
+    )
+)
+
+# -- script-level passes (DF301-DF305) -------------------------------------------------------------
+
+#: Qualified names whose presence means the script runs as one process of several.
+DISTRIBUTED_MARKERS = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.init_process_group",
+        "torch.distributed.get_rank",
+        "torch.distributed.barrier",
+        "torch.distributed.launch",
+        "torch.distributed.run",
+        "torch.multiprocessing.spawn",
+        "accelerate.Accelerator",
+        "accelerate.PartialState",
+        "accelerate.notebook_launcher",
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+    }
+)
+#: `torch.<dtype>` names: `.to(torch.float16)` changes the dtype, not the device.
+TORCH_DTYPES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "float", "float16", "float32", "float64", "half", "double", "bfloat16", "int",
+        "int8", "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64",
+        "complex128", "cfloat", "cdouble",
+    )
+)
+#: Optimizers whose constructor creates per-parameter state on the parameter's current device.
+EAGER_STATE_OPTIMIZERS = frozenset({"torch.optim.Adagrad", "torch.optim.adagrad.Adagrad"})
+#: Learning-rate schedulers and AMP grad scalers: state that is restored next to the optimizer's.
+GRAD_SCALERS = frozenset(
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.GradScaler",
+    }
+)
+#: Loss classes holding class weights as buffers: class -> (keyword, positional index) pairs.
+WEIGHTED_LOSSES = {
+    "torch.nn.CrossEntropyLoss": (("weight", 0),),
+    "torch.nn.NLLLoss": (("weight", 0),),
+    "torch.nn.BCELoss": (("weight", 0),),
+    "torch.nn.BCEWithLogitsLoss": (("weight", 0), ("pos_weight", 4)),
+    "torch.nn.MultiLabelSoftMarginLoss": (("weight", 0),),
+    "torch.nn.MultiMarginLoss": (("weight", 2),),
+}
+#: Functional losses: function -> (keyword, positional index) pairs of their weight tensors.
+WEIGHTED_FUNCTIONAL_LOSSES = {
+    "torch.nn.functional.cross_entropy": (("weight", 2),),
+    "torch.nn.functional.nll_loss": (("weight", 2),),
+    "torch.nn.functional.binary_cross_entropy": (("weight", 2),),
+    "torch.nn.functional.binary_cross_entropy_with_logits": (("weight", 2), ("pos_weight", 6)),
+    "torch.nn.functional.multilabel_soft_margin_loss": (("weight", 2),),
+    "torch.nn.functional.multi_margin_loss": (("weight", 4),),
+}

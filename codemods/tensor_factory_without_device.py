@@ -82,7 +82,9 @@ class TensorFactoryWithoutDevice(DevicePass):
     APPLICABILITY = Applicability.SAFE
 
     def visit_Call(self, node: cst.Call) -> None:
-        if call_tail(node.func) not in _CANDIDATE_TAILS:
+        if call_tail(node.func) not in _CANDIDATE_TAILS and not (
+            isinstance(node.func, cst.Name) and node.func.value in self.imported_aliases("torch")
+        ):
             return
         qualified = self.qualified_name(node.func)
         if qualified in TENSOR_FACTORIES:

@@ -62,7 +62,9 @@ def test_every_pass_has_three_golden_cases_and_a_noop() -> None:
         assert noops, f"golden/{module}/ has no noop case"
 
 
-RUNNABLE = [(c, c.after) for c in TRANSFORM_CASES] + [(c, c.noop) for c in NOOP_CASES]
+RUNNABLE = [(c, c.source.with_name(f"{c.name}.after.py")) for c in TRANSFORM_CASES] + [
+    (c, c.source) for c in NOOP_CASES
+]
 
 
 @pytest.mark.parametrize(

@@ -72,6 +72,36 @@ class VTensor(torch.Tensor):
     ) -> VTensor:
         return VTensor(inner["_elem"], DEVICES[meta])
 
+    def __repr__(self, *, tensor_contents: Any = None) -> str:
+        # torch prints subclasses as `VTensor(...)`; a CUDA tensor prints as `tensor(...)`.
+        text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
+        if text.startswith("Parameter(VTensor(") and text.endswith(")"):
+            text = text[len("Parameter(") : -1]
+        if text.startswith("VTensor("):
+            lines = text.split("\n")
+            lines[0] = "tensor(" + lines[0][len("VTensor(") :]
+            lines[1:] = [ln[1:] if ln.startswith(" ") else ln for ln in lines[1:]]
+            text = "\n".join(lines)
+        if getattr(self, "_is_param", False):
+            return "Parameter containing:\n" + text
+        return text
+
+    def numpy(self, *, force: bool = False) -> Any:
+        if force:
+            return self._elem.detach().numpy()
+        raise TypeError(
+            f"can't convert {self._dev} device type tensor to numpy. Use Tensor.cpu() to copy "
+            "the tensor to host memory first."
+        )
+
+    def tolist(self) -> Any:
+        return self._elem.tolist()
+
+    def __format__(self, spec: str) -> str:
+        if self.dim() == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
     def __reduce_ex__(self, proto: Any) -> Any:
         from devfix.vgpu import _serial
 

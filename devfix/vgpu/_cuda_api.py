@@ -194,11 +194,16 @@ def current_stream(device: Any = None) -> Stream:
     return Stream(device)
 
 
-default_stream = current_stream
+def default_stream(device: Any = None) -> Stream:
+    return Stream(device)
 
 
 def set_stream(stream: Any) -> None:
     pass
+
+
+def _maybe_exchange_device(idx: int) -> int:
+    return _exchange_device(idx)
 
 
 @contextlib.contextmanager
@@ -215,12 +220,19 @@ def synchronize(device: Any = None) -> None:
         _check(_index(device))
 
 
-def _noop(*args: Any, **kwargs: Any) -> None:
-    return None
+def _mk_noop() -> Any:
+    # a distinct function per patched name: dynamo's rule map refuses one object in two places
+    def noop(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    return noop
 
 
-def _zero(*args: Any, **kwargs: Any) -> int:
-    return 0
+def _mk_zero() -> Any:
+    def zero(*args: Any, **kwargs: Any) -> int:
+        return 0
+
+    return zero
 
 
 def memory_stats(device: Any = None) -> dict[str, Any]:
@@ -265,15 +277,15 @@ def install(n: int) -> None:
     _N = n
     cuda = torch.cuda
     cuda._initialized = True  # type: ignore[attr-defined]
-    cuda._lazy_init = _noop  # type: ignore[assignment]
-    cuda.init = _noop
+    cuda._lazy_init = _mk_noop()  # type: ignore[assignment]
+    cuda.init = _mk_noop()
     cuda.is_initialized = lambda: True
     cuda.is_available = is_available
     cuda.device_count = device_count
     cuda.current_device = current_device
     cuda.set_device = set_device
     cuda._exchange_device = _exchange_device  # type: ignore[attr-defined]
-    cuda._maybe_exchange_device = _exchange_device  # type: ignore[attr-defined]
+    cuda._maybe_exchange_device = _maybe_exchange_device  # type: ignore[attr-defined]
     cuda.device = device  # type: ignore[misc,assignment]
     cuda.device_of = device_of  # type: ignore[misc,assignment]
     cuda.get_device_properties = get_device_properties  # type: ignore[assignment]
@@ -281,27 +293,27 @@ def install(n: int) -> None:
     cuda.get_device_capability = get_device_capability
     cuda.is_bf16_supported = lambda *a, **k: True
     cuda.synchronize = synchronize
-    cuda.empty_cache = _noop
-    cuda.ipc_collect = _noop
-    cuda.reset_peak_memory_stats = _noop
-    cuda.reset_max_memory_allocated = _noop
-    cuda.reset_max_memory_cached = _noop
-    cuda.reset_accumulated_memory_stats = _noop
+    cuda.empty_cache = _mk_noop()
+    cuda.ipc_collect = _mk_noop()
+    cuda.reset_peak_memory_stats = _mk_noop()
+    cuda.reset_max_memory_allocated = _mk_noop()
+    cuda.reset_max_memory_cached = _mk_noop()
+    cuda.reset_accumulated_memory_stats = _mk_noop()
     for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
                  "max_memory_reserved", "memory_cached", "max_memory_cached", "utilization"):
-        setattr(cuda, name, _zero)
+        setattr(cuda, name, _mk_zero())
     cuda.memory_stats = memory_stats
     cuda.memory_summary = lambda *a, **k: "devfix virtual GPU: memory is not tracked"
     cuda.mem_get_info = mem_get_info
-    cuda.manual_seed = _noop
-    cuda.manual_seed_all = _noop
-    cuda.seed = _noop
-    cuda.seed_all = _noop
+    cuda.manual_seed = _mk_noop()
+    cuda.manual_seed_all = _mk_noop()
+    cuda.seed = _mk_noop()
+    cuda.seed_all = _mk_noop()
     cuda.initial_seed = initial_seed
     cuda.get_rng_state = get_rng_state
     cuda.get_rng_state_all = get_rng_state_all
-    cuda.set_rng_state = _noop
-    cuda.set_rng_state_all = _noop
+    cuda.set_rng_state = _mk_noop()
+    cuda.set_rng_state_all = _mk_noop()
     cuda.Stream = Stream  # type: ignore[misc,assignment]
     cuda.ExternalStream = ExternalStream  # type: ignore[misc,assignment]
     cuda.Event = Event  # type: ignore[misc,assignment]
@@ -316,10 +328,9 @@ def install(n: int) -> None:
 
     for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
                  "max_memory_reserved"):
-        setattr(mem, name, _zero)
-    mem.empty_cache = _noop
-    mem.memory_stats = memory_stats
+        setattr(mem, name, _mk_zero())
+    mem.empty_cache = _mk_noop()
     import torch.cuda.random as rnd
 
-    rnd.manual_seed = _noop
-    rnd.manual_seed_all = _noop
+    rnd.manual_seed = _mk_noop()
+    rnd.manual_seed_all = _mk_noop()

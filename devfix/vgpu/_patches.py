@@ -73,10 +73,11 @@ def _swap_impl(self: Any, new: Any) -> None:
 _orig_compat = torch._has_compatible_shallow_copy_type
 
 
-def _has_compatible_shallow_copy_type(a: Any, b: Any) -> bool:
-    if _is_v(a) != _is_v(b):
+def _has_compatible_shallow_copy_type(input: torch.Tensor, from_: torch.Tensor) -> bool:
+    # same parameter names as torch's: dynamo compares signatures with its polyfill
+    if _is_v(input) != _is_v(from_):
         return True
-    return bool(_orig_compat(a, b))
+    return bool(_orig_compat(input, from_))
 
 
 # --- swap_tensors: allow weakrefs (nn.LSTM keeps them) when a VTensor is involved ------------

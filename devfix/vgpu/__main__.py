@@ -1,0 +1,119 @@
+"""``python -m devfix.vgpu --gpus N [--env K=V] script.py [args...]``.
+
+Runs an unmodified script in this (fresh) interpreter with ``cuda:0 … cuda:N-1`` backed by the
+CPU. On a device-mismatch death it prints, after the traceback, the user's line that triggered
+it, the devices involved and the devfix findings for that code. The exit status is the script's.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import traceback
+from typing import Optional, Sequence
+
+USAGE = "usage: python -m devfix.vgpu [--gpus N] [--env K=V]... SCRIPT [ARGS...]"
+
+
+def parse_args(argv: Sequence[str]) -> tuple[int, dict[str, str], str, list[str]]:
+    gpus = 2
+    env: dict[str, str] = {}
+    i = 0
+    argv = list(argv)
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            print(USAGE)
+            raise SystemExit(0)
+        if a == "--gpus" or a.startswith("--gpus="):
+            val = a.split("=", 1)[1] if "=" in a else argv[i + 1] if i + 1 < len(argv) else ""
+            i += 1 if "=" in a else 2
+            if not val.isdigit() or int(val) < 1:
+                raise SystemExit(f"devfix verify: --gpus expects a positive integer, got {val!r}")
+            gpus = int(val)
+            continue
+        if a == "--env" or a.startswith("--env="):
+            val = a.split("=", 1)[1] if a.startswith("--env=") else (
+                argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if a.startswith("--env=") else 2
+            if "=" not in val:
+                raise SystemExit(f"devfix verify: --env expects K=V, got {val!r}")
+            k, v = val.split("=", 1)
+            env[k] = v
+            continue
+        if a == "--":
+            i += 1
+        break
+    if i >= len(argv):
+        raise SystemExit(USAGE)
+    return gpus, env, argv[i], argv[i + 1 :]
+
+
+_RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def hide_runtime_frames(text: str) -> str:
+    """Drop the runtime's own frames from a formatted traceback (a real GPU has none)."""
+    out: list[str] = []
+    skipping = False
+    for ln in text.splitlines(keepends=True):
+        if ln.startswith('  File "'):
+            skipping = _RUNTIME_DIR in ln
+        elif skipping and not ln.startswith("    "):
+            skipping = False
+        if not skipping:
+            out.append(ln)
+    return "".join(out)
+
+
+def _print_user_traceback(exc: BaseException, script: str) -> None:
+    tb = exc.__traceback__
+    target = os.path.abspath(script)
+    t = tb
+    while t is not None and os.path.abspath(t.tb_frame.f_code.co_filename) != target:
+        t = t.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, t if t is not None else tb))
+    sys.stderr.write(hide_runtime_frames(text))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    gpus, env, script, args = parse_args(sys.argv[1:] if argv is None else argv)
+    os.environ.update(env)
+    from devfix.vgpu import _shim
+    from devfix.vgpu.runtime import install
+
+    try:
+        install(gpus)
+    except _shim.ShimBuildError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+    if not os.path.exists(script):
+        print(f"devfix verify: no such script: {script}", file=sys.stderr)
+        return 2
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    except BaseException as e:  # noqa: BLE001 - report like the interpreter would
+        _print_user_traceback(e, script)
+        from devfix.vgpu.diagnose import report_for_exception
+
+        text = report_for_exception(e, script)
+        if text:
+            sys.stderr.write(text)
+        sys.stderr.flush()
+        return 130 if isinstance(e, KeyboardInterrupt) else 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,274 @@
+"""DF101 tensor-factory-without-device: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF101"
+
+
+def test_position_ids_fed_to_an_embedding_take_its_weight_device() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pos_embedding = nn.Embedding(100, 8)
+
+            def forward(self, src):
+                pos = torch.arange(0, src.shape[1]).unsqueeze(0).repeat(src.shape[0], 1)  # positions
+                return self.pos_embedding(pos)
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pos_embedding = nn.Embedding(100, 8)
+
+            def forward(self, src):
+                pos = torch.arange(0, src.shape[1], device=self.pos_embedding.weight.device).unsqueeze(0).repeat(src.shape[0], 1)  # positions
+                return self.pos_embedding(pos)
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert (findings[0].line, findings[0].col) == (11, 15)
+
+
+def test_mask_meets_scores_through_triu_and_a_local() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as t
+        from torch import nn
+
+        class Attention(nn.Module):
+            def forward(self, q, k):
+                scores = q @ k.transpose(-2, -1)
+                size = q.shape[1]
+                mask = t.triu(t.ones(size, size), diagonal=1).bool()
+                return scores.masked_fill(mask, float("-inf"))
+        """,
+        """
+        import torch as t
+        from torch import nn
+
+        class Attention(nn.Module):
+            def forward(self, q, k):
+                scores = q @ k.transpose(-2, -1)
+                size = q.shape[1]
+                mask = t.triu(t.ones(size, size, device=scores.device), diagonal=1).bool()
+                return scores.masked_fill(mask, float("-inf"))
+        """,
+    )
+
+
+def test_from_import_alias_and_binary_operation() -> None:
+    assert_fix(
+        RULE,
+        """
+        from torch import randn as noise
+
+        def add_noise(x):
+            return x + noise(x.shape) * 0.1
+        """,
+        """
+        from torch import randn as noise
+
+        def add_noise(x):
+            return x + noise(x.shape, device=x.device) * 0.1
+        """,
+    )
+
+
+def test_rnn_hidden_state_meets_the_input_in_the_rnn_call() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 8, batch_first=True)
+
+            def forward(self, x):
+                h0 = torch.zeros(1, x.size(0), 8)
+                c0 = torch.zeros(1, x.size(0), 8)
+                out, _ = self.lstm(x, (h0, c0))
+                return out
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 8, batch_first=True)
+
+            def forward(self, x):
+                h0 = torch.zeros(1, x.size(0), 8, device=x.device)
+                c0 = torch.zeros(1, x.size(0), 8, device=x.device)
+                out, _ = self.lstm(x, (h0, c0))
+                return out
+        """,
+    )
+
+
+def test_init_hidden_without_tensor_argument_uses_the_rnn_weights_unsafely() -> None:
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(4, 8)
+
+            def init_hidden(self, batch_size):
+                return torch.zeros(1, batch_size, 8)
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(4, 8)
+
+            def init_hidden(self, batch_size):
+                return torch.zeros(1, batch_size, 8, device=self.gru.weight_ih_l0.device)
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_legacy_constructor_gets_a_move_and_keeps_its_dtype() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def scale(x, dim):
+            return x / torch.sqrt(torch.FloatTensor([dim]))
+        """,
+        """
+        import torch
+
+        def scale(x, dim):
+            return x / torch.sqrt(torch.FloatTensor([dim]).to(x.device))
+        """,
+    )
+
+
+def test_multiline_call_with_trailing_comma_keeps_its_layout() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def pad(x):
+            return torch.cat(
+                [
+                    x,
+                    torch.zeros(
+                        x.shape[0],
+                        3,
+                        dtype=x.dtype,  # same dtype
+                    ),
+                ],
+                dim=1,
+            )
+        """,
+        """
+        import torch
+
+        def pad(x):
+            return torch.cat(
+                [
+                    x,
+                    torch.zeros(
+                        x.shape[0],
+                        3,
+                        dtype=x.dtype,  # same dtype
+                        device=x.device,
+                    ),
+                ],
+                dim=1,
+            )
+        """,
+    )
+
+
+def test_noops_a_naive_tool_would_break() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        x = torch.zeros(3)  # script level: not model code
+
+        class M(nn.Module):
+            def forward(self, x):
+                a = torch.arange(x.shape[1], device=x.device)        # device given
+                b = torch.zeros_like(x)                              # inherits the device
+                c = x * torch.tensor(2.0)                            # 0-dim scalar is legal
+                d = torch.ones(3).to(x.device)                       # moved explicitly
+                e = torch.ones(3, **self.factory_kwargs)             # may hold device=
+                f = torch.arange(4).tolist()                         # leaves the device world
+                return a + b + c + d + e
+
+        class Data(torch.utils.data.Dataset):
+            def __getitem__(self, index):
+                return torch.tensor([index, index]), torch.zeros(2)
+
+        def collate(batch):
+            return torch.stack([b for b in batch]), torch.tensor([len(b) for b in batch])
+
+        def train(model, loader):
+            total = torch.zeros(1)
+            return total
+        """,
+    )
+
+
+def test_nothing_in_scope_declines_with_a_reason() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Counter(nn.Module):
+            def reset(self):
+                self.count = torch.zeros(1)
+        """,
+        reason="no tensor or layer in scope",
+    )
+
+
+def test_shadowed_torch_name_is_not_torch() -> None:
+    assert_noop(
+        RULE,
+        """
+        import numpy as torch
+
+        def f(x):
+            return x + torch.zeros(x.shape)
+        """,
+    )
