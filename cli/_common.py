@@ -37,7 +37,9 @@ def rule_options(function: F) -> F:
     return function
 
 
-def resolve_rules(select: tuple[str, ...], ignore: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def resolve_rules(
+    select: tuple[str, ...], ignore: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Validate selectors early so a typo is one clear usage error, not a failure per file."""
     chosen, skipped = _split(select), _split(ignore)
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import click
-
 from devfix.cli._common import echo_err, exits, resolve_rules, rule_options
+
 from devfix.engine import fix_paths, fix_source
 from devfix.errors import InputError, InternalError
 from devfix.report import EXIT_FAILED, Tally, failure_line, finding_line

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 
 import click
-
 from devfix.cli._common import echo_err, exits, resolve_rules, rule_options
+
 from devfix.engine import check_source, fix_paths
 from devfix.errors import InputError, InternalError
 from devfix.report import Tally, failure_line, finding_line, json_report

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import inspect
-import itertools
 from collections.abc import Iterable
 from typing import ClassVar
 
@@ -110,15 +109,6 @@ class DevicePass(cst.CSTVisitor):
 
     @classmethod
     def summary(cls) -> str:
-        """The first sentence under "What it does", for rule tables."""
-        doc = cls.documentation()
-        lines = doc.splitlines()
-        for index, line in enumerate(lines):
-            if line.strip().lower().startswith("## what it does"):
-                section = itertools.takewhile(
-                    lambda part: not part.startswith("#"), lines[index + 1 :]
-                )
-                body = " ".join(part.strip() for part in section if part.strip())
-                sentence = body.split(". ")[0].rstrip(".")
-                return sentence + "."
-        return lines[0] if lines else ""
+        """The docstring's title line, for rule lists and the README table."""
+        lines = cls.documentation().splitlines()
+        return lines[0].strip() if lines else ""

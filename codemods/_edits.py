@@ -6,7 +6,7 @@ import libcst as cst
 
 
 def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
-    """`f(a, b)` -> `f(a, b, keyword=value)`, keeping a trailing comma and one-arg-per-line layouts."""
+    """`f(a, b)` -> `f(a, b, keyword=value)`, keeping trailing commas and one-per-line layouts."""
     new_arg = cst.Arg(
         value=value,
         keyword=cst.Name(keyword),
@@ -29,7 +29,9 @@ def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> c
     # comment, the new one goes on its own line at the same indentation.
     argument_indent = _line_indent_before(args, call) or closing.last_line
     args[-1] = last.with_changes(
-        comma=last.comma.with_changes(whitespace_after=closing.with_changes(last_line=argument_indent))
+        comma=last.comma.with_changes(
+            whitespace_after=closing.with_changes(last_line=argument_indent)
+        )
     )
     new_closing = cst.ParenthesizedWhitespace(
         first_line=cst.TrailingWhitespace(),
@@ -96,3 +98,38 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
         base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
+
+
+def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
+    """`f(a, b=1, c=2)` without `b=1`; a removed last argument hands its layout (trailing comma,
+    the line break before `)`) to the argument before it."""
+    args = list(call.args)
+    index = next(i for i, candidate in enumerate(args) if candidate is arg)
+    del args[index]
+    if index == len(args) and args:
+        previous = args[-1]
+        if isinstance(arg.comma, cst.Comma):
+            comma = previous.comma if isinstance(previous.comma, cst.Comma) else arg.comma
+            after = comma.whitespace_after
+            closing = arg.comma.whitespace_after
+            if isinstance(after, cst.ParenthesizedWhitespace) and isinstance(
+                closing, cst.ParenthesizedWhitespace
+            ):
+                after = after.with_changes(last_line=closing.last_line, indent=closing.indent)
+            elif not isinstance(closing, cst.ParenthesizedWhitespace):
+                after = closing
+            args[-1] = previous.with_changes(comma=comma.with_changes(whitespace_after=after))
+        elif isinstance(previous.comma, cst.Comma) and isinstance(
+            previous.comma.whitespace_after, cst.ParenthesizedWhitespace
+        ):
+            # `a,  # note` + newline + `b=1)`: keep the comment, close on a line of its own.
+            args[-1] = previous.with_changes(
+                comma=previous.comma.with_changes(
+                    whitespace_after=previous.comma.whitespace_after.with_changes(
+                        last_line=cst.SimpleWhitespace("")
+                    )
+                )
+            )
+        else:
+            args[-1] = previous.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=args)

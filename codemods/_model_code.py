@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -27,11 +28,11 @@ from devfix.codemods._torch_names import (
     LAYER_PARAMETER,
     LEAVES_DEVICE_METHODS,
     MODULE_BASES,
-    NON_TENSOR_MEMBERS,
-    SHAPE_ARGUMENT_METHODS,
     MOVE_METHODS,
+    NON_TENSOR_MEMBERS,
     RECURRENT_LAYERS,
     SAME_DEVICE_FUNCTIONS,
+    SHAPE_ARGUMENT_METHODS,
     TENSOR_FUNCTIONS,
     TENSOR_MEMBERS,
 )
@@ -151,16 +152,20 @@ class ModelCode:
                 base.value.value for base in node.bases if isinstance(base.value, cst.Name)
             }
             for statement in self.context.module.body:
-                if isinstance(statement, cst.ClassDef) and statement.name.value in local_bases:
-                    if statement is not node and self.class_info(statement).is_module:
-                        info.is_module = True
+                if (
+                    isinstance(statement, cst.ClassDef)
+                    and statement.name.value in local_bases
+                    and statement is not node
+                    and self.class_info(statement).is_module
+                ):
+                    info.is_module = True
         info.has_device_property = bool(bases & BASES_WITH_DEVICE_PROPERTY)
-        for statement in node.body.body:
-            if isinstance(statement, cst.FunctionDef):
-                if statement.name.value == "device":
+        for member in node.body.body:
+            if isinstance(member, cst.FunctionDef):
+                if member.name.value == "device":
                     info.has_device_property = True
-                if statement.name.value == "__init__":
-                    self._read_init(statement, info)
+                if member.name.value == "__init__":
+                    self._read_init(member, info)
         return info
 
     def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
@@ -221,12 +226,16 @@ class ModelCode:
             bindings.setdefault(target.value, []).append(line)
         return FunctionInfo(node, owner, params, tensor_params, bindings)
 
-    def _looks_like_tensor(self, name: str, function: cst.FunctionDef, owner: ClassInfo | None) -> bool:
+    def _looks_like_tensor(
+        self, name: str, function: cst.FunctionDef, owner: ClassInfo | None
+    ) -> bool:
         for param in (*function.params.posonly_params, *function.params.params):
             if param.name.value == name and param.annotation is not None:
                 qualified = self.checker.qualified_name(param.annotation.annotation)
-                if qualified is not None and qualified.startswith("torch.") and qualified.endswith(
-                    "Tensor"
+                if (
+                    qualified is not None
+                    and qualified.startswith("torch.")
+                    and qualified.endswith("Tensor")
                 ):
                     return True
         for attribute in _walk(function.body, cst.Attribute):
@@ -237,7 +246,9 @@ class ModelCode:
             ):
                 return True
         for call in _walk(function.body, cst.Call):
-            qualified = self.checker.qualified_name(call.func) if _is_name_chain(call.func) else None
+            qualified = (
+                self.checker.qualified_name(call.func) if _is_name_chain(call.func) else None
+            )
             if _takes_tensors(qualified) and any(
                 isinstance(arg.value, cst.Name) and arg.value.value == name for arg in call.args
             ):
@@ -266,7 +277,9 @@ class ModelCode:
             return None
         return f"self.{attr}.{LAYER_PARAMETER[owner.layers[attr]]}.device"
 
-    def resolve_device(self, value: cst.BaseExpression, function: FunctionInfo) -> DeviceSource | None:
+    def resolve_device(
+        self, value: cst.BaseExpression, function: FunctionInfo
+    ) -> DeviceSource | None:
         """The device the tensor computed by `value` should live on, or None if unknowable."""
         statement_line = self.context.position(value).start.line
         own_names: set[str] = set()
@@ -283,7 +296,9 @@ class ModelCode:
             chosen = chosen or next(iter(layers))
             expression = self.layer_device(function.owner, chosen)
             if expression is not None:
-                return DeviceSource(expression, False, f"the module's layer `self.{chosen}` holds it")
+                return DeviceSource(
+                    expression, False, f"the module's layer `self.{chosen}` holds it"
+                )
         return None
 
     def _flow(
@@ -335,9 +350,9 @@ class ModelCode:
             for target in parent.comparisons:
                 yield from self._meet(target.comparator, function, own_names, line)
             yield from self._flow(parent, function, own_names, line, depth + 1)
-        elif isinstance(parent, (cst.UnaryOperation, cst.IfExp)):
-            yield from self._flow(parent, function, own_names, line, depth + 1)
-        elif isinstance(parent, cst.Subscript) and parent.value is node:
+        elif isinstance(parent, (cst.UnaryOperation, cst.IfExp)) or (
+            isinstance(parent, cst.Subscript) and parent.value is node
+        ):
             yield from self._flow(parent, function, own_names, line, depth + 1)
         elif isinstance(parent, cst.AugAssign):
             yield from self._meet(parent.target, function, own_names, line)
@@ -409,7 +424,9 @@ class ModelCode:
         if origin is not None:
             yield DeviceSource(f"{origin}.device", True, f"it meets `{dotted_name(other) or root}`")
 
-    def _tensor_origin(self, name: str, function: FunctionInfo, line: int, seen: set[str]) -> str | None:
+    def _tensor_origin(
+        self, name: str, function: FunctionInfo, line: int, seen: set[str]
+    ) -> str | None:
         """A name bound before `line` whose device is the device of tensor `name`, or None."""
         if name in seen:
             return None
@@ -426,9 +443,7 @@ class ModelCode:
         values = [
             assign.value
             for assign in _walk(function.node.body, cst.Assign)
-            if any(
-                bound.value == name for t in assign.targets for bound in _target_names(t.target)
-            )
+            if any(bound.value == name for t in assign.targets for bound in _target_names(t.target))
         ]
         return any(self.is_tensor_expression(value, function, {name}) for value in values)
 
@@ -514,9 +529,7 @@ def _root_name(node: cst.BaseExpression) -> str | None:
     while True:
         if isinstance(node, cst.Name):
             return node.value
-        if isinstance(node, cst.Attribute):
-            node = node.value
-        elif isinstance(node, cst.Subscript):
+        if isinstance(node, (cst.Attribute, cst.Subscript)):
             node = node.value
         elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
             node = node.func.value
@@ -524,28 +537,33 @@ def _root_name(node: cst.BaseExpression) -> str | None:
             return None
 
 
-def _walk(root: cst.CSTNode, kind: type[cst.CSTNode]) -> Iterator[cst.CSTNode]:  # type: ignore[misc]
+NodeT = TypeVar("NodeT", bound=cst.CSTNode)
+
+
+def _descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`root` and every node below it, in source order."""
     stack = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, kind):
-            yield node
+        yield node
         stack.extend(reversed(node.children))
 
 
+def _walk(root: cst.CSTNode, kind: type[NodeT]) -> Iterator[NodeT]:
+    for node in _descendants(root):
+        if isinstance(node, kind):
+            yield node
+
+
 def _binding_targets(body: cst.CSTNode) -> Iterator[cst.Name]:
-    for node in _walk(body, cst.CSTNode):
+    for node in _descendants(body):
         targets: list[cst.BaseExpression] = []
-        if isinstance(node, cst.AssignTarget):
-            targets = [node.target]
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            targets = [node.target]
-        elif isinstance(node, cst.For):
+        if isinstance(
+            node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.NamedExpr)
+        ):
             targets = [node.target]
         elif isinstance(node, cst.AsName):
             targets = [node.name]
-        elif isinstance(node, cst.NamedExpr):
-            targets = [node.target]
         for target in targets:
             yield from _target_names(target)
 

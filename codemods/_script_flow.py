@@ -12,7 +12,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail
 from devfix.codemods._model_code import ModelCode
@@ -44,9 +43,7 @@ def root_name(node: cst.BaseExpression) -> str | None:
     while True:
         if isinstance(node, cst.Name):
             return node.value
-        if isinstance(node, cst.Attribute):
-            node = node.value
-        elif isinstance(node, cst.Subscript):
+        if isinstance(node, cst.Attribute) or isinstance(node, cst.Subscript):
             node = node.value
         elif isinstance(node, cst.Call):
             node = node.func
@@ -88,11 +85,7 @@ def names_bound(root: cst.CSTNode) -> set[str]:
     """Names (re)bound anywhere under `root`: assignments, loops, `with ... as`, defs, imports."""
     bound: set[str] = set()
     for node in walk(root):
-        if isinstance(node, cst.AssignTarget):
-            bound.update(_target_names(node.target))
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            bound.update(_target_names(node.target))
-        elif isinstance(node, (cst.For, cst.CompFor)):
+        if isinstance(node, cst.AssignTarget) or isinstance(node, (cst.AnnAssign, cst.AugAssign)) or isinstance(node, (cst.For, cst.CompFor)):
             bound.update(_target_names(node.target))
         elif isinstance(node, cst.AsName):
             bound.update(_target_names(node.name))  # type: ignore[arg-type]
@@ -389,3 +382,109 @@ def torch_alias(checker: DevicePass) -> str | None:
                         if isinstance(asname, cst.Name):
                             return asname.value
     return None
+
+
+def visible_name(checker: DevicePass, name: str, node: cst.CSTNode) -> bool:
+    """`name` is bound where `node` can read it: a parameter or an earlier binding of the
+    enclosing function, or a module-level binding (earlier, when `node` is at module level)."""
+    scope = enclosing_scope(checker, node)
+    line = line_of(checker, node)
+    if isinstance(scope, cst.FunctionDef):
+        if name in {p.name.value for p in _all_params(scope.params)}:
+            return True
+        local = [n for n in scope_statements(scope) if _binds(n, name)]
+        if local:
+            return any(line_of(checker, n) < line for n in local)
+    for statement in scope_statements(checker.context.module):
+        if _binds(statement, name) and (
+            not isinstance(scope, cst.Module) or line_of(checker, statement) < line
+        ):
+            return True
+    return False
+
+
+def _binds(node: cst.CSTNode, name: str) -> bool:
+    if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.AsName,
+                         cst.NamedExpr, cst.Import, cst.ImportFrom, cst.FunctionDef,
+                         cst.ClassDef)):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return node.name.value == name
+        return name in names_bound(node)
+    return False
+
+
+def latest_binding(checker: DevicePass, name: str, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """The value of the last `name = value` before `node` in its function (else module level);
+    None when there is none or when `name` is bound some other way (loop, parameter, ...)."""
+    scope = enclosing_scope(checker, node)
+    line = line_of(checker, node)
+    scopes = [scope] if isinstance(scope, cst.Module) else [scope, checker.context.module]
+    for current in scopes:
+        if isinstance(current, cst.FunctionDef) and name in {
+            p.name.value for p in _all_params(current.params)
+        }:
+            return None
+        value: cst.BaseExpression | None = None
+        seen = False
+        for statement in scope_statements(current):
+            if not _binds(statement, name) or isinstance(statement, (cst.FunctionDef,
+                                                                     cst.ClassDef)):
+                continue
+            if current is scope and line_of(checker, statement) >= line:
+                continue
+            seen = True
+            parent = checker.context.parent(statement)
+            if (
+                isinstance(statement, cst.AssignTarget)
+                and isinstance(statement.target, cst.Name)
+                and isinstance(parent, cst.Assign)
+            ):
+                value = parent.value
+            else:
+                value = None
+        if seen:
+            return value
+    return None
+
+
+def device_moves(checker: DevicePass, node: cst.CSTNode) -> list[str]:
+    """Distinct devices (as source text) that code in `node`'s function and at module level moves
+    things to with `.to(<device>)` / `.cuda(...)`; a tensor's own `x.device` is not counted."""
+    found: list[str] = []
+    scope = enclosing_scope(checker, node)
+    scopes = [scope] if isinstance(scope, cst.Module) else [scope, checker.context.module]
+    for current in scopes:
+        for inner in scope_statements(current):
+            if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)):
+                continue
+            method = inner.func.attr.value
+            if method == "cuda":
+                text = checker.context.module.code_for_node(inner)
+                text = "." + text[len(checker.context.module.code_for_node(inner.func.value)) + 1:]
+            elif method == "to":
+                target = _to_target(checker, inner)
+                if target is None:
+                    continue
+                text = checker.context.module.code_for_node(target)
+            else:
+                continue
+            if text not in found:
+                found.append(text)
+    return found
+
+
+def _to_target(checker: DevicePass, call: cst.Call) -> cst.BaseExpression | None:
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    keywords = {arg.keyword.value: arg for arg in call.args if arg.keyword is not None}
+    target = keywords["device"].value if "device" in keywords else (
+        positional[0].value if positional else None
+    )
+    if target is None or is_dtype(checker, target):
+        return None
+    if isinstance(target, cst.Attribute) and target.attr.value == "device":
+        return None
+    if isinstance(target, cst.SimpleString) and string_device(target) in ("cpu", "meta"):
+        return None
+    if not isinstance(target, (cst.Name, cst.Attribute, cst.SimpleString, cst.Call)):
+        return None
+    return target

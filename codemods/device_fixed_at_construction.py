@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import GlobalScope
+from libcst.metadata import Assignment, GlobalScope
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument
@@ -167,7 +167,9 @@ class DeviceFixedAtConstruction(DevicePass):
             return None
         if isinstance(value, cst.Call) and self.qualified_name(value.func) == "torch.device":
             first = value.args[0].value if value.args else None
-            if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith("cuda"):
+            if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith(
+                "cuda"
+            ):
                 return f"`{cst.Module(body=[]).code_for_node(value)}`"
             return None
         if isinstance(value, cst.Attribute):
@@ -195,7 +197,8 @@ class DeviceFixedAtConstruction(DevicePass):
             if not isinstance(assignment.scope, GlobalScope):
                 return None
         if "dev" in value.value.lower() or any(
-            _assigns_device(assignment.node) for assignment in scope[value.value]
+            isinstance(assignment, Assignment) and _assigns_device(assignment.node)
+            for assignment in scope[value.value]
         ):
             return f"the global `{value.value}`"
         return None

@@ -52,15 +52,17 @@ class TensorFactoryWithoutDevice(DevicePass):
     ```python
     class Encoder(nn.Module):
         def forward(self, src):
-            pos = torch.arange(0, src.shape[1], device=self.pos_embedding.weight.device).unsqueeze(0).repeat(src.shape[0], 1)
+            device = self.pos_embedding.weight.device
+            pos = torch.arange(0, src.shape[1], device=device).unsqueeze(0).repeat(src.shape[0], 1)
             return self.tok_embedding(src) + self.pos_embedding(pos)
     ```
-    The device is read from the code that uses the new tensor: the tensor it meets in an
-    operation (`x + t`, `torch.cat([x, t])`, `scores.masked_fill(t, ...)`), or the layer it is
-    fed to (`self.pos_embedding(t)` gives `self.pos_embedding.weight.device`). Legacy
-    constructors cannot take `device=`, so they get `.to(<device>)` instead. `dtype` and every
-    other argument are kept. Zero-dimensional scalars such as `torch.tensor(2.0)` are legal next
-    to CUDA tensors and are left alone.
+    (devfix writes `device=self.pos_embedding.weight.device` inline; the local name above only
+    keeps this example short.) The device is read from the code that uses the new tensor: the
+    tensor it meets in an operation (`x + t`, `torch.cat([x, t])`, `scores.masked_fill(t,
+    ...)`), or the layer it is fed to (`self.pos_embedding(t)` gives
+    `self.pos_embedding.weight.device`). Legacy constructors cannot take `device=`, so they get
+    `.to(<device>)` instead. `dtype` and every other argument are kept. Zero-dimensional scalars
+    such as `torch.tensor(2.0)` are legal next to CUDA tensors and are left alone.
 
     ## Fix safety
     Safe when the tensor provably meets the device it is given (the fix is a no-op on CPU and
@@ -115,8 +117,8 @@ class TensorFactoryWithoutDevice(DevicePass):
             )
             return
         device = cst.parse_expression(source.expression)
-        replacement = method_call(node, "to", device) if legacy else append_keyword(
-            node, "device", device
+        replacement = (
+            method_call(node, "to", device) if legacy else append_keyword(node, "device", device)
         )
         fix = f"`.to({source.expression})`" if legacy else f"`device={source.expression}`"
         self.report(

@@ -82,7 +82,9 @@ def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> l
     return findings
 
 
-def check_source(text: str, path: str = "<string>", options: Options | None = None) -> list[Finding]:
+def check_source(
+    text: str, path: str = "<string>", options: Options | None = None
+) -> list[Finding]:
     """The findings of every selected pass on `text`; nothing is applied."""
     options = options or Options()
     if not _mentions_trigger(text, options):
@@ -110,13 +112,16 @@ class _Replacer(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) not in self.replacements
 
-    def on_leave(
+    # libcst types on_leave per node class through a TypeVar; a replacer returns any node.
+    def on_leave(  # type: ignore[override]
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
     ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
         return self.replacements.get(id(original_node), updated_node)
 
 
-def apply_findings(module: cst.Module, findings: Iterable[Finding]) -> tuple[cst.Module, list[Finding]]:
+def apply_findings(
+    module: cst.Module, findings: Iterable[Finding]
+) -> tuple[cst.Module, list[Finding]]:
     """Apply each finding's edit group whole, skipping groups that overlap one already taken.
 
     Skipped groups are found again, on the rewritten code, by the next round.
@@ -154,7 +159,11 @@ def _replacement_map(edits: Iterable[Edit]) -> dict[int, Replacement]:
 def _wanted(finding: Finding, options: Options, accept: Accept | None) -> bool:
     if not finding.has_fix:
         return False
-    if finding.applicability is Applicability.UNSAFE and not options.unsafe_fixes and accept is None:
+    if (
+        finding.applicability is Applicability.UNSAFE
+        and not options.unsafe_fixes
+        and accept is None
+    ):
         return False
     return accept(finding) if accept is not None else True
 
@@ -194,8 +203,9 @@ def fix_source(
             current_module = cst.parse_module(new_text)
         except cst.ParserSyntaxError as error:
             codes = ", ".join(sorted({f.code for f in applied}))
+            first_line = error.message.splitlines()[0]
             raise InternalError(
-                f"fixes by {codes} produced code that does not parse ({error.message.splitlines()[0]})"
+                f"fixes by {codes} produced code that does not parse ({first_line})"
             ) from None
         applied_all.extend(applied)
         current_text = new_text
@@ -252,7 +262,9 @@ def fix_file(
             found = tuple(check_source(document.text, path, options))
             hidden = 0
             if not options.unsafe_fixes:
-                hidden = sum(1 for f in found if f.applicability is Applicability.UNSAFE and f.edits)
+                hidden = sum(
+                    1 for f in found if f.applicability is Applicability.UNSAFE and f.edits
+                )
             return FileResult(
                 path, FileStatus.UNCHANGED, findings=found, hidden_unsafe=hidden, remaining=found
             )
@@ -261,7 +273,7 @@ def fix_file(
         return FileResult(path, FileStatus.FAILED, reason=str(error))
     except InternalError as error:
         return FileResult(path, FileStatus.FAILED, reason=str(error), internal_error=True)
-    except Exception as error:  # noqa: BLE001  (a pass crashed: report it, keep going)
+    except Exception as error:
         return FileResult(
             path,
             FileStatus.FAILED,

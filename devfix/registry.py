@@ -30,7 +30,9 @@ def all_passes() -> tuple[type[DevicePass], ...]:
             and value.__module__ == module.__name__
         ]
         if len(classes) != 1:
-            raise RuntimeError(f"{module.__name__} must define exactly one pass, found {len(classes)}")
+            raise RuntimeError(
+                f"{module.__name__} must define exactly one pass, found {len(classes)}"
+            )
         found.extend(classes)
     return tuple(sorted(found, key=lambda cls: cls.CODE))
 
@@ -39,7 +41,7 @@ def _matches(pass_class: type[DevicePass], selector: str) -> bool:
     selector = selector.strip()
     return (
         pass_class.CODE.upper().startswith(selector.upper())
-        or pass_class.NAME == selector.lower()
+        or selector.lower() == pass_class.NAME
         or selector.upper() == "ALL"
     )
 
@@ -50,7 +52,9 @@ def _check_known(selectors: Iterable[str]) -> None:
             raise UnknownRuleError(f"unknown rule selector {selector!r} (see `devfix rules`)")
 
 
-def select_passes(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tuple[type[DevicePass], ...]:
+def select_passes(
+    select: Iterable[str] = (), ignore: Iterable[str] = ()
+) -> tuple[type[DevicePass], ...]:
     """Passes chosen by code, code prefix or kebab name; nothing selected means all."""
     select, ignore = tuple(select), tuple(ignore)
     _check_known(select)
@@ -67,7 +71,6 @@ def select_passes(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tup
 def find_pass(selector: str) -> type[DevicePass]:
     """The one pass with this code or name."""
     for cls in all_passes():
-        if cls.CODE.upper() == selector.upper() or cls.NAME == selector.lower():
+        if cls.CODE.upper() == selector.upper() or selector.lower() == cls.NAME:
             return cls
     raise UnknownRuleError(f"unknown rule {selector!r} (see `devfix rules`)")
-

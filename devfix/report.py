@@ -66,7 +66,9 @@ class Tally:
     def check_summary(self) -> str:
         parts = [f"{self.findings} finding{_s(self.findings)} in {self.files} file{_s(self.files)}"]
         if self.hidden_unsafe:
-            parts.append(f"{self.hidden_unsafe} unsafe fix{_es(self.hidden_unsafe)} need --unsafe-fixes")
+            parts.append(
+                f"{self.hidden_unsafe} unsafe fix{_es(self.hidden_unsafe)} need --unsafe-fixes"
+            )
         if self.failed:
             parts.append(f"{self.failed} file{_s(self.failed)} failed")
         return "devfix: " + ", ".join(parts) + "."

@@ -7,6 +7,7 @@ one, so a file is either as it was or fully rewritten, even if devfix is killed 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat
@@ -23,9 +24,25 @@ from devfix.types import FileResult, FileStatus
 #: Folder names never walked into: version control, environments, caches, build output.
 EXCLUDED_DIRS = frozenset(
     {
-        ".git", ".hg", ".svn", ".bzr", "__pycache__", ".mypy_cache", ".ruff_cache",
-        ".pytest_cache", ".tox", ".nox", ".eggs", ".venv", "venv", "site-packages",
-        "dist-packages", "build", "dist", "node_modules", ".ipynb_checkpoints",
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "__pycache__",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".tox",
+        ".nox",
+        ".eggs",
+        ".venv",
+        "venv",
+        "site-packages",
+        "dist-packages",
+        "build",
+        "dist",
+        "node_modules",
+        ".ipynb_checkpoints",
     }
 )
 SOURCE_SUFFIXES = (".py",)
@@ -97,10 +114,8 @@ def write_atomic(path: str, document: Document) -> None:
         os.chmod(temporary, mode)
         os.replace(temporary, target)
     except BaseException as error:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(temporary)
-        except OSError:
-            pass
         if isinstance(error, OSError):
             raise InputError(f"cannot be written: {error.strerror or error}") from None
         raise
@@ -155,7 +170,9 @@ def discover(paths: Iterable[str]) -> Iterator[str | FileResult]:
                 yield given
             continue
         if not os.path.isdir(given):
-            reason = "broken symbolic link" if os.path.islink(given) else "no such file or directory"
+            reason = (
+                "broken symbolic link" if os.path.islink(given) else "no such file or directory"
+            )
             yield FileResult(given, FileStatus.FAILED, reason=reason)
             continue
         yield from _walk(given, seen)

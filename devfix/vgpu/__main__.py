@@ -75,6 +75,12 @@ def _print_user_traceback(exc: BaseException, script: str) -> None:
         t = t.tb_next
     text = "".join(traceback.format_exception(type(exc), exc, t if t is not None else tb))
     sys.stderr.write(hide_runtime_frames(text))
+    from devfix.vgpu.errors import UNSUPPORTED_PREFIX
+
+    lines = [ln for ln in text.splitlines() if UNSUPPORTED_PREFIX in ln]
+    if lines:
+        msg = lines[-1]
+        sys.stderr.write(msg[msg.index(UNSUPPORTED_PREFIX) :] + "\n")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

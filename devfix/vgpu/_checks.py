@@ -19,7 +19,7 @@ import torch
 from devfix.vgpu import _shim
 
 _TABLE: Optional[dict[str, dict[str, Any]]] = None
-_TABLE_VERSION = 2
+_TABLE_VERSION = 3
 
 
 def _yaml_path() -> Path:
@@ -70,6 +70,7 @@ def _build_table() -> dict[str, dict[str, Any]]:
             "cea": bool(
                 keys & {"CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"}
             ),
+            "cia": (not keys and not r["delegate"]) or "CompositeImplicitAutograd" in keys,
             "structured": structured,
             "ti": inherits == "TensorIteratorBase",
         }
@@ -238,6 +239,11 @@ def on_mismatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
             # No CUDA kernel: run the composite kernel on the wrappers; its inner ops raise
             # exactly what the CUDA build raises (or succeed, as they would there).
             return func._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, *args, **kwargs)
+        elif e is not None and not e["cuda"] and e["cia"]:
+            out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+            msg = ti_error(_ti_operands(func, args, kwargs))
         elif name.startswith("aten::_foreach_"):
             msg = foreach_error(func, args, kwargs)
         else:

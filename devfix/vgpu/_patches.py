@@ -226,7 +226,58 @@ def _install_unsupported() -> None:
     dist.is_nccl_available = lambda: False
 
 
+# --- scaled_dot_product_attention: pick the backend the CPU build picks -------------------------
+#
+# On a CUDA tensor the composite SDPA would take the math path (the CPU build has no CUDA
+# choice stub), while a CPU run takes the CPU flash kernel: results would differ in the last
+# bits. Choosing as the CPU does keeps values bitwise identical to a CPU run (and is faster).
+
+_orig_sdpa = torch.nn.functional.scaled_dot_product_attention
+_FLASH = 1
+
+
+def scaled_dot_product_attention(
+    query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+    is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
+) -> Any:
+    if (
+        type(query) is not VTensor
+        or type(key) is not VTensor
+        or type(value) is not VTensor
+        or key._dev is not query._dev
+        or value._dev is not query._dev
+        or (attn_mask is not None and (type(attn_mask) is not VTensor
+                                       or attn_mask._dev is not query._dev))
+    ):
+        return _orig_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+                          enable_gqa=enable_gqa)
+    choice = torch.ops.aten._fused_sdp_choice(
+        query._elem, key._elem, value._elem,
+        None if attn_mask is None else attn_mask._elem,
+        dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa,
+    )
+    mask = attn_mask
+    if mask is not None and mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill_(
+            mask.logical_not(), float("-inf"))
+    if choice == _FLASH:
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
+    return torch.ops.aten._scaled_dot_product_attention_math(
+        query, key, value, mask, dropout_p, is_causal, None, scale=scale,
+        enable_gqa=enable_gqa)[0]
+
+
+def _cudnn_is_acceptable(tensor: torch.Tensor) -> bool:
+    # no cuDNN behind the virtual GPUs; say so quietly (the stock check warns on every call)
+    return False
+
+
 def install() -> None:
+    import torch.backends.cudnn as cudnn
+
+    cudnn.is_acceptable = _cudnn_is_acceptable
+    torch.nn.functional.scaled_dot_product_attention = scaled_dot_product_attention
     torch.Tensor.data = property(_get_data, _set_data)  # type: ignore[assignment,method-assign]
     torch._has_compatible_shallow_copy_type = _has_compatible_shallow_copy_type
     torch.utils.weakref = _WeakrefShim("weakref")  # type: ignore[attr-defined]

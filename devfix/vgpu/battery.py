@@ -107,7 +107,9 @@ CASES: list[Case] = [
          "o, _ = nn.LSTM(2, 4).to(d0)(p); "
          "y, n = nn.utils.rnn.pad_packed_sequence(o)",
          check="y.is_cuda and n.device.type == 'cpu'"),
-    Case("conv2d_cpu_input", "nn.Conv2d(3, 4, 3).to(d0)(torch.randn(1, 3, 8, 8))",
+    Case("conv2d_cpu_input_slow2d", "nn.Conv2d(3, 4, 3).to(d0)(torch.randn(1, 3, 8, 8))",
+         _cg("weight", "cuda:0", "cpu", "wrapper_CUDA___slow_conv2d_forward")),
+    Case("conv2d_cpu_input_mkldnn", "nn.Conv2d(3, 4, 3).to(d0)(torch.randn(2, 3, 8, 8))",
          "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the "
          "same or input should be a MKLDNN tensor and weight is a dense tensor"),
     Case("index_cpu_indices_ok", "r = torch.arange(4., device=d0)[torch.tensor([1, 3])]",

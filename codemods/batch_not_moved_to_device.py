@@ -1,0 +1,90 @@
+"""DF204: a training or evaluation loop feeds CPU batches to a model moved to a device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._training_loop import ScriptFlow
+from devfix.types import Applicability
+
+
+class BatchNotMovedToDevice(DevicePass):
+    """Batch from a DataLoader passed to a model on a device without being moved there.
+
+    ## What it does
+    Finds `for` loops over a `torch.utils.data.DataLoader` (directly, through `enumerate(...)`
+    or `tqdm(...)`, through a name, or through a function parameter whose every caller passes
+    a DataLoader) that pass batch tensors to a model the script moved with `.to(device)` or
+    `.cuda()` (or that meet the model's output, as targets do in `criterion(model(x), y)`),
+    without moving them. The fix moves them at the head of the loop body, in the batch's own
+    shape: `x, y = x.to(device), y.to(device)` for unpacked batches (also after a leading
+    `inputs, labels = data`), `batch = {k: v.to(device) for k, v in batch.items()}` for dict
+    batches (`model(**batch)`, `batch["input_ids"]`), `batch = [t.to(device) for t in batch]`
+    for batches read as `batch[0]`, `batch = batch.to(device)` for a single tensor.
+
+    ## Why is this bad?
+    A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer
+    fails with `RuntimeError: Expected all tensors to be on the same device, but found at
+    least two devices, cuda:0 and cpu!` (or `Input type (torch.FloatTensor) and weight type
+    (torch.cuda.FloatTensor) should be the same`). Targets left on the CPU fail the same way in
+    the loss.
+
+    ## Example
+    ```python
+    model = Net().to(device)
+    for x, y in train_loader:
+        loss = criterion(model(x), y)
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to(device)
+    for x, y in train_loader:
+        x, y = x.to(device), y.to(device)
+        loss = criterion(model(x), y)
+    ```
+    The device is the one the model was moved to, written as it can be read inside the loop:
+    the same variable, a parameter of the training function that every caller fills with it,
+    or the `self.<attr>` that holds it in a trainer class. A `.cuda()` model gets `.cuda()`
+    batches. Names that never reach the model (indices, file names) are left alone, and so are
+    names the loop already moves itself or hands to a helper (`to_device(batch)`).
+
+    ## Fix safety
+    Unsafe: the fix assumes every moved batch element is a tensor (or has `.to`); a collate
+    function that returns lists of strings in a dict batch would make the comprehension fail.
+    When the model's device cannot be written inside the loop, or the batch's shape is unclear,
+    the finding has no fix and says why. Hugging Face `Trainer`, Lightning and
+    `accelerator.prepare`d loaders move batches themselves; a loader rebound from
+    `accelerator.prepare(...)` is not a DataLoader call and is not touched.
+
+    ## References
+    - PyTorch tutorial "Training a Classifier", section "Training on GPU".
+    - PyTorch docs, "CUDA semantics" and `torch.utils.data` ("Memory Pinning").
+    """
+
+    CODE = "DF204"
+    NAME = "batch-not-moved-to-device"
+    MESSAGE = "batch from a DataLoader reaches a model on a device without being moved there"
+    FIX_TITLE = "Move the batch to the model's device at the head of the loop"
+    APPLICABILITY = Applicability.UNSAFE
+    TRIGGER_WORDS = ("DataLoader",)
+
+    def visit_For(self, node: cst.For) -> None:
+        if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):
+            return
+        plan = ScriptFlow.of(self).loop_plan(node)
+        if plan is None or not plan.unmoved:
+            return
+        names = ", ".join(f"`{n}`" for n in plan.unmoved)
+        where = plan.move.describe() if plan.move is not None else "a device"
+        base = f"batch {names} reaches `{plan.model}` (moved to {where}) without being moved"
+        if plan.edit is None:
+            self.report(node.target, message=f"{base}; no fix: {plan.reason}")
+            return
+        self.report(
+            node.target,
+            message=base,
+            fix_title=f"Add `{plan.statement_code}` at the head of the loop",
+            edits=[plan.edit],
+        )

@@ -1,0 +1,427 @@
+"""DF201: data preparation code that moves tensors to a GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import dotted_name, keyword_argument
+from devfix.codemods._model_code import ModelCode
+from devfix.codemods._torch_names import TENSOR_FACTORIES
+from devfix.context import FileContext
+from devfix.codemods._training_loop import (
+    DATALOADERS,
+    SELF_MOVING_TRAINERS,
+    ScriptFlow,
+    code_of,
+    device_argument,
+)
+from devfix.types import Applicability, Edit
+
+#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
+_PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
+#: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
+_MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
+#: Keywords whose value is data-preparation code.
+_DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
+_KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
+
+
+@dataclass
+class _DataFunction:
+    node: cst.FunctionDef | cst.Lambda
+    role: str
+    #: DataLoader calls that consume it (empty: none found).
+    loaders: list[cst.Call] = field(default_factory=list)
+    preloads: bool = False
+
+
+class DeviceInDataPipeline(DevicePass):
+    """Tensors moved to a GPU inside data preparation.
+
+    ## What it does
+    Finds `.to("cuda:N")`, `.to(device)`, `.cuda()` and `device=<GPU>` tensor factories inside
+    data preparation: the per-item methods of `torch.utils.data.Dataset` subclasses
+    (`__getitem__`, `__iter__`, ...), functions and collator classes passed as
+    `DataLoader(collate_fn=...)` or `Trainer(data_collator=...)`, functions passed to
+    `datasets`' `.map(...)`/`.with_transform(...)`, and module functions those call. The move is
+    removed so the data stays on the CPU, and the loop that consumes the DataLoader is made to
+    move each batch to the device the model was moved to (as DF204 does), unless it already
+    does. With a Hugging Face `Trainer` (or Lightning's), which moves batches itself, the move
+    is only removed.
+
+    ## Why is this bad?
+    DataLoader workers cannot use CUDA ("CUDA error: initialization error" with
+    `num_workers > 0`), and a hard-coded GPU is wrong on every other GPU: under torchrun,
+    accelerate or a multi-GPU `Trainer`, the model of rank 1 is on `cuda:1` while the data was
+    put on `cuda:0`, giving `RuntimeError: Expected all tensors to be on the same device, but
+    found at least two devices, cuda:1 and cuda:0!`. Batches belong on the CPU until the
+    training loop moves them, ideally with `pin_memory=True` and `non_blocking=True`.
+
+    ## Example
+    ```python
+    class Pairs(Dataset):
+        def __getitem__(self, i):
+            return self.x[i].to("cuda:0"), self.y[i].to("cuda:0")
+
+    model = Net().to(device)
+    for x, y in DataLoader(Pairs(), batch_size=32):
+        loss = criterion(model(x), y)
+    ```
+
+    ## Use instead
+    ```python
+    class Pairs(Dataset):
+        def __getitem__(self, i):
+            return self.x[i], self.y[i]
+
+    model = Net().to(device)
+    for x, y in DataLoader(Pairs(), batch_size=32):
+        x, y = x.to(device), y.to(device)
+        loss = criterion(model(x), y)
+    ```
+    `.to(device, dtype)` keeps the dtype cast (`.to(dtype)`); `.to("cpu")` and `.cpu()` are
+    deliberate and left alone.
+
+    ## Fix safety
+    Safe when only the move is removed (a `Trainer` moves the batches, or the loop already
+    does); unsafe when the loop gets a new move (see DF204). When no loop that consumes the
+    data can be found, or the device the model is on cannot be written in that loop, the
+    finding has no fix and says why: removing the move alone would leave the batch on the CPU.
+    A Dataset that loads everything onto the GPU in `__init__` is reported without a fix: that
+    is deliberate when `num_workers=0`.
+
+    ## References
+    - pytorch/pytorch#40985, #17359, #13775 (CUDA in DataLoader workers and `collate_fn`).
+    - PyTorch docs, `torch.utils.data` ("Multi-process data loading", "Memory Pinning").
+    """
+
+    CODE = "DF201"
+    NAME = "device-in-data-pipeline"
+    MESSAGE = "data preparation moves tensors to a GPU"
+    FIX_TITLE = "Keep the data on the CPU and move the batch in the training loop"
+    APPLICABILITY = Applicability.UNSAFE
+    TRIGGER_WORDS = ("cuda", "device")
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._data: dict[int, _DataFunction] | None = None
+
+    # -- which code prepares data ----------------------------------------------------------
+
+    def _data_functions(self) -> dict[int, _DataFunction]:
+        if self._data is not None:
+            return self._data
+        found: dict[int, _DataFunction] = {}
+        module = self.context.module
+        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+        classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+        code = ModelCode.of(self)
+        flow = ScriptFlow.of(self)
+        loaders = [
+            n for n in _walk(module)
+            if isinstance(n, cst.Call)
+            and _is_name_chain(n.func)
+            and self.qualified_name(n.func) in DATALOADERS
+        ]
+
+        def add(node: cst.FunctionDef | cst.Lambda, role: str, consumers: list[cst.Call]) -> None:
+            entry = found.get(id(node))
+            if entry is None:
+                entry = found[id(node)] = _DataFunction(node, role)
+            entry.loaders.extend(c for c in consumers if c not in entry.loaders)
+
+        # Dataset classes and the loaders built on their instances.
+        for name, cls in classes.items():
+            if not code.class_info(cls).is_dataset:
+                continue
+            consumers = [
+                c for c in loaders if self._dataset_class_of(_dataset_argument(c), c, flow) == name
+            ]
+            for statement in cls.body.body:
+                if not isinstance(statement, cst.FunctionDef):
+                    continue
+                method = statement.name.value
+                if method in _PER_ITEM_METHODS or not method.startswith("__"):
+                    add(statement, f"`{name}.{method}`", consumers)
+                elif method == "__init__":
+                    entry = _DataFunction(statement, f"`{name}.__init__`", list(consumers), True)
+                    found[id(statement)] = entry
+
+        # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
+        for call in (n for n in _walk(module) if isinstance(n, cst.Call)):
+            for arg in call.args:
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                is_mapping = (
+                    isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value in _MAPPING_METHODS
+                    and arg is call.args[0]
+                    and keyword is None
+                )
+                if keyword not in _DATA_KEYWORDS and not is_mapping:
+                    continue
+                target = self._callable(arg.value, functions, classes, flow, call)
+                if target is None:
+                    continue
+                if is_mapping:
+                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
+                    role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
+                elif keyword == "collate_fn":
+                    consumers = [call] if call in loaders else []
+                    role = "the `collate_fn`"
+                else:
+                    consumers = []
+                    role = f"the `{keyword}`"
+                add(target, role, consumers)
+
+        # Module functions those call, one level down.
+        for entry in list(found.values()):
+            for inner in (n for n in _walk(entry.node) if isinstance(n, cst.Call)):
+                if isinstance(inner.func, cst.Name) and inner.func.value in functions:
+                    helper = functions[inner.func.value]
+                    if id(helper) not in found:
+                        add(helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders)
+        self._data = found
+        return found
+
+    def _callable(
+        self,
+        value: cst.BaseExpression,
+        functions: dict[str, cst.FunctionDef],
+        classes: dict[str, cst.ClassDef],
+        flow: ScriptFlow,
+        at: cst.CSTNode,
+    ) -> cst.FunctionDef | cst.Lambda | None:
+        if isinstance(value, cst.Lambda):
+            return value
+        if isinstance(value, cst.Name) and value.value in functions:
+            return functions[value.value]
+        instance = value
+        if isinstance(value, cst.Name):
+            table, _ = flow._lookup(value.value, flow.function_of(at))
+            bindings = table.bindings.get(value.value, [])
+            if len(bindings) == 1 and bindings[0].value is not None:
+                instance = bindings[0].value
+        if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
+            cls = classes.get(instance.func.value)
+            if cls is not None:
+                for statement in cls.body.body:
+                    if isinstance(statement, cst.FunctionDef) and statement.name.value == "__call__":
+                        return statement
+        return None
+
+    def _dataset_class_of(
+        self, value: cst.BaseExpression | None, at: cst.CSTNode, flow: ScriptFlow
+    ) -> str | None:
+        for _ in range(4):
+            if value is None:
+                return None
+            if isinstance(value, cst.Call):
+                return value.func.value if isinstance(value.func, cst.Name) else None
+            name = dotted_name(value)
+            if name is None:
+                return None
+            table, _ = flow._lookup(name, flow.function_of(at))
+            bindings = [b for b in table.bindings.get(name, []) if b.value is not None]
+            if len(bindings) != 1:
+                return None
+            value = bindings[0].value
+        return None
+
+    def _mapped_from(self, loader: cst.Call, mapping: cst.Call, flow: ScriptFlow) -> bool:
+        value = _dataset_argument(loader)
+        for _ in range(4):
+            if value is None:
+                return False
+            if any(node is mapping for node in _walk(value)):
+                return True
+            name = dotted_name(value)
+            if name is None:
+                return False
+            table, _ = flow._lookup(name, flow.function_of(loader))
+            bindings = [b for b in table.bindings.get(name, []) if b.value is not None]
+            if not bindings:
+                return False
+            value = bindings[-1].value
+        return False
+
+    # -- the moves -------------------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
+            kind = "move"
+        elif keyword_argument(node, "device") is not None and _is_name_chain(node.func):
+            kind = "factory"
+        else:
+            return
+        entry = self._owner(node)
+        if entry is None:
+            return
+        flow = ScriptFlow.of(self)
+        function = entry.node if isinstance(entry.node, cst.FunctionDef) else None
+        if kind == "move":
+            if flow.move_of(node, function) is None:
+                return
+            replacement = _without_device(node)
+            assert isinstance(node.func, cst.Attribute)
+            shown = ", ".join(
+                (f"{a.keyword.value}=" if a.keyword else "") + code_of(a.value) for a in node.args
+            )
+            what = f"`.{node.func.attr.value}({shown})`"
+        else:
+            if self.qualified_name(node.func) not in TENSOR_FACTORIES:
+                return
+            device = keyword_argument(node, "device")
+            assert device is not None
+            if flow.device_kind(device.value, function) not in ("accelerator", "device"):
+                return
+            replacement = _remove_argument(node, device)
+            what = f"`device={code_of(device.value)}`"
+        base = f"{entry.role} puts data on a GPU with {what}"
+        if entry.preloads:
+            self.report(
+                node,
+                message=(
+                    f"{base} when the dataset is built; fine only with `num_workers=0`, "
+                    "otherwise keep it on the CPU and move batches in the training loop"
+                ),
+            )
+            return
+        self._fix(node, replacement, base, entry, flow)
+
+    def _fix(
+        self,
+        node: cst.Call,
+        replacement: cst.BaseExpression,
+        base: str,
+        entry: _DataFunction,
+        flow: ScriptFlow,
+    ) -> None:
+        removal = Edit(node, replacement)
+        loops = [
+            loop
+            for loop in _walk(self.context.module)
+            if isinstance(loop, cst.For)
+            and any(
+                call in entry.loaders
+                for call in flow.dataloader_calls(loop.iter, flow.function_of(loop))
+            )
+        ]
+        trainer = self._has_self_moving_trainer()
+        if not loops:
+            if trainer:
+                self.report(
+                    node,
+                    message=f"{base}; the trainer moves batches to the model's device itself",
+                    fix_title="Remove the move; the trainer moves batches",
+                    edits=[removal],
+                    applicability=Applicability.SAFE,
+                )
+            else:
+                self.report(
+                    node,
+                    message=(
+                        f"{base}; no fix: no loop over its DataLoader was found that could move "
+                        "the batch to the model's device instead"
+                    ),
+                )
+            return
+        edits = [removal]
+        statements: list[str] = []
+        for loop in loops:
+            plan = flow.loop_plan(loop)
+            if plan is None:
+                self.report(
+                    node,
+                    message=(
+                        f"{base}; no fix: cannot tell which device the model fed by the loop on "
+                        f"line {self.context.position(loop).start.line} is on"
+                    ),
+                )
+                return
+            if plan.reason and plan.unmoved:
+                self.report(node, message=f"{base}; no fix: {plan.reason}")
+                return
+            if plan.edit is not None:
+                edits.append(plan.edit)
+                statements.append(plan.statement_code)
+        if statements:
+            title = "Keep the data on the CPU; add " + ", ".join(f"`{s}`" for s in statements)
+            self.report(node, message=base, fix_title=title, edits=edits)
+        else:
+            self.report(
+                node,
+                message=f"{base}; the training loop already moves the batch",
+                fix_title="Remove the move; the loop moves the batch",
+                edits=edits,
+                applicability=Applicability.SAFE,
+            )
+
+    def _has_self_moving_trainer(self) -> bool:
+        key = "df201_trainer"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, bool):
+            return cached
+        result = any(
+            isinstance(n, cst.Call)
+            and _is_name_chain(n.func)
+            and self.qualified_name(n.func) in SELF_MOVING_TRAINERS
+            for n in _walk(self.context.module)
+        )
+        self.context.shared[key] = result
+        return result
+
+    def _owner(self, node: cst.CSTNode) -> _DataFunction | None:
+        data = self._data_functions()
+        if not data:
+            return None
+        for ancestor in self.context.ancestors(node):
+            entry = data.get(id(ancestor))
+            if entry is not None:
+                return entry
+            if isinstance(ancestor, cst.ClassDef):
+                return None
+        return None
+
+
+def _dataset_argument(loader: cst.Call) -> cst.BaseExpression | None:
+    for arg in loader.args:
+        if arg.keyword is not None and arg.keyword.value == "dataset":
+            return arg.value
+    positional = [a for a in loader.args if a.keyword is None and not a.star]
+    return positional[0].value if positional else None
+
+
+def _without_device(call: cst.Call) -> cst.BaseExpression:
+    """`x.to(device)` -> `x`; `x.to(device, torch.float)` -> `x.to(torch.float)`; `x.cuda()` -> `x`."""
+    assert isinstance(call.func, cst.Attribute)
+    receiver = call.func.value
+    if call.func.attr.value == "cuda":
+        return receiver
+    device = device_argument(call)
+    rest = [a for a in call.args if a.value is not device]
+    if all(a.keyword is not None and a.keyword.value in _KEEP_ONLY_KEYWORDS for a in rest):
+        return receiver
+    return _remove_argument(call, next(a for a in call.args if a.value is device))
+
+
+def _remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
+    args = [a for a in call.args if a is not arg]
+    if args and call.args[-1] is arg:
+        args[-1] = args[-1].with_changes(comma=arg.comma)
+    return call.with_changes(args=args)
+
+
+def _is_name_chain(node: cst.BaseExpression) -> bool:
+    return dotted_name(node) is not None
+
+
+def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))

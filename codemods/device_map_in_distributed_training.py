@@ -1,0 +1,252 @@
+"""DF305: `from_pretrained(device_map=...)` in a script that trains with several processes."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import keyword_argument, remove_argument
+from devfix.codemods._script_flow import (
+    calls_in,
+    latest_binding,
+    move_of,
+    string_device,
+    visible_name,
+    walk,
+)
+from devfix.types import Applicability, Edit, ImportSpec
+
+_LIBRARIES = ("transformers.", "peft.")
+#: Big Model Inference strategies that may spread the model over several devices.
+_SPREADING = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+#: Names whose presence means a library places the model on the process's device itself.
+_PLACING_TAILS = frozenset({"prepare", "prepare_model"})
+
+
+class DeviceMapInDistributedTraining(DevicePass):
+    """`from_pretrained(..., device_map=...)` in a multi-process training script.
+
+    ## What it does
+    Finds Hugging Face `from_pretrained(...)` calls (`transformers.AutoModel*`,
+    `LlamaForCausalLM`, ..., `peft.AutoPeftModel*`) with a fixed or automatic device map
+    (`device_map="auto"`, `"balanced"`, `"cuda:0"`, `"cuda"`, `0`, `{"": 0}`) in a script that
+    trains with several processes (torchrun, `DistributedDataParallel`, accelerate, `Trainer`),
+    and removes the `device_map` argument, so that `Trainer`, accelerate or the script's own
+    `model.to(device)` puts the model on each process's GPU. A quantized load
+    (`load_in_4bit=True`, `load_in_8bit=True`, `quantization_config=...`), which must be placed
+    at load time, and a script that never moves the model itself, get
+    `device_map={"": local_rank}` instead. Scripts that only run inference are left alone.
+
+    ## Why is this bad?
+    `device_map` is Big Model Inference: it places the model when it is loaded. Under torchrun
+    every process loads its own copy, so `"auto"` or `"cuda:0"` puts all copies on GPU 0.
+    `Trainer` then sees a model that is "already placed" on the other ranks and does not move it,
+    while it moves the batches to the rank's GPU: `RuntimeError: Expected all tensors to be on
+    the same device, but found at least two devices, cuda:1 and cuda:0!` (or an out-of-memory
+    error on GPU 0). A map spread over several GPUs cannot be trained with DDP at all: accelerate
+    refuses it ("You can't train a model that has been loaded with `device_map='auto'` in any
+    distributed mode").
+
+    ## Example
+    ```python
+    model = LlamaForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", device_map="cuda:0")
+    trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
+    ```
+
+    ## Use instead
+    ```python
+    model = LlamaForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")
+    trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
+    ```
+    For a 4/8-bit model: `device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}` (or the
+    script's own `local_rank` variable).
+
+    ## Fix safety
+    Safe for a single fixed device (`"cuda:0"`, `0`, `{"": 0}`): on one process the model ends up
+    where it was. Unsafe for `"auto"` and the other spreading strategies: a script started with
+    plain `python` may split a model that does not fit on one GPU on purpose (naive model
+    parallelism); without the map it must fit on one GPU (use FSDP or DeepSpeed ZeRO-3
+    otherwise). Device maps held in variables or computed by a function (TRL's
+    `get_kbit_device_map()`, `{"": PartialState().local_process_index}`) are left alone.
+
+    ## References
+    - accelerate docs, "Big Model Inference"; huggingface/accelerate#1802, #1167, #2378.
+    - huggingface/sentence-transformers#3207; huggingface/transformers#21736.
+
+    The golden cases run without Hugging Face installed: each folder has a tiny `transformers.py`
+    stand-in with the same call shapes, so the scripts' imports resolve to `transformers.*`.
+    """
+
+    CODE = "DF305"
+    NAME = "device-map-in-distributed-training"
+    MESSAGE = "`device_map` in a multi-process training script places every copy on the same GPU"
+    FIX_TITLE = "Remove `device_map`"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("from_pretrained",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"):
+            return
+        arg = keyword_argument(node, "device_map")
+        if arg is None:
+            return
+        qualified = self.qualified_name(func)
+        if qualified is None or not qualified.startswith(_LIBRARIES):
+            return
+        kind = self._map_kind(arg.value, node)
+        if kind is None:
+            return
+        evidence = self._training_evidence()
+        if evidence is None:
+            return  # inference only: a device map is what Big Model Inference is for
+        quantized = any(
+            keyword_argument(node, name) is not None
+            for name in ("load_in_4bit", "load_in_8bit", "quantization_config")
+        )
+        shown = self.context.module.code_for_node(arg.value)
+        spread = kind == "spread"
+        applicability = Applicability.UNSAFE if spread else Applicability.SAFE
+        risk = (
+            "; without it the model must fit on one GPU (use FSDP or DeepSpeed ZeRO-3 otherwise)"
+            if spread
+            else ""
+        )
+        model_name = self._bound_name(node)
+        placed_by_library = evidence in ("Trainer", "accelerate") or (
+            model_name is not None and self._moved_later(model_name, node)
+        )
+        if quantized or not placed_by_library:
+            rank, imports = self._local_rank(node)
+            value = cst.parse_expression('{"": %s}' % rank)
+            why = (
+                "a quantized model is placed when it is loaded"
+                if quantized
+                else "the script does not move the model itself"
+            )
+            self.report(
+                node,
+                message=(
+                    f"`device_map={shown}` in a script that trains with {evidence} puts the model "
+                    f"of every process on the same GPU; {why}, so load it on this process's GPU"
+                    f"{risk}"
+                ),
+                fix_title=f'Use `device_map={{"": {rank}}}`',
+                edits=[Edit(arg, arg.with_changes(value=value))],
+                imports=imports,
+                applicability=applicability,
+            )
+            return
+        self.report(
+            node,
+            message=(
+                f"`device_map={shown}` in a script that trains with {evidence} puts the model of "
+                f"every process on the same GPU; remove it and let {evidence} place the model"
+                f"{risk}"
+            ),
+            edits=[Edit(node, remove_argument(node, arg))],
+            applicability=applicability,
+        )
+
+    def _map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
+        """"spread", "fixed" for a single literal device, else None (not ours to judge)."""
+        if isinstance(value, cst.Name):
+            bound = latest_binding(self, value.value, node)
+            return None if bound is None else self._map_kind(bound, node)
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            if text in _SPREADING:
+                return "spread"
+            device = string_device(value)
+            if device is not None and device.startswith("cuda"):
+                return "fixed"
+            return None
+        if isinstance(value, cst.Integer):
+            return "fixed"
+        if isinstance(value, cst.Dict) and len(value.elements) == 1:
+            element = value.elements[0]
+            if (
+                isinstance(element, cst.DictElement)
+                and isinstance(element.key, cst.SimpleString)
+                and element.key.evaluated_value == ""
+                and (
+                    isinstance(element.value, cst.Integer)
+                    or (
+                        isinstance(element.value, cst.SimpleString)
+                        and (string_device(element.value) or "").startswith("cuda")
+                    )
+                )
+            ):
+                return "fixed"
+        return None
+
+    def _training_evidence(self) -> str | None:
+        """What makes this a multi-process training script, in words; None if nothing does."""
+        cached = self.context.shared.get("df305.evidence")
+        if isinstance(cached, str) or cached is False:
+            return cached or None
+        found: str | None = None
+        for node in walk(self.context.module):
+            if isinstance(node, cst.SimpleString) and node.evaluated_value == "LOCAL_RANK":
+                found = found or "torchrun"
+            if not isinstance(node, (cst.Name, cst.Attribute)):
+                continue
+            tail = node.attr.value if isinstance(node, cst.Attribute) else node.value
+            if not (tail.endswith("Trainer") or tail in _MARKERS_BY_TAIL):
+                continue
+            name = self.qualified_name(node)
+            if name is None:
+                continue
+            root, _, last = name.rpartition(".")
+            if last.endswith("Trainer") and root.split(".")[0] in ("transformers", "trl"):
+                found = "Trainer"
+                break
+            if name.startswith("accelerate."):
+                found = "accelerate"
+                break
+            if name in _DDP_NAMES:
+                found = found or "DistributedDataParallel"
+        self.context.shared["df305.evidence"] = found or False
+        return found
+
+    def _bound_name(self, node: cst.Call) -> str | None:
+        parent = self.context.parent(node)
+        if (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return parent.targets[0].target.value
+        return None
+
+    def _moved_later(self, name: str, node: cst.Call) -> bool:
+        """`name.to(...)` / `name.cuda(...)` somewhere after the load."""
+        after = self.context.position(node).end.line
+        for call in calls_in(self.context.module):
+            move = move_of(self, call)
+            if (
+                move is not None
+                and move.name == name
+                and self.context.position(call).start.line > after
+            ):
+                return True
+        return False
+
+    def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
+        for candidate in ("local_rank", "LOCAL_RANK"):
+            if visible_name(self, candidate, node):
+                return candidate, []
+        return 'int(os.environ.get("LOCAL_RANK", "0"))', [ImportSpec("os")]
+
+
+_DDP_NAMES = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.init_process_group",
+        "torch.multiprocessing.spawn",
+    }
+)
+_MARKERS_BY_TAIL = frozenset(
+    {"Accelerator", "PartialState", "DistributedDataParallel", "init_process_group", "spawn"}
+)

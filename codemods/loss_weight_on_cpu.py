@@ -1,0 +1,344 @@
+"""DF303: class weights of a loss (`weight=`, `pos_weight=`) left on the CPU."""
+
+from __future__ import annotations
+
+import libcst as cst
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import call_tail, keyword_argument, method_call
+from devfix.codemods._script_flow import (
+    calls_in,
+    device_moves,
+    in_model_method,
+    is_dtype,
+    latest_binding,
+    root_name,
+    scope_statements,
+    string_device,
+    visible_name,
+)
+from devfix.codemods._torch_names import (
+    LEGACY_CONSTRUCTORS,
+    TENSOR_FACTORIES,
+    WEIGHTED_FUNCTIONAL_LOSSES,
+    WEIGHTED_LOSSES,
+)
+
+from devfix.types import Applicability, Edit
+
+_CANDIDATE_TAILS = frozenset(
+    name.rsplit(".", 1)[1] for name in (*WEIGHTED_LOSSES, *WEIGHTED_FUNCTIONAL_LOSSES)
+)
+_CPU_SOURCES = TENSOR_FACTORIES | LEGACY_CONSTRUCTORS | {"torch.from_numpy"}
+_MAX_DEPTH = 6
+
+
+class LossWeightOnCpu(DevicePass):
+    """Loss built with class weights that stay on the CPU.
+
+    ## What it does
+    Finds `nn.CrossEntropyLoss(weight=w)`, `nn.NLLLoss(weight=w)`, `nn.BCELoss(weight=w)`,
+    `nn.BCEWithLogitsLoss(weight=w, pos_weight=p)`, `nn.MultiLabelSoftMarginLoss(weight=w)` and
+    `nn.MultiMarginLoss(weight=w)` whose weights are CPU tensors (`torch.tensor([...])`,
+    `torch.Tensor([3])`, `torch.from_numpy(...)`, or a name bound to one) in a script that moves
+    its work to a device, and moves the criterion there: `nn.CrossEntropyLoss(weight=w).to(device)`.
+    Functional losses (`F.cross_entropy(logits, y, weight=w)`) get `weight=w.to(logits.device)`.
+
+    ## Why is this bad?
+    The weighted losses keep `weight` / `pos_weight` as registered buffers, so they stay where
+    they were made. When the logits are on the GPU the loss fails with `RuntimeError: Expected
+    all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!`.
+
+    ## Example
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = Net().to(device)
+    criterion = nn.BCEWithLogitsLoss(pos_weight=torch.Tensor([3]))
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = Net().to(device)
+    criterion = nn.BCEWithLogitsLoss(pos_weight=torch.Tensor([3])).to(device)
+    ```
+    The criterion is moved the way the script moves its other work (`.to(device)`, or `.cuda()`
+    when the model is moved with `.cuda()`). A criterion stored as an attribute of a model
+    (`self.criterion = ...` in an `nn.Module` or `LightningModule`) is a submodule: it moves with
+    the model and is left alone. A criterion that is already moved is left alone.
+
+    ## Fix safety
+    Safe: moving the criterion moves only its weight buffers, which must meet the logits anyway.
+    When the script moves its work to several different devices, or its device is bound only
+    after the criterion is built, the finding is reported without a fix. A functional loss whose
+    input is computed inline (`F.cross_entropy(model(x), y, weight=w)`) is reported without a
+    fix, since repeating the expression would run it twice.
+
+    ## References
+    - PyTorch source: `_WeightedLoss` registers `weight`; `BCEWithLogitsLoss` registers
+      `pos_weight` (`torch/nn/modules/loss.py`).
+    """
+
+    CODE = "DF303"
+    NAME = "loss-weight-on-cpu"
+    MESSAGE = "loss weights are a CPU tensor"
+    FIX_TITLE = "Move the criterion to the device"
+    APPLICABILITY = Applicability.SAFE
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if call_tail(node.func) not in _CANDIDATE_TAILS:
+            return
+        qualified = self.qualified_name(node.func)
+        if qualified in WEIGHTED_LOSSES:
+            self._check_class(node, qualified)
+        elif qualified in WEIGHTED_FUNCTIONAL_LOSSES:
+            self._check_functional(node, qualified)
+
+    # -- nn.<Loss>(weight=...) -------------------------------------------------------------------
+
+    def _check_class(self, node: cst.Call, qualified: str) -> None:
+        weights = self._cpu_weights(node, WEIGHTED_LOSSES[qualified])
+        if not weights:
+            return
+        short = qualified.rsplit(".", 1)[1]
+        listed = ", ".join(f"`{keyword}`" for keyword, _ in weights)
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Call) and parent.func is node:
+            # `nn.CrossEntropyLoss(weight=w)(logits, y)`: built and used at once.
+            self._fix_weights_for_input(node, parent, weights, f"`{short}`")
+            return
+        if in_model_method(self, node):
+            return  # `self.criterion = ...` moves with the model; other forms are DF101/DF102's
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return  # `nn.CrossEntropyLoss(weight=w).to(device)` / `.cuda()`
+        holder = self._holder(parent)
+        if holder is None:
+            self.report(
+                node,
+                message=(
+                    f"`{short}` keeps {listed} on the CPU; the criterion is not bound to a name, "
+                    "so devfix cannot tell whether it is moved later"
+                ),
+            )
+            return
+        if self._moved_later(holder, node):
+            return
+        devices = device_moves(self, node)
+        if not devices:
+            return  # the script never leaves the CPU: nothing to meet
+        if len(devices) > 1:
+            self.report(
+                node,
+                message=(
+                    f"`{short}` keeps {listed} on the CPU; the script moves work to several "
+                    f"devices ({', '.join(devices)}), so move the criterion by hand"
+                ),
+            )
+            return
+        device = devices[0]
+        if device.startswith("."):
+            template = cst.parse_expression(f"_{device}")  # `_.cuda(...)`
+            assert isinstance(template, cst.Call) and isinstance(template.func, cst.Attribute)
+            replacement: cst.BaseExpression = template.with_changes(
+                func=template.func.with_changes(value=node)
+            )
+            fix = f"`{device}`"
+        else:
+            device_root = root_name(cst.parse_expression(device))
+            if device_root is not None and not visible_name(self, device_root, node):
+                self.report(
+                    node,
+                    message=(
+                        f"`{short}` keeps {listed} on the CPU; the device `{device}` is only "
+                        "bound after the criterion is built"
+                    ),
+                )
+                return
+            replacement = method_call(node, "to", cst.parse_expression(device))
+            fix = f"`.to({device})`"
+        self.report(
+            node,
+            message=(
+                f"`{short}` keeps {listed} on the CPU (registered buffers) while the script "
+                f"runs on `{device.lstrip('.')}`; move the criterion with {fix}"
+            ),
+            fix_title=f"Move the criterion with {fix}",
+            edits=[Edit(node, replacement)],
+        )
+
+    def _holder(self, parent: cst.CSTNode | None) -> str | None:
+        """`criterion = nn.X(...)` -> "criterion"; `self.loss_fn = ...` -> "self.loss_fn"."""
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)):
+            targets = (
+                [t.target for t in parent.targets]
+                if isinstance(parent, cst.Assign)
+                else [parent.target]
+            )
+            if len(targets) == 1:
+                return self.context.module.code_for_node(targets[0]) if isinstance(
+                    targets[0], (cst.Name, cst.Attribute)
+                ) else None
+        return None
+
+    def _moved_later(self, holder: str, node: cst.Call) -> bool:
+        """`criterion.to(device)` / `criterion.cuda()` anywhere in the file."""
+        module = self.context.module
+        for candidate in calls_in(module):
+            func = candidate.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("to", "cuda")
+                and module.code_for_node(func.value) == holder
+                and candidate is not node
+            ):
+                return True
+        return False
+
+    # -- F.<loss>(input, target, weight=...) ------------------------------------------------------
+
+    def _check_functional(self, node: cst.Call, qualified: str) -> None:
+        weights = self._cpu_weights(node, WEIGHTED_FUNCTIONAL_LOSSES[qualified])
+        if not weights:
+            return
+        self._fix_weights_for_input(node, node, weights, f"`{qualified.rsplit('.', 1)[1]}`")
+
+    def _fix_weights_for_input(
+        self,
+        node: cst.Call,
+        loss_call: cst.Call,
+        weights: list[tuple[str, cst.Arg]],
+        short: str,
+    ) -> None:
+        listed = ", ".join(f"`{keyword}`" for keyword, _ in weights)
+        positional = [arg for arg in loss_call.args if arg.keyword is None]
+        first = keyword_argument(loss_call, "input")
+        if first is None and positional and not positional[0].star:
+            first = positional[0]
+        if first is None or not _repeatable(first.value):
+            self.report(
+                node,
+                message=(
+                    f"{short} gets {listed} on the CPU; its input is not a plain name, so "
+                    "bind the input first and move the weights to its device"
+                ),
+            )
+            return
+        source = self.context.module.code_for_node(first.value)
+        device = cst.parse_expression(f"{source}.device")
+        edits = []
+        for _, arg in weights:
+            value = arg.value
+            if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp)) and not (
+                value.lpar
+            ):
+                value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            edits.append(Edit(arg, arg.with_changes(value=method_call(value, "to", device))))
+        self.report(
+            node,
+            message=(
+                f"{short} gets {listed} on the CPU while its input may be on a GPU; move them "
+                f"with `.to({source}.device)`"
+            ),
+            fix_title=f"Use `.to({source}.device)`",
+            edits=edits,
+        )
+
+    # -- which weights are on the CPU -------------------------------------------------------------
+
+    def _cpu_weights(
+        self, node: cst.Call, slots: tuple[tuple[str, int], ...]
+    ) -> list[tuple[str, cst.Arg]]:
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if any(arg.star for arg in node.args):
+            return []
+        found = []
+        for keyword, index in slots:
+            arg = keyword_argument(node, keyword)
+            if arg is None and index < len(positional):
+                arg = positional[index]
+            if arg is not None and self._is_cpu_tensor(arg.value, node, 0):
+                found.append((keyword, arg))
+        return found
+
+    def _is_cpu_tensor(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        if depth > _MAX_DEPTH:
+            return False
+        if isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute) and call_tail(func) in ("to", "cuda", "cpu"):
+                if func.attr.value == "cpu":
+                    return True
+                if func.attr.value == "to" and self._to_is_dtype_only(value):
+                    return self._is_cpu_tensor(func.value, at, depth + 1)
+                return False
+            qualified = self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if qualified in _CPU_SOURCES:
+                device = keyword_argument(value, "device")
+                return device is None or string_device(device.value) == "cpu"
+            if isinstance(func, cst.Attribute) and func.attr.value != "type":
+                # A tensor method on a CPU tensor: `w.float()`, `torch.tensor(..).sqrt()`.
+                return self._is_cpu_tensor(func.value, at, depth + 1)
+            return False
+        if isinstance(value, cst.BinaryOperation):
+            sides = [value.left, value.right]
+            if any(self._is_moved(side) for side in sides):
+                return False
+            return any(self._is_cpu_tensor(side, at, depth + 1) for side in sides)
+        if isinstance(value, cst.UnaryOperation):
+            return self._is_cpu_tensor(value.expression, at, depth + 1)
+        if isinstance(value, cst.Subscript):
+            return self._is_cpu_tensor(value.value, at, depth + 1)
+        if isinstance(value, cst.Name):
+            bound = latest_binding(self, value.value, at)
+            return bound is not None and self._is_cpu_tensor(bound, bound, depth + 1)
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+            if value.value.value == "self":
+                return self._self_attribute_is_cpu(value.attr.value, at, depth)
+        return False
+
+    def _to_is_dtype_only(self, call: cst.Call) -> bool:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "device":
+                return False
+            if arg.keyword is None and not is_dtype(self, arg.value):
+                return False
+        return True
+
+    def _is_moved(self, node: cst.BaseExpression) -> bool:
+        return (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in ("to", "cuda")
+        )
+
+    def _self_attribute_is_cpu(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
+        """`self.attr = <CPU tensor>` in `__init__` of the class around `at` (not a buffer)."""
+        for ancestor in self.context.ancestors(at):
+            if isinstance(ancestor, cst.ClassDef):
+                for statement in ancestor.body.body:
+                    if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                        for inner in scope_statements(statement):
+                            if (
+                                isinstance(inner, cst.Assign)
+                                and len(inner.targets) == 1
+                                and isinstance(inner.targets[0].target, cst.Attribute)
+                                and self.context.module.code_for_node(inner.targets[0].target)
+                                == f"self.{attr}"
+                            ):
+                                return self._is_cpu_tensor(inner.value, inner.value, depth + 1)
+                return False
+        return False
+
+
+def _repeatable(node: cst.BaseExpression) -> bool:
+    """A name, attribute chain or constant subscript: evaluating it twice is harmless."""
+    if isinstance(node, cst.Name):
+        return True
+    if isinstance(node, cst.Attribute):
+        return _repeatable(node.value)
+    if isinstance(node, cst.Subscript):
+        return _repeatable(node.value) and all(
+            isinstance(element.slice, cst.Index)
+            and isinstance(element.slice.value, (cst.Integer, cst.SimpleString, cst.Name))
+            for element in node.slice
+        )
+    return False

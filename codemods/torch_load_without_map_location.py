@@ -1,0 +1,190 @@
+"""DF302: `torch.load` without `map_location` restores tensors onto the device they were saved from."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import append_keyword, call_tail, has_star_kwargs, keyword_argument
+from devfix.codemods._script_flow import (
+    SELECT_DEVICE,
+    device_names,
+    enclosing_scope,
+    is_distributed,
+    line_of,
+    scope_statements,
+)
+
+from devfix.types import Applicability, Edit
+
+#: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
+_METADATA_KEY = re.compile(
+    r"^(epoch|epochs|start_epoch|step|steps|global_step|iteration|iter|it|best\w*|acc\w*|lr|"
+    r"args|config|cfg|hparams|hyper_parameters|version|arch|meta|metadata|n_\w+|num_\w+)$"
+)
+
+
+class TorchLoadWithoutMapLocation(DevicePass):
+    """`torch.load(...)` without `map_location=`.
+
+    ## What it does
+    Finds `torch.load(path)` calls that do not say where the loaded tensors go, and adds
+    `map_location="cpu"`; in a distributed script (torchrun, DDP, accelerate, `Trainer`) whose
+    process device is held in a variable (`device = torch.device("cuda", local_rank)`), that
+    variable is used instead. `weights_only`, `mmap` and every other argument stay exactly as
+    written.
+
+    ## Why is this bad?
+    Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
+    A checkpoint written by rank 0 holds `cuda:0` tensors, so every process of a `torchrun` job
+    allocates them on GPU 0 (an out-of-memory error on GPU 0, pytorch/examples#1078), a machine
+    without that GPU cannot load it at all, and any tensor used straight from the checkpoint
+    (normalisation statistics, class weights, a pickled model) meets the process's own tensors
+    with `RuntimeError: Expected all tensors to be on the same device, but found at least two
+    devices, cuda:1 and cuda:0!`.
+
+    ## Example
+    ```python
+    checkpoint = torch.load("checkpoint.pth")
+    model.load_state_dict(checkpoint["model_state_dict"])
+    ```
+
+    ## Use instead
+    ```python
+    checkpoint = torch.load("checkpoint.pth", map_location="cpu")
+    model.load_state_dict(checkpoint["model_state_dict"])
+    ```
+    `model.load_state_dict` and `optimizer.load_state_dict` copy the values onto the parameters'
+    own devices, so loading to the CPU is always correct for them and avoids the GPU-0 spike.
+
+    ## Fix safety
+    Safe when everything loaded goes through `load_state_dict` (or is read under a metadata key
+    such as `"epoch"`), or when the loaded tensors go to the process's device variable. Unsafe
+    otherwise: tensors that the script uses straight from the checkpoint now arrive on the CPU
+    and need a `.to(device)` of their own (the message says so). `weights_only` is never added,
+    removed or changed (its default became `True` in PyTorch 2.6).
+
+    ## References
+    - PyTorch docs, `torch.load` (`map_location`); DDP tutorial, "Save and Load Checkpoints".
+    - pytorch/examples#1078; pytorch/pytorch#23138.
+    """
+
+    CODE = "DF302"
+    NAME = "torch-load-without-map-location"
+    MESSAGE = "`torch.load` without `map_location` puts tensors back on the device they were saved from"
+    FIX_TITLE = 'Add `map_location="cpu"`'
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("load",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if call_tail(node.func) != "load" or self.qualified_name(node.func) != "torch.load":
+            return
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if len(positional) != 1 or positional[0].star:
+            return  # a second positional argument is `map_location`; `*args` may hold it
+        if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
+            return
+        target, reason = self._map_target(node)
+        certain = target != '"cpu"' or self._feeds_only_state_dicts(node)
+        message = f"{self.MESSAGE}; {reason}"
+        if not certain:
+            message += (
+                "; tensors the script uses straight from the checkpoint now arrive on the CPU "
+                "and need `.to(device)`"
+            )
+        self.report(
+            node,
+            edits=[Edit(node, append_keyword(node, "map_location", cst.parse_expression(target)))],
+            message=message,
+            fix_title=f"Add `map_location={target}`",
+            applicability=Applicability.SAFE if certain else Applicability.UNSAFE,
+        )
+
+    def _map_target(self, node: cst.Call) -> tuple[str, str]:
+        if is_distributed(self):
+            for name in device_names(self, node):
+                if self._is_process_device(name, node):
+                    return name, f"`{name}` is this process's device"
+            return '"cpu"', "load to the CPU; `load_state_dict` places the values"
+        return '"cpu"', "load to the CPU; `load_state_dict` places the values"
+
+    def _is_process_device(self, name: str, node: cst.Call) -> bool:
+        """`name` is bound from the process's rank or from the portable device helper."""
+        scopes = [enclosing_scope(self, node)]
+        if scopes[0] is not self.context.module:
+            scopes.append(self.context.module)
+        for scope in scopes:
+            for statement in scope_statements(scope):
+                if not (
+                    isinstance(statement, cst.Assign)
+                    and len(statement.targets) == 1
+                    and isinstance(statement.targets[0].target, cst.Name)
+                    and statement.targets[0].target.value == name
+                ):
+                    continue
+                value = statement.value
+                if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                    if value.func.value == SELECT_DEVICE:
+                        return True
+                code = self.context.module.code_for_node(value)
+                if isinstance(value, cst.Call) and ("rank" in code.lower()):
+                    return True
+        return False
+
+    def _feeds_only_state_dicts(self, node: cst.Call) -> bool:
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            return self._is_state_dict_argument(parent)
+        if not (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return False
+        name = parent.targets[0].target.value
+        start = line_of(self, parent)
+        uses = [
+            candidate
+            for candidate in scope_statements(enclosing_scope(self, node))
+            if isinstance(candidate, cst.Name)
+            and candidate.value == name
+            and line_of(self, candidate) > start
+        ]
+        return all(self._harmless_use(use) for use in uses)
+
+    def _harmless_use(self, use: cst.Name) -> bool:
+        parent = self.context.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.attr is use:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is use:
+            key = parent.slice[0].slice if len(parent.slice) == 1 else None
+            if (
+                isinstance(key, cst.Index)
+                and isinstance(key.value, cst.SimpleString)
+                and isinstance(key.value.evaluated_value, str)
+                and _METADATA_KEY.match(key.value.evaluated_value)
+            ):
+                return True
+        if isinstance(parent, cst.ComparisonTarget):
+            return True  # `"key" in checkpoint`
+        current: cst.CSTNode = use
+        for ancestor in self.context.ancestors(use):
+            if isinstance(ancestor, cst.Arg):
+                return self._is_state_dict_argument(ancestor)
+            if isinstance(ancestor, cst.BaseStatement):
+                return False
+            if isinstance(ancestor, cst.Attribute) and ancestor.value is current:
+                if ancestor.attr.value in ("keys", "items", "values") and isinstance(
+                    self.context.parent(ancestor), cst.Call
+                ):
+                    return ancestor.attr.value == "keys"
+            current = ancestor
+        return False
+
+    def _is_state_dict_argument(self, arg: cst.Arg) -> bool:
+        call = self.context.parent(arg)
+        return isinstance(call, cst.Call) and call_tail(call.func) in (
+            "load_state_dict",
+            "load_state_dict_from_checkpoint",
+        )

@@ -1,0 +1,440 @@
+"""DF104: submodules kept in a plain list/dict/tuple, or built inside `forward`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._model_code import ModelCode
+from devfix.codemods._module_state import (
+    ClassTables,
+    constructed_module,
+    methods,
+    nn_reference,
+    self_attribute,
+    self_name,
+    walk_function_body,
+)
+from devfix.codemods._torch_names import LAYER_PARAMETER
+from devfix.types import Applicability, Edit
+
+#: ModuleList / ModuleDict lack these list / dict methods; code calling them would break.
+_LIST_ONLY_METHODS = frozenset({"index", "remove", "reverse", "sort", "count", "clear", "copy"})
+_DICT_ONLY_METHODS = frozenset({"get", "setdefault", "popitem", "copy", "fromkeys"})
+_LIST_MUTATORS = frozenset({"append", "insert", "extend"})
+#: torch.nn layers with state (parameters or buffers) besides those in LAYER_PARAMETER.
+_STATEFUL_LAYERS = frozenset(LAYER_PARAMETER) | frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
+        "RMSNorm", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d", "Transformer",
+        "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+        "TransformerDecoderLayer", "Sequential", "ModuleList", "ModuleDict",
+    )
+)
+
+
+class UnregisteredSubmodules(DevicePass):
+    """Submodules held in a plain Python list, dict or tuple, or constructed inside `forward`.
+
+    ## What it does
+    Finds attributes of an `nn.Module` that hold submodules in a plain container: a list or
+    tuple literal or comprehension of modules (`self.layers = [nn.Linear(d, d) for _ in
+    range(n)]`), a dict of modules, or an empty list/dict filled with `.append(nn.Conv2d(...))`,
+    `.extend(...)`, `.insert(...)` or `self.heads["a"] = nn.Linear(...)`. It also reports stateful
+    layers constructed inside `forward` (`nn.BatchNorm2d(c)(x)`).
+
+    ## Why is this bad?
+    `nn.Module` only registers submodules assigned directly as attributes or held in
+    `nn.ModuleList` / `nn.ModuleDict` / `nn.Sequential`. Modules in a plain container are
+    invisible to `model.to(device)` (their weights stay on the CPU: `Input type
+    (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same`, `Expected
+    all tensors to be on the same device ... cuda:0 and cpu!`), to `model.parameters()` (so the
+    optimizer never trains them), to `state_dict()`, `model.eval()` and DataParallel
+    replication. A layer built in `forward` gets fresh random weights on every call, on the CPU,
+    and is never trained.
+
+    ## Example
+    ```python
+    class Net(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.layers = [nn.Linear(d, d) for _ in range(n)]
+            self.convs = []
+            for c in (8, 16):
+                self.convs.append(nn.Conv2d(c, c, 3))
+    ```
+
+    ## Use instead
+    ```python
+    class Net(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(n)])
+            self.convs = nn.ModuleList()
+            for c in (8, 16):
+                self.convs.append(nn.Conv2d(c, c, 3))
+    ```
+    A dict becomes `nn.ModuleDict` (only when every key is a string literal without a dot, as
+    `ModuleDict` requires). `nn.ModuleList` supports indexing, slicing, iteration, `len`,
+    `append`, `extend`, `insert`, `pop` and `+=`; a container also used with a method that only a
+    list or dict has (`.index`, `.sort`, `.get`, ...) is reported, not rewritten. Only
+    containers whose elements are module *constructions* count: a list of modules that are
+    already attributes (`[self.a, self.b]`) is registered already and left alone. A layer built
+    inside `forward` is reported without a fix: move its construction to `__init__`
+    (`self.bn = nn.BatchNorm2d(c)`) and call `self.bn(x)` in `forward`.
+
+    ## Fix safety
+    Unsafe: the submodules join `model.parameters()` (an optimizer built from them now trains
+    layers that used to stay at their random initialisation), `state_dict()` gains their keys
+    (a checkpoint saved before the fix no longer loads with `strict=True`), and `model.eval()`
+    now reaches them (dropout and batch norm inside them change behaviour in evaluation).
+
+    ## References
+    - PyTorch docs, `torch.nn.ModuleList`, `torch.nn.ModuleDict`.
+    - pytorch/pytorch#8017, #15005, #21905; Lightning-AI/pytorch-lightning#2623;
+      syuu1987/geekTime-semantic-segmentation#1 (a module built in `forward`).
+    """
+
+    CODE = "DF104"
+    NAME = "unregistered-submodules"
+    MESSAGE = "submodules in a plain container are not registered; `model.to()` does not move them"
+    FIX_TITLE = "Hold them in `nn.ModuleList` / `nn.ModuleDict`"
+    APPLICABILITY = Applicability.UNSAFE
+
+    # -- containers assigned in __init__ -----------------------------------------------------
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Attribute):
+            return
+        value = node.value
+        if not isinstance(
+            value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.DictComp,
+                    cst.BinaryOperation, cst.Name)
+        ):
+            return
+        code = ModelCode.of(self)
+        function = code.enclosing_function(node)
+        if function is None or function.name != "__init__":
+            return
+        if function.owner is None or not function.owner.is_module:
+            return
+        self_var = self_name(function.node)
+        attr = self_attribute(node.targets[0].target, self_var or "")
+        if attr is None or self_var is None:
+            return
+        classdef = function.owner.node
+        if isinstance(value, cst.Name):
+            kind, modules, unknown = self._local_list(value.value, node, function.node)
+        else:
+            kind, modules, unknown = self._contents(value)
+        if kind is None:
+            return
+        uses = _Uses.collect(self, classdef, attr, node)
+        modules += uses.added_modules
+        unknown += uses.added_unknown
+        if modules == 0:
+            return
+        container = "nn.ModuleList" if kind == "list" else "nn.ModuleDict"
+        shown = f"self.{attr}"
+        if unknown:
+            self.report(
+                node,
+                message=(
+                    f"`{shown}` holds modules in a plain {kind} that `model.to()` does not move, "
+                    f"but also values that are not provably modules; use `{container}` for the "
+                    "modules"
+                ),
+            )
+            return
+        blocker = uses.blocker(kind)
+        if blocker is None and kind == "dict":
+            blocker = _dict_key_problem(value, uses)
+        if blocker is not None:
+            self.report(
+                node,
+                message=(
+                    f"`{shown}` holds modules in a plain {kind} that `model.to()` does not move; "
+                    f"{blocker}, so it is not rewritten to `{container}`"
+                ),
+            )
+            return
+        spelled, imports = nn_reference(self, "ModuleList" if kind == "list" else "ModuleDict")
+        replacement = _wrap(spelled, value)
+        self.report(
+            node,
+            message=(
+                f"`{shown}` holds modules in a plain {kind}: `model.to()`, `model.parameters()` "
+                f"and `state_dict()` never see them; use `{container}`"
+            ),
+            fix_title=f"Use `{container}`",
+            edits=[Edit(value, replacement)],
+            imports=imports,
+        )
+
+    def _contents(self, value: cst.BaseExpression) -> tuple[str | None, int, int]:
+        """("list" | "dict" | None, module constructions, other values) held by a literal."""
+        if isinstance(value, (cst.List, cst.Tuple)):
+            modules = unknown = 0
+            for element in value.elements:
+                if isinstance(element, cst.StarredElement):
+                    unknown += 1
+                elif constructed_module(self, element.value):
+                    modules += 1
+                else:
+                    unknown += 1
+            return "list", modules, unknown
+        if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            return ("list", 1, 0) if constructed_module(self, value.elt) else (None, 0, 0)
+        if isinstance(value, cst.Dict):
+            modules = unknown = 0
+            for element in value.elements:
+                if isinstance(element, cst.DictElement) and constructed_module(self, element.value):
+                    modules += 1
+                else:
+                    unknown += 1
+            return "dict", modules, unknown
+        if isinstance(value, cst.DictComp):
+            return ("dict", 1, 0) if constructed_module(self, value.value) else (None, 0, 0)
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            # `[nn.Linear(d, d)] * n`: one module repeated (shared weights), still unregistered.
+            for side, other in ((value.left, value.right), (value.right, value.left)):
+                if isinstance(side, cst.List) and isinstance(other, (cst.Name, cst.Integer)):
+                    kind, modules, unknown = self._contents(side)
+                    return (kind, modules, unknown) if kind == "list" else (None, 0, 0)
+        return None, 0, 0
+
+    def _local_list(
+        self, name: str, origin: cst.Assign, init: cst.FunctionDef
+    ) -> tuple[str | None, int, int]:
+        """`layers = []; layers.append(nn.Linear(...)); self.layers = layers`: the local list's
+        contents, when its only uses are those (so its modules are registered nowhere else)."""
+        bound: list[cst.BaseExpression] = []
+        modules = unknown = 0
+        mutator_receivers: set[int] = set()
+        for node in walk_function_body(init):
+            if isinstance(node, cst.Assign) and node is not origin:
+                for target in node.targets:
+                    for sub in _names_in(target.target):
+                        if sub == name:
+                            bound.append(node.value)
+            elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor, cst.AnnAssign)):
+                target = node.target
+                if name in _names_in(target):
+                    return None, 0, 0
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and isinstance(node.func.value, cst.Name)
+                and node.func.value.value == name
+            ):
+                if node.func.attr.value not in _LIST_MUTATORS or not node.args:
+                    return None, 0, 0
+                mutator_receivers.add(id(node.func.value))
+                added = node.args[-1].value
+                if node.func.attr.value == "extend":
+                    if isinstance(added, (cst.List, cst.Tuple)):
+                        for element in added.elements:
+                            if constructed_module(self, element.value):
+                                modules += 1
+                            else:
+                                unknown += 1
+                    else:
+                        unknown += 1
+                elif constructed_module(self, added):
+                    modules += 1
+                else:
+                    unknown += 1
+        if len(bound) != 1 or not isinstance(bound[0], (cst.List, cst.ListComp)):
+            return None, 0, 0
+        # Every other read of the name (`nn.Sequential(*layers)`, `return layers`) disqualifies it.
+        attribute_names = {
+            id(node.attr) for node in walk_function_body(init) if isinstance(node, cst.Attribute)
+        }
+        keywords = {
+            id(node.keyword) for node in walk_function_body(init)
+            if isinstance(node, cst.Arg) and node.keyword is not None
+        }
+        for node in walk_function_body(init):
+            if id(node) in attribute_names or id(node) in keywords:
+                continue
+            if (
+                isinstance(node, cst.Name)
+                and node.value == name
+                and id(node) not in mutator_receivers
+                and node is not origin.value
+                and not _is_binding(node, bound[0], init)
+            ):
+                return None, 0, 0
+        kind, first_modules, first_unknown = self._contents(bound[0])
+        if kind is None:
+            return None, 0, 0
+        return kind, modules + first_modules, unknown + first_unknown
+
+    # -- layers built in forward -------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not isinstance(node.func, (cst.Name, cst.Attribute)):
+            return
+        tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
+        if not tail[:1].isupper():
+            return
+        qualified = constructed_module(self, node)
+        if qualified is None:
+            return
+        code = ModelCode.of(self)
+        function = code.enclosing_function(node)
+        if function is None or function.name != "forward":
+            return
+        if function.owner is None or not function.owner.is_module:
+            return
+        stateful = qualified in _STATEFUL_LAYERS
+        local = ClassTables.of(self).local_module_class(qualified)
+        if local is not None:
+            stateful = bool(code.class_info(local).layers)
+        if not stateful:
+            return
+        short = qualified.replace("torch.nn.", "nn.", 1)
+        self.report(
+            node,
+            message=(
+                f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights on "
+                "the CPU at every call, never moved by `model.to()` nor trained; construct it once "
+                f"in `__init__` (`self.<name> = {short}(...)`) and call `self.<name>(...)` here"
+            ),
+        )
+
+
+class _Uses:
+    """How the rest of the class uses `self.<attr>`."""
+
+    def __init__(self) -> None:
+        self.added_modules = 0
+        self.added_unknown = 0
+        self.list_only: set[str] = set()
+        self.dict_only: set[str] = set()
+        self.reassigned: str | None = None
+        self.bad_keys = False
+
+    @classmethod
+    def collect(
+        cls, checker: DevicePass, classdef: cst.ClassDef, attr: str, origin: cst.Assign
+    ) -> _Uses:
+        uses = cls()
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in walk_function_body(function):
+                if isinstance(node, cst.Assign) and node is not origin:
+                    for target in node.targets:
+                        t = target.target
+                        if self_attribute(t, self_var) == attr:
+                            uses.reassigned = function.name.value
+                        elif isinstance(t, cst.Subscript) and self_attribute(t.value, self_var) == attr:
+                            uses._count(checker, node.value)
+                            if not _string_key(t):
+                                uses.bad_keys = True
+                elif isinstance(node, cst.AugAssign) and self_attribute(node.target, self_var) == attr:
+                    if isinstance(node.value, (cst.List, cst.Tuple)):
+                        for element in node.value.elements:
+                            uses._count(checker, element.value)
+                    else:
+                        uses.added_unknown += 1
+                elif (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and self_attribute(node.func.value, self_var) == attr
+                ):
+                    method = node.func.attr.value
+                    if method in ("append", "insert") and node.args:
+                        uses._count(checker, node.args[-1].value)
+                    elif method == "extend" and node.args:
+                        extended = node.args[0].value
+                        if isinstance(extended, (cst.List, cst.Tuple)):
+                            for element in extended.elements:
+                                uses._count(checker, element.value)
+                        elif isinstance(extended, (cst.ListComp, cst.GeneratorExp)):
+                            uses._count(checker, extended.elt)
+                        else:
+                            uses.added_unknown += 1
+                    elif method == "update":
+                        uses.added_unknown += 1
+                    if method in _LIST_ONLY_METHODS:
+                        uses.list_only.add(method)
+                    if method in _DICT_ONLY_METHODS:
+                        uses.dict_only.add(method)
+        return uses
+
+    def _count(self, checker: DevicePass, value: cst.BaseExpression) -> None:
+        if constructed_module(checker, value):
+            self.added_modules += 1
+        else:
+            self.added_unknown += 1
+
+    def blocker(self, kind: str) -> str | None:
+        if self.reassigned is not None:
+            return f"it is assigned again in `{self.reassigned}`"
+        methods_used = self.list_only if kind == "list" else self.dict_only
+        if methods_used:
+            names = ", ".join(f"`.{m}()`" for m in sorted(methods_used))
+            return f"it is used with {names}, which the module container lacks"
+        return None
+
+
+def _names_in(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        names: set[str] = set()
+        for element in target.elements:
+            names |= _names_in(element.value)
+        return names
+    return set()
+
+
+def _is_binding(name: cst.Name, value: cst.BaseExpression, init: cst.FunctionDef) -> bool:
+    """`name` is the target of the assignment whose value is `value`."""
+    for node in walk_function_body(init):
+        if isinstance(node, cst.Assign) and node.value is value:
+            return any(t.target is name for t in node.targets)
+    return False
+
+
+def _string_key(target: cst.Subscript) -> bool:
+    if len(target.slice) != 1:
+        return False
+    index = target.slice[0].slice
+    if not isinstance(index, cst.Index):
+        return False
+    return _valid_key(index.value)
+
+
+def _valid_key(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return isinstance(value, str) and value != "" and "." not in value
+    return False
+
+
+def _dict_key_problem(value: cst.BaseExpression, uses: _Uses) -> str | None:
+    if uses.bad_keys:
+        return "a key is not a string literal (`nn.ModuleDict` keys must be strings without a dot)"
+    if isinstance(value, cst.Dict):
+        for element in value.elements:
+            if isinstance(element, cst.DictElement) and not _valid_key(element.key):
+                return "a key is not a string literal (`nn.ModuleDict` keys must be strings without a dot)"
+    if isinstance(value, cst.DictComp):
+        return "its keys are computed (`nn.ModuleDict` keys must be strings without a dot)"
+    return None
+
+
+def _wrap(spelled: str, value: cst.BaseExpression) -> cst.Call:
+    func = cst.parse_expression(spelled)
+    empty = (isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements)
+    if empty:
+        return cst.Call(func=func)
+    inner = value
+    if isinstance(value, cst.Tuple) and not value.lpar:
+        inner = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(func=func, args=[cst.Arg(value=inner)])

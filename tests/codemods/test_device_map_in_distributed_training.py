@@ -1,0 +1,167 @@
+"""DF305 device-map-in-distributed-training."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_fix, assert_noop
+
+RULE = "DF305"
+
+
+def test_seed_000_fixed_device_map_with_trainer_is_removed() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        from transformers import LlamaForCausalLM, Trainer
+        model = LlamaForCausalLM.from_pretrained(
+            "meta-llama/Llama-3.1-8B",
+            device_map="cuda:0"  # conflicts with multi-GPU training
+        )
+        trainer = Trainer(model=model)
+        """,
+        """
+        from transformers import LlamaForCausalLM, Trainer
+        model = LlamaForCausalLM.from_pretrained(
+            "meta-llama/Llama-3.1-8B")
+        trainer = Trainer(model=model)
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert "Trainer" in findings[0].message
+
+
+def test_trailing_comma_layout_and_comment_of_previous_argument_kept() -> None:
+    assert_fix(
+        RULE,
+        """
+        import transformers
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            name,  # hub id
+            device_map="auto",
+        )
+        trainer = transformers.Trainer(model=model)
+        """,
+        """
+        import transformers
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            name,  # hub id
+        )
+        trainer = transformers.Trainer(model=model)
+        """,
+        unsafe=True,
+    )
+
+
+def test_auto_is_unsafe() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM as M
+        from trl import SFTTrainer
+        model = M.from_pretrained(name, device_map="auto", torch_dtype=dtype)
+        SFTTrainer(model=model).train()
+        """,
+        """
+        from transformers import AutoModelForCausalLM as M
+        from trl import SFTTrainer
+        model = M.from_pretrained(name, torch_dtype=dtype)
+        SFTTrainer(model=model).train()
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "FSDP" in findings[0].message
+
+
+def test_quantized_gets_local_rank() -> None:
+    assert_fix(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer
+        model = AutoModelForCausalLM.from_pretrained(
+            name, quantization_config=BitsAndBytesConfig(load_in_4bit=True), device_map={"": 0}
+        )
+        Trainer(model=model).train()
+        """,
+        """
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer
+        import os
+
+        model = AutoModelForCausalLM.from_pretrained(
+            name, quantization_config=BitsAndBytesConfig(load_in_4bit=True), device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}
+        )
+        Trainer(model=model).train()
+        """,
+    )
+
+
+def test_manual_ddp_without_move_uses_local_rank_variable() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from transformers import AutoModel
+        local_rank = int(os.environ["LOCAL_RANK"])
+        model = AutoModel.from_pretrained(name, device_map=0)
+        model = DDP(model, device_ids=[local_rank])
+        """,
+        """
+        import os
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        from transformers import AutoModel
+        local_rank = int(os.environ["LOCAL_RANK"])
+        model = AutoModel.from_pretrained(name, device_map={"": local_rank})
+        model = DDP(model, device_ids=[local_rank])
+        """,
+    )
+
+
+def test_manual_ddp_with_move_removes_map() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch.distributed as dist
+        from transformers import AutoModel
+        dist.init_process_group("nccl")
+        model = AutoModel.from_pretrained(name, device_map="cuda")
+        model.to(device)
+        """,
+        """
+        import torch.distributed as dist
+        from transformers import AutoModel
+        dist.init_process_group("nccl")
+        model = AutoModel.from_pretrained(name)
+        model.to(device)
+        """,
+    )
+
+
+def test_noops() -> None:
+    # Inference only.
+    assert_noop(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM
+        model = AutoModelForCausalLM.from_pretrained(name, device_map="auto")
+        print(model.generate(**inputs))
+        """,
+    )
+    # Correct maps, unknown maps, other libraries.
+    assert_noop(
+        RULE,
+        """
+        import os
+        from accelerate import PartialState
+        from transformers import AutoModel, Trainer
+        from diffusers import UNet2DModel
+        a = AutoModel.from_pretrained(name, device_map={"": PartialState().local_process_index})
+        b = AutoModel.from_pretrained(name, device_map=get_kbit_device_map())
+        c = AutoModel.from_pretrained(name, device_map="cpu")
+        d = UNet2DModel.from_pretrained(name, device_map="auto")
+        e = AutoModel.from_pretrained(name)
+        Trainer(model=a).train()
+        """,
+    )

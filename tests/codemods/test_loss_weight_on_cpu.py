@@ -1,0 +1,180 @@
+"""DF303 loss-weight-on-cpu."""
+
+from __future__ import annotations
+
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF303"
+
+
+def test_pos_weight_seed_003() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        criterion = nn.BCEWithLogitsLoss(pos_weight=torch.Tensor([3]))  # imbalanced
+        """,
+        """
+        import torch
+        import torch.nn as nn
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        criterion = nn.BCEWithLogitsLoss(pos_weight=torch.Tensor([3])).to(device)  # imbalanced
+        """,
+    )
+
+
+def test_weight_name_and_cuda_move_in_function() -> None:
+    assert_fix(
+        RULE,
+        """
+        from torch import nn, tensor
+
+        def main():
+            class_weights = tensor([1.0, 5.0]).float()
+            model = Net()
+            model.cuda()
+            loss_fn = nn.CrossEntropyLoss(class_weights, ignore_index=-1)
+            return loss_fn
+        """,
+        """
+        from torch import nn, tensor
+
+        def main():
+            class_weights = tensor([1.0, 5.0]).float()
+            model = Net()
+            model.cuda()
+            loss_fn = nn.CrossEntropyLoss(class_weights, ignore_index=-1).cuda()
+            return loss_fn
+        """,
+    )
+
+
+def test_functional_weight_moved_to_input_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn.functional as F
+        w = torch.tensor([0.2, 0.8])
+        model.to(device)
+        for x, y in loader:
+            logits = model(x.to(device))
+            loss = F.cross_entropy(logits, y.to(device), weight=w)
+            loss2 = F.binary_cross_entropy_with_logits(logits, y, pos_weight=2 * w)
+        """,
+        """
+        import torch
+        import torch.nn.functional as F
+        w = torch.tensor([0.2, 0.8])
+        model.to(device)
+        for x, y in loader:
+            logits = model(x.to(device))
+            loss = F.cross_entropy(logits, y.to(device), weight=w.to(logits.device))
+            loss2 = F.binary_cross_entropy_with_logits(logits, y, pos_weight=(2 * w).to(logits.device))
+        """,
+    )
+
+
+def test_inline_criterion_in_forward_uses_input_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, logits, y):
+                return nn.CrossEntropyLoss(weight=torch.tensor([1.0, 3.0]))(logits, y)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, logits, y):
+                return nn.CrossEntropyLoss(weight=torch.tensor([1.0, 3.0]).to(logits.device))(logits, y)
+        """,
+    )
+
+
+def test_noops() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.criterion = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0]))
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Model().to(device)
+        a = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0]).to(device))
+        b = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0], device=device))
+        c = nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0])).to(device)
+        d = nn.BCEWithLogitsLoss(pos_weight=torch.tensor([3.0]))
+        d.to(device)
+        e = nn.CrossEntropyLoss()
+        f = nn.CrossEntropyLoss(weight=computed_weights)
+        g = nn.CrossEntropyLoss(label_smoothing=0.1)
+        h = F.cross_entropy(out, y, weight=w_gpu)
+        i = nn.MultiMarginLoss(1, 1.0)
+        """,
+    )
+
+
+def test_cpu_only_script_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        criterion = torch.nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0]))
+        loss = criterion(model(x), y)
+        """,
+    )
+
+
+def test_declines_when_device_bound_later() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        criterion = torch.nn.NLLLoss(weight=torch.ones(10))
+        device = torch.device("cuda")
+        model.to(device)
+        """,
+        reason="only bound after the criterion",
+    )
+
+
+def test_declines_when_several_devices() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        encoder.to("cuda:0")
+        decoder.to("cuda:1")
+        criterion = torch.nn.NLLLoss(weight=torch.ones(10))
+        """,
+        reason="several devices",
+    )
+
+
+def test_declines_functional_with_inline_input() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn.functional as F
+        import torch
+        w = torch.ones(3)
+        loss = F.nll_loss(model(x), y, weight=w)
+        """,
+        reason="not a plain name",
+    )

@@ -1,0 +1,180 @@
+"""DF302 torch-load-without-map-location."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_fix, assert_noop
+
+RULE = "DF302"
+
+
+def test_resume_checkpoint_gets_cpu() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        checkpoint = torch.load("checkpoint.pth")
+        model.load_state_dict(checkpoint["model_state_dict"])
+        optimizer.load_state_dict(checkpoint.get("optimizer"))
+        start_epoch = checkpoint["epoch"] + 1
+        """,
+        """
+        import torch
+        checkpoint = torch.load("checkpoint.pth", map_location="cpu")
+        model.load_state_dict(checkpoint["model_state_dict"])
+        optimizer.load_state_dict(checkpoint.get("optimizer"))
+        start_epoch = checkpoint["epoch"] + 1
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_direct_argument_is_safe_and_weights_only_kept() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        model.load_state_dict(torch.load(path, weights_only=True))
+        """,
+        """
+        import torch
+        model.load_state_dict(torch.load(path, weights_only=True, map_location="cpu"))
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_tensor_used_directly_is_unsafe() -> None:
+    source_before = """
+        import torch
+        stats = torch.load("stats.pt")
+        x = (x - stats["mean"]) / stats["std"]
+        """
+    findings = assert_fix(
+        RULE,
+        source_before,
+        """
+        import torch
+        stats = torch.load("stats.pt", map_location="cpu")
+        x = (x - stats["mean"]) / stats["std"]
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "need `.to(device)`" in findings[0].message
+    # Without --unsafe-fixes the file is left alone.
+    assert_noop_unsafe_off(source_before)
+
+
+def assert_noop_unsafe_off(source: str) -> None:
+    import textwrap
+
+    from devfix.engine import fix_source
+    from devfix.types import Options
+
+    text = textwrap.dedent(source)
+    assert fix_source(text, Options(select=(RULE,))).output == text
+
+
+def test_distributed_script_uses_process_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+        import torch.distributed as dist
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group("nccl")
+
+        def resume(path):
+            ckpt = torch.load(path)  # resume
+            return ckpt["weights"]
+        """,
+        """
+        import os
+        import torch
+        import torch.distributed as dist
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local_rank)
+        dist.init_process_group("nccl")
+
+        def resume(path):
+            ckpt = torch.load(path, map_location=device)  # resume
+            return ckpt["weights"]
+        """,
+    )
+
+
+def test_distributed_without_device_variable_uses_cpu() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model.load_state_dict(torch.load(p))
+        model = DDP(model)
+        """,
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model.load_state_dict(torch.load(p, map_location="cpu"))
+        model = DDP(model)
+        """,
+    )
+
+
+def test_aliases_and_layout_kept() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as t
+        from torch import load
+        a = t.load(
+            "a.pt",
+            weights_only=False,  # trusted file
+        )
+        model.load_state_dict(load("b.pt"))
+        """,
+        """
+        import torch as t
+        from torch import load
+        a = t.load(
+            "a.pt",
+            weights_only=False,  # trusted file
+            map_location="cpu",
+        )
+        model.load_state_dict(load("b.pt", map_location="cpu"))
+        """,
+        unsafe=True,
+    )
+
+
+def test_noops() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import pickle
+        a = torch.load("a.pt", map_location="cpu")
+        b = torch.load("b.pt", "cpu")
+        c = torch.load("c.pt", **kwargs)
+        d = torch.load(*args)
+        e = pickle.load(f)
+        f = torch.jit.load("m.pt")
+
+        def load(path):
+            return path
+        g = load("x")
+        """,
+    )
+
+
+def test_message_names_the_target() -> None:
+    # DF302 never declines: "cpu" is always a correct target for `load_state_dict`.
+    finding = assert_fix(
+        RULE,
+        "import torch\nsd = torch.load(p)\nnet.load_state_dict(sd)\n",
+        'import torch\nsd = torch.load(p, map_location="cpu")\nnet.load_state_dict(sd)\n',
+    )[0]
+    assert "load_state_dict` places the values" in finding.message
