@@ -42,7 +42,12 @@ class RewritePlan:
 
 
 def parse_statements(code: str) -> list[cst.BaseStatement]:
-    return list(cst.parse_module(code).body)
+    """Statements of `code`; comment lines above the first one stay attached to it."""
+    module = cst.parse_module(code)
+    body = list(module.body)
+    if body and module.header:
+        body[0] = _with_leading(body[0], module.header)
+    return body
 
 
 def _with_leading(
@@ -113,7 +118,10 @@ class Rewriter(cst.CSTTransformer):
                 first = body[0].body[0] if body[0].body else None
                 if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString):
                     start = 1
-            body = [*body[:start], *prepend, *body[start:]]
+            rest = body[start:]
+            if rest and not _leading(rest[0]):
+                rest = [_with_leading(rest[0], [cst.EmptyLine(indent=False)]), *rest[1:]]
+            body = [*body[:start], *prepend, *rest]
         if append:
             if body and _is_return(body[-1]):
                 body = [*body[:-1], *append, body[-1]]
@@ -180,10 +188,10 @@ class Rewriter(cst.CSTTransformer):
         else:
             head = self._body(original.body[:start], updated.body[:start])
             tail = self._body(original.body[start:], updated.body[start:])
-            tail = self._edges(MAIN_BLOCK, tail)
             lines = _leading(tail[0]) if tail else ()
             if tail:
                 tail[0] = _without_leading(tail[0])
+            tail = self._edges(MAIN_BLOCK, tail)
             guard = cst.If(
                 test=cst.parse_expression('__name__ == "__main__"'),
                 body=cst.IndentedBlock(body=tail or [cst.SimpleStatementLine([cst.Pass()])]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import libcst as cst
+
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name
 from devfix.codemods._torch_names import (
@@ -17,43 +18,154 @@ from devfix.codemods._torch_names import (
     NON_TENSOR_MEMBERS,
     TENSOR_FACTORIES,
 )
-
 from devfix.types import ImportSpec
 
 #: Methods of nn.Module that return the module itself.
 MODULE_SELF_METHODS = frozenset(
-    {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval",
-     "requires_grad_", "type", "apply", "xpu", "mps", "to_empty"}
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "train",
+        "eval",
+        "requires_grad_",
+        "type",
+        "apply",
+        "xpu",
+        "mps",
+        "to_empty",
+    }
 )
 #: torch.nn classes that are not modules (or hold no device state worth a container).
 _NON_MODULE_CLASSES = frozenset(
     {
-        "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.UninitializedParameter",
-        "torch.nn.UninitializedBuffer", "torch.nn.Buffer", "torch.nn.parameter.Buffer",
-        "torch.nn.ParameterList", "torch.nn.ParameterDict",
+        "torch.nn.Parameter",
+        "torch.nn.parameter.Parameter",
+        "torch.nn.UninitializedParameter",
+        "torch.nn.UninitializedBuffer",
+        "torch.nn.Buffer",
+        "torch.nn.parameter.Buffer",
+        "torch.nn.ParameterList",
+        "torch.nn.ParameterDict",
     }
 )
 #: Tensor-producing torch functions beyond the factories (their result is a new tensor).
 _TENSOR_FUNCTIONS = frozenset(
     f"torch.{name}"
     for name in (
-        "from_numpy", "zeros_like", "ones_like", "full_like", "empty_like", "rand_like",
-        "randn_like", "randint_like", "sin", "cos", "tan", "exp", "log", "log2", "log10", "sqrt",
-        "rsqrt", "pow", "outer", "ger", "cat", "concat", "concatenate", "stack", "hstack",
-        "vstack", "triu", "tril", "matmul", "mm", "bmm", "einsum", "where", "meshgrid",
-        "cartesian_prod", "cumsum", "cumprod", "flip", "roll", "abs", "neg", "reciprocal",
-        "sigmoid", "tanh", "softmax", "log_softmax", "clamp", "clip", "floor", "ceil", "round",
-        "diag", "diag_embed", "block_diag", "kron", "repeat_interleave", "tile", "polar",
-        "complex", "view_as_real", "view_as_complex", "fft.fft", "fft.rfft", "unsqueeze",
-        "squeeze", "transpose", "reshape", "flatten", "t", "mul", "add", "sub", "div",
-        "true_divide", "maximum", "minimum", "logical_not", "bernoulli", "multinomial",
-        "normal", "tensor_split", "erf", "sign", "atan2", "arccos", "acos", "asin", "atan",
+        "from_numpy",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "sin",
+        "cos",
+        "tan",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "outer",
+        "ger",
+        "cat",
+        "concat",
+        "concatenate",
+        "stack",
+        "hstack",
+        "vstack",
+        "triu",
+        "tril",
+        "matmul",
+        "mm",
+        "bmm",
+        "einsum",
+        "where",
+        "meshgrid",
+        "cartesian_prod",
+        "cumsum",
+        "cumprod",
+        "flip",
+        "roll",
+        "abs",
+        "neg",
+        "reciprocal",
+        "sigmoid",
+        "tanh",
+        "softmax",
+        "log_softmax",
+        "clamp",
+        "clip",
+        "floor",
+        "ceil",
+        "round",
+        "diag",
+        "diag_embed",
+        "block_diag",
+        "kron",
+        "repeat_interleave",
+        "tile",
+        "polar",
+        "complex",
+        "view_as_real",
+        "view_as_complex",
+        "fft.fft",
+        "fft.rfft",
+        "unsqueeze",
+        "squeeze",
+        "transpose",
+        "reshape",
+        "flatten",
+        "t",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "true_divide",
+        "maximum",
+        "minimum",
+        "logical_not",
+        "bernoulli",
+        "multinomial",
+        "normal",
+        "tensor_split",
+        "erf",
+        "sign",
+        "atan2",
+        "arccos",
+        "acos",
+        "asin",
+        "atan",
     )
 )
 #: Tensor methods whose result is not a tensor.
 _NON_TENSOR_METHODS = NON_TENSOR_MEMBERS | frozenset(
-    {"numpy", "tolist", "item", "data_ptr", "storage", "untyped_storage", "is_contiguous",
-     "is_floating_point", "equal", "allclose", "any_", "__len__", "chunk", "split", "unbind"}
+    {
+        "numpy",
+        "tolist",
+        "item",
+        "data_ptr",
+        "storage",
+        "untyped_storage",
+        "is_contiguous",
+        "is_floating_point",
+        "equal",
+        "allclose",
+        "any_",
+        "__len__",
+        "chunk",
+        "split",
+        "unbind",
+    }
 )
 _VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
 
@@ -61,9 +173,21 @@ _VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Varia
 INPUT_TARGET_LOSS_CLASSES = frozenset(
     f"torch.nn.{name}"
     for name in (
-        "L1Loss", "MSELoss", "CrossEntropyLoss", "NLLLoss", "NLLLoss2d", "PoissonNLLLoss",
-        "KLDivLoss", "BCELoss", "BCEWithLogitsLoss", "HuberLoss", "SmoothL1Loss",
-        "SoftMarginLoss", "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
+        "L1Loss",
+        "MSELoss",
+        "CrossEntropyLoss",
+        "NLLLoss",
+        "NLLLoss2d",
+        "PoissonNLLLoss",
+        "KLDivLoss",
+        "BCELoss",
+        "BCEWithLogitsLoss",
+        "HuberLoss",
+        "SmoothL1Loss",
+        "SoftMarginLoss",
+        "MultiLabelSoftMarginLoss",
+        "MultiLabelMarginLoss",
+        "MultiMarginLoss",
         "HingeEmbeddingLoss",
     )
 )
@@ -71,10 +195,21 @@ INPUT_TARGET_LOSS_CLASSES = frozenset(
 INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
     f"torch.nn.functional.{name}"
     for name in (
-        "l1_loss", "mse_loss", "cross_entropy", "nll_loss", "poisson_nll_loss", "kl_div",
-        "binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss",
-        "smooth_l1_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
-        "multilabel_margin_loss", "multi_margin_loss", "hinge_embedding_loss",
+        "l1_loss",
+        "mse_loss",
+        "cross_entropy",
+        "nll_loss",
+        "poisson_nll_loss",
+        "kl_div",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "huber_loss",
+        "smooth_l1_loss",
+        "soft_margin_loss",
+        "multilabel_soft_margin_loss",
+        "multilabel_margin_loss",
+        "multi_margin_loss",
+        "hinge_embedding_loss",
     )
 )
 
@@ -191,8 +326,10 @@ def nn_reference(checker: DevicePass, name: str) -> tuple[str, tuple[ImportSpec,
                 source = dotted_name(small.module) if small.module is not None else None
                 for alias in small.names:
                     imported = dotted_name(alias.name)
-                    bound = alias.asname.name if alias.asname else alias.name
-                    bound_name = bound.value if isinstance(bound, cst.Name) else None
+                    bound_node: cst.BaseExpression = (
+                        alias.asname.name if alias.asname else alias.name
+                    )
+                    bound_name = bound_node.value if isinstance(bound_node, cst.Name) else None
                     if bound_name is None:
                         continue
                     if source == "torch" and imported == "nn":
@@ -277,8 +414,11 @@ class TensorJudge:
         self.self_var = self_name(function)
         self._locals: dict[str, list[cst.BaseExpression]] | None = None
         self._annotated: set[str] = set()
-        for param in (*function.params.posonly_params, *function.params.params,
-                      *function.params.kwonly_params):
+        for param in (
+            *function.params.posonly_params,
+            *function.params.params,
+            *function.params.kwonly_params,
+        ):
             if param.annotation is not None:
                 qualified = self.checker.qualified_name(param.annotation.annotation)
                 if qualified in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
@@ -300,7 +440,8 @@ class TensorJudge:
                 ):
                     value = node.value
                     table.setdefault(node.target.value, []).append(
-                        value if isinstance(node, cst.AnnAssign) and value is not None
+                        value
+                        if isinstance(node, cst.AnnAssign) and value is not None
                         else cst.Name("__augmented__")
                     )
                 elif isinstance(node, (cst.For, cst.CompFor, cst.With, cst.NamedExpr)):
@@ -309,15 +450,21 @@ class TensorJudge:
             self._locals = table
         return self._locals
 
-    def is_tensor(self, node: cst.BaseExpression, seen: frozenset[str] = frozenset(),
-                  same_attr: str | None = None) -> bool:
+    def is_tensor(
+        self,
+        node: cst.BaseExpression,
+        seen: frozenset[str] = frozenset(),
+        same_attr: str | None = None,
+    ) -> bool:
         return self._judge(node, seen, same_attr) is not None
 
     def requires_grad(self, node: cst.BaseExpression) -> bool:
         return self._judge(node, frozenset(), None) == "trainable"
 
-    def _judge(self, node: cst.BaseExpression, seen: frozenset[str], same_attr: str | None) -> str | None:
-        """"tensor", "trainable" (requires grad) or None (not provably a tensor)."""
+    def _judge(
+        self, node: cst.BaseExpression, seen: frozenset[str], same_attr: str | None
+    ) -> str | None:
+        """ "tensor", "trainable" (requires grad) or None (not provably a tensor)."""
         if isinstance(node, cst.Name):
             if node.value in self._annotated:
                 return "tensor"
@@ -325,14 +472,18 @@ class TensorJudge:
             if not values or node.value in seen:
                 return None
             verdicts = [self._judge(v, seen | {node.value}, same_attr) for v in values]
-            augmented = [v for v in values if isinstance(v, cst.Name) and v.value == "__augmented__"]
+            augmented = [
+                v for v in values if isinstance(v, cst.Name) and v.value == "__augmented__"
+            ]
             real = [x for x, v in zip(verdicts, values) if v not in augmented]
             if not real or any(x is None for x in real):
                 return None
             return "trainable" if "trainable" in real else "tensor"
         if isinstance(node, cst.Attribute):
-            if self.self_var is not None and same_attr is not None and (
-                self_attribute(node, self.self_var) == same_attr
+            if (
+                self.self_var is not None
+                and same_attr is not None
+                and (self_attribute(node, self.self_var) == same_attr)
             ):
                 return "tensor"
             if node.attr.value in ("T", "mT", "H", "data", "real", "imag"):
@@ -352,7 +503,9 @@ class TensorJudge:
             return self._judge_call(node, seen, same_attr)
         return None
 
-    def _judge_call(self, node: cst.Call, seen: frozenset[str], same_attr: str | None) -> str | None:
+    def _judge_call(
+        self, node: cst.Call, seen: frozenset[str], same_attr: str | None
+    ) -> str | None:
         trainable = any(
             arg.keyword is not None
             and arg.keyword.value == "requires_grad"
@@ -394,8 +547,10 @@ class TensorJudge:
         if receiver is None:
             return None
         if name == "requires_grad_":
-            off = node.args and isinstance(node.args[0].value, cst.Name) and (
-                node.args[0].value.value == "False"
+            off = (
+                node.args
+                and isinstance(node.args[0].value, cst.Name)
+                and (node.args[0].value.value == "False")
             )
             return "tensor" if off else "trainable"
         if name in ("detach", "detach_"):
@@ -456,7 +611,9 @@ def known_layer(checker: DevicePass, classdef: cst.ClassDef, attr: str) -> str |
     return found
 
 
-def layer_parameter_device(checker: DevicePass, classdef: cst.ClassDef, attr: str, self_var: str) -> str | None:
+def layer_parameter_device(
+    checker: DevicePass, classdef: cst.ClassDef, attr: str, self_var: str
+) -> str | None:
     """`self.head.weight.device` for a known layer attribute, else None."""
     layer = known_layer(checker, classdef, attr)
     if layer is None:
@@ -486,8 +643,17 @@ def needs_parentheses(node: cst.BaseExpression) -> bool:
         return False
     return not isinstance(
         node,
-        (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.SimpleString, cst.List,
-         cst.Tuple, cst.Dict, cst.ListComp),
+        (
+            cst.Name,
+            cst.Attribute,
+            cst.Call,
+            cst.Subscript,
+            cst.SimpleString,
+            cst.List,
+            cst.Tuple,
+            cst.Dict,
+            cst.ListComp,
+        ),
     )
 
 

@@ -278,7 +278,10 @@ class ScriptFlow:
         value: cst.BaseExpression | None,
         node: cst.CSTNode,
         self_only: bool,
+        *,
+        unpacked: bool = False,
     ) -> None:
+        """Bind `target`; names unpacked from a tuple get kind "unpack" and the whole value."""
         name = dotted_name(target)
         if name is not None:
             if self_only and not name.startswith("self."):
@@ -286,12 +289,14 @@ class ScriptFlow:
             if not self_only and "." in name:
                 return
             kind = "assign" if value is not None else "other"
+            if unpacked and value is not None:
+                kind = "unpack"
             table.bindings.setdefault(name, []).append(_Binding(kind, value, self._pos(node)))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
-                self._bind_target(table, element.value, None, node, self_only)
+                self._bind_target(table, element.value, value, node, self_only, unpacked=True)
         elif isinstance(target, cst.StarredElement):
-            self._bind_target(table, target.value, None, node, self_only)
+            self._bind_target(table, target.value, value, node, self_only, unpacked=True)
 
     def _lookup(self, name: str, function: cst.FunctionDef | None) -> tuple[_Table, cst.FunctionDef | None]:
         """The table that binds `name` as seen from `function`, and that table's function."""
@@ -303,6 +308,31 @@ class ScriptFlow:
         if function is not None and root in self._table(function).bindings:
             return self._table(function), function
         return self._table(self.context.module), None
+
+    def assigned_values(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Values plainly assigned to `name` (`name = value`) in the scope that binds it at `at`;
+        [] when it is also bound another way (a parameter, a loop target, unpacking)."""
+        table, _ = self._lookup(name, self.function_of(at))
+        bindings = table.bindings.get(name, [])
+        if any(b.kind != "assign" or b.value is None for b in bindings):
+            return []
+        return [b.value for b in bindings if b.value is not None]
+
+    def binding_before(
+        self, name: str, at: cst.CSTNode
+    ) -> tuple[str, cst.BaseExpression | None] | None:
+        """(kind, value) of the last binding of `name` before `at` in its scope (any binding if
+        the scope is an enclosing one)."""
+        function = self.function_of(at)
+        table, table_function = self._lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if table_function is function and not name.startswith("self."):
+            position = self._pos(at)
+            bindings = [b for b in bindings if b.position < position] or bindings
+        if not bindings:
+            return None
+        last = bindings[-1]
+        return last.kind, last.value
 
     def bound_in(self, name: str, function: cst.FunctionDef | None) -> bool:
         return function is not None and name in self._table(function).bindings
@@ -534,7 +564,9 @@ class ScriptFlow:
                 return None
             expressed = self.express(found[0], found[1], function)
             if isinstance(expressed, str):
-                return None
+                # Moved, but to a device that cannot be written here: the caller's own words,
+                # so that the answer carries the reason.
+                return found
             results.append(expressed)
         codes = {r.code for r in results}
         if len(codes) != 1:

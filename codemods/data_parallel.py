@@ -347,7 +347,7 @@ class _Converter:
         self.wrap_statement = statement
         unit: cst.BaseStatement = statement
         block = self.context.parent(statement)
-        owner = self.context.parent(block) if block is not None else None
+        owner = _owner_of(self.context, block)
         if isinstance(owner, cst.If) and not _is_main_guard(owner):
             if owner.orelse is not None or not self._is_gpu_guard(owner.test):
                 raise _Decline(
@@ -359,7 +359,7 @@ class _Converter:
                     raise _Decline("the GPU-count guard around DataParallel does more than wrap")
             unit = owner
             block = self.context.parent(owner)
-            owner = self.context.parent(block) if block is not None else None
+            owner = _owner_of(self.context, block)
         self.unit = unit
         self.unit_block = block
         self.unit_owner = owner
@@ -733,8 +733,9 @@ class _Converter:
                 f"# processes now takes {batch} // world_size of it (when that does not divide, the\n"
                 "# global batch is smaller). Each process reads its own shard of the data set.\n"
             )
-        before += parse_statements(
+        before = parse_statements(
             comment
+            + "".join(self.code(s) for s in before)
             + f"{sampler} = DistributedSampler({self.code(dataset)}, num_replicas=world_size, "
             + f"rank=rank, shuffle={shuffle}, seed=0)\n"
         )
@@ -967,6 +968,12 @@ def _walk(
         if skip_defs and node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         stack.extend(reversed(node.children))
+
+
+def _owner_of(context: FileContext, block: cst.CSTNode | None) -> cst.CSTNode | None:
+    if isinstance(block, cst.Module) or block is None:
+        return block
+    return context.parent(block)
 
 
 def _wrapped_argument(call: cst.Call) -> cst.BaseExpression | None:

@@ -201,10 +201,9 @@ class DeviceInDataPipeline(DevicePass):
             return functions[value.value]
         instance = value
         if isinstance(value, cst.Name):
-            table, _ = flow._lookup(value.value, flow.function_of(at))
-            bindings = table.bindings.get(value.value, [])
-            if len(bindings) == 1 and bindings[0].value is not None:
-                instance = bindings[0].value
+            values = flow.assigned_values(value.value, at)
+            if len(values) == 1:
+                instance = values[0]
         if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
             cls = classes.get(instance.func.value)
             if cls is not None:
@@ -224,11 +223,10 @@ class DeviceInDataPipeline(DevicePass):
             name = dotted_name(value)
             if name is None:
                 return None
-            table, _ = flow._lookup(name, flow.function_of(at))
-            bindings = [b for b in table.bindings.get(name, []) if b.value is not None]
-            if len(bindings) != 1:
+            values = flow.assigned_values(name, at)
+            if len(values) != 1:
                 return None
-            value = bindings[0].value
+            value = values[0]
         return None
 
     def _mapped_from(self, loader: cst.Call, mapping: cst.Call, flow: ScriptFlow) -> bool:
@@ -241,11 +239,10 @@ class DeviceInDataPipeline(DevicePass):
             name = dotted_name(value)
             if name is None:
                 return False
-            table, _ = flow._lookup(name, flow.function_of(loader))
-            bindings = [b for b in table.bindings.get(name, []) if b.value is not None]
-            if not bindings:
+            values = flow.assigned_values(name, loader)
+            if not values:
                 return False
-            value = bindings[-1].value
+            value = values[-1]
         return False
 
     # -- the moves -------------------------------------------------------------------------

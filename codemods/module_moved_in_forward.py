@@ -20,13 +20,37 @@ _MOVES = frozenset({"to", "cuda"})
 _DTYPES = frozenset(
     f"torch.{name}"
     for name in (
-        "float16", "half", "float32", "float", "float64", "double", "bfloat16", "int8", "uint8",
-        "int16", "short", "int32", "int", "int64", "long", "bool", "complex64", "complex128",
-        "float8_e4m3fn", "float8_e5m2",
+        "float16",
+        "half",
+        "float32",
+        "float",
+        "float64",
+        "double",
+        "bfloat16",
+        "int8",
+        "uint8",
+        "int16",
+        "short",
+        "int32",
+        "int",
+        "int64",
+        "long",
+        "bool",
+        "complex64",
+        "complex128",
+        "float8_e4m3fn",
+        "float8_e5m2",
     )
 )
-_LITERALS = (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
-             cst.FormattedString, cst.Lambda)
+_LITERALS = (
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.Lambda,
+)
 
 
 class ModuleMovedInForward(DevicePass):
@@ -144,7 +168,9 @@ class ModuleMovedInForward(DevicePass):
         if problem is not None:
             self.report(
                 call,
-                message=f"`{shown}` moves a submodule at every call; {problem}, so it is not rewritten",
+                message=(
+                    f"`{shown}` moves a submodule at every call; {problem}, so it is not rewritten"
+                ),
             )
             return
         device = layer_parameter_device(self, classdef, attr, self_var)
@@ -171,7 +197,11 @@ class ModuleMovedInForward(DevicePass):
         args: list[cst.Arg] = []
         moved = 0
         for arg in call.args:
-            if arg.keyword is None and not _is_literal(arg.value) and not _already_on(arg.value, device):
+            if (
+                arg.keyword is None
+                and not _is_literal(arg.value)
+                and not _already_on(arg.value, device)
+            ):
                 args.append(arg.with_changes(value=move_to(arg.value, device_node)))
                 moved += 1
             else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.context import FileContext
 from devfix.codemods._edits import dotted_name
 from devfix.codemods._model_code import ModelCode
 from devfix.codemods._module_state import (
@@ -18,6 +17,7 @@ from devfix.codemods._module_state import (
     walk,
     walk_function_body,
 )
+from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
 _PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -175,7 +175,11 @@ class TensorAttributeNotBuffer(DevicePass):
         if attr is not None:
             shown = f"self.{attr}"
         else:
-            shown = "setattr(self, " + cst.Module(body=[]).code_for_node(node.args[1].value) + ", ...)" if isinstance(node, cst.Call) else "the attribute"
+            shown = (
+                "setattr(self, " + cst.Module(body=[]).code_for_node(node.args[1].value) + ", ...)"
+                if isinstance(node, cst.Call)
+                else "the attribute"
+            )
         if isinstance(value, (cst.Dict, cst.DictComp, *_CONTAINERS)):
             if _holds_tensors(judge, value):
                 self.report(
@@ -238,9 +242,15 @@ class TensorAttributeNotBuffer(DevicePass):
         start = self.context.position(node).start.line
         super_call = super_init_call(init)
         if super_call is None:
-            return "`__init__` has no top-level `super().__init__()` call, so a buffer cannot be registered"
+            return (
+                "`__init__` has no top-level `super().__init__()` call, so a buffer cannot be "
+                "registered"
+            )
         if self.context.position(super_call).start.line > start:
-            return "it is assigned before `super().__init__()`, where a buffer cannot be registered yet"
+            return (
+                "it is assigned before `super().__init__()`, where a buffer cannot be registered "
+                "yet"
+            )
         if attr is None:
             return None
         if attr in class_level_names(classdef):
@@ -251,7 +261,9 @@ class TensorAttributeNotBuffer(DevicePass):
                 continue
             other_judge = self._judge(function)
             for other in walk_function_body(function):
-                if other is node or not isinstance(other, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                if other is node or not isinstance(
+                    other, (cst.Assign, cst.AnnAssign, cst.AugAssign)
+                ):
                     continue
                 targets = (
                     [t.target for t in other.targets]
@@ -265,14 +277,19 @@ class TensorAttributeNotBuffer(DevicePass):
                     continue  # `self.x += t` keeps a tensor
                 if isinstance(other_value, cst.Name) and other_value.value == "None":
                     if function is init and self.context.position(other).start.line < start:
-                        return f"`self.{attr}` is first assigned `None`, so `register_buffer` would raise"
+                        return (
+                            f"`self.{attr}` is first assigned `None`, so `register_buffer` "
+                            "would raise"
+                        )
                     continue
                 if other_judge.is_tensor(other_value, same_attr=attr):
                     continue
-                place = "earlier in `__init__`" if function is init else f"in `{function.name.value}`"
+                place = (
+                    "earlier in `__init__`" if function is init else f"in `{function.name.value}`"
+                )
                 return (
-                    f"`self.{attr}` is also assigned a value that is not provably a tensor {place}, "
-                    "and a buffer only accepts a tensor or `None`"
+                    f"`self.{attr}` is also assigned a value that is not provably a tensor "
+                    f"{place}, and a buffer only accepts a tensor or `None`"
                 )
         return None
 
@@ -322,9 +339,12 @@ def _registered_otherwise(checker: DevicePass, classdef: cst.ClassDef, attr: str
                 self_attribute(t.target, self_var) == attr for t in node.targets
             ):
                 value = node.value
-                if isinstance(value, cst.Call) and dotted_name(value.func) is not None:
-                    if checker.qualified_name(value.func) in _PARAMETER:
-                        return True
+                if (
+                    isinstance(value, cst.Call)
+                    and dotted_name(value.func) is not None
+                    and checker.qualified_name(value.func) in _PARAMETER
+                ):
+                    return True
     return False
 
 
@@ -355,7 +375,9 @@ def _grad_enabled_later(classdef: cst.ClassDef, attr: str) -> bool:
     return False
 
 
-def _register_buffer(self_var: str, name: cst.BaseExpression, value: cst.BaseExpression) -> cst.Call:
+def _register_buffer(
+    self_var: str, name: cst.BaseExpression, value: cst.BaseExpression
+) -> cst.Call:
     space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
     return cst.Call(
         func=cst.Attribute(value=cst.Name(self_var), attr=cst.Name("register_buffer")),

@@ -26,10 +26,25 @@ _LIST_MUTATORS = frozenset({"append", "insert", "extend"})
 _STATEFUL_LAYERS = frozenset(LAYER_PARAMETER) | frozenset(
     f"torch.nn.{name}"
     for name in (
-        "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "SyncBatchNorm", "LayerNorm", "GroupNorm",
-        "RMSNorm", "LazyLinear", "LazyConv1d", "LazyConv2d", "LazyConv3d", "Transformer",
-        "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
-        "TransformerDecoderLayer", "Sequential", "ModuleList", "ModuleDict",
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "SyncBatchNorm",
+        "LayerNorm",
+        "GroupNorm",
+        "RMSNorm",
+        "LazyLinear",
+        "LazyConv1d",
+        "LazyConv2d",
+        "LazyConv3d",
+        "Transformer",
+        "TransformerEncoder",
+        "TransformerDecoder",
+        "TransformerEncoderLayer",
+        "TransformerDecoderLayer",
+        "Sequential",
+        "ModuleList",
+        "ModuleDict",
     )
 )
 
@@ -109,8 +124,17 @@ class UnregisteredSubmodules(DevicePass):
             return
         value = node.value
         if not isinstance(
-            value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp, cst.Dict, cst.DictComp,
-                    cst.BinaryOperation, cst.Name)
+            value,
+            (
+                cst.List,
+                cst.Tuple,
+                cst.ListComp,
+                cst.GeneratorExp,
+                cst.Dict,
+                cst.DictComp,
+                cst.BinaryOperation,
+                cst.Name,
+            ),
         ):
             return
         code = ModelCode.of(self)
@@ -188,8 +212,8 @@ class UnregisteredSubmodules(DevicePass):
             return ("list", 1, 0) if constructed_module(self, value.elt) else (None, 0, 0)
         if isinstance(value, cst.Dict):
             modules = unknown = 0
-            for element in value.elements:
-                if isinstance(element, cst.DictElement) and constructed_module(self, element.value):
+            for item in value.elements:
+                if isinstance(item, cst.DictElement) and constructed_module(self, item.value):
                     modules += 1
                 else:
                     unknown += 1
@@ -219,8 +243,7 @@ class UnregisteredSubmodules(DevicePass):
                         if sub == name:
                             bound.append(node.value)
             elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor, cst.AnnAssign)):
-                target = node.target
-                if name in _names_in(target):
+                if name in _names_in(node.target):
                     return None, 0, 0
             elif (
                 isinstance(node, cst.Call)
@@ -252,7 +275,8 @@ class UnregisteredSubmodules(DevicePass):
             id(node.attr) for node in walk_function_body(init) if isinstance(node, cst.Attribute)
         }
         keywords = {
-            id(node.keyword) for node in walk_function_body(init)
+            id(node.keyword)
+            for node in walk_function_body(init)
             if isinstance(node, cst.Arg) and node.keyword is not None
         }
         for node in walk_function_body(init):
@@ -298,9 +322,10 @@ class UnregisteredSubmodules(DevicePass):
         self.report(
             node,
             message=(
-                f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights on "
-                "the CPU at every call, never moved by `model.to()` nor trained; construct it once "
-                f"in `__init__` (`self.<name> = {short}(...)`) and call `self.<name>(...)` here"
+                f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights "
+                "on the CPU at every call, never moved by `model.to()` nor trained; construct it "
+                f"once in `__init__` (`self.<name> = {short}(...)`) and call `self.<name>(...)` "
+                "here"
             ),
         )
 
@@ -331,11 +356,17 @@ class _Uses:
                         t = target.target
                         if self_attribute(t, self_var) == attr:
                             uses.reassigned = function.name.value
-                        elif isinstance(t, cst.Subscript) and self_attribute(t.value, self_var) == attr:
+                        elif (
+                            isinstance(t, cst.Subscript)
+                            and self_attribute(t.value, self_var) == attr
+                        ):
                             uses._count(checker, node.value)
                             if not _string_key(t):
                                 uses.bad_keys = True
-                elif isinstance(node, cst.AugAssign) and self_attribute(node.target, self_var) == attr:
+                elif (
+                    isinstance(node, cst.AugAssign)
+                    and self_attribute(node.target, self_var) == attr
+                ):
                     if isinstance(node.value, (cst.List, cst.Tuple)):
                         for element in node.value.elements:
                             uses._count(checker, element.value)
@@ -423,7 +454,10 @@ def _dict_key_problem(value: cst.BaseExpression, uses: _Uses) -> str | None:
     if isinstance(value, cst.Dict):
         for element in value.elements:
             if isinstance(element, cst.DictElement) and not _valid_key(element.key):
-                return "a key is not a string literal (`nn.ModuleDict` keys must be strings without a dot)"
+                return (
+                    "a key is not a string literal (`nn.ModuleDict` keys must be strings "
+                    "without a dot)"
+                )
     if isinstance(value, cst.DictComp):
         return "its keys are computed (`nn.ModuleDict` keys must be strings without a dot)"
     return None
@@ -431,7 +465,7 @@ def _dict_key_problem(value: cst.BaseExpression, uses: _Uses) -> str | None:
 
 def _wrap(spelled: str, value: cst.BaseExpression) -> cst.Call:
     func = cst.parse_expression(spelled)
-    empty = (isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements)
+    empty = isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements
     if empty:
         return cst.Call(func=func)
     inner = value

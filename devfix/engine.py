@@ -43,12 +43,26 @@ def parse(text: str, path: str) -> cst.Module:
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as error:
-        raise InputError(
-            f"does not parse (line {error.raw_line}, column {error.raw_column}): "
-            f"{error.message.splitlines()[0]}"
-        ) from None
+        raise InputError(_describe_syntax_error(text, path, error)) from None
     except RecursionError:
         raise InputError("nested too deeply to parse") from None
+
+
+def _describe_syntax_error(text: str, path: str, error: cst.ParserSyntaxError) -> str:
+    """Python's own account of the error when it has one (clearer positions than libcst's)."""
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except SyntaxError as python_error:
+        return (
+            f"does not parse (line {python_error.lineno}, column {python_error.offset}): "
+            f"{python_error.msg}"
+        )
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    return (
+        f"does not parse (line {error.raw_line}, column {error.raw_column + 1}): "
+        f"{error.message.splitlines()[0]}"
+    )
 
 
 def _is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
@@ -90,6 +104,18 @@ def check_source(
     if not _mentions_trigger(text, options):
         return []
     return _run_passes(parse(text, path), text, path, options)
+
+
+def analyse_source(
+    text: str, options: Options | None = None, *, path: str = "<string>"
+) -> tuple[cst.Module | None, list[Finding]]:
+    """The parsed module and the findings on it, for callers that apply findings one at a time
+    with :func:`apply_findings` (interactive review). No module when no trigger word occurs."""
+    options = options or Options()
+    if not _mentions_trigger(text, options):
+        return None, []
+    module = parse(text, path)
+    return module, _run_passes(module, text, path, options)
 
 
 def _mentions_trigger(text: str, options: Options) -> bool:
@@ -253,6 +279,12 @@ def fix_file(
     With `check_only`, the passes only report (no fix is computed) and nothing is written.
     """
     options = options or Options()
+    if path.endswith(".ipynb"):  # Jupyter notebooks: code cells, see devfix.notebooks
+        from devfix import notebooks
+
+        return notebooks.fix_notebook_file(
+            path, options, write=write, want_diff=want_diff, check_only=check_only
+        )
     try:
         document = sources.read(path)
     except InputError as error:

@@ -26,7 +26,8 @@ def finding_line(path: str, finding: Finding, options: Options, *, applied: bool
         suffix = " (unsafe fix: needs --unsafe-fixes)"
     if applied:
         suffix = " (fixed)"
-    return f"{path}:{finding.line}:{finding.col}: {finding.code}{marker} {finding.message}{suffix}"
+    where = f"{path}:cell {finding.cell}" if finding.cell is not None else path  # notebooks
+    return f"{where}:{finding.line}:{finding.col}: {finding.code}{marker} {finding.message}{suffix}"
 
 
 def failure_line(result: FileResult) -> str:

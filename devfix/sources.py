@@ -45,7 +45,7 @@ EXCLUDED_DIRS = frozenset(
         ".ipynb_checkpoints",
     }
 )
-SOURCE_SUFFIXES = (".py",)
+SOURCE_SUFFIXES = (".py", ".ipynb")  # notebooks: see devfix.notebooks
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def discover(paths: Iterable[str]) -> Iterator[str | FileResult]:
     """
     seen: set[str] = set()
     for given in paths:
-        if os.path.isfile(given):
+        if os.path.exists(given) and not os.path.isdir(given):
             real = os.path.realpath(given)
             if real not in seen:
                 seen.add(real)

@@ -54,6 +54,8 @@ class Finding:
     applicability: Applicability
     edits: tuple[Edit, ...] = field(default=(), compare=False, repr=False)
     imports: tuple[ImportSpec, ...] = field(default=(), compare=False, repr=False)
+    #: In a notebook: the code cell (1-based, code cells only); `line` is then the cell's line.
+    cell: int | None = None
 
     @property
     def has_fix(self) -> bool:
@@ -72,7 +74,7 @@ class Finding:
             "message": self.message,
             "fix_title": self.fix_title,
             "applicability": self.applicability.value,
-        }
+        } | ({"cell": self.cell} if self.cell is not None else {})
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ import torch
 import torch._utils
 import torch.serialization
 
-_save_tags: dict[int, int] = {}
 _load_marks: dict[int, int] = {}
 _lock = threading.Lock()
 
@@ -26,8 +25,7 @@ def reduce_vtensor(t: Any) -> Any:
         return (torch._utils._rebuild_parameter, (t.detach(), t.requires_grad, OrderedDict()))
     elem = t._elem
     st = elem.untyped_storage()
-    with _lock:
-        _save_tags[st._cdata] = int(t._dev.index)
+    st._devfix_vgpu = int(t._dev.index)  # read back by _tagger when torch.save meets it
     ts = torch.storage.TypedStorage(wrap_storage=st, dtype=t.dtype, _internal=True)
     return (
         torch._utils._rebuild_tensor_v2,
@@ -37,9 +35,9 @@ def reduce_vtensor(t: Any) -> Any:
 
 def _tagger(storage: Any) -> Any:
     st = getattr(storage, "_untyped_storage", storage)
-    cdata = getattr(st, "_cdata", None)
-    if cdata is not None and cdata in _save_tags and st.device.type == "cpu":
-        return f"cuda:{_save_tags[cdata]}"
+    idx = getattr(st, "_devfix_vgpu", None)
+    if idx is not None and st.device.type == "cpu":
+        return f"cuda:{idx}"
     return None
 
 
@@ -73,7 +71,6 @@ def install() -> None:
     torch.serialization.register_package(0, _tagger, _deserializer)
     torch._utils._rebuild_tensor = _rebuild_tensor
     orig_load = torch.load
-    orig_save = torch.save
 
     def load(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -82,14 +79,5 @@ def install() -> None:
             with _lock:
                 _load_marks.clear()
 
-    def save(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return orig_save(*args, **kwargs)
-        finally:
-            with _lock:
-                _save_tags.clear()
-
     load.__doc__ = orig_load.__doc__
-    save.__doc__ = orig_save.__doc__
     torch.load = load
-    torch.save = save

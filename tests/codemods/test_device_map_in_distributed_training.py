@@ -22,7 +22,8 @@ def test_seed_000_fixed_device_map_with_trainer_is_removed() -> None:
         """
         from transformers import LlamaForCausalLM, Trainer
         model = LlamaForCausalLM.from_pretrained(
-            "meta-llama/Llama-3.1-8B")
+            "meta-llama/Llama-3.1-8B",
+        )
         trainer = Trainer(model=model)
         """,
     )

@@ -1,0 +1,568 @@
+"""DF304: a script that hard-codes its CUDA device (`"cuda:0"`, `.cuda(1)`, `device = "cuda"`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import call_tail, keyword_argument
+from devfix.codemods._model_code import ModelCode
+from devfix.codemods._script_flow import (
+    SELECT_DEVICE,
+    device_names,
+    in_data_pipeline,
+    latest_binding,
+    scope_statements,
+    string_device,
+    torch_alias,
+    walk,
+)
+from devfix.types import Applicability, Edit, ImportSpec
+
+_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})
+#: `torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`: positional order of the old API.
+_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+
+_HELPER = '''
+
+def {name}() -> {torch}.device:
+    """CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU."""
+    if {torch}.cuda.is_available():
+        return {torch}.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if {torch}.backends.mps.is_available():
+        return {torch}.device("mps")
+    return {torch}.device("cpu")
+'''
+
+
+class HardCodedDevice(DevicePass):
+    """Script that hard-codes a CUDA device.
+
+    ## What it does
+    In script and training code (not in `nn.Module` methods or functions that take a tensor,
+    which DF102 handles, nor in `Dataset`s and collate functions, which DF201 handles), finds
+    `torch.device("cuda:0")`, `torch.device("cuda", 1)`, `device = "cuda"`, `.to("cuda:1")`,
+    `device="cuda:0"` arguments of torch functions and `.cuda(0)`, and replaces them with a
+    portable device: a `select_device()` helper, added once per script after its imports, picks
+    CUDA (the process's `LOCAL_RANK` GPU under torchrun, else GPU 0), then Apple `mps`, then the
+    CPU. Uses after a device variable (`device = select_device()`) read that variable.
+    Companion rewrites: `torch.cuda.amp.autocast(...)` becomes
+    `torch.autocast(device_type=device.type, ...)` and `torch.cuda.amp.GradScaler(...)` becomes
+    `torch.amp.GradScaler(device.type, ..., enabled=device.type == "cuda")`.
+
+    ## Why is this bad?
+    A hard-coded `cuda:0` fails on a machine without a GPU or with an Apple GPU, and under
+    torchrun every process uses GPU 0 while DDP and the data sampler work on the process's own
+    GPU: `RuntimeError: Expected all tensors to be on the same device, but found at least two
+    devices, cuda:1 and cuda:0!`. `torch.cuda.amp` is deprecated and CUDA-only.
+
+    ## Example
+    ```python
+    device = torch.device("cuda:0")
+    model = Net().to(device)
+    scaler = torch.cuda.amp.GradScaler()
+    ```
+
+    ## Use instead
+    ```python
+    def select_device() -> torch.device:
+        if torch.cuda.is_available():
+            return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+
+    device = select_device()
+    model = Net().to(device)
+    scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
+    ```
+
+    ## Fix safety
+    Safe on the machine the script was written for (GPU 0 stays GPU 0 outside torchrun) except
+    that a script pinned to `cuda:1` now starts on GPU 0 (use `CUDA_VISIBLE_DEVICES`). A script
+    that uses several GPUs on purpose (`cuda:0` and `cuda:1`, naive model parallelism), a code
+    path guarded by `torch.cuda.is_available()`, and a device string that the script compares
+    as a string (`if device == "cuda":`) are reported without a fix. The `autocast` rewrite is
+    unsafe: on CPU and MPS, where `torch.cuda.amp.autocast` switched itself off, autocast now
+    runs in the device's lower precision. `GradScaler` stays enabled only on CUDA, as before.
+
+    ## References
+    - PyTorch docs, "MPS backend"; `torch.amp` (`torch.cuda.amp.autocast(args...)` is deprecated).
+    - karpathy/nanoGPT PR#698 (GradScaler only for CUDA float16).
+    """
+
+    CODE = "DF304"
+    NAME = "hard-coded-device"
+    MESSAGE = "hard-coded CUDA device: the script fails without that GPU and under torchrun"
+    FIX_TITLE = "Select the device: CUDA (LOCAL_RANK) → MPS → CPU"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("cuda",)
+
+    # -- matching ----------------------------------------------------------------------------
+
+    def visit_Call(self, node: cst.Call) -> None:
+        tail = call_tail(node.func)
+        if tail == "device":
+            if self.qualified_name(node.func) == "torch.device" and _literal_cuda(node):
+                self._occurrence(node, node, f"`{self._code(node)}`")
+        elif tail == "to" and isinstance(node.func, cst.Attribute):
+            arg = keyword_argument(node, "device") or next(
+                (a for a in node.args if a.keyword is None and not a.star), None
+            )
+            if arg is not None and _cuda_string(arg.value):
+                self._occurrence(arg.value, node, f"`.to({self._code(arg.value)})`")
+        elif tail == "cuda" and isinstance(node.func, cst.Attribute):
+            self._check_cuda_method(node)
+        elif tail == "autocast" or tail == "GradScaler":
+            qualified = self.qualified_name(node.func)
+            if qualified in _AUTOCAST:
+                self._companion(node, autocast=True)
+            elif qualified in _SCALER:
+                self._companion(node, autocast=False)
+        else:
+            arg = keyword_argument(node, "device")
+            if arg is not None and _cuda_string(arg.value):
+                qualified = self.qualified_name(node.func)
+                if qualified is not None and qualified.startswith("torch."):
+                    self._occurrence(arg.value, node, f"`device={self._code(arg.value)}`")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if (
+            len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and "dev" in node.targets[0].target.value.lower()
+            and _cuda_string(node.value)
+        ):
+            self._occurrence(node.value, node.value, f"`{self._code(node.value)}`")
+
+    def _check_cuda_method(self, node: cst.Call) -> None:
+        index = keyword_argument(node, "device") or next(
+            (a for a in node.args if a.keyword is None and not a.star), None
+        )
+        if index is None or not isinstance(index.value, cst.Integer):
+            return  # a bare `.cuda()` is "the current device"; DF102/DF201 judge it
+        if self._out_of_scope(node):
+            return
+        assert isinstance(node.func, cst.Attribute)
+        shown = f"`.cuda({self._code(index.value)})`"
+        reason = self._decline_reason(node, None)
+        if reason is not None:
+            self.report(node, message=f"{shown}: {self.MESSAGE}; {reason}")
+            return
+        device, edits, imports = self._device_for(node)
+        rest = [a for a in node.args if a is not index]
+        new_args = [cst.Arg(device), *rest]
+        new_args = [
+            arg.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            if position < len(new_args) - 1
+            else arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+            for position, arg in enumerate(new_args)
+        ]
+        replacement = node.with_changes(
+            func=node.func.with_changes(attr=cst.Name("to")), args=new_args
+        )
+        self._report_fix(node, shown, device, [Edit(node, replacement), *edits], imports)
+
+    # -- the rewrite ---------------------------------------------------------------------------
+
+    def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
+        if self._out_of_scope(anchor):
+            return
+        assign = self._assignment_of(target)
+        reason = self._decline_reason(anchor, assign)
+        if reason is not None:
+            self.report(target, message=f"{shown}: {self.MESSAGE}; {reason}")
+            return
+        if assign is not None:
+            device, edits, imports = self._helper_call(target)
+        else:
+            device, edits, imports = self._device_for(target)
+        self._report_fix(target, shown, device, [Edit(target, device), *edits], imports)
+
+    def _report_fix(
+        self,
+        node: cst.CSTNode,
+        shown: str,
+        device: cst.BaseExpression,
+        edits: list[Edit],
+        imports: list[ImportSpec],
+    ) -> None:
+        text = self._code(device)
+        self.report(
+            node,
+            message=(
+                f"{shown}: {self.MESSAGE}; use `{text}` "
+                "(CUDA with the process's LOCAL_RANK, else MPS, else CPU)"
+            ),
+            fix_title=f"Use `{text}`",
+            edits=edits,
+            imports=imports,
+        )
+
+    def _assignment_of(self, value: cst.CSTNode) -> cst.Assign | None:
+        parent = self.context.parent(value)
+        if (
+            isinstance(parent, cst.Assign)
+            and parent.value is value
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return parent
+        return None
+
+    def _device_for(
+        self, node: cst.CSTNode
+    ) -> tuple[cst.BaseExpression, list[Edit], list[ImportSpec]]:
+        """A device variable in scope, else a call of the helper (added if missing)."""
+        name = self._device_variable(node, torch_device_only=False)
+        if name is not None:
+            return cst.Name(name), [], []
+        return self._helper_call(node)
+
+    def _helper_call(
+        self, node: cst.CSTNode
+    ) -> tuple[cst.BaseExpression, list[Edit], list[ImportSpec]]:
+        call = cst.Call(func=cst.Name(SELECT_DEVICE))
+        edits, imports = self._helper_edits()
+        return call, edits, imports
+
+    def _helper_edits(self) -> tuple[list[Edit], list[ImportSpec]]:
+        module = self.context.module
+        for statement in module.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == SELECT_DEVICE:
+                return [], []
+        if _module_binds(module, SELECT_DEVICE):
+            return [], []
+        alias = torch_alias(self)
+        imports = [ImportSpec("os")]
+        if alias is None:
+            alias = "torch"
+            imports.append(ImportSpec("torch"))
+        helper = cst.parse_statement(_HELPER.format(name=SELECT_DEVICE, torch=alias))
+        anchor = _insertion_anchor(module)
+        position = 0 if anchor is None else list(module.body).index(anchor) + 1
+        following = module.body[position] if position < len(module.body) else None
+        blank = sum(
+            1 for line in (following.leading_lines if following is not None else ())
+            if line.comment is None
+        )
+        assert isinstance(helper, cst.FunctionDef) and isinstance(helper.body, cst.IndentedBlock)
+        helper = helper.with_changes(
+            leading_lines=[cst.EmptyLine(indent=False)] * (2 if anchor is not None else 0),
+            body=helper.body.with_changes(
+                footer=[cst.EmptyLine(indent=False)] * max(0, 2 - blank)
+            ),
+        )
+        if anchor is None:
+            first = module.body[0]
+            return [Edit(first, cst.FlattenSentinel([helper, first]))], imports
+        return [Edit(anchor, cst.FlattenSentinel([anchor, helper]))], imports
+
+    def _device_variable(self, node: cst.CSTNode, *, torch_device_only: bool) -> str | None:
+        """A name in scope holding the script's (portable) device."""
+        own = self._assignment_of(node)
+        for name in device_names(self, node):
+            if own is not None and own.targets[0].target.value == name:  # type: ignore[attr-defined]
+                continue
+            value = latest_binding(self, name, node)
+            if value is None:
+                value = self._module_binding(name)
+            if value is None:
+                continue
+            if isinstance(value, cst.Call) and not _names_other_device(value):
+                return name
+            if (
+                isinstance(value, cst.IfExp)
+                and not torch_device_only
+                and any(_cuda_string(n) for n in walk(value) if isinstance(n, cst.SimpleString))
+            ):
+                return name
+            if (
+                _cuda_string(value)
+                and "dev" in name.lower()
+                and not self._compared_as_string(name)
+            ):
+                # A hard-coded device string that this pass turns into `select_device()`.
+                return name
+        return None
+
+    def _module_binding(self, name: str) -> cst.BaseExpression | None:
+        for statement in scope_statements(self.context.module):
+            if (
+                isinstance(statement, cst.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0].target, cst.Name)
+                and statement.targets[0].target.value == name
+            ):
+                return statement.value
+        return None
+
+    # -- companions ----------------------------------------------------------------------------
+
+    def _companion(self, node: cst.Call, *, autocast: bool) -> None:
+        if self._out_of_scope(node):
+            return
+        what = "torch.cuda.amp.autocast" if autocast else "torch.cuda.amp.GradScaler"
+        if any(arg.star for arg in node.args):
+            self.report(node, message=f"`{what}` is CUDA-only; rewrite its `*args` by hand")
+            return
+        name = self._device_variable(node, torch_device_only=True)
+        if name is None:
+            self.report(
+                node,
+                message=(
+                    f"`{what}` is deprecated and CUDA-only; no `torch.device` variable in scope "
+                    "tells which device type to use"
+                ),
+            )
+            return
+        alias = torch_alias(self)
+        imports = [] if alias is not None else [ImportSpec("torch")]
+        alias = alias or "torch"
+        device_type = cst.parse_expression(f"{name}.type")
+        if autocast:
+            positional = [arg for arg in node.args if arg.keyword is None]
+            if len(positional) > len(_AUTOCAST_POSITIONAL):
+                return
+            args = [cst.Arg(device_type, keyword=cst.Name("device_type"), equal=_EQUAL)]
+            for index, arg in enumerate(node.args):
+                if arg.keyword is None:
+                    arg = arg.with_changes(
+                        keyword=cst.Name(_AUTOCAST_POSITIONAL[index]), equal=_EQUAL
+                    )
+                args.append(arg)
+            replacement = node.with_changes(
+                func=cst.parse_expression(f"{alias}.autocast"), args=_commas(args, node)
+            )
+            self.report(
+                node,
+                message=(
+                    f"`{what}` is deprecated and CUDA-only; use "
+                    f"`{alias}.autocast(device_type={name}.type, ...)` (on CPU and MPS autocast "
+                    "then runs in lower precision instead of switching itself off)"
+                ),
+                fix_title=f"Use `{alias}.autocast(device_type={name}.type, ...)`",
+                edits=[Edit(node, replacement)],
+                imports=imports,
+                applicability=Applicability.UNSAFE,
+            )
+            return
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if len(positional) > 4:
+            self.report(node, message=f"`{what}` gets `enabled` by position; rewrite it by hand")
+            return
+        on_cuda = f'{name}.type == "cuda"'
+        args = [cst.Arg(device_type)]
+        enabled = keyword_argument(node, "enabled")
+        for arg in node.args:
+            if arg is enabled:
+                value = self._code(arg.value)
+                if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call)):
+                    combined = f"{value} and {on_cuda}"
+                else:
+                    combined = f"({value}) and {on_cuda}"
+                arg = arg.with_changes(value=cst.parse_expression(combined))
+            args.append(arg)
+        if enabled is None:
+            args.append(
+                cst.Arg(cst.parse_expression(on_cuda), keyword=cst.Name("enabled"), equal=_EQUAL)
+            )
+        replacement = node.with_changes(
+            func=cst.parse_expression(f"{alias}.amp.GradScaler"), args=_commas(args, node)
+        )
+        self.report(
+            node,
+            message=(
+                f"`{what}` is deprecated and CUDA-only; use `{alias}.amp.GradScaler({name}.type, "
+                f"enabled=...)`, enabled only on CUDA"
+            ),
+            fix_title=f"Use `{alias}.amp.GradScaler({name}.type, ...)`",
+            edits=[Edit(node, replacement)],
+            imports=imports,
+        )
+
+    # -- scope and declines --------------------------------------------------------------------
+
+    def _out_of_scope(self, node: cst.CSTNode) -> bool:
+        """Model code (DF101/DF102), data pipelines (DF201) and code guarded by CUDA checks."""
+        code = ModelCode.of(self)
+        function = code.enclosing_function(node)
+        if function is not None and function.is_model_code:
+            return True
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                info = code.function_info(ancestor)
+                if info.owner is not None and (info.owner.is_module or info.owner.is_dataset):
+                    return True
+            if isinstance(ancestor, cst.ClassDef):
+                if code.class_info(ancestor).is_module:
+                    return True
+        if in_data_pipeline(self, node):
+            return True
+        return self._guarded_by_cuda_check(node)
+
+    def _guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and current is ancestor.body:
+                if self._mentions_cuda_check(ancestor.test):
+                    return True
+            if isinstance(ancestor, cst.BooleanOperation) and self._mentions_cuda_check(
+                ancestor.left
+            ):
+                return True
+            current = ancestor
+        return False
+
+    def _mentions_cuda_check(self, test: cst.CSTNode) -> bool:
+        for inner in walk(test):
+            if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
+                "is_available",
+                "device_count",
+            ):
+                name = self.qualified_name(inner)
+                if name in ("torch.cuda.is_available", "torch.cuda.device_count"):
+                    return True
+        return False
+
+    def _decline_reason(self, node: cst.CSTNode, assign: cst.Assign | None) -> str | None:
+        indices = self._explicit_indices()
+        if len(indices) > 1:
+            shown = ", ".join(f"cuda:{i}" for i in sorted(indices))
+            return (
+                f"the script places work on several GPUs on purpose ({shown}); choose its "
+                "devices by hand"
+            )
+        if assign is not None and _cuda_string(assign.value):
+            name = assign.targets[0].target
+            assert isinstance(name, cst.Name)
+            if self._compared_as_string(name.value):
+                return f"`{name.value}` is compared as a string; a `torch.device` would not match"
+        return None
+
+    def _compared_as_string(self, name: str) -> bool:
+        for inner in walk(self.context.module):
+            if isinstance(inner, cst.Comparison):
+                parts = [inner.left, *(target.comparator for target in inner.comparisons)]
+                if any(isinstance(p, cst.Name) and p.value == name for p in parts):
+                    return True
+            if (
+                isinstance(inner, cst.Attribute)
+                and isinstance(inner.value, cst.Name)
+                and inner.value.value == name
+                and inner.attr.value in ("startswith", "endswith", "split", "replace", "upper",
+                                         "lower", "format")
+            ):
+                return True
+        return False
+
+    def _explicit_indices(self) -> set[int]:
+        cached = self.context.shared.get("df304.indices")
+        if isinstance(cached, set):
+            return cached
+        indices: set[int] = set()
+        for inner in walk(self.context.module):
+            if isinstance(inner, cst.SimpleString):
+                value = string_device(inner)
+                if value is not None and value.startswith("cuda:") and value[5:].isdigit():
+                    indices.add(int(value[5:]))
+            elif isinstance(inner, cst.Call) and call_tail(inner.func) in ("cuda", "device"):
+                for arg in inner.args:
+                    if isinstance(arg.value, cst.Integer) and (
+                        arg.keyword is None or arg.keyword.value in ("device", "index")
+                    ):
+                        indices.add(int(arg.value.value))
+        self.context.shared["df304.indices"] = indices
+        return indices
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return self.context.module.code_for_node(node)
+
+
+_EQUAL = cst.AssignEqual(
+    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+)
+
+
+def _commas(args: list[cst.Arg], original: cst.Call) -> list[cst.Arg]:
+    """Comma-separate rebuilt arguments; keep a trailing comma if the call had one."""
+    trailing = bool(original.args) and isinstance(original.args[-1].comma, cst.Comma)
+    result = []
+    for index, arg in enumerate(args):
+        if index < len(args) - 1:
+            comma = arg.comma if isinstance(arg.comma, cst.Comma) and index < len(args) - 1 else (
+                cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            result.append(arg.with_changes(comma=comma))
+        else:
+            result.append(
+                arg.with_changes(comma=arg.comma if trailing else cst.MaybeSentinel.DEFAULT)
+            )
+    return result
+
+
+def _names_other_device(call: cst.Call) -> bool:
+    """`torch.device("cpu")`, `torch.device("mps")`: not the script's accelerator."""
+    first = call.args[0].value if call.args else None
+    value = string_device(first) if first is not None else None
+    return value is not None and not value.startswith("cuda")
+
+
+def _cuda_string(node: cst.BaseExpression) -> bool:
+    value = string_device(node)
+    return value is not None and value.split(":", 1)[0] == "cuda"
+
+
+def _literal_cuda(call: cst.Call) -> bool:
+    """`torch.device("cuda:0")`, `torch.device("cuda")`, `torch.device("cuda", 1)`."""
+    if not call.args or any(arg.star for arg in call.args):
+        return False
+    first = call.args[0]
+    if first.keyword is not None and first.keyword.value != "type":
+        return False
+    if not _cuda_string(first.value):
+        return False
+    for arg in call.args[1:]:
+        if not isinstance(arg.value, cst.Integer):
+            return False
+    return True
+
+
+def _module_binds(module: cst.Module, name: str) -> bool:
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        if isinstance(bound, cst.Name) and bound.value == name:
+                            return True
+    return False
+
+
+def _is_import_line(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+    )
+
+
+def _insertion_anchor(module: cst.Module) -> cst.BaseStatement | None:
+    """The last import of the script's leading import block (after its docstring)."""
+    anchor: cst.BaseStatement | None = None
+    for index, statement in enumerate(module.body):
+        if _is_import_line(statement):
+            anchor = statement
+            continue
+        is_docstring = (
+            index == 0
+            and isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        )
+        if is_docstring:
+            continue
+        if anchor is not None:
+            break
+    return anchor

@@ -1,0 +1,360 @@
+"""DF106: a loss computed from logits and labels without moving the labels to the logits."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import call_tail, dotted_name, keyword_argument
+from devfix.codemods._model_code import ModelCode
+from devfix.codemods._module_state import (
+    INPUT_TARGET_LOSS_CLASSES,
+    INPUT_TARGET_LOSS_FUNCTIONS,
+    constructed_module,
+    move_to,
+    self_attribute,
+    self_name,
+    submodule_class,
+    walk,
+    walk_function_body,
+)
+from devfix.context import FileContext
+from devfix.types import Applicability, Edit
+
+_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
+#: Methods that keep their receiver's device: `logits.view(-1, V)` is on `logits.device`.
+_SAME_DEVICE = frozenset(
+    {
+        "view",
+        "reshape",
+        "contiguous",
+        "squeeze",
+        "unsqueeze",
+        "transpose",
+        "permute",
+        "flatten",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "long",
+        "int",
+        "bool",
+        "type",
+        "log_softmax",
+        "softmax",
+        "sigmoid",
+        "clamp",
+        "detach",
+        "clone",
+        "view_as",
+        "reshape_as",
+        "expand",
+        "expand_as",
+        "squeeze_",
+        "unsqueeze_",
+        "t",
+        "narrow",
+        "select",
+        "index_select",
+        "masked_select",
+        "log",
+        "exp",
+        "abs",
+        "mean",
+        "sum",
+        "argmax",
+    }
+)
+_MOVES = frozenset({"to", "cuda", "cpu", "type_as", "numpy", "tolist", "item"})
+#: Loss keywords that hold tensors combined with the logits.
+_TENSOR_KEYWORDS = ("weight", "pos_weight")
+_DERIVED = ("zeros_like", "ones_like", "full_like", "empty_like", "rand_like", "randn_like")
+
+
+class LabelsNotOnLogitsDevice(DevicePass):
+    """Loss computed from logits and labels that may sit on different devices.
+
+    ## What it does
+    In model code (`forward`, `compute_loss`, `training_step`, loss modules and helpers that
+    take tensors), finds loss calls that take logits and labels — an `nn.*Loss` instance
+    (`self.loss_fn = nn.BCEWithLogitsLoss()`, `loss_fct = CrossEntropyLoss()`, a module-level
+    `criterion`) or an `F.*` loss (`F.cross_entropy`, `F.mse_loss`, ...) — and moves the target
+    to the logits' device: `loss_fct(logits, labels.to(logits.device))`. Tensors the functional
+    loss combines with the logits (`weight=`, `pos_weight=`) are moved too.
+
+    ## Why is this bad?
+    Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
+    model split by hand over GPUs) the logits come out of the last GPU while the labels stay on
+    the first one (or on the CPU), and the loss fails with `Expected all tensors to be on the same
+    device, but found at least two devices, cuda:1 and cuda:0!`. Hugging Face applied exactly
+    this fix to its model heads (huggingface/transformers#22561).
+
+    ## Example
+    ```python
+    def forward(self, input_ids, labels=None):
+        logits = self.classifier(self.encoder(input_ids))
+        if labels is not None:
+            loss = self.loss_fn(logits, labels.float())
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, input_ids, labels=None):
+        logits = self.classifier(self.encoder(input_ids))
+        if labels is not None:
+            loss = self.loss_fn(logits, labels.float().to(logits.device))
+    ```
+    The logits' device is read from the first argument with same-device methods stripped
+    (`shift_logits.view(-1, V)` gives `shift_logits.device`). Labels already moved
+    (`labels.to(...)`, `.cuda()`, or a local name last bound with one), targets built from the
+    logits (`torch.zeros_like(logits)`) and new tensors (DF101's business) are left alone. When
+    the logits are not a named tensor (`F.cross_entropy(self.head(x), y)`), the finding is
+    reported without a fix: name them first. CTC and pairwise/triplet losses are not matched
+    (CTC lengths may legitimately stay on the CPU).
+
+    ## Fix safety
+    Safe: `.to(logits.device)` is a no-op when the devices already match, so a single-device
+    program is unchanged; otherwise it removes the error.
+
+    ## References
+    - huggingface/transformers#22561 and PR#22591 ("This is a noop when the devices are the
+      same"); PR#27746 (masks moved too).
+    """
+
+    CODE = "DF106"
+    NAME = "labels-not-on-logits-device"
+    MESSAGE = "loss target not moved to the logits' device"
+    FIX_TITLE = "Move the labels with `.to(logits.device)`"
+    APPLICABILITY = Applicability.SAFE
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._global_losses: set[str] | None = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        kind = self._loss_kind(node)
+        if kind is None:
+            return
+        function = ModelCode.of(self).enclosing_function(node)
+        if function is None:
+            return
+        name = function.name
+        if not (function.is_model_code or "loss" in name.lower() or name.endswith("_step")):
+            return
+        if function.owner is not None and function.owner.is_dataset:
+            return
+        self._check(node, kind, function.node)
+
+    # -- is it a loss? ---------------------------------------------------------------------
+
+    def _loss_kind(self, node: cst.Call) -> str | None:
+        """ "function" for `F.*` losses, "module" for `nn.*Loss` instances, else None."""
+        func = node.func
+        if call_tail(func) in _FUNCTION_TAILS and dotted_name(func) is not None:
+            if self.qualified_name(func) in INPUT_TARGET_LOSS_FUNCTIONS:
+                return "function"
+            return None
+        if isinstance(func, cst.Call):
+            return "module" if constructed_module(self, func) in INPUT_TARGET_LOSS_CLASSES else None
+        if isinstance(func, cst.Name):
+            if func.value in self._module_level_losses():
+                return "module"
+            function = ModelCode.of(self).enclosing_function(node)
+            if function is not None and self._local_loss(func.value, function.node):
+                return "module"
+            return None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            function = ModelCode.of(self).enclosing_function(node)
+            if function is None or function.owner is None:
+                return None
+            attr = self_attribute(func, self_name(function.node) or "")
+            if attr is None:
+                return None
+            if submodule_class(self, function.owner.node, attr) in INPUT_TARGET_LOSS_CLASSES:
+                return "module"
+        return None
+
+    def _module_level_losses(self) -> set[str]:
+        if self._global_losses is None:
+            names: set[str] = set()
+            for statement in self.context.module.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                        target = small.targets[0].target
+                        if isinstance(target, cst.Name) and (
+                            constructed_module(self, small.value) in INPUT_TARGET_LOSS_CLASSES
+                        ):
+                            names.add(target.value)
+            self._global_losses = names
+        return self._global_losses
+
+    def _local_loss(self, name: str, function: cst.FunctionDef) -> bool:
+        values = [
+            node.value
+            for node in walk_function_body(function)
+            if isinstance(node, cst.Assign)
+            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
+        ]
+        return bool(values) and all(
+            constructed_module(self, value) in INPUT_TARGET_LOSS_CLASSES for value in values
+        )
+
+    # -- the fix ---------------------------------------------------------------------------
+
+    def _check(self, node: cst.Call, kind: str, function: cst.FunctionDef) -> None:
+        if any(arg.star for arg in node.args):
+            return
+        positional = [arg for arg in node.args if arg.keyword is None]
+        logits_arg = positional[0] if positional else keyword_argument(node, "input")
+        target_arg = positional[1] if len(positional) > 1 else keyword_argument(node, "target")
+        if logits_arg is None or target_arg is None:
+            return
+        logits = _device_root(self, logits_arg.value)
+        if logits is _MOVED:
+            return  # the logits were moved explicitly; the user chose the devices
+        wanted: list[cst.Arg] = []
+        if self._needs_move(target_arg.value, logits, function, node):
+            wanted.append(target_arg)
+        if kind == "function":
+            for keyword in _TENSOR_KEYWORDS:
+                arg = keyword_argument(node, keyword)
+                if (
+                    arg is not None
+                    and isinstance(arg.value, cst.Name)
+                    and not _may_be_none(arg.value.value, function)
+                    and self._needs_move(arg.value, logits, function, node)
+                ):
+                    wanted.append(arg)
+        if not wanted:
+            return
+        names = ", ".join(f"`{_code(arg.value)}`" for arg in wanted)
+        if not isinstance(logits, cst.BaseExpression):
+            self.report(
+                node,
+                message=(
+                    f"{names} may be on another device than the logits "
+                    f"`{_code(logits_arg.value)}`; "
+                    "the logits are not a named tensor, so their device cannot be named: assign "
+                    "them to a variable and move the labels with `.to(logits.device)`"
+                ),
+            )
+            return
+        device = f"{_code(logits)}.device"
+        device_node = cst.parse_expression(device)
+        edits = [
+            Edit(arg, arg.with_changes(value=move_to(arg.value, device_node))) for arg in wanted
+        ]
+        self.report(
+            node,
+            message=(
+                f"{names} may be on another device than the logits (naive model parallelism, "
+                f"`device_map`); move {'it' if len(wanted) == 1 else 'them'} to `{device}`"
+            ),
+            fix_title=f"Move {names} to `{device}`",
+            edits=edits,
+        )
+
+    def _needs_move(
+        self,
+        value: cst.BaseExpression,
+        logits: object,
+        function: cst.FunctionDef,
+        call: cst.Call,
+    ) -> bool:
+        """Whether `value` is a named tensor not already moved and not derived from the logits."""
+        root = _device_root(self, value)
+        if root is _MOVED or not isinstance(root, cst.BaseExpression):
+            return False  # moved already, or a new tensor / computed value (not a named label)
+        base = _base_name(root)
+        if base is None or (isinstance(logits, cst.BaseExpression) and base == _base_name(logits)):
+            return False
+        return not (isinstance(root, cst.Name) and self._bound_moved(root.value, function, call))
+
+    def _bound_moved(self, name: str, function: cst.FunctionDef, call: cst.Call) -> bool:
+        """The last binding of `name` before `call` moves it (`labels = labels.to(dev)`), or
+        builds it from another tensor's device (`torch.zeros_like(logits)`)."""
+        line = self.context.position(call).start.line
+        last: tuple[int, cst.BaseExpression] | None = None
+        for node in walk_function_body(function):
+            if isinstance(node, cst.Assign) and any(
+                isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+            ):
+                bound_line = self.context.position(node).start.line
+                if bound_line < line and (last is None or bound_line > last[0]):
+                    last = (bound_line, node.value)
+        if last is None:
+            return False
+        value = last[1]
+        if _device_root(self, value) is _MOVED:
+            return True
+        for sub in walk(value):
+            if isinstance(sub, cst.Call):
+                tail = call_tail(sub.func) or ""
+                if tail in _DERIVED or tail.startswith("new_") or tail in ("to", "cuda"):
+                    return True
+        if isinstance(value, cst.Call) and dotted_name(value.func) is not None:
+            # A new tensor (`torch.tensor(...)`, `torch.arange(...)`): DF101's business.
+            return (self.qualified_name(value.func) or "").startswith("torch.")
+        return False
+
+
+_MOVED = object()
+
+
+def _may_be_none(name: str, function: cst.FunctionDef) -> bool:
+    """An optional weight: any parameter (a caller may pass None), or a name bound to None."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return True
+    for node in walk_function_body(function):
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
+        ):
+            if isinstance(node.value, cst.Name) and node.value.value == "None":
+                return True
+            if isinstance(node.value, cst.IfExp):
+                return True
+    return False
+
+
+def _device_root(checker: DevicePass, node: cst.BaseExpression) -> object:
+    """The named tensor whose device `node` has: `logits.view(-1, V)` -> `logits`.
+
+    Returns `_MOVED` when the chain moves the tensor (`.to(...)`, `.cuda()`), None when the
+    value is not a chain of same-device methods on a name, attribute or subscript.
+    """
+    current = node
+    while isinstance(current, cst.Call):
+        func = current.func
+        if not isinstance(func, cst.Attribute):
+            return None
+        if func.attr.value in _MOVES:
+            return _MOVED
+        if func.attr.value not in _SAME_DEVICE:
+            return None
+        if dotted_name(func) is not None and (checker.qualified_name(func) or "").startswith(
+            "torch"
+        ):
+            return None  # `torch.log(x)`: a function, not a method of a tensor
+        current = func.value
+    if not isinstance(current, (cst.Name, cst.Attribute, cst.Subscript)):
+        return None
+    if any(isinstance(sub, cst.Call) for sub in walk(current)):
+        return None
+    if isinstance(current, cst.Name) and current.value in ("None", "True", "False"):
+        return None
+    return current
+
+
+def _base_name(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)

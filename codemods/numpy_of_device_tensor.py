@@ -1,0 +1,309 @@
+"""DF203: NumPy conversions of tensors that live on a device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import dotted_name, keyword_argument
+from devfix.codemods._torch_names import NON_TENSOR_MEMBERS
+from devfix.codemods._training_loop import ScriptFlow, code_of, device_argument
+from devfix.types import Applicability, Edit, ImportSpec
+
+_NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
+#: Methods whose result is no longer a device tensor.
+_LEAVES_DEVICE = frozenset({"cpu", "numpy", "item", "tolist", "size", "dim", "numel", "__len__"})
+_MAX_DEPTH = 8
+
+
+class NumpyOfDeviceTensor(DevicePass):
+    """`.numpy()` (or `np.sum`/`np.mean`) on tensors that are on a GPU.
+
+    ## What it does
+    Finds `.numpy()` called on a tensor that comes from a model the script moved to a device
+    (its output, a loss computed from it, anything derived with tensor methods and `torch`
+    functions) or from an explicit move (`.cuda()`, `.to(device)`, `device=` factories), and
+    rewrites it to `.detach().cpu().numpy()`. Finds `np.sum(...)` / `np.mean(...)` over a list
+    literal of such tensors, or over a list that is only ever filled with them
+    (`losses.append(loss)`), and rewrites it to `torch.stack(...).sum()` / `.mean()`.
+
+    ## Why is this bad?
+    NumPy can only read CPU memory: `.numpy()` on a CUDA tensor fails with `TypeError: can't
+    convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host
+    memory first.`, and on a tensor that requires grad with `RuntimeError: Can't call numpy()
+    on Tensor that requires grad`. `np.mean(losses)` converts each tensor the same way and
+    fails the same way.
+
+    ## Example
+    ```python
+    logits = model(x)
+    preds = logits.argmax(1).numpy()
+    epoch_loss = np.mean(losses)
+    ```
+
+    ## Use instead
+    ```python
+    logits = model(x)
+    preds = logits.argmax(1).detach().cpu().numpy()
+    epoch_loss = torch.stack(losses).mean()
+    ```
+    A receiver that already ends in `.detach()` or `.data` only gets `.cpu()`.
+
+    ## Fix safety
+    `.detach().cpu().numpy()` is safe: it returns the same array, and on CPU tensors both added
+    calls are no-ops. `torch.stack(...).mean()` is unsafe: it returns a 0-dim tensor (on the
+    device, still attached to autograd) instead of a NumPy float; formatting and arithmetic
+    work the same, but code that needs a Python float should call `.item()`. Tensors whose
+    device is unknown (function arguments, values from unknown calls) are left alone.
+
+    ## References
+    - PyTorch docs, `torch.Tensor.numpy` ("the tensor must be on the CPU").
+    - swz30/MPRNet#91 (`np.sum` over CUDA losses).
+    """
+
+    CODE = "DF203"
+    NAME = "numpy-of-device-tensor"
+    MESSAGE = "NumPy conversion of a tensor on a device"
+    FIX_TITLE = "Copy the tensor to the CPU first"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("numpy", "np.")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
+            self._check_numpy(node, func)
+        elif isinstance(func, (cst.Attribute, cst.Name)) and _tail(func) in ("sum", "mean"):
+            qualified = self.qualified_name(func)
+            if qualified in _NUMPY_REDUCTIONS:
+                self._check_reduction(node, _NUMPY_REDUCTIONS[qualified])
+
+    # -- .numpy() --------------------------------------------------------------------------
+
+    def _check_numpy(self, node: cst.Call, func: cst.Attribute) -> None:
+        receiver = func.value
+        origin = self.device_origin(receiver, node, 0)
+        if origin is None:
+            return
+        if _ends_with(receiver, "detach") or (
+            isinstance(receiver, cst.Attribute) and receiver.attr.value == "data"
+        ):
+            moved: cst.BaseExpression = _method(receiver, "cpu")
+            added = ".cpu()"
+        else:
+            moved = _method(_method(receiver, "detach"), "cpu")
+            added = ".detach().cpu()"
+        self.report(
+            node,
+            message=f"`.numpy()` of a tensor on a device ({origin}); it needs `{added}` first",
+            fix_title=f"Insert `{added}` before `.numpy()`",
+            edits=[Edit(node, node.with_changes(func=func.with_changes(value=moved)))],
+        )
+
+    # -- np.sum / np.mean ------------------------------------------------------------------
+
+    def _check_reduction(self, node: cst.Call, method: str) -> None:
+        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return
+        values = node.args[0].value
+        origin: str | None
+        if isinstance(values, cst.List) and values.elements:
+            origins = [
+                self.device_origin(e.value, node, 0) if not isinstance(e, cst.StarredElement)
+                else None
+                for e in values.elements
+            ]
+            origin = origins[0] if all(origins) else None
+        elif isinstance(values, cst.Name):
+            origin = self._list_of_device_tensors(values.value, node)
+        else:
+            return
+        if origin is None:
+            return
+        torch_name, imports = self._torch_name()
+        stacked = cst.Call(
+            func=cst.Attribute(value=cst.parse_expression(torch_name), attr=cst.Name("stack")),
+            args=[cst.Arg(values)],
+        )
+        replacement = _method(stacked, method)
+        shown = code_of(replacement)
+        self.report(
+            node,
+            message=(
+                f"`np.{method}` over tensors on a device ({origin}) converts each to NumPy; "
+                f"use `{shown}`"
+            ),
+            fix_title=f"Use `{shown}`",
+            edits=[Edit(node, replacement.with_changes(lpar=node.lpar, rpar=node.rpar))],
+            applicability=Applicability.UNSAFE,
+            imports=imports,
+        )
+
+    def _list_of_device_tensors(self, name: str, at: cst.CSTNode) -> str | None:
+        """`losses = []` filled only by `losses.append(<device tensor>)`: the first origin."""
+        flow = ScriptFlow.of(self)
+        values = flow.assigned_values(name, at)
+        if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
+            return None
+        function = flow.function_of(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        origin: str | None = None
+        for use in _names(scope, name):
+            parent = self.context.parent(use)
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is use:
+                call = self.context.parent(parent)
+                method = parent.attr.value
+                if method == "append" and isinstance(call, cst.Call) and len(call.args) == 1:
+                    found = self.device_origin(call.args[0].value, call, 0)
+                    if found is None:
+                        return None
+                    origin = origin or found
+                    continue
+                if method in ("extend", "insert", "__setitem__") or not isinstance(call, cst.Call):
+                    return None
+                continue
+            if isinstance(parent, (cst.AugAssign, cst.Subscript)):
+                return None
+        return origin
+
+    def _torch_name(self) -> tuple[str, list[ImportSpec]]:
+        for statement in self.context.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Import):
+                    for alias in small.names:
+                        if dotted_name(alias.name) == "torch":
+                            bound = alias.asname.name if alias.asname else alias.name
+                            if isinstance(bound, cst.Name):
+                                return bound.value, []
+        return "torch", [ImportSpec("torch")]
+
+    # -- where a tensor lives --------------------------------------------------------------
+
+    def device_origin(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
+        """Why `expr` is a tensor on a device, or None when that is not known."""
+        if depth > _MAX_DEPTH:
+            return None
+        flow = ScriptFlow.of(self)
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method in _LEAVES_DEVICE or method in NON_TENSOR_MEMBERS:
+                    return None
+                if method == "cuda":
+                    return "moved with `.cuda()`"
+                if method == "to":
+                    device = device_argument(expr)
+                    kind = flow.device_kind(device, flow.function_of(at)) if device else None
+                    if kind == "cpu":
+                        return None
+                    if kind is not None:
+                        return f"moved with `.to({code_of(device)})`" if device else None
+            if dotted_name(func) is not None:
+                model = flow.model_device(
+                    func.value if isinstance(func, cst.Attribute) and func.attr.value in (
+                        "generate", "forward"
+                    ) else func,
+                    expr,
+                )
+                if model is not None:
+                    return f"output of `{model.model}`, which is on a device"
+                qualified = self.qualified_name(func)
+                if qualified is not None and qualified.startswith("torch."):
+                    device = keyword_argument(expr, "device")
+                    if device is not None and flow.device_kind(
+                        device.value, flow.function_of(at)
+                    ) in ("accelerator", "device"):
+                        return f"created with `device={code_of(device.value)}`"
+                    return self._any_argument(expr, at, depth)
+                if qualified is not None and self._is_module_instance(func, at):
+                    return self._any_argument(expr, at, depth)
+            if isinstance(func, cst.Attribute):
+                return self.device_origin(func.value, at, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            binding = flow.binding_before(expr.value, at)
+            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
+                return None
+            return self.device_origin(binding[1], at, depth + 1)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in NON_TENSOR_MEMBERS or dotted_name(expr) is not None and (
+                dotted_name(expr) or ""
+            ).startswith("self."):
+                return None
+            return self.device_origin(expr.value, at, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.device_origin(expr.value, at, depth + 1)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.device_origin(expr.left, at, depth + 1) or self.device_origin(
+                expr.right, at, depth + 1
+            )
+        if isinstance(expr, cst.UnaryOperation):
+            return self.device_origin(expr.expression, at, depth + 1)
+        return None
+
+    def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> str | None:
+        for arg in call.args:
+            if arg.keyword is not None:
+                continue
+            values = (
+                [e.value for e in arg.value.elements]
+                if isinstance(arg.value, (cst.List, cst.Tuple))
+                else [arg.value]
+            )
+            for value in values:
+                origin = self.device_origin(value, at, depth + 1)
+                if origin is not None:
+                    return origin
+        return None
+
+    def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
+        if not isinstance(func, cst.Name):
+            return False
+        binding = ScriptFlow.of(self).binding_before(func.value, at)
+        if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
+            return False
+        value = binding[1]
+        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
+        qualified = self.qualified_name(value.func)
+        return qualified is not None and qualified.startswith("torch.nn.") and (
+            not qualified.startswith("torch.nn.functional.")
+        )
+
+
+def _tail(func: cst.BaseExpression) -> str | None:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
+    return (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value == method
+    )
+
+
+def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
+    return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(name)))
+
+
+def _names(scope: cst.CSTNode, name: str) -> list[cst.Name]:
+    found: list[cst.Name] = []
+    stack: list[cst.CSTNode] = [scope]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name) and node.value == name:
+            found.append(node)
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope:
+            continue
+        stack.extend(reversed(node.children))
+    return found

@@ -1,0 +1,285 @@
+"""DF204 batch-not-moved-to-device: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF204"
+
+HEADER = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = nn.Linear(4, 2).to(device)
+criterion = nn.CrossEntropyLoss()
+loader = DataLoader(TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,))), batch_size=4)
+"""
+
+
+def test_tuple_batch_through_enumerate_is_moved_at_the_head_and_comments_stay() -> None:
+    findings = assert_fix(
+        RULE,
+        HEADER
+        + """
+for epoch in range(2):
+    for i, (x, y) in enumerate(loader):
+        # forward pass
+        out = model(x)  # logits
+        loss = criterion(out, y)
+""",
+        HEADER
+        + """
+for epoch in range(2):
+    for i, (x, y) in enumerate(loader):
+        x, y = x.to(device), y.to(device)
+        # forward pass
+        out = model(x)  # logits
+        loss = criterion(out, y)
+""",
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "`x`, `y`" in findings[0].message
+
+
+def test_only_names_that_reach_the_model_are_moved() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+for x, y in loader:
+    x = x.to(device)
+    loss = criterion(model(x), y)
+""",
+        HEADER
+        + """
+for x, y in loader:
+    y = y.to(device)
+    x = x.to(device)
+    loss = criterion(model(x), y)
+""",
+        unsafe=True,
+    )
+
+
+def test_unpacking_first_statement_gets_the_move_after_it() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+for i, data in enumerate(loader, 0):
+    inputs, labels = data
+    loss = criterion(model(inputs), labels)
+""",
+        HEADER
+        + """
+for i, data in enumerate(loader, 0):
+    inputs, labels = data
+    inputs, labels = inputs.to(device), labels.to(device)
+    loss = criterion(model(inputs), labels)
+""",
+        unsafe=True,
+    )
+
+
+def test_dict_batch_gets_a_dict_comprehension() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader as DL
+
+        model = Net()
+        model.cuda()
+        train_loader = DL(data, batch_size=2)
+        for batch in train_loader:
+            loss = model(**batch).loss
+        """,
+        """
+        import torch
+        from torch.utils.data import DataLoader as DL
+
+        model = Net()
+        model.cuda()
+        train_loader = DL(data, batch_size=2)
+        for batch in train_loader:
+            batch = {k: v.cuda() for k, v in batch.items()}
+            loss = model(**batch).loss
+        """,
+        unsafe=True,
+    )
+
+
+def test_indexed_batch_in_a_function_uses_the_device_parameter() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+def evaluate(net, dl, dev):
+    correct = 0
+    for batch in dl:
+        logits = net(batch[0])
+        correct += (logits.argmax(1) == batch[1]).sum().item()
+    return correct
+
+evaluate(model, loader, device)
+""",
+        HEADER
+        + """
+def evaluate(net, dl, dev):
+    correct = 0
+    for batch in dl:
+        batch = [t.to(dev) for t in batch]
+        logits = net(batch[0])
+        correct += (logits.argmax(1) == batch[1]).sum().item()
+    return correct
+
+evaluate(model, loader, device)
+""",
+        unsafe=True,
+    )
+
+
+def test_trainer_class_uses_self_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.utils import data
+
+        class Runner:
+            def __init__(self, model, device):
+                self.device = device
+                self.model = model.to(device)
+                self.loader = data.DataLoader(make(), batch_size=4)
+
+            def train(self):
+                for x, y in self.loader:
+                    self.model(x).sum().backward()
+        """,
+        """
+        import torch
+        from torch.utils import data
+
+        class Runner:
+            def __init__(self, model, device):
+                self.device = device
+                self.model = model.to(device)
+                self.loader = data.DataLoader(make(), batch_size=4)
+
+            def train(self):
+                for x, y in self.loader:
+                    x = x.to(self.device)
+                    self.model(x).sum().backward()
+        """,
+        unsafe=True,
+    )
+
+
+def test_data_parallel_wrapper_keeps_the_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        net = Net().to("cuda:0")
+        net = nn.DataParallel(net)
+        for x, y in DataLoader(ds):
+            nn.functional.mse_loss(net(x), y).backward()
+        """,
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader
+
+        net = Net().to("cuda:0")
+        net = nn.DataParallel(net)
+        for x, y in DataLoader(ds):
+            x, y = x.to("cuda:0"), y.to("cuda:0")
+            nn.functional.mse_loss(net(x), y).backward()
+        """,
+        unsafe=True,
+    )
+
+
+def test_noop_when_the_loop_moves_or_hands_the_batch_to_a_helper() -> None:
+    assert_noop(
+        RULE,
+        HEADER
+        + """
+for x, y in loader:
+    x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+    loss = criterion(model(x), y)
+for batch in loader:
+    batch = to_device(batch, device)
+    model(batch[0])
+for batch in loader:
+    batch = tuple(t.to(device) for t in batch)
+    model(batch[0])
+""",
+    )
+
+
+def test_noop_for_cpu_models_prepared_loaders_and_plain_lists() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader
+
+        model = nn.Linear(4, 2)
+        loader = DataLoader(ds)
+        for x, y in loader:
+            model(x)
+        cpu_model = nn.Linear(4, 2).to("cpu")
+        for x, y in loader:
+            cpu_model(x)
+        gpu = nn.Linear(4, 2).to(device)
+        prepared = DataLoader(ds)
+        gpu, prepared = accelerator.prepare(gpu, prepared)
+        for x, y in prepared:
+            gpu(x)
+        half = nn.Linear(4, 2).cuda()
+        for x in [torch.randn(2, 4).cuda()]:
+            half(x)
+        """,
+    )
+
+
+def test_declined_when_the_device_is_a_local_of_another_function() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def main():
+            dev = pick()
+            model = Net().to(dev)
+            fit(model, DataLoader(ds))
+
+        def fit(model, loader):
+            for x, y in loader:
+                model(x)
+        """,
+        reason="not visible in `fit`",
+    )
+
+
+def test_declined_when_the_batch_shape_is_unclear() -> None:
+    assert_declined(
+        RULE,
+        HEADER
+        + """
+for batch in loader:
+    out = model(batch[0])
+    extra = batch["mask"]
+""",
+        reason="cannot tell whether `batch`",
+    )

@@ -1,0 +1,270 @@
+"""DF201 device-in-data-pipeline: inline cases."""
+
+from __future__ import annotations
+
+from devfix.engine import check_source, fix_source
+from devfix.types import Applicability, Options
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF201"
+
+HEADER = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+"""
+
+
+def test_getitem_move_is_removed_and_the_loop_moves_the_batch() -> None:
+    findings = assert_fix(
+        RULE,
+        HEADER
+        + """
+class Pairs(Dataset):
+    def __getitem__(self, i):
+        return self.x[i].to("cuda:0"), self.y[i]  # one sample
+
+model = nn.Linear(4, 2).to(device)
+for x, y in DataLoader(Pairs(), batch_size=4):
+    loss = nn.functional.cross_entropy(model(x), y)
+""",
+        HEADER
+        + """
+class Pairs(Dataset):
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]  # one sample
+
+model = nn.Linear(4, 2).to(device)
+for x, y in DataLoader(Pairs(), batch_size=4):
+    x, y = x.to(device), y.to(device)
+    loss = nn.functional.cross_entropy(model(x), y)
+""",
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "`Pairs.__getitem__`" in findings[0].message
+
+
+def test_collate_fn_cuda_and_device_keyword_and_dtype_kept() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+def collate(items):
+    ids = torch.stack(items).to(device, torch.float32)
+    mask = torch.ones(len(items), device="cuda")
+    return {"input": ids.cuda(), "mask": mask}
+
+model = nn.Linear(4, 2).to(device)
+loader = DataLoader(data, batch_size=4, collate_fn=collate)
+for batch in loader:
+    out = model(batch["input"]) * batch["mask"].unsqueeze(1)
+""",
+        HEADER
+        + """
+def collate(items):
+    ids = torch.stack(items).to(torch.float32)
+    mask = torch.ones(len(items))
+    return {"input": ids, "mask": mask}
+
+model = nn.Linear(4, 2).to(device)
+loader = DataLoader(data, batch_size=4, collate_fn=collate)
+for batch in loader:
+    batch = {k: v.to(device) for k, v in batch.items()}
+    out = model(batch["input"]) * batch["mask"].unsqueeze(1)
+""",
+        unsafe=True,
+    )
+
+
+def test_map_function_with_a_hugging_face_trainer_is_only_removed() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        from transformers import Trainer
+
+        def preprocess_function(examples):
+            inputs = tokenizer(examples["text"], truncation=True, return_tensors="pt")
+            inputs["labels"] = inputs["input_ids"].clone().to('cuda:0')
+            return inputs
+
+        train_dataset = raw["train"].map(preprocess_function, batched=True)
+        trainer = Trainer(model=model, args=args, train_dataset=train_dataset)
+        """,
+        """
+        from transformers import Trainer
+
+        def preprocess_function(examples):
+            inputs = tokenizer(examples["text"], truncation=True, return_tensors="pt")
+            inputs["labels"] = inputs["input_ids"].clone()
+            return inputs
+
+        train_dataset = raw["train"].map(preprocess_function, batched=True)
+        trainer = Trainer(model=model, args=args, train_dataset=train_dataset)
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert "trainer moves batches" in findings[0].message
+
+
+def test_helper_called_from_getitem_and_loop_that_already_moves() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+def load(path):
+    return torch.load(path, map_location="cpu").cuda()
+
+class Files(Dataset):
+    def __getitem__(self, i):
+        return load(self.paths[i])
+
+model = nn.Linear(4, 2).cuda()
+for x in DataLoader(Files()):
+    x = x.cuda(non_blocking=True)
+    model(x)
+""",
+        HEADER
+        + """
+def load(path):
+    return torch.load(path, map_location="cpu")
+
+class Files(Dataset):
+    def __getitem__(self, i):
+        return load(self.paths[i])
+
+model = nn.Linear(4, 2).cuda()
+for x in DataLoader(Files()):
+    x = x.cuda(non_blocking=True)
+    model(x)
+""",
+    )
+
+
+def test_aliased_imports_and_a_collator_class() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as t
+        from torch.utils import data as tud
+
+        class Collator:
+            def __call__(self, rows):
+                return t.stack(rows).to(dev)
+
+        dev = t.device("cuda:1")
+        net = Net().to(dev)
+        for xb in tud.DataLoader(rows, collate_fn=Collator()):
+            net(xb)
+        """,
+        """
+        import torch as t
+        from torch.utils import data as tud
+
+        class Collator:
+            def __call__(self, rows):
+                return t.stack(rows)
+
+        dev = t.device("cuda:1")
+        net = Net().to(dev)
+        for xb in tud.DataLoader(rows, collate_fn=Collator()):
+            xb = xb.to(dev)
+            net(xb)
+        """,
+        unsafe=True,
+    )
+
+
+def test_noop_for_cpu_moves_model_code_and_the_training_loop() -> None:
+    assert_noop(
+        RULE,
+        HEADER
+        + """
+class Pairs(Dataset):
+    def __getitem__(self, i):
+        return self.x[i].to("cpu"), self.y[i].cpu(), self.z[i].to(torch.float16)
+
+class Net(nn.Module):
+    def forward(self, x):
+        return x.to(device)
+
+model = Net().to(device)
+for x, y, z in DataLoader(Pairs()):
+    x = x.to(device)
+    model(x)
+""",
+    )
+
+
+def test_declined_when_no_loop_can_take_over_the_move() -> None:
+    assert_declined(
+        RULE,
+        HEADER
+        + """
+def collate(items):
+    return torch.stack(items).to(device)
+
+loader = DataLoader(data, collate_fn=collate)
+batch = next(iter(loader))
+""",
+        reason="no loop over its DataLoader",
+    )
+
+
+def test_declined_when_the_model_device_is_not_visible_in_the_loop() -> None:
+    assert_declined(
+        RULE,
+        HEADER
+        + """
+class Pairs(Dataset):
+    def __getitem__(self, i):
+        return self.x[i].cuda()
+
+def main():
+    dev = pick()
+    model = Net().to(dev)
+    fit(model, DataLoader(Pairs()))
+
+def fit(model, loader):
+    for x in loader:
+        model(x)
+""",
+        reason="not visible in `fit`",
+    )
+
+
+def test_dataset_preloading_in_init_is_reported_without_a_fix() -> None:
+    finding = assert_declined(
+        RULE,
+        HEADER
+        + """
+class Cached(Dataset):
+    def __init__(self, x):
+        self.x = x.to(device)
+
+    def __getitem__(self, i):
+        return self.x[i]
+""",
+        reason="num_workers=0",
+    )
+    assert finding.applicability is Applicability.DISPLAY_ONLY
+
+
+def test_safe_run_removes_nothing_that_needs_a_loop_move() -> None:
+    source = (
+        HEADER
+        + """
+class Pairs(Dataset):
+    def __getitem__(self, i):
+        return self.x[i].cuda()
+
+model = Net().to(device)
+for x in DataLoader(Pairs()):
+    model(x)
+"""
+    )
+    result = fix_source(source, Options(select=(RULE,)))
+    assert result.output == source
+    assert check_source(source, options=Options(select=(RULE,)))

@@ -1,0 +1,140 @@
+"""DF203 numpy-of-device-tensor: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_fix, assert_noop
+
+RULE = "DF203"
+
+
+def test_model_output_numpy_gets_detach_cpu_and_the_comment_stays() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = nn.Linear(4, 2).to(device)
+        out = model(x)
+        preds = out.argmax(1).numpy()  # predicted classes
+        probs = torch.softmax(out, dim=1).detach().numpy()
+        weights = out.data.numpy()
+        """,
+        """
+        import torch
+        from torch import nn
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = nn.Linear(4, 2).to(device)
+        out = model(x)
+        preds = out.argmax(1).detach().cpu().numpy()  # predicted classes
+        probs = torch.softmax(out, dim=1).detach().cpu().numpy()
+        weights = out.data.cpu().numpy()
+        """,
+    )
+    assert all(f.applicability is Applicability.SAFE for f in findings)
+
+
+def test_loss_from_a_criterion_and_tuple_outputs() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch.nn as nn
+
+        net = Seq2Seq().cuda()
+        criterion = nn.MSELoss()
+        out, hidden = net(src)
+        loss = criterion(out, target)
+        history = loss.numpy()
+        h = hidden[0].numpy()
+        """,
+        """
+        import torch.nn as nn
+
+        net = Seq2Seq().cuda()
+        criterion = nn.MSELoss()
+        out, hidden = net(src)
+        loss = criterion(out, target)
+        history = loss.detach().cpu().numpy()
+        h = hidden[0].detach().cpu().numpy()
+        """,
+    )
+
+
+def test_explicit_moves_and_device_factories() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as t
+
+        a = t.randn(3, device="cuda").numpy()
+        b = t.ones(2).cuda()
+        c = (b * 2).numpy()
+        """,
+        """
+        import torch as t
+
+        a = t.randn(3, device="cuda").detach().cpu().numpy()
+        b = t.ones(2).cuda()
+        c = (b * 2).detach().cpu().numpy()
+        """,
+    )
+
+
+def test_np_mean_over_a_list_of_device_losses_becomes_torch_stack() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import numpy as np
+        import torch as th
+
+        model = Net().to(device)
+        losses = []
+        for x, y in batches:
+            loss = th.nn.functional.cross_entropy(model(x), y)
+            losses.append(loss)
+        print("epoch", np.mean(losses), np.sum([loss, loss]))
+        """,
+        """
+        import numpy as np
+        import torch as th
+
+        model = Net().to(device)
+        losses = []
+        for x, y in batches:
+            loss = th.nn.functional.cross_entropy(model(x), y)
+            losses.append(loss)
+        print("epoch", th.stack(losses).mean(), th.stack([loss, loss]).sum())
+        """,
+        unsafe=True,
+    )
+    assert all(f.applicability is Applicability.UNSAFE for f in findings)
+
+
+def test_noop_for_cpu_tensors_items_and_unknown_values() -> None:
+    assert_noop(
+        RULE,
+        """
+        import numpy as np
+        import torch
+
+        model = Net()
+        a = model(x).detach().numpy()
+        b = torch.randn(3).numpy()
+        gpu = Net().to("cuda")
+        c = gpu(x).cpu().numpy()
+        d = gpu(x).detach().cpu().numpy()
+        e = gpu(x).to("cpu").numpy()
+        def f(t):
+            return t.numpy()
+        values = []
+        values.append(gpu(x).item())
+        print(np.mean(values), np.mean(c), np.sum(values, axis=0))
+        mixed = []
+        mixed.append(gpu(x))
+        mixed.append(1.0)
+        np.mean(mixed)
+        """,
+    )
