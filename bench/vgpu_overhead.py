@@ -25,7 +25,8 @@ CHILD = r'''
 import json, sys, time
 import torch, torch.nn as nn
 torch.set_num_threads(1)
-d, seq, batch, steps, device = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+d, seq, batch, steps = (int(a) for a in sys.argv[1:5])
+device = sys.argv[5]
 torch.manual_seed(0)
 vocab = 1000
 class Model(nn.Module):

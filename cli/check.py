@@ -1,52 +1,75 @@
-"""`devfix check`: report findings, write nothing."""
+"""`devfix check`: report findings, write nothing (except `--add-ignore` comments)."""
 
 from __future__ import annotations
 
 import sys
 
 import click
-from devfix.cli._common import echo_err, exits, resolve_rules, rule_options
 
+from devfix.baseline import add_ignores
+from devfix.cli._common import (
+    echo_err,
+    exits,
+    progress_printer,
+    restrict_to_changed,
+    run_options,
+    write_report,
+)
 from devfix.engine import check_source, fix_paths
 from devfix.errors import InputError, InternalError
-from devfix.report import Tally, failure_line, finding_line, json_report
-from devfix.sources import decode
+from devfix.formats import github_annotations, sarif_log, summary_table
+from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line, json_report
+from devfix.sources import decode, read, write_atomic
 from devfix.types import FileResult, FileStatus, Options
 
 
 @click.command("check")
-@click.argument("paths", nargs=-1, required=True, type=click.Path())
-@rule_options
-@click.option("--unsafe-fixes", is_flag=True, help="Count unsafe fixes as fixable ([*]).")
+@click.argument("paths", nargs=-1, type=click.Path())
+@run_options
 @click.option(
     "--format",
     "output_format",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json", "github", "sarif"]),
     default="text",
     show_default=True,
-    help="text: `path:line:col: CODE [*] message`; json: an array of finding objects.",
+    help="text: `path:line:col: CODE [*] message`; json: the documented array of findings; "
+    "github: workflow annotations; sarif: SARIF 2.1.0 with the fixes.",
 )
 @click.option("--stdin-filename", default="-", help="Name to show for `-` (stdin).")
-@click.option("-j", "--jobs", type=int, default=0, help="Worker processes (0 = one per core).")
+@click.option(
+    "--add-ignore",
+    is_flag=True,
+    help="Write `# devfix: ignore[CODE]` on the line of every current finding (a baseline).",
+)
+@click.option("--report", type=click.Path(dir_okay=False), help="Write a .json or .md report.")
+@click.option("--changed-since", metavar="REF", help="Only files changed since this git ref.")
 @exits
 def check_command(
     paths: tuple[str, ...],
-    select: tuple[str, ...],
-    ignore: tuple[str, ...],
-    unsafe_fixes: bool,
+    options: Options,
     output_format: str,
     stdin_filename: str,
-    jobs: int,
+    add_ignore: bool,
+    report: str | None,
+    changed_since: str | None,
 ) -> int:
-    """Report device-mismatch findings in PATHS (files or folders; `-` for stdin)."""
-    chosen, skipped = resolve_rules(select, ignore)
-    options = Options(select=chosen, ignore=skipped, unsafe_fixes=unsafe_fixes, jobs=jobs)
-    tally = Tally()
-    results: list[FileResult] = []
+    """Report device-mismatch findings in PATHS (files or folders; `-` for stdin).
+
+    With no PATHS there is nothing to check and the exit code is 0 (as pre-commit expects).
+    """
     file_paths = [path for path in paths if path != "-"]
+    if changed_since is not None:
+        file_paths = restrict_to_changed(changed_since, file_paths)
+    if not file_paths and "-" not in paths:
+        echo_err("devfix: no files to check.")
+        return EXIT_CLEAN
+    results: list[FileResult] = []
     if "-" in paths:
         results.append(_check_stdin(stdin_filename, options))
-    results.extend(fix_paths(file_paths, options, write=False, check_only=True))
+    progress = progress_printer()
+    results.extend(fix_paths(file_paths, options, write=False, check_only=True, progress=progress))
+    progress(0, 0)
+    tally = Tally()
     for result in results:
         tally.add(result)
         if result.status is FileStatus.FAILED:
@@ -56,8 +79,46 @@ def check_command(
                 click.echo(finding_line(result.path, finding, options))
     if output_format == "json":
         click.echo(json_report(results))
+    elif output_format == "github":
+        annotations = github_annotations(results)
+        if annotations:
+            click.echo(annotations)
+    elif output_format == "sarif":
+        click.echo(sarif_log(results))
+    if report is not None:
+        write_report(report, results)
+    if add_ignore:
+        return _add_ignores(results)
+    table = summary_table(results)
+    if table and output_format == "text" and tally.files > 1:
+        echo_err(table)
     echo_err(tally.check_summary())
     return tally.check_exit_code()
+
+
+def _add_ignores(results: list[FileResult]) -> int:
+    added = files = failed = 0
+    for result in results:
+        if result.status is FileStatus.FAILED:
+            failed += 1
+            continue
+        if not result.findings or result.path == "-" or result.path.endswith(".ipynb"):
+            continue
+        try:
+            document = read(result.path)
+            text, missed = add_ignores(document.text, result.findings)
+            if text != document.text:
+                write_atomic(result.path, document.with_text(text))
+                files += 1
+        except InputError as error:
+            echo_err(f"{result.path}: error: {error}")
+            failed += 1
+            continue
+        added += len(result.findings) - missed
+        if missed:
+            echo_err(f"{result.path}: {missed} finding(s) could not take a suppression comment")
+    echo_err(f"devfix: added suppression comments for {added} findings in {files} files.")
+    return EXIT_FAILED if failed else EXIT_CLEAN
 
 
 def _check_stdin(name: str, options: Options) -> FileResult:

@@ -9,7 +9,7 @@ from typing import ClassVar
 import libcst as cst
 
 from devfix.context import FileContext
-from devfix.types import Applicability, Edit, Finding, ImportSpec
+from devfix.types import Applicability, Edit, Finding, ImportSpec, TextEdit
 
 
 class DevicePass(cst.CSTVisitor):
@@ -50,6 +50,7 @@ class DevicePass(cst.CSTVisitor):
         level = applicability or self.APPLICABILITY
         if not edit_group:
             level = Applicability.DISPLAY_ONLY
+        text_edits = tuple(self._as_text(edit) for edit in edit_group)
         self.findings.append(
             Finding(
                 code=self.CODE,
@@ -63,7 +64,21 @@ class DevicePass(cst.CSTVisitor):
                 applicability=level,
                 edits=edit_group,
                 imports=tuple(imports),
+                text_edits=text_edits,
             )
+        )
+
+    def _as_text(self, edit: Edit) -> TextEdit:
+        span = self.context.position(edit.target)
+        replacement = edit.replacement
+        if isinstance(replacement, cst.RemovalSentinel):
+            text = ""
+        elif isinstance(replacement, cst.FlattenSentinel):
+            text = "".join(self.context.module.code_for_node(node) for node in replacement.nodes)
+        else:
+            text = self.context.module.code_for_node(replacement)
+        return TextEdit(
+            span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, text
         )
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:

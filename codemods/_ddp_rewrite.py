@@ -35,6 +35,8 @@ class RewritePlan:
     block_append: dict[int, list[cst.BaseStatement]] = field(default_factory=dict)
     #: Index in the module body from which statements move under a new `__main__` guard.
     main_from: int | None = None
+    #: Blocks whose prepended statements are followed by a blank line.
+    spaced: set[int] = field(default_factory=set)
     header_comment: str | None = None
 
     def statement(self, node: cst.CSTNode) -> StatementPlan:
@@ -70,6 +72,15 @@ def _without_leading(statement: cst.BaseStatement) -> cst.BaseStatement:
     if isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
         return statement.with_changes(leading_lines=[])
     return statement
+
+
+def _reindented(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """Blank lines of a statement that moves into a block carry no indentation."""
+    lines = _leading(statement)
+    if not lines:
+        return statement
+    fixed = [line.with_changes(indent=False) if line.comment is None else line for line in lines]
+    return _with_leading(_without_leading(statement), fixed)
 
 
 def gated(condition: str, body: list[cst.BaseStatement]) -> cst.If:
@@ -119,7 +130,7 @@ class Rewriter(cst.CSTTransformer):
                 if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString):
                     start = 1
             rest = body[start:]
-            if rest and not _leading(rest[0]):
+            if rest and key in self.plan.spaced and not _leading(rest[0]):
                 rest = [_with_leading(rest[0], [cst.EmptyLine(indent=False)]), *rest[1:]]
             body = [*body[:start], *prepend, *rest]
         if append:
@@ -187,7 +198,7 @@ class Rewriter(cst.CSTTransformer):
             body = self._body(original.body, updated.body)
         else:
             head = self._body(original.body[:start], updated.body[:start])
-            tail = self._body(original.body[start:], updated.body[start:])
+            tail = [_reindented(s) for s in self._body(original.body[start:], updated.body[start:])]
             lines = _leading(tail[0]) if tail else ()
             if tail:
                 tail[0] = _without_leading(tail[0])

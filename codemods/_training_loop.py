@@ -19,6 +19,7 @@ needed, the answer carries the reason, and the passes report instead of guessing
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Union
@@ -91,6 +92,8 @@ class DeviceMove:
     method: str
     expression: cst.BaseExpression | None
     cuda_args: tuple[cst.Arg, ...] = ()
+    #: The line of the `if` the move sits in (0: the move always happens).
+    conditional_line: int = 0
 
     @property
     def code(self) -> str:
@@ -147,6 +150,8 @@ class _Table:
     bindings: dict[str, list[_Binding]] = field(default_factory=dict)
     #: `name.to(device)` / `name.cuda()` as statements: dotted name -> (position, call).
     statement_moves: dict[str, list[tuple[tuple[int, int], cst.Call]]] = field(default_factory=dict)
+    #: Positions of bindings and moves that sit inside an `if`: position -> line of the `if`.
+    conditional: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
 @dataclass
@@ -237,8 +242,20 @@ class ScriptFlow:
         start = self.context.position(node).start
         return (start.line, start.column)
 
+    def _condition_line(self, node: cst.CSTNode) -> int:
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.If):
+                return self.context.position(ancestor).start.line
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return 0
+        return 0
+
     def _fill(self, table: _Table, root: cst.CSTNode, *, self_only: bool) -> None:
         for node in _scope_nodes(root):
+            if isinstance(node, (cst.Assign, cst.Expr)):
+                line = self._condition_line(node)
+                if line:
+                    table.conditional[self._pos(node)] = line
             if isinstance(node, cst.Assign):
                 for target in node.targets:
                     self._bind_target(table, target.target, node.value, node, self_only)
@@ -461,6 +478,13 @@ class ScriptFlow:
         move, origin, pretrained = found
         if move is None:
             return ModelDevice(name, None, "", pretrained) if pretrained else None
+        if move.conditional_line:
+            return ModelDevice(
+                name,
+                None,
+                f"the model is moved only when the `if` on line {move.conditional_line} holds",
+                pretrained,
+            )
         expressed = self.express(move, origin, function)
         if isinstance(expressed, str):
             return ModelDevice(name, None, expressed, pretrained)
@@ -479,6 +503,7 @@ class ScriptFlow:
         limit = before if same_scope else None
         candidates: list[tuple[tuple[int, int], tuple[DeviceMove | None, cst.FunctionDef | None, bool]]] = []
         pretrained = False
+        direct_moves: set[tuple[int, int]] = set()
         for binding in table.bindings.get(name, []):
             if limit is not None and binding.position >= limit:
                 continue
@@ -493,18 +518,24 @@ class ScriptFlow:
             result = self._move_in_value(binding.value, table_function, binding.position, depth)
             if result is not None and result[2]:
                 pretrained = True
+            if _is_move_call(binding.value):
+                direct_moves.add(binding.position)
             candidates.append((binding.position, result or (None, table_function, False)))
         for position, call in table.statement_moves.get(name, []):
             if limit is not None and position >= limit:
                 continue
             move = self.move_of(call, table_function)
+            direct_moves.add(position)
             candidates.append((position, (move, table_function, pretrained)))
         if not candidates:
             return None
         candidates.sort(key=lambda item: item[0])
-        move, origin, was_pretrained = candidates[-1][1]
+        position, (move, origin, was_pretrained) = candidates[-1]
         if move is None and not (pretrained or was_pretrained):
             return None
+        direct = position in direct_moves
+        if direct and move is not None and position in table.conditional:
+            move = dataclasses.replace(move, conditional_line=table.conditional[position])
         return move, origin, pretrained or was_pretrained
 
     def _move_in_value(
@@ -562,6 +593,8 @@ class ScriptFlow:
             found = self._find_move(dotted_name(argument) or "", caller, self._pos(call), depth + 1)
             if found is None or found[0] is None:
                 return None
+            if found[0].conditional_line:
+                return found
             expressed = self.express(found[0], found[1], function)
             if isinstance(expressed, str):
                 # Moved, but to a device that cannot be written here: the caller's own words,
@@ -824,6 +857,15 @@ class ScriptFlow:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+def _is_move_call(value: cst.BaseExpression) -> bool:
+    """`x.to(...)`, `x.cuda()`, also under `.eval()`/`.train()`."""
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+        if value.func.attr.value in _MOVES:
+            return True
+        value = value.func.value
+    return False
 
 
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:

@@ -394,8 +394,7 @@ class _Converter:
                     "DataParallel is applied at module level next to an `if __name__ == "
                     '"__main__":` block; move the training into one place first'
                 )
-            start = self._first_executable(body)
-            assert start is not None and start <= body.index(self.unit)  # type: ignore[arg-type]
+            start = self._run_start(body, body.index(self.unit))
             self.plan.main_from = start
             self.run_statements: list[cst.BaseStatement] = body[start:]
             self.run_block_key = MAIN_BLOCK
@@ -448,9 +447,39 @@ class _Converter:
                 "code); convert the script that launches it"
             )
         if guard is None:
-            start = self._first_executable(body)
-            assert start is not None
-            self.plan.main_from = start
+            self.plan.main_from = self._run_start(body, body.index(callers[0]))
+
+    def _run_start(self, body: list[cst.BaseStatement], limit: int) -> int:
+        """Where the module's statements start moving under `if __name__ == "__main__":`.
+
+        Classes and functions (and the statements between them) stay at module level when
+        nothing among those statements touches a device or data; the training that follows the
+        last of them moves.
+        """
+        first = self._first_executable(body)
+        assert first is not None and first <= limit
+        last_definition = max(
+            (i for i, s in enumerate(body[:limit]) if isinstance(s, (cst.FunctionDef, cst.ClassDef))),
+            default=-1,
+        )
+        start = max(first, last_definition + 1)
+        for statement in body[first:start]:
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            if self._touches_training(statement):
+                return first
+        return start
+
+    def _touches_training(self, statement: cst.BaseStatement) -> bool:
+        for call in _walk(statement, cst.Call):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("cuda", "to"):
+                return True
+            if keyword_argument(call, "device") is not None:
+                return True
+            qualified = self.qualified(call.func) or ""
+            if qualified in DATA_LOADERS or qualified.startswith("torch.optim"):
+                return True
+        return False
 
     def _first_executable(self, body: list[cst.BaseStatement]) -> int | None:
         for index, statement in enumerate(body):
@@ -541,6 +570,7 @@ class _Converter:
             "    dist.destroy_process_group()\n"
         )
         self.plan.block_prepend[self.run_block_key] = parse_statements(setup)
+        self.plan.spaced.add(self.run_block_key)
         self.plan.block_append[self.run_block_key] = parse_statements(teardown)
         name = os.path.basename(self.context.path)
         script = name if name.endswith(".py") else "train.py"
@@ -669,11 +699,13 @@ class _Converter:
         for keyword in ("sampler", "batch_sampler"):
             if keyword_argument(call, keyword) is not None:
                 raise _Decline(f"DataLoader `{loader.name}` already has a `{keyword}`")
-        sampler = (
-            loader.name[: -len("loader")] + "sampler"
-            if loader.name.lower().endswith("loader")
-            else f"{loader.name}_sampler"
-        )
+        sampler = f"{loader.name}_sampler"
+        for suffix in ("loader", "iterator", "iter", "dl"):
+            if loader.name.lower().endswith(suffix) and len(loader.name) > len(suffix):
+                sampler = loader.name[: -len(suffix)] + "sampler"
+                break
+        if loader.name.lower() in ("loader", "dl", "iterator"):
+            sampler = "sampler"
         if sampler in self.bound:
             raise _Decline(f"the script already uses the name `{sampler}`")
         self.bound.add(sampler)
@@ -857,12 +889,16 @@ class _Converter:
         rest = "".join(", " + self.code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in call.args[1:])
         self.need("consume_prefix_in_state_dict_if_present")
         plan = self.plan.statement(statement)
-        plan.replace = parse_statements(
+        replacement = parse_statements(
             f"{_LOADED} = {self.code(call.args[0].value)}\n"
             f'if any(key.startswith("module.") for key in {_LOADED}):  # devfix DF401: saved by DataParallel\n'
             f'    consume_prefix_in_state_dict_if_present({_LOADED}, "module.")\n'
             f"{receiver_code}.load_state_dict({_LOADED}{rest})\n"
         )
+        last = replacement[-1]
+        assert isinstance(last, cst.SimpleStatementLine)
+        replacement[-1] = last.with_changes(trailing_whitespace=statement.trailing_whitespace)
+        plan.replace = replacement
 
     # -- logging ---------------------------------------------------------------------------
 

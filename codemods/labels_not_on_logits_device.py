@@ -76,12 +76,17 @@ class LabelsNotOnLogitsDevice(DevicePass):
     """Loss computed from logits and labels that may sit on different devices.
 
     ## What it does
-    In model code (`forward`, `compute_loss`, `training_step`, loss modules and helpers that
-    take tensors), finds loss calls that take logits and labels — an `nn.*Loss` instance
-    (`self.loss_fn = nn.BCEWithLogitsLoss()`, `loss_fct = CrossEntropyLoss()`, a module-level
-    `criterion`) or an `F.*` loss (`F.cross_entropy`, `F.mse_loss`, ...) — and moves the target
-    to the logits' device: `loss_fct(logits, labels.to(logits.device))`. Tensors the functional
-    loss combines with the logits (`weight=`, `pos_weight=`) are moved too.
+    Finds loss calls that take logits and labels in model code (`forward`, `compute_loss`,
+    `training_step`, loss modules and helpers that take tensors) of a model placed over several
+    devices, and moves the target to the logits' device: `loss_fct(logits,
+    labels.to(logits.device))`. Losses are `nn.*Loss` instances (`self.loss_fn =
+    nn.BCEWithLogitsLoss()`, `loss_fct = CrossEntropyLoss()`, a module-level `criterion`) and
+    `F.*` losses (`F.cross_entropy`, `F.mse_loss`, ...); tensors a functional loss combines with
+    the logits (`weight=`, `pos_weight=`) are moved too. A file places a model over several
+    devices when it uses `device_map`, `dispatch_model`, `hf_device_map`, `parallelize`,
+    `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), or defines a
+    Hugging Face `PreTrainedModel` subclass; elsewhere labels and logits share the model's one
+    device and the finding would be noise.
 
     ## Why is this bad?
     Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
@@ -131,10 +136,19 @@ class LabelsNotOnLogitsDevice(DevicePass):
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._global_losses: set[str] | None = None
+        self._multi_device: bool | None = None
+
+    def _spans_devices(self) -> bool:
+        """Whether the file shows a model placed over several devices (see the docstring)."""
+        if self._multi_device is None:
+            self._multi_device = any(
+                _placement_evidence(self, node) for node in walk(self.context.module)
+            )
+        return self._multi_device
 
     def visit_Call(self, node: cst.Call) -> None:
         kind = self._loss_kind(node)
-        if kind is None:
+        if kind is None or not self._spans_devices():
             return
         function = ModelCode.of(self).enclosing_function(node)
         if function is None:
@@ -302,6 +316,34 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
 
 _MOVED = object()
+_PLACEMENT_NAMES = frozenset(
+    {
+        "device_map",
+        "hf_device_map",
+        "dispatch_model",
+        "infer_auto_device_map",
+        "load_checkpoint_and_dispatch",
+        "parallelize",
+        "device_count",
+        "model_parallel",
+    }
+)
+_SPLIT_MODEL_BASES = frozenset(
+    {"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"}
+)
+
+
+def _placement_evidence(checker: DevicePass, node: cst.CSTNode) -> bool:
+    """`device_map=...`, `dispatch_model`, `"cuda:1"`, `torch.cuda.device_count()`, or a
+    Hugging Face `PreTrainedModel` subclass (any of which may be loaded with `device_map`)."""
+    if isinstance(node, cst.Name):
+        return node.value in _PLACEMENT_NAMES
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
+    if isinstance(node, cst.ClassDef):
+        return any(checker.qualified_name(base.value) in _SPLIT_MODEL_BASES for base in node.bases)
+    return False
 
 
 def _may_be_none(name: str, function: cst.FunctionDef) -> bool:

@@ -59,7 +59,8 @@ class ModuleMovedInForward(DevicePass):
     ## What it does
     Finds `self.head.to(x.device)(x)`, `self.head.to(device=x.device)(x)` and
     `self.head.cuda()(x)` in the methods of an `nn.Module` (other than `__init__`), and reports
-    the statement forms `self.head.to(x.device)` / `self.head = self.head.to(x.device)` there.
+    the statement forms `self.head.to(x.device)` / `self.head = self.head.to(x.device)` in
+    `forward` (in other methods they are set-up code that places the model).
 
     ## Why is this bad?
     `Module.to()` moves the submodule's parameters in place, at every call. Under naive model
@@ -225,8 +226,8 @@ class ModuleMovedInForward(DevicePass):
             return
         self_var, attr, _method, _classdef = found
         assert isinstance(move.func, cst.Attribute)
-        if _only_casts(self, move):
-            return
+        if _method.name.value != "forward" or _only_casts(self, move):
+            return  # placing submodules in a set-up method is what it is for
         self.report(
             move,
             message=(

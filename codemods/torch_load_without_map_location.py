@@ -30,9 +30,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     ## What it does
     Finds `torch.load(path)` calls that do not say where the loaded tensors go, and adds
-    `map_location="cpu"`; in a distributed script (torchrun, DDP, accelerate, `Trainer`) whose
+    `map_location="cpu"`. In a distributed script (torchrun, DDP, accelerate, `Trainer`) whose
     process device is held in a variable (`device = torch.device("cuda", local_rank)`), that
-    variable is used instead. `weights_only`, `mmap` and every other argument stay exactly as
+    variable is used instead; so it is in a single-process script whose loaded tensors are used
+    directly (not only through `load_state_dict`) and that holds its device in a variable. `weights_only`, `mmap` and every other argument stay exactly as
     written.
 
     ## Why is this bad?
@@ -60,8 +61,8 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     ## Fix safety
     Safe when everything loaded goes through `load_state_dict` (or is read under a metadata key
-    such as `"epoch"`), or when the loaded tensors go to the process's device variable. Unsafe
-    otherwise: tensors that the script uses straight from the checkpoint now arrive on the CPU
+    such as `"epoch"`), or when the loaded tensors go to the script's device variable. Unsafe
+    otherwise (no device variable in scope): tensors that the script uses straight from the checkpoint now arrive on the CPU
     and need a `.to(device)` of their own (the message says so). `weights_only` is never added,
     removed or changed (its default became `True` in PyTorch 2.6).
 
@@ -85,8 +86,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
             return  # a second positional argument is `map_location`; `*args` may hold it
         if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
             return
-        target, reason = self._map_target(node)
-        certain = target != '"cpu"' or self._feeds_only_state_dicts(node)
+        target, reason, certain = self._map_target(node, self._feeds_only_state_dicts(node))
         message = f"{self.MESSAGE}; {reason}"
         if not certain:
             message += (
@@ -101,36 +101,57 @@ class TorchLoadWithoutMapLocation(DevicePass):
             applicability=Applicability.SAFE if certain else Applicability.UNSAFE,
         )
 
-    def _map_target(self, node: cst.Call) -> tuple[str, str]:
-        if is_distributed(self):
+    def _map_target(self, node: cst.Call, only_state: bool) -> tuple[str, str, bool]:
+        """(map_location source, why, certain)."""
+        distributed = is_distributed(self)
+        for name in device_names(self, node):
+            if distributed and self._is_process_device(name, node):
+                return name, f"`{name}` is this process's device", True
+        if not only_state and not distributed:
             for name in device_names(self, node):
-                if self._is_process_device(name, node):
-                    return name, f"`{name}` is this process's device"
-            return '"cpu"', "load to the CPU; `load_state_dict` places the values"
-        return '"cpu"', "load to the CPU; `load_state_dict` places the values"
+                if self._is_script_device(name, node):
+                    return (
+                        name,
+                        f"the loaded tensors are used directly, so load them onto `{name}`",
+                        True,
+                    )
+        reason = "load to the CPU; `load_state_dict` places the values"
+        return '"cpu"', reason, only_state
 
-    def _is_process_device(self, name: str, node: cst.Call) -> bool:
-        """`name` is bound from the process's rank or from the portable device helper."""
+    def _bindings(self, name: str, node: cst.Call) -> list[cst.BaseExpression]:
         scopes = [enclosing_scope(self, node)]
         if scopes[0] is not self.context.module:
             scopes.append(self.context.module)
+        values = []
         for scope in scopes:
             for statement in scope_statements(scope):
-                if not (
+                if (
                     isinstance(statement, cst.Assign)
                     and len(statement.targets) == 1
                     and isinstance(statement.targets[0].target, cst.Name)
                     and statement.targets[0].target.value == name
                 ):
-                    continue
-                value = statement.value
-                if isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
-                    if value.func.value == SELECT_DEVICE:
-                        return True
-                code = self.context.module.code_for_node(value)
-                if isinstance(value, cst.Call) and ("rank" in code.lower()):
-                    return True
+                    values.append(statement.value)
+        return values
+
+    def _is_process_device(self, name: str, node: cst.Call) -> bool:
+        """`name` is bound from the process's rank or from the portable device helper."""
+        for value in self._bindings(name, node):
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+                and value.func.value == SELECT_DEVICE
+            ):
+                return True
+            code = self.context.module.code_for_node(value)
+            if isinstance(value, (cst.Call, cst.IfExp)) and "rank" in code.lower():
+                return True
         return False
+
+    def _is_script_device(self, name: str, node: cst.Call) -> bool:
+        """`name` holds a `torch.device` the script computes (not a fixed string)."""
+        values = self._bindings(name, node)
+        return bool(values) and all(isinstance(v, (cst.Call, cst.IfExp)) for v in values)
 
     def _feeds_only_state_dicts(self, node: cst.Call) -> bool:
         parent = self.context.parent(node)

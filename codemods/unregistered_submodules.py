@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._model_code import ModelCode
 from devfix.codemods._module_state import (
+    MODULE_SELF_METHODS,
     ClassTables,
     constructed_module,
     methods,
@@ -312,6 +313,8 @@ class UnregisteredSubmodules(DevicePass):
             return
         if function.owner is None or not function.owner.is_module:
             return
+        if self._kept_on_self(node, function.node):
+            return  # `self.fc = nn.Linear(...)` in forward: lazy initialisation, registered once
         stateful = qualified in _STATEFUL_LAYERS
         local = ClassTables.of(self).local_module_class(qualified)
         if local is not None:
@@ -328,6 +331,23 @@ class UnregisteredSubmodules(DevicePass):
                 "here"
             ),
         )
+
+    def _kept_on_self(self, node: cst.Call, function: cst.FunctionDef) -> bool:
+        current: cst.CSTNode = node
+        parent = self.context.parent(current)
+        while (
+            isinstance(parent, cst.Attribute)
+            and parent.value is current
+            and parent.attr.value in MODULE_SELF_METHODS
+        ):
+            call = self.context.parent(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            current, parent = call, self.context.parent(call)
+        if isinstance(parent, cst.Assign):
+            self_var = self_name(function) or ""
+            return any(self_attribute(t.target, self_var) is not None for t in parent.targets)
+        return False
 
 
 class _Uses:

@@ -7,8 +7,7 @@ passes report.
 
 from devfix.engine import check_source, fix_file, fix_paths, fix_source
 from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
-
-__version__ = "0.1.0"
+from devfix.version import __version__
 
 __all__ = [
     "Applicability",

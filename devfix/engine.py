@@ -17,6 +17,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 
 from devfix import sources
+from devfix.cache import ResultCache, content_key
 from devfix.context import FileContext
 from devfix.errors import InputError, InternalError
 from devfix.registry import select_passes
@@ -66,7 +67,11 @@ def _describe_syntax_error(text: str, path: str, error: cst.ParserSyntaxError) -
 
 
 def _is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
-    for number in {finding.line, finding.end_line}:
+    """A `# devfix: ignore[...]` on the finding's first or last line, or alone on the line above."""
+    above = finding.line - 1
+    own_line_above = 0 < above <= len(lines) and lines[above - 1].lstrip().startswith("#")
+    candidates = {finding.line, finding.end_line} | ({above} if own_line_above else set())
+    for number in candidates:
         if not 0 < number <= len(lines):
             continue
         match = _SUPPRESSION.search(lines[number - 1])
@@ -87,7 +92,7 @@ def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> l
     for pass_class in select_passes(options.select, options.ignore):
         if not any(word in text for word in pass_class.TRIGGER_WORDS):
             continue
-        checker = pass_class(context)
+        checker = pass_class(context, **options.pass_options.get(pass_class.CODE, {}))
         module.visit(checker)
         findings.extend(checker.findings)
     lines = text.splitlines()
@@ -289,6 +294,8 @@ def fix_file(
         document = sources.read(path)
     except InputError as error:
         return FileResult(path, FileStatus.FAILED, reason=str(error))
+    if sources.is_generated(document.text):
+        return FileResult(path, FileStatus.SKIPPED, reason="generated file (@generated marker)")
     try:
         if check_only:
             found = tuple(check_source(document.text, path, options))
@@ -337,7 +344,8 @@ def fix_file(
 
 def _fix_one(job: tuple[str, Options, bool, bool, bool]) -> FileResult:
     path, options, write, want_diff, check_only = job
-    return fix_file(path, options, write=write, want_diff=want_diff, check_only=check_only)
+    result = fix_file(path, options, write=write, want_diff=want_diff, check_only=check_only)
+    return result.without_nodes()
 
 
 def fix_paths(
@@ -347,19 +355,57 @@ def fix_paths(
     write: bool = True,
     want_diff: bool = False,
     check_only: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[FileResult]:
     """Fix every Python file under `paths`, yielding results in the order of the files found.
 
     Paths that cannot be walked become FAILED results; work runs in `options.jobs` processes
-    (0 = one per core) when there is enough of it to be worth starting them.
+    (0 = one per core) when there is enough of it to be worth starting them. With
+    `options.cache_dir`, files whose content produced no rewrite last time are not parsed again.
+    `progress(done, total)` is called after each file.
     """
     options = options or Options()
     files: list[str] = []
-    for entry in sources.discover(paths):
+    excludes = sources.Excludes(options.exclude, options.extend_exclude, options.root)
+    for entry in sources.discover(paths, excludes):
         if isinstance(entry, FileResult):
             yield entry
         else:
             files.append(entry)
+    mode = "check" if check_only else ("apply" if write else "diff")
+    store = ResultCache(options.cache_dir, options, mode) if options.cache_dir else None
+    keys: dict[str, str] = {}
+    cached: dict[str, FileResult] = {}
+    if store is not None and not want_diff:
+        for file in files:
+            try:
+                with open(file, "rb") as handle:
+                    keys[file] = content_key(handle.read())
+            except OSError:
+                continue
+            hit = store.lookup(file, keys[file])
+            if hit is not None:
+                cached[file] = hit
+    todo = [file for file in files if file not in cached]
+    results = iter(_run_jobs(todo, options, write, want_diff, check_only))
+    done = 0
+    try:
+        for file in files:
+            result = cached.get(file) or next(results)
+            if store is not None and file in keys and file not in cached:
+                store.store(keys[file], result)
+            done += 1
+            if progress is not None:
+                progress(done, len(files))
+            yield result
+    finally:
+        if store is not None:
+            store.save()
+
+
+def _run_jobs(
+    files: list[str], options: Options, write: bool, want_diff: bool, check_only: bool
+) -> Iterator[FileResult]:
     jobs = options.jobs or os.cpu_count() or 1
     work = [(file, options, write, want_diff, check_only) for file in files]
     if jobs <= 1 or len(files) < 4:

@@ -223,12 +223,14 @@ class Notebook:
         out: list[str] = []
         pending: list[str] = []
         in_magic = False
+        indent = ""
         for line in source.splitlines(keepends=True):
             body = line.rstrip("\r\n")
             ending = line[len(body) :]
             if in_magic or (not pending and _is_magic_start(line)):
-                indent = body[: len(body) - len(body.lstrip(" \t"))]
-                out.append(indent + _MAGIC_PLACEHOLDER.format(len(self._magics)) + (ending or "\n"))
+                if not in_magic:  # a continued magic line keeps the first line's indentation
+                    indent = body[: len(body) - len(body.lstrip(" \t"))]
+                out.append(indent + _MAGIC_PLACEHOLDER.format(len(self._magics)) + ending)
                 self._magics.append(body)
                 # IPython joins a magic or shell line that ends with a backslash to the next.
                 in_magic = body.endswith("\\")
@@ -268,8 +270,24 @@ class Notebook:
         end_cell, end_line = (
             mapping[finding.end_line - 1] if 0 < finding.end_line <= len(mapping) else (0, 0)
         )
+        # Text edits (SARIF, caches) move into the cell too; one that leaves the cell is dropped.
+        text_edits: list[Any] = []
+        for edit in getattr(finding, "text_edits", ()):
+            first = mapping[edit.line - 1] if 0 < edit.line <= len(mapping) else (0, 0)
+            last = mapping[edit.end_line - 1] if 0 < edit.end_line <= len(mapping) else (0, 0)
+            if first[0] != cell or last[0] != cell:
+                text_edits = []
+                break
+            text_edits.append(dataclasses.replace(edit, line=first[1], end_line=last[1]))
+        changes: dict[str, Any] = {"text_edits": tuple(text_edits)} if text_edits else {}
+        if getattr(finding, "text_edits", ()) and not text_edits:
+            changes["text_edits"] = ()
         return dataclasses.replace(
-            finding, line=line, end_line=end_line if end_cell == cell else line, cell=cell
+            finding,
+            line=line,
+            end_line=end_line if end_cell == cell else line,
+            cell=cell,
+            **changes,
         )
 
     # -- writing --------------------------------------------------------------------------------
@@ -347,7 +365,7 @@ class Notebook:
                 separator = "," + lead
         else:
             line_start = self.text.rfind("\n", 0, cell.start) + 1
-            key_indent = re.match(r"[ \t]*", self.text[line_start:cell.start])
+            key_indent = re.match(r"[ \t]*", self.text[line_start : cell.start])
             indent = key_indent.group(0) if key_indent else ""
             lead, trail, separator = "\n" + indent + " ", "\n" + indent, ",\n" + indent + " "
         tokens = [
@@ -384,9 +402,7 @@ class Notebook:
             label = f"{name}:cell {number}"
             old_label = label if os.path.isabs(name) else f"a/{label}"
             new_label = label if os.path.isabs(name) else f"b/{label}"
-            out.extend(
-                _diff_lines(by_number[number].source, new, old_label, new_label, context)
-            )
+            out.extend(_diff_lines(by_number[number].source, new, old_label, new_label, context))
         return "".join(out)
 
 
@@ -438,9 +454,7 @@ def fix_notebook_file(
     try:
         document, notebook = read_notebook(path)
         if check_only:
-            found = tuple(
-                notebook.remap(f) for f in check_source(notebook.code, path, options)
-            )
+            found = tuple(notebook.remap(f) for f in check_source(notebook.code, path, options))
             hidden = 0
             if not options.unsafe_fixes:
                 hidden = sum(

@@ -46,6 +46,7 @@ class Tally:
     files: int = 0
     changed: int = 0
     failed: int = 0
+    skipped: int = 0
     findings: int = 0
     applied: int = 0
     remaining: int = 0
@@ -59,6 +60,8 @@ class Tally:
             self.failures.append(result)
         if result.status is FileStatus.CHANGED:
             self.changed += 1
+        if result.status is FileStatus.SKIPPED:
+            self.skipped += 1
         self.findings += len(result.findings)
         self.applied += len(result.applied)
         self.hidden_unsafe += result.hidden_unsafe
@@ -70,6 +73,8 @@ class Tally:
             parts.append(
                 f"{self.hidden_unsafe} unsafe fix{_es(self.hidden_unsafe)} need --unsafe-fixes"
             )
+        if self.skipped:
+            parts.append(f"{self.skipped} generated file{_s(self.skipped)} skipped")
         if self.failed:
             parts.append(f"{self.failed} file{_s(self.failed)} failed")
         return "devfix: " + ", ".join(parts) + "."
@@ -87,6 +92,8 @@ class Tally:
         left = self.remaining
         if left:
             parts.append(f"{left} finding{_s(left)} left to fix by hand")
+        if self.skipped:
+            parts.append(f"{self.skipped} generated file{_s(self.skipped)} skipped")
         if self.failed:
             parts.append(f"{self.failed} file{_s(self.failed)} failed")
         return "devfix: " + ", ".join(parts) + "."

@@ -186,7 +186,8 @@ def _analyse_job(job: tuple[str, Options]) -> FileAnalysis:
 def analyse_paths(paths: Sequence[str], options: Options) -> Iterator[FileAnalysis]:
     """:func:`analyse_file` on every source file under `paths`, in `options.jobs` processes."""
     files: list[str] = []
-    for entry in sources.discover(paths):
+    excludes = sources.Excludes(options.exclude, options.extend_exclude, options.root)
+    for entry in sources.discover(paths, excludes):
         if isinstance(entry, FileResult):
             yield FileAnalysis(entry.path, "", "", error=entry.reason)
         else:
@@ -205,7 +206,12 @@ def analyse_paths(paths: Sequence[str], options: Options) -> Iterator[FileAnalys
 
 def _spot(finding: Finding) -> tuple[int, int, int, int, str, str]:
     return (
-        finding.line, finding.col, finding.end_line, finding.end_col, finding.code, finding.message
+        finding.line,
+        finding.col,
+        finding.end_line,
+        finding.end_col,
+        finding.code,
+        finding.message,
     )
 
 
@@ -213,9 +219,7 @@ def _accepting(spots: set[tuple[int, int, int, int, str, str]]) -> Accept:
     return lambda finding: _spot(finding) in spots
 
 
-def apply_keys(
-    code: str, keys: Iterable[str], options: Options, path: str
-) -> tuple[str, set[str]]:
+def apply_keys(code: str, keys: Iterable[str], options: Options, path: str) -> tuple[str, set[str]]:
     """`code` with the fixes whose proposal keys are in `keys`; also the keys applied.
 
     Each round applies the wanted fixes that do not overlap (one engine round, nothing else);
@@ -596,6 +600,7 @@ class ReviewState:
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 stream.write(payload)
+            os.chmod(temporary, 0o644)
             os.replace(temporary, self.path)
         except BaseException:
             if os.path.exists(temporary):

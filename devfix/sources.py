@@ -79,6 +79,15 @@ def decode(data: bytes, path: str) -> Document:
     return Document(path, text, encoding)
 
 
+def is_generated(text: str) -> bool:
+    """A `@generated` marker in a comment near the top: the file is produced by a tool."""
+    for line in text.splitlines()[:30]:
+        stripped = line.strip()
+        if stripped.startswith("#") and "@generated" in stripped:
+            return True
+    return False
+
+
 def read(path: str) -> Document:
     if os.path.isdir(path):
         raise InputError("is a directory")
@@ -155,12 +164,38 @@ def _is_virtualenv(directory: str) -> bool:
     return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
 
 
-def discover(paths: Iterable[str]) -> Iterator[str | FileResult]:
+class Excludes:
+    """`exclude` / `extend-exclude` patterns (gitignore syntax) relative to a root folder.
+
+    Without `exclude`, the defaults (EXCLUDED_DIRS) apply; `extend_exclude` adds to either.
+    """
+
+    def __init__(
+        self,
+        exclude: Iterable[str] | None = None,
+        extend_exclude: Iterable[str] = (),
+        root: str = ".",
+    ) -> None:
+        base = [f"{name}/" for name in sorted(EXCLUDED_DIRS)] if exclude is None else list(exclude)
+        self.spec = pathspec.GitIgnoreSpec.from_lines([*base, *extend_exclude])
+        self.root = os.path.abspath(root)
+
+    def excluded(self, path: str, is_dir: bool) -> bool:
+        relative = os.path.relpath(os.path.abspath(path), self.root).replace(os.sep, "/")
+        if relative.startswith("../"):
+            # Outside the configuration's folder: match on the path below the walk root only.
+            relative = os.path.basename(path)
+        return self.spec.match_file(relative + "/" if is_dir else relative)
+
+
+def discover(paths: Iterable[str], excludes: Excludes | None = None) -> Iterator[str | FileResult]:
     """Source files under `paths` (each once), or a FAILED result for a path that is unusable.
 
     A file named explicitly is always taken; folders are walked without following symbolic
-    links, skipping EXCLUDED_DIRS, virtual environments and what `.gitignore` files exclude.
+    links, skipping excluded folders (EXCLUDED_DIRS unless configured otherwise), virtual
+    environments and what `.gitignore` files exclude.
     """
+    excludes = excludes or Excludes()
     seen: set[str] = set()
     for given in paths:
         if os.path.exists(given) and not os.path.isdir(given):
@@ -175,10 +210,10 @@ def discover(paths: Iterable[str]) -> Iterator[str | FileResult]:
             )
             yield FileResult(given, FileStatus.FAILED, reason=reason)
             continue
-        yield from _walk(given, seen)
+        yield from _walk(given, seen, excludes)
 
 
-def _walk(root: str, seen: set[str]) -> Iterator[str]:
+def _walk(root: str, seen: set[str], excludes: Excludes) -> Iterator[str]:
     rules = _IgnoreRules()
     absolute_root = os.path.abspath(root)
     # .gitignore files above the root still apply inside it, up to the repository's top.
@@ -201,7 +236,7 @@ def _walk(root: str, seen: set[str]) -> Iterator[str]:
         subdirs[:] = sorted(
             name
             for name in subdirs
-            if name not in EXCLUDED_DIRS
+            if not excludes.excluded(os.path.join(directory, name), is_dir=True)
             and not os.path.islink(os.path.join(directory, name))
             and not _is_virtualenv(os.path.join(directory, name))
             and not rules.ignored(os.path.join(directory, name), is_dir=True)
@@ -210,7 +245,7 @@ def _walk(root: str, seen: set[str]) -> Iterator[str]:
             if not name.endswith(SOURCE_SUFFIXES):
                 continue
             full = os.path.join(directory, name)
-            if rules.ignored(full, is_dir=False):
+            if rules.ignored(full, is_dir=False) or excludes.excluded(full, is_dir=False):
                 continue
             real = os.path.realpath(full)
             if os.path.islink(full) and not real.startswith(absolute_root + os.sep):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
-from typing import Union
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
 
 import libcst as cst
 
@@ -25,6 +26,17 @@ class Edit:
 
     target: cst.CSTNode
     replacement: Replacement
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """Replace the source between two 1-based (line, column) positions with `text`."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    text: str
 
 
 @dataclass(frozen=True)
@@ -56,10 +68,18 @@ class Finding:
     imports: tuple[ImportSpec, ...] = field(default=(), compare=False, repr=False)
     #: In a notebook: the code cell (1-based, code cells only); `line` is then the cell's line.
     cell: int | None = None
+    #: The fix as text replacements (for SARIF and caches); survives when `edits` are dropped.
+    text_edits: tuple[TextEdit, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def has_fix(self) -> bool:
-        return bool(self.edits) and self.applicability is not Applicability.DISPLAY_ONLY
+        return bool(self.edits or self.text_edits) and (
+            self.applicability is not Applicability.DISPLAY_ONLY
+        )
+
+    def without_nodes(self) -> Finding:
+        """A copy that no longer holds syntax-tree nodes: cheap to send between processes."""
+        return replace(self, edits=(), imports=())
 
     def to_json(self, path: str) -> dict[str, object]:
         """The documented JSON contract of `devfix check --format json`."""
@@ -85,6 +105,15 @@ class Options:
     ignore: tuple[str, ...] = ()
     unsafe_fixes: bool = False
     jobs: int = 0
+    #: Pass code -> keyword options for that pass's constructor (from `[tool.devfix.<pass>]`).
+    pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Gitignore-style patterns that replace the default excludes (None: keep the defaults).
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    #: Folder that `exclude` patterns are relative to (the configuration's folder).
+    root: str = "."
+    #: Where results of unchanged files are cached (None: no cache).
+    cache_dir: str | None = None
 
 
 class FileStatus(str, enum.Enum):
@@ -124,3 +153,12 @@ class FileResult:
     reason: str = ""
     diff: str = ""
     internal_error: bool = False
+
+    def without_nodes(self) -> FileResult:
+        """Drop syntax-tree nodes from the findings: results cross process boundaries."""
+        return replace(
+            self,
+            findings=tuple(f.without_nodes() for f in self.findings),
+            applied=tuple(f.without_nodes() for f in self.applied),
+            remaining=tuple(f.without_nodes() for f in self.remaining),
+        )

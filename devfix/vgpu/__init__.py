@@ -12,7 +12,7 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Optional, Union
+from typing import Union
 
 from devfix.vgpu.errors import UNSUPPORTED_PREFIX, VGPUUnsupported
 
@@ -22,10 +22,10 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def command(
-    script: Union[str, "os.PathLike[str]"],
+    script: Union[str, os.PathLike[str]],
     *,
     gpus: int = 2,
-    env: Optional[Mapping[str, str]] = None,
+    env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
 ) -> list[str]:
     """The argv that runs ``script`` under the virtual GPUs."""
@@ -35,7 +35,7 @@ def command(
     return [*cmd, "--", os.fspath(script), *args]
 
 
-def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a child interpreter: devfix importable, plus ``env``."""
     e = dict(os.environ)
     pp = e.get("PYTHONPATH")
@@ -45,14 +45,14 @@ def child_env(env: Optional[Mapping[str, str]] = None) -> dict[str, str]:
 
 
 def run_script(
-    script: Union[str, "os.PathLike[str]"],
+    script: Union[str, os.PathLike[str]],
     *,
     gpus: int = 2,
-    env: Optional[Mapping[str, str]] = None,
+    env: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     timeout: float = 120,
-    cwd: Union[str, "os.PathLike[str]", None] = None,
-) -> "subprocess.CompletedProcess[str]":
+    cwd: Union[str, os.PathLike[str], None] = None,
+) -> subprocess.CompletedProcess[str]:
     """Run ``script`` in a fresh interpreter with ``gpus`` virtual GPUs; capture its output."""
     return subprocess.run(
         command(script, gpus=gpus, env=env, args=args),

@@ -11,7 +11,7 @@ import os
 import runpy
 import sys
 import traceback
-from typing import Optional, Sequence
+from typing import Sequence
 
 USAGE = "usage: python -m devfix.vgpu [--gpus N] [--env K=V]... SCRIPT [ARGS...]"
 
@@ -83,7 +83,7 @@ def _print_user_traceback(exc: BaseException, script: str) -> None:
         sys.stderr.write(msg[msg.index(UNSUPPORTED_PREFIX) :] + "\n")
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     gpus, env, script, args = parse_args(sys.argv[1:] if argv is None else argv)
     os.environ.update(env)
     from devfix.vgpu import _shim
@@ -109,7 +109,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return code
         print(code, file=sys.stderr)
         return 1
-    except BaseException as e:  # noqa: BLE001 - report like the interpreter would
+    except BaseException as e:
         _print_user_traceback(e, script)
         from devfix.vgpu.diagnose import report_for_exception
 

@@ -7,7 +7,7 @@ these through their CompositeExplicitAutograd kernel, as on a real GPU.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -17,7 +17,7 @@ def _dev(t: Any) -> torch.device:
     return d if d is not None else t.device  # type: ignore[no-any-return]
 
 
-def _masked_fill_(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[str]:
+def _masked_fill_(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     self, mask = args[0], args[1] if len(args) > 1 else kwargs["mask"]
     if _dev(self) != _dev(mask):
         return (
@@ -27,7 +27,7 @@ def _masked_fill_(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[str
     return None
 
 
-def _masked_scatter_(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[str]:
+def _masked_scatter_(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     self, mask = args[0], args[1]
     if _dev(self) != _dev(mask):
         return (
@@ -37,14 +37,14 @@ def _masked_scatter_(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[
     return None
 
 
-RULES: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], Optional[str]]] = {
+RULES: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], str | None]] = {
     "aten::masked_fill_.Scalar": _masked_fill_,
     "aten::masked_fill_.Tensor": _masked_fill_,
     "aten::masked_scatter_": _masked_scatter_,
 }
 
 
-def specific_error(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[str]:
+def specific_error(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     name = func._schema.name
     if func._schema.overload_name:
         name += "." + func._schema.overload_name

@@ -12,24 +12,24 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 from devfix.vgpu import _shim
 
-_TABLE: Optional[dict[str, dict[str, Any]]] = None
+_TABLE: dict[str, dict[str, Any]] | None = None
 _TABLE_VERSION = 3
 
 
 def _yaml_path() -> Path:
-    import torchgen
+    import torchgen  # type: ignore[import-untyped]
 
     return Path(torchgen.__file__).parent / "packaged" / "ATen" / "native" / "native_functions.yaml"
 
 
 def _build_table() -> dict[str, dict[str, Any]]:
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(_yaml_path()) as f:
@@ -96,7 +96,7 @@ def table() -> dict[str, dict[str, Any]]:
     return _TABLE
 
 
-def entry(func: Any) -> Optional[dict[str, Any]]:
+def entry(func: Any) -> dict[str, Any] | None:
     name = func._schema.name
     if not name.startswith("aten::"):
         return None
@@ -112,13 +112,14 @@ def scalar_exempt(func: Any) -> bool:
 
 
 def wrapper_name(e: dict[str, Any]) -> str:
-    from torchgen.api import native
-    from torchgen.model import FunctionSchema
+    from torchgen.api import native  # type: ignore[import-untyped]
+    from torchgen.model import FunctionSchema  # type: ignore[import-untyped]
 
     fs = FunctionSchema.parse(e["func"])
+    base = str(native.name(fs))
     if e["structured"]:
-        return "wrapper_CUDA_" + native.name(fs)
-    return f"wrapper_CUDA_{fs.name.overload_name}_" + native.name(fs)
+        return "wrapper_CUDA_" + base
+    return f"wrapper_CUDA_{fs.name.overload_name}_" + base
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,7 +128,7 @@ def wrapper_name(e: dict[str, Any]) -> str:
 def _dev(t: Any) -> torch.device:
     from devfix.vgpu._core import VTensor
 
-    return t._dev if isinstance(t, VTensor) else t.device  # type: ignore[no-any-return]
+    return t._dev if isinstance(t, VTensor) else t.device
 
 
 def _bound(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[tuple[Any, Any]]:
@@ -150,12 +151,12 @@ def _tensors_of(v: Any) -> list[Any]:
 
 
 def codegen_error(func: Any, e: dict[str, Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> Optional[str]:
+                  kwargs: dict[str, Any]) -> str | None:
     bound = _bound(func, args, kwargs)
     ordered = [p for p in bound if p[0].is_out] + [
         p for p in bound if not p[0].is_out and not p[0].kwarg_only
     ]
-    common: Optional[torch.device] = None
+    common: torch.device | None = None
     for a, v in ordered:
         for t in _tensors_of(v):
             d = _dev(t)
@@ -170,9 +171,9 @@ def codegen_error(func: Any, e: dict[str, Any], args: tuple[Any, ...],
     return None
 
 
-def ti_error(operands: list[tuple[Any, bool]]) -> Optional[str]:
+def ti_error(operands: list[tuple[Any, bool]]) -> str | None:
     """operands: (tensor, is_output) in TensorIterator order (outputs first)."""
-    common: Optional[torch.device] = None
+    common: torch.device | None = None
     for t, _ in operands:
         d = _dev(t)
         if d.type != "cpu":
@@ -204,7 +205,7 @@ def _ti_operands(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> li
     return outs + ins
 
 
-def foreach_error(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Optional[str]:
+def foreach_error(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     bound = _bound(func, args, kwargs)
     lists = [(a, v) for a, v in bound if isinstance(v, (list, tuple)) and v
              and isinstance(v[0], torch.Tensor)]

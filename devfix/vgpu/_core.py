@@ -10,7 +10,7 @@ This module imports torch, so it may only be imported after the shim is loaded.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
@@ -37,7 +37,7 @@ class VTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, dev: torch.device) -> VTensor:
-        r: VTensor = _make_wrapper(  # type: ignore[assignment]
+        r: VTensor = _make_wrapper(
             cls,
             elem.size(),
             strides=elem.stride(),
@@ -59,22 +59,19 @@ class VTensor(torch.Tensor):
         func: Any,
         types: Any,
         args: tuple[Any, ...] = (),
-        kwargs: Optional[dict[str, Any]] = None,
+        kwargs: dict[str, Any] | None = None,
     ) -> Any:
         return dispatch(func, args, kwargs)
 
-    def __tensor_flatten__(self) -> tuple[list[str], int]:
-        return ["_elem"], int(self._dev.index or 0)
+    # No __tensor_flatten__: a traceable subclass would make Module._apply use swap_tensors,
+    # which refuses parameters still referenced by an autograd graph. `.data =` (patched) is
+    # what a real GPU goes through.
 
-    @staticmethod
-    def __tensor_unflatten__(
-        inner: dict[str, torch.Tensor], meta: int, outer_size: Any, outer_stride: Any
-    ) -> VTensor:
-        return VTensor(inner["_elem"], DEVICES[meta])
-
-    def __repr__(self, *, tensor_contents: Any = None) -> str:
+    def __repr__(self, *, tensor_contents: Any = None) -> Any:  # type: ignore[override]
         # torch prints subclasses as `VTensor(...)`; a CUDA tensor prints as `tensor(...)`.
-        text = torch._tensor_str._str(self, tensor_contents=tensor_contents)
+        text: str = torch._tensor_str._str(  # type: ignore[no-untyped-call]
+            self, tensor_contents=tensor_contents
+        )
         if text.startswith("Parameter(VTensor(") and text.endswith(")"):
             text = text[len("Parameter(") : -1]
         if text.startswith("VTensor("):
@@ -117,7 +114,7 @@ class OpInfo:
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
-        self.handler: Optional[Callable[..., Any]] = SPECIAL.get(func)
+        self.handler: Callable[..., Any] | None = SPECIAL.get(func)
         self.mix_ok = func in MIX_OK
         # Returns that alias a written argument: return the caller's wrapper, not a new one.
         rets = []
@@ -135,12 +132,12 @@ class OpInfo:
                     if s in write_sets:
                         hit = write_sets[s]
             rets.append(hit)
-        self.inplace_ret: Optional[list[Optional[tuple[int, str]]]] = (
+        self.inplace_ret: list[tuple[int, str] | None] | None = (
             rets if any(h is not None for h in rets) else None
         )
         self.out_names = tuple(a.name for a in schema.arguments if a.is_out)
         self.view_inplace = func in VIEW_INPLACE
-        self.scalar_ok: Optional[bool] = None  # filled on the first 0-dim CPU operand
+        self.scalar_ok: bool | None = None  # filled on the first 0-dim CPU operand
 
 
 _INFO: dict[Any, OpInfo] = {}
@@ -164,13 +161,13 @@ class _Mismatch(Exception):
     pass
 
 
-def dispatch(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]]) -> Any:
+def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
     info = _INFO.get(func)
     if info is None:
         info = _info(func)
     if info.handler is not None:
         return info.handler(func, args, kwargs or {})
-    dev: Optional[torch.device] = None
+    dev: torch.device | None = None
     bad = False
     uargs = []
     for a in args:
@@ -183,7 +180,7 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]])
                 bad = True
             uargs.append(a._elem)
         elif t is list or t is tuple:
-            if a and isinstance(a[0], _Tensor) or (a and a[0] is None):
+            if (a and isinstance(a[0], _Tensor)) or (a and a[0] is None):
                 lst = []
                 for x in a:
                     if type(x) is VTensor:
@@ -326,7 +323,7 @@ def _restride(w: VTensor) -> None:
 
 
 def _device_of(x: Any) -> torch.device:
-    return x._dev if type(x) is VTensor else x.device  # type: ignore[no-any-return]
+    return x._dev if type(x) is VTensor else x.device
 
 
 def _elem(x: Any) -> Any:
@@ -342,7 +339,7 @@ def _target(device: Any, default: torch.device) -> torch.device:
     return d
 
 
-def vdevice(index: Optional[int]) -> torch.device:
+def vdevice(index: int | None) -> torch.device:
     if index is None:
         from devfix.vgpu import _cuda_api
 

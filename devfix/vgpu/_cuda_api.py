@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -69,7 +69,7 @@ def _exchange_device(idx: int) -> int:
     return old
 
 
-class device:  # noqa: N801 - mirrors torch.cuda.device
+class device:
     def __init__(self, device: Any) -> None:
         self.idx = -1 if device is None else _index(device)
         self.prev_idx = -1
@@ -82,7 +82,7 @@ class device:  # noqa: N801 - mirrors torch.cuda.device
             _lib().devfix_vgpu_set_current_device(self.prev_idx)
 
 
-class device_of(device):  # noqa: N801
+class device_of(device):
     def __init__(self, obj: Any) -> None:
         super().__init__(obj.get_device() if obj.is_cuda else -1)
 
@@ -136,7 +136,7 @@ class Stream:
     def wait_stream(self, stream: Any) -> None:
         pass
 
-    def record_event(self, event: Optional[Event] = None) -> Event:
+    def record_event(self, event: Event | None = None) -> Event:
         ev = event if event is not None else Event()
         ev.record(self)
         return ev
@@ -170,7 +170,7 @@ class Event:
     def __init__(self, enable_timing: bool = False, blocking: bool = False,
                  interprocess: bool = False, **kwargs: Any) -> None:
         self.enable_timing = enable_timing
-        self.t: Optional[float] = None
+        self.t: float | None = None
 
     def record(self, stream: Any = None) -> None:
         self.t = time.perf_counter()
@@ -276,16 +276,16 @@ def install(n: int) -> None:
     global _N
     _N = n
     cuda = torch.cuda
-    cuda._initialized = True  # type: ignore[attr-defined]
-    cuda._lazy_init = _mk_noop()  # type: ignore[assignment]
+    cuda._initialized = True
+    cuda._lazy_init = _mk_noop()
     cuda.init = _mk_noop()
     cuda.is_initialized = lambda: True
     cuda.is_available = is_available
     cuda.device_count = device_count
     cuda.current_device = current_device
     cuda.set_device = set_device
-    cuda._exchange_device = _exchange_device  # type: ignore[attr-defined]
-    cuda._maybe_exchange_device = _maybe_exchange_device  # type: ignore[attr-defined]
+    cuda._exchange_device = _exchange_device  # type: ignore[assignment]
+    cuda._maybe_exchange_device = _maybe_exchange_device  # type: ignore[assignment]
     cuda.device = device  # type: ignore[misc,assignment]
     cuda.device_of = device_of  # type: ignore[misc,assignment]
     cuda.get_device_properties = get_device_properties  # type: ignore[assignment]

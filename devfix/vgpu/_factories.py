@@ -7,6 +7,7 @@ runs them on the CPU and wraps the result. Composite factories that would call a
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -42,10 +43,10 @@ def _fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def install() -> None:
-    lib = torch.library.Library("_", "IMPL")
-    lib.fallback(_fallback, "CUDA")
+    lib = torch.library.Library("_", "IMPL")  # type: ignore[no-untyped-call]
+    lib.fallback(_fallback, "CUDA")  # type: ignore[no-untyped-call]
     _libs.append(lib)
-    alib = torch.library.Library("aten", "IMPL")
+    alib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
     names = ["arange", "eye", "linspace", "logspace", "randperm", "range", "tril_indices",
              "triu_indices", "bartlett_window", "blackman_window", "hamming_window",
              "hann_window", "kaiser_window", "scalar_tensor", "full", "zeros", "ones",
@@ -64,11 +65,10 @@ def install() -> None:
             def kernel(*args: Any, _f: Any = f, **kwargs: Any) -> Any:
                 return _run_on_cpu(_f, args, kwargs)
 
-            try:
-                alib.impl(f._schema.name[6:] + ("." + f._schema.overload_name
-                                                  if f._schema.overload_name else ""),
-                          kernel, "CUDA")
-            except RuntimeError:
-                pass
+            ov_name = f._schema.name[6:]
+            if f._schema.overload_name:
+                ov_name += "." + f._schema.overload_name
+            with contextlib.suppress(RuntimeError):
+                alib.impl(ov_name, kernel, "CUDA")  # type: ignore[no-untyped-call]
     _libs.append(alib)
     torch._C._set_only_lift_cpu_tensors(True)

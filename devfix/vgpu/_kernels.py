@@ -7,14 +7,14 @@ The RNN cells in ``aten/src/ATen/native/RNN.cpp`` call the fused ``_thnn_fused_l
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 
 aten = torch.ops.aten
 
 
-def _unwrap(x: Any) -> tuple[Any, Optional[torch.device]]:
+def _unwrap(x: Any) -> tuple[Any, torch.device | None]:
     e = getattr(x, "_elem", None)
     if e is not None:
         return e, x._dev

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import types
 import weakref
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import torch
 import torch.nn.modules.module as module_mod
@@ -33,7 +33,7 @@ def _get_data(self: Any) -> Any:
 
 
 def _set_data(self: Any, new: Any) -> None:
-    if _is_v(self) == _is_v(new) and (not _is_v(self) or self._dev == new._dev):
+    if not _is_v(self) and not _is_v(new):
         _data_descr.__set__(self, new)  # type: ignore[attr-defined]
         return
     _swap_impl(self, new.detach())
@@ -99,11 +99,11 @@ _orig_swap = torch.utils.swap_tensors
 
 def swap_tensors(t1: Any, t2: Any) -> None:
     if not (_is_v(t1) or _is_v(t2)):
-        _orig_swap(t1, t2)
+        _orig_swap(t1, t2)  # type: ignore[no-untyped-call]
         return
     _tls.allow_weakrefs = True
     try:
-        _orig_swap(t1, t2)
+        _orig_swap(t1, t2)  # type: ignore[no-untyped-call]
     finally:
         _tls.allow_weakrefs = False
 
@@ -123,8 +123,8 @@ def _to(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
     return t if t.device == dev else t.to(dev)
 
 
-def broadcast(tensor: torch.Tensor, devices: Optional[Sequence[Any]] = None, *,
-              out: Optional[Sequence[torch.Tensor]] = None) -> tuple[torch.Tensor, ...]:
+def broadcast(tensor: torch.Tensor, devices: Sequence[Any] | None = None, *,
+              out: Sequence[torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
     if out is not None:
         for o in out:
             o.copy_(tensor)
@@ -154,26 +154,26 @@ def reduce_add_coalesced(inputs: Sequence[Sequence[torch.Tensor]], destination: 
     return [reduce_add([inp[i] for inp in inputs], destination) for i in range(len(inputs[0]))]
 
 
-def scatter(tensor: torch.Tensor, devices: Optional[Sequence[Any]] = None,
-            chunk_sizes: Optional[Sequence[int]] = None, dim: int = 0,
-            streams: Any = None, *, out: Optional[Sequence[torch.Tensor]] = None
+def scatter(tensor: torch.Tensor, devices: Sequence[Any] | None = None,
+            chunk_sizes: Sequence[int] | None = None, dim: int = 0,
+            streams: Any = None, *, out: Sequence[torch.Tensor] | None = None
             ) -> tuple[torch.Tensor, ...]:
     if out is not None:
-        chunks = tensor.split([o.size(dim) for o in out], dim)
+        chunks = tensor.split([o.size(dim) for o in out], dim)  # type: ignore[no-untyped-call]
         for o, c in zip(out, chunks):
             o.copy_(c)
         return tuple(out)
     assert devices is not None
     devs = [_dev_index(d) for d in devices]
     if chunk_sizes is not None:
-        chunks = tensor.split(list(chunk_sizes), dim)
+        chunks = tensor.split(list(chunk_sizes), dim)  # type: ignore[no-untyped-call]
     else:
         chunks = tensor.chunk(len(devs), dim)
     return tuple(_to(c.contiguous(), d) for c, d in zip(chunks, devs))
 
 
 def gather(tensors: Sequence[torch.Tensor], dim: int = 0, destination: Any = None, *,
-           out: Optional[torch.Tensor] = None) -> torch.Tensor:
+           out: torch.Tensor | None = None) -> torch.Tensor:
     if out is not None:
         torch.cat([_to(t, out.device) for t in tensors], dim, out=out)
         return out
@@ -195,7 +195,7 @@ def _raise(what: str) -> Any:
 
 
 def _install_unsupported() -> None:
-    torch.compile = _raise("torch.compile (inductor for cuda)")  # type: ignore[assignment]
+    torch.compile = _raise("torch.compile (inductor for cuda)")
     import multiprocessing.spawn as mp_spawn
 
     orig_prep = mp_spawn.get_preparation_data
@@ -238,7 +238,7 @@ _FLASH = 1
 
 def scaled_dot_product_attention(
     query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-    is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
+    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
 ) -> Any:
     if (
         type(query) is not VTensor
@@ -256,7 +256,7 @@ def scaled_dot_product_attention(
         None if attn_mask is None else attn_mask._elem,
         dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa,
     )
-    mask = attn_mask
+    mask: Any = attn_mask
     if mask is not None and mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill_(
             mask.logical_not(), float("-inf"))
@@ -278,7 +278,7 @@ def install() -> None:
 
     cudnn.is_acceptable = _cudnn_is_acceptable
     torch.nn.functional.scaled_dot_product_attention = scaled_dot_product_attention
-    torch.Tensor.data = property(_get_data, _set_data)  # type: ignore[assignment,method-assign]
+    torch.Tensor.data = property(_get_data, _set_data)  # type: ignore[assignment]
     torch._has_compatible_shallow_copy_type = _has_compatible_shallow_copy_type
     torch.utils.weakref = _WeakrefShim("weakref")  # type: ignore[attr-defined]
     torch.utils.swap_tensors = swap_tensors
@@ -290,5 +290,5 @@ def install() -> None:
     comm.reduce_add_coalesced = reduce_add_coalesced
     comm.scatter = scatter
     comm.gather = gather
-    opt._foreach_supported_types.append(VTensor)  # type: ignore[attr-defined]
+    opt._foreach_supported_types.append(VTensor)
     _install_unsupported()

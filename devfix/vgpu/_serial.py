@@ -26,7 +26,9 @@ def reduce_vtensor(t: Any) -> Any:
     elem = t._elem
     st = elem.untyped_storage()
     st._devfix_vgpu = int(t._dev.index)  # read back by _tagger when torch.save meets it
-    ts = torch.storage.TypedStorage(wrap_storage=st, dtype=t.dtype, _internal=True)
+    ts = torch.storage.TypedStorage(  # type: ignore[no-untyped-call]
+        wrap_storage=st, dtype=t.dtype, _internal=True
+    )
     return (
         torch._utils._rebuild_tensor_v2,
         (ts, elem.storage_offset(), tuple(t.size()), t.stride(), t.requires_grad, OrderedDict()),
@@ -58,7 +60,7 @@ _orig_rebuild = torch._utils._rebuild_tensor
 
 
 def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any) -> Any:
-    t = _orig_rebuild(storage, storage_offset, size, stride)
+    t = _orig_rebuild(storage, storage_offset, size, stride)  # type: ignore[no-untyped-call]
     idx = _load_marks.get(storage._untyped_storage._cdata)
     if idx is not None:
         from devfix.vgpu._core import DEVICES, VTensor

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import traceback
 from dataclasses import asdict, dataclass
-from typing import Any, Optional
+from typing import Any
 
 _TI = "Expected all tensors to be on the same device, but found at least two devices, "
 _CG = "Expected all tensors to be on the same device, but got "
@@ -29,9 +29,9 @@ def _cg(arg: str, dev: str, common: str, method: str) -> str:
 class Case:
     name: str
     code: str
-    expect: Optional[str] = None  # the exception's first line, or None: must not raise
+    expect: str | None = None  # the exception's first line, or None: must not raise
     exc: str = "RuntimeError"
-    check: Optional[str] = None  # an expression that must be True after `code`
+    check: str | None = None  # an expression that must be True after `code`
     gpus: int = 1
 
 
@@ -144,25 +144,22 @@ def run_case(case: Case, d0: str = "cuda:0", d1: str = "cuda:1") -> dict[str, An
     """Run one case in this process (torch must already see the GPUs)."""
     import torch
     import torch.nn as nn
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     ns: dict[str, Any] = {"torch": torch, "nn": nn, "F": F, "d0": d0, "d1": d1}
-    got: Optional[str] = None
-    exc: Optional[str] = None
+    got: str | None = None
+    exc: str | None = None
     ok = True
     try:
         exec(compile(case.code, f"<battery {case.name}>", "exec"), ns)
         if case.check is not None:
             ok = bool(eval(case.check, ns))
-    except Exception as e:  # noqa: BLE001 - recorded, compared below
+    except Exception as e:
         got = str(e).split("\n", 1)[0]
         exc = type(e).__name__
         if case.expect is None:
             got += " | " + traceback.format_exc(limit=-3).replace("\n", " / ")
-    if case.expect is None:
-        passed = got is None and ok
-    else:
-        passed = got == case.expect and exc == case.exc
+    passed = got is None and ok if case.expect is None else got == case.expect and exc == case.exc
     return {"case": asdict(case), "got": got, "exc": exc, "passed": passed}
 
 

@@ -9,7 +9,7 @@ import re
 import sysconfig
 import traceback
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 #: texts by which a device-mismatch error is recognised
 MISMATCH_MARKERS = (
@@ -37,7 +37,7 @@ def is_device_mismatch(message: str) -> bool:
     return any(m in message for m in MISMATCH_MARKERS)
 
 
-def mismatch_line(text: str) -> Optional[str]:
+def mismatch_line(text: str) -> str | None:
     """The last line of ``text`` that reports a device mismatch."""
     found = None
     for ln in text.splitlines():
@@ -78,7 +78,7 @@ def is_user_file(path: str) -> bool:
     return not any(rp == r or rp.startswith(r + os.sep) for r in _library_roots())
 
 
-def innermost_user_frame(exc: BaseException) -> Optional[UserFrame]:
+def innermost_user_frame(exc: BaseException) -> UserFrame | None:
     """Innermost frame in the user's files: from the text of a wrapped traceback
     (DataParallel's ``Original Traceback``) if any, else from the exception's own."""
     cands: list[tuple[str, int]] = []
@@ -92,12 +92,12 @@ def innermost_user_frame(exc: BaseException) -> Optional[UserFrame]:
     return None
 
 
-def _enclosing_function(source: str, line: int) -> Optional[tuple[str, int, int]]:
+def _enclosing_function(source: str, line: int) -> tuple[str, int, int] | None:
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
-    best: Optional[tuple[str, int, int]] = None
+    best: tuple[str, int, int] | None = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             end = getattr(node, "end_lineno", None) or node.lineno
@@ -107,18 +107,18 @@ def _enclosing_function(source: str, line: int) -> Optional[tuple[str, int, int]
     return best
 
 
-def findings_text(path: str, line: int) -> Optional[str]:
+def findings_text(path: str, line: int) -> str | None:
     """devfix findings for the function around ``line`` (else the file), or None if the
     static engine is unavailable."""
     try:
         from devfix.engine import check_source  # type: ignore[import-not-found,unused-ignore]
-    except Exception:  # noqa: BLE001 - the engine is optional here
+    except Exception:
         return None
     try:
         with open(path, encoding="utf-8") as f:
             source = f.read()
         findings: list[Any] = list(check_source(source, path))
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         return f"  (devfix could not check {path}: {e})\n"
     fn = _enclosing_function(source, line)
     scope = f"file {path}"
@@ -137,7 +137,7 @@ def findings_text(path: str, line: int) -> Optional[str]:
     return "\n".join(lines) + "\n"
 
 
-def report(message: str, frame: Optional[UserFrame]) -> str:
+def report(message: str, frame: UserFrame | None) -> str:
     line = mismatch_line(message)
     if line is None:
         return ""

@@ -16,7 +16,6 @@ import re
 import shlex
 import subprocess
 from dataclasses import dataclass, field
-from typing import Optional
 
 from devfix.vgpu.diagnose import devices_in
 
@@ -44,7 +43,7 @@ def _split_devices(text: str) -> frozenset[str]:
     return frozenset(parts)
 
 
-def parse_golden_header(text: str) -> Optional[GoldenExpectation]:
+def parse_golden_header(text: str) -> GoldenExpectation | None:
     """Parse the ``# devfix-golden:`` line of a script; None if it has none."""
     for raw in text.splitlines():
         line = raw.strip()
@@ -82,7 +81,7 @@ def parse_golden_header(text: str) -> Optional[GoldenExpectation]:
     return None
 
 
-def _last_line_with(text: str, needle: str) -> Optional[str]:
+def _last_line_with(text: str, needle: str) -> str | None:
     found = None
     for ln in text.splitlines():
         if needle in ln:
@@ -92,7 +91,7 @@ def _last_line_with(text: str, needle: str) -> Optional[str]:
 
 def check_failure(
     expectation: GoldenExpectation, completed: subprocess.CompletedProcess[str]
-) -> Optional[str]:
+) -> str | None:
     """None if ``completed`` failed as declared, else a one-line reason."""
     stderr = completed.stderr or ""
     if completed.returncode == 0:

@@ -36,6 +36,7 @@ def test_device_variable_and_uses() -> None:
         + HELPER
         + """
 
+
         device = select_device()  # the GPU
         model = Net().to(device)
         x = torch.zeros(3, device=device)
@@ -68,6 +69,7 @@ def test_string_device_assignment() -> None:
                 return t.device("mps")
             return t.device("cpu")
 
+
         device = select_device()
         model.to(device)
         ''',
@@ -96,6 +98,7 @@ def test_inline_use_without_variable_calls_helper() -> None:
             if torch.backends.mps.is_available():
                 return torch.device("mps")
             return torch.device("cpu")
+
 
         def main():
             model.to(select_device())

@@ -178,3 +178,22 @@ def test_message_names_the_target() -> None:
         'import torch\nsd = torch.load(p, map_location="cpu")\nnet.load_state_dict(sd)\n',
     )[0]
     assert "load_state_dict` places the values" in finding.message
+
+
+def test_direct_use_with_device_variable_loads_to_it() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = torch.load("model.pt", weights_only=False)
+        out = model(x.to(device))
+        """,
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = torch.load("model.pt", weights_only=False, map_location=device)
+        out = model(x.to(device))
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE

@@ -1,0 +1,105 @@
+"""Reproducible benchmark corpora: real Python files copied into a scratch folder.
+
+Two corpora, both chosen deterministically (sorted paths, evenly spaced when capped), so two
+runs on the same installation measure the same files:
+
+* ``torch``: the installed ``torch`` package's own sources plus this repository's ``golden/``
+  and ``examples/`` scripts. Nearly every file mentions ``torch``, so nearly every file is parsed
+  and analysed: the "all passes, real work" case.
+* ``stdlib``: the standard library of the running interpreter (tests included, files that do not
+  compile left out). No file imports torch, so most files have nothing to fix: the prefilter case.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Folder names devfix's file discovery never walks into; files under them are not picked, so
+#: every tool sees exactly the same files.
+_SKIPPED_DIRS = frozenset(
+    {"__pycache__", "site-packages", "dist-packages", "build", "dist", "node_modules", "venv"}
+)
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    root: Path
+    files: int
+    bytes: int
+    lines: int
+
+
+def _python_files(root: Path) -> list[Path]:
+    found = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        for name in sorted(names):
+            if name.endswith(".py"):
+                found.append(Path(directory, name))
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def _spread(items: list[Path], count: int) -> list[Path]:
+    """`count` items evenly spaced over the sorted list (all of them if there are fewer)."""
+    if count >= len(items):
+        return list(items)
+    return [items[i * len(items) // count] for i in range(count)]
+
+
+def _compiles(path: Path) -> bool:
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+def _copy(groups: list[tuple[str, Path, list[Path]]], destination: Path, name: str) -> Corpus:
+    if destination.exists():
+        shutil.rmtree(destination)
+    total_bytes = total_lines = count = 0
+    for group, base, files in groups:
+        for source in files:
+            target = destination / group / source.relative_to(base)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = source.read_bytes()
+            target.write_bytes(data)
+            total_bytes += len(data)
+            total_lines += data.count(b"\n")
+            count += 1
+    return Corpus(name, destination, count, total_bytes, total_lines)
+
+
+def torch_corpus(destination: Path, limit: int) -> Corpus:
+    """`limit` files: every golden/examples script, the rest spread over torch's sources."""
+    import torch  # the installed package whose sources are the corpus
+
+    torch_root = Path(torch.__file__).resolve().parent
+    own = [(group, REPO / group) for group in ("golden", "examples")]
+    own_files = [(group, base, _python_files(base)) for group, base in own if base.is_dir()]
+    taken = sum(len(files) for _, _, files in own_files)
+    torch_files = _spread(_python_files(torch_root), max(0, limit - taken))
+    groups = [("torch", torch_root, torch_files), *own_files]
+    return _copy(groups, destination, "torch")
+
+
+def stdlib_corpus(destination: Path, limit: int) -> Corpus:
+    """`limit` standard-library files that compile, spread over the sorted list."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    candidates = [path for path in _python_files(stdlib) if _compiles(path)]
+    return _copy([("stdlib", stdlib, _spread(candidates, limit))], destination, "stdlib")
+
+
+def fresh_copy(corpus: Corpus, destination: Path) -> Path:
+    """A writable copy of the corpus for a run that rewrites files."""
+    if destination.exists():
+        shutil.rmtree(destination)
+    shutil.copytree(corpus.root, destination)
+    return destination

@@ -1,0 +1,466 @@
+"""DF301: optimizer built or restored before the model is moved to its device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._script_flow import (
+    Placement,
+    calls_in,
+    common_placement,
+    enclosing_scope,
+    line_of,
+    move_of,
+    names_bound,
+    names_read,
+    scope_statements,
+    walk,
+)
+from devfix.codemods._torch_names import EAGER_STATE_OPTIMIZERS, GRAD_SCALERS
+from devfix.types import Applicability, Edit
+
+_OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
+#: Compound statements that may be moved whole (their body runs once, where they stand).
+_MOVABLE_COMPOUND = (cst.If, cst.With, cst.Try)
+
+
+@dataclass
+class _Object:
+    """A name bound to an optimizer, a learning-rate scheduler or a grad scaler."""
+
+    kind: str  # "optimizer" | "scheduler" | "scaler"
+    qualified: str
+    models: set[str] = field(default_factory=set)
+    #: For a scheduler: the optimizer names it was built on.
+    optimizers: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Candidate:
+    node: cst.Call
+    kind: str  # "construct" | "load"
+    name: str  # the optimizer / scheduler / scaler name
+    move: cst.Call  # the model move it must follow
+
+
+class OptimizerStateBeforeModelMove(DevicePass):
+    """Optimizer created or restored before `model.to(device)`.
+
+    ## What it does
+    Finds `optimizer.load_state_dict(...)` (with the scheduler's and grad scaler's
+    `load_state_dict` next to it) and optimizer constructors (`torch.optim.Adam(model.parameters())`)
+    that run before the model they train is moved with `model.to(device)` / `model.cuda()` in the
+    same function or script, and moves those statements to just after the move. A restored
+    optimizer state also goes after the construction of a learning-rate scheduler built right
+    after the move. Statements are moved only when nothing between them and the move reads what
+    they change and the move itself does not need them; otherwise the finding is reported
+    without a fix, with the line that blocks it.
+
+    ## Why is this bad?
+    `Optimizer.load_state_dict` casts the saved state to the device each parameter has *when it
+    is called*; nothing moves it later. Restored before `model.to(device)`, Adam's `exp_avg`
+    stays on the CPU while the parameters go to the GPU and the first `optimizer.step()` fails
+    with `RuntimeError: Expected all tensors to be on the same device, but found at least two
+    devices, cuda:0 and cpu!`. Optimizers that create their state in the constructor
+    (`torch.optim.Adagrad`) fail the same way when built before the move. SGD, Adam and AdamW
+    create state lazily, so building them early works today, but it breaks on XLA and with
+    eager-state optimizers: moving the constructor is a robustness fix for them.
+
+    ## Example
+    ```python
+    optimizer = torch.optim.Adam(model.parameters())
+    checkpoint = torch.load("checkpoint.pth", map_location="cpu")
+    model.load_state_dict(checkpoint["model"])
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    model = model.to(device)
+    ```
+
+    ## Use instead
+    ```python
+    checkpoint = torch.load("checkpoint.pth", map_location="cpu")
+    model.load_state_dict(checkpoint["model"])
+    model = model.to(device)
+    optimizer = torch.optim.Adam(model.parameters())
+    optimizer.load_state_dict(checkpoint["optimizer"])
+    ```
+
+    ## Fix safety
+    Safe when the moved statements are simple statements: `Module.to` keeps the parameter
+    objects, so the optimizer trains the same parameters, and the state now lands on their
+    device. Unsafe when a whole `if`/`with`/`try` block is moved (for example `if args.resume:`),
+    since its other statements move too. Optimizers built or restored in another function than
+    the model move are not followed.
+
+    ## References
+    - `torch.optim.Optimizer.load_state_dict` docs (call it after creating the LR scheduler).
+    - pytorch/pytorch#7844 (parameters keep their identity under `.to()`); microsoft/Cream#2.
+    """
+
+    CODE = "DF301"
+    NAME = "optimizer-state-before-model-move"
+    MESSAGE = "optimizer state is created or restored before the model is moved to its device"
+    FIX_TITLE = "Move it after the model move"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("optim",)
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        scopes: list[cst.CSTNode] = [node]
+        scopes.extend(n for n in walk(node) if isinstance(n, cst.FunctionDef))
+        for scope in scopes:
+            self._check_scope(scope)
+        return False
+
+    # -- what is bound where ----------------------------------------------------------------------
+
+    def _objects(self, scope: cst.CSTNode) -> dict[str, _Object]:
+        found: dict[str, _Object] = {}
+        sources = [self.context.module, scope] if scope is not self.context.module else [scope]
+        for source in sources:
+            for statement in scope_statements(source):
+                if not (
+                    isinstance(statement, cst.Assign)
+                    and len(statement.targets) == 1
+                    and isinstance(statement.targets[0].target, cst.Name)
+                    and isinstance(statement.value, cst.Call)
+                ):
+                    continue
+                call = statement.value
+                kind, qualified = self._kind(call)
+                if kind is None or qualified is None:
+                    continue
+                obj = _Object(kind, qualified)
+                reads = set().union(*(names_read(arg.value) for arg in call.args))
+                if kind == "optimizer":
+                    obj.models = reads
+                elif kind == "scheduler":
+                    obj.optimizers = reads
+                found[statement.targets[0].target.value] = obj
+        return found
+
+    def _kind(self, call: cst.Call) -> tuple[str | None, str | None]:
+        if not isinstance(call.func, (cst.Name, cst.Attribute)):
+            return None, None
+        qualified = self.qualified_name(call.func)
+        if qualified is None:
+            return None, None
+        if qualified.startswith("torch.optim.lr_scheduler.") or (
+            qualified.startswith("transformers.") and "schedule" in qualified
+        ):
+            return "scheduler", qualified
+        if qualified in GRAD_SCALERS:
+            return "scaler", qualified
+        if (
+            qualified.startswith("torch.optim.")
+            and not qualified.startswith("torch.optim.swa_utils.")
+            and qualified.rsplit(".", 1)[1][:1].isupper()
+        ) or qualified in _OTHER_OPTIMIZERS:
+            return "optimizer", qualified
+        return None, None
+
+    # -- one function (or the module) -------------------------------------------------------------
+
+    def _check_scope(self, scope: cst.CSTNode) -> None:
+        objects = self._objects(scope)
+        optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
+        if not optimizers:
+            return
+        first_move: dict[str, cst.Call] = {}
+        for inner in scope_statements(scope):
+            if isinstance(inner, cst.Call):
+                move = move_of(self, inner)
+                if move is not None and move.name not in first_move:
+                    first_move[move.name] = inner
+        if not first_move:
+            return
+        candidates: list[_Candidate] = []
+        for inner in scope_statements(scope):
+            if not isinstance(inner, cst.Call):
+                continue
+            found = self._candidate(inner, objects, first_move)
+            if found is not None:
+                candidates.append(found)
+        groups: dict[int, list[_Candidate]] = {}
+        for candidate in candidates:
+            groups.setdefault(id(candidate.move), []).append(candidate)
+        for group in groups.values():
+            self._fix_group(group, objects)
+
+    def _candidate(
+        self, call: cst.Call, objects: dict[str, _Object], first_move: dict[str, cst.Call]
+    ) -> _Candidate | None:
+        parent = self.context.parent(call)
+        if (
+            isinstance(parent, cst.Assign)
+            and parent.value is call
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            name = parent.targets[0].target.value
+            obj = objects.get(name)
+            if obj is not None and obj.kind == "optimizer":
+                move = self._latest_move(obj.models, first_move)
+                if (
+                    move is not None
+                    and line_of(self, move) > line_of(self, call)
+                    and not self._rebound_after(name, move)
+                ):
+                    return _Candidate(call, "construct", name, move)
+            return None
+        func = call.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "load_state_dict"
+            and isinstance(func.value, cst.Name)
+        ):
+            return None
+        name = func.value.value
+        obj = objects.get(name)
+        if obj is None or obj.kind != "optimizer":
+            return None
+        move = self._latest_move(obj.models, first_move)
+        if (
+            move is not None
+            and line_of(self, move) > line_of(self, call)
+            and not self._rebound_after(name, move)
+        ):
+            return _Candidate(call, "load", name, move)
+        return None
+
+    def _rebound_after(self, name: str, move: cst.Call) -> bool:
+        """A fresh object is bound to `name` after the move: the early one is a different one."""
+        scope = enclosing_scope(self, move)
+        after = line_of(self, move)
+        return any(
+            isinstance(inner, cst.AssignTarget)
+            and name in names_bound(inner)
+            and line_of(self, inner) >= after
+            for inner in scope_statements(scope)
+        )
+
+    def _latest_move(self, models: set[str], first_move: dict[str, cst.Call]) -> cst.Call | None:
+        moves = [first_move[name] for name in models if name in first_move]
+        return max(moves, key=lambda c: line_of(self, c)) if moves else None
+
+    # -- reordering ---------------------------------------------------------------------------
+
+    def _fix_group(self, group: list[_Candidate], objects: dict[str, _Object]) -> None:
+        move = group[0].move
+        first = min(group, key=lambda c: line_of(self, c.node))
+        model = self._code(move.func.value) if isinstance(move.func, cst.Attribute) else "model"
+        move_text = self._code(move)
+        loads = [c for c in group if c.kind == "load"]
+        constructs = [c for c in group if c.kind == "construct"]
+        message = self._message(loads, constructs, objects, move_text)
+        places: list[tuple[Placement, Placement]] = []
+        for candidate in group:
+            pair = common_placement(self, candidate.node, move)
+            if pair is None or pair[0].index >= pair[1].index:
+                self.report(
+                    first.node,
+                    message=f"{message}; it runs in the same statement as the move, so it "
+                    "cannot be reordered",
+                )
+                return
+            places.append(pair)
+        owners = {id(pair[1].owner) for pair in places}
+        if len(owners) != 1:
+            self.report(first.node, message=f"{message}; its statements sit in different blocks")
+            return
+        body = places[0][1].body
+        move_index = places[0][1].index
+        moved = sorted({pair[0].index for pair in places})
+        receivers = {c.name for c in group}
+        # Scheduler and scaler state restored in between goes along, in order.
+        for index in range(moved[0] + 1, move_index):
+            if index not in moved and self._restores(body[index], objects, {"scheduler",
+                                                                            "scaler"}):
+                moved.append(index)
+        moved.sort()
+        blocked = self._close_dependencies(body, moved, move_index, receivers)
+        if blocked is not None:
+            self.report(first.node, message=f"{message}; {blocked}")
+            return
+        for index in moved:
+            statement = body[index]
+            if not isinstance(statement, (cst.SimpleStatementLine, *_MOVABLE_COMPOUND)):
+                line = line_of(self, statement)
+                self.report(
+                    first.node,
+                    message=f"{message}; the statement at line {line} cannot be moved whole",
+                )
+                return
+        conflict = self._rebinding_conflict(body, moved, move_index, model)
+        if conflict is not None:
+            self.report(first.node, message=f"{message}; {conflict}")
+            return
+        insert_at = self._insertion_index(body, moved, move_index, objects, loads)
+        statements = [body[index] for index in moved]
+        edits = [Edit(body[index], cst.RemovalSentinel.REMOVE) for index in moved]
+        if insert_at == move_index:
+            edits.append(Edit(body[move_index], cst.FlattenSentinel([body[move_index], *statements])))
+        else:
+            # Constructions right after the move; restored state after the scheduler.
+            early = [s for s in statements if names_bound(s)]
+            late = [s for s in statements if not names_bound(s)]
+            edits.append(Edit(body[move_index], cst.FlattenSentinel([body[move_index], *early])))
+            edits.append(Edit(body[insert_at], cst.FlattenSentinel([body[insert_at], *late])))
+        compound = any(not isinstance(s, cst.SimpleStatementLine) for s in statements)
+        where = "after the scheduler is built" if insert_at > move_index else f"after `{move_text}`"
+        self.report(
+            first.node,
+            message=f"{message}; move it {where}",
+            fix_title=f"Move it after `{move_text}`",
+            edits=edits,
+            applicability=Applicability.UNSAFE if compound else Applicability.SAFE,
+        )
+
+    def _message(
+        self,
+        loads: list[_Candidate],
+        constructs: list[_Candidate],
+        objects: dict[str, _Object],
+        move_text: str,
+    ) -> str:
+        if loads:
+            names = ", ".join(sorted({f"`{c.name}.load_state_dict`" for c in loads}))
+            return (
+                f"{names} runs before `{move_text}`: the restored state is cast to the "
+                "parameters' device at load time and stays on the old device"
+            )
+        eager = sorted(
+            {objects[c.name].qualified.rsplit(".", 1)[1] for c in constructs
+             if objects[c.name].qualified in EAGER_STATE_OPTIMIZERS}
+        )
+        names = ", ".join(sorted({f"`{c.name}`" for c in constructs}))
+        if eager:
+            return (
+                f"{names} is built before `{move_text}`: `{eager[0]}` creates its state in the "
+                "constructor, on the old device (a definite bug)"
+            )
+        return (
+            f"{names} is built before `{move_text}` (robustness: this optimizer creates its "
+            "state lazily, so it works today, but eager-state optimizers and XLA break)"
+        )
+
+    def _restores(
+        self, statement: cst.CSTNode, objects: dict[str, _Object], kinds: set[str]
+    ) -> bool:
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return False
+        small = statement.body[0]
+        if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+            return False
+        func = small.value.func
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "load_state_dict"
+            and isinstance(func.value, cst.Name)
+            and func.value.value in objects
+            and objects[func.value.value].kind in kinds
+        )
+
+    def _close_dependencies(
+        self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], moved: list[int],
+        move_index: int, receivers: set[str],
+    ) -> str | None:
+        """Add the statements between that read what a moved statement changes; None if fine."""
+        changed: set[str] = set()
+        for index in range(moved[0], move_index):
+            statement = body[index]
+            if index in moved:
+                changed |= names_bound(statement) | (receivers & names_read(statement))
+                continue
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                continue  # runs later, when it is called
+            reads = names_read(statement)
+            if reads & changed:
+                if isinstance(statement, cst.SimpleStatementLine) and not self._calls_model(
+                    statement
+                ):
+                    moved.append(index)
+                    moved.sort()
+                    changed |= names_bound(statement)
+                    continue
+                names = ", ".join(f"`{n}`" for n in sorted(reads & changed))
+                return (
+                    f"line {line_of(self, statement)} uses {names} before the model move, so "
+                    "the statements cannot be reordered"
+                )
+        return None
+
+    def _calls_model(self, statement: cst.CSTNode) -> bool:
+        """A statement that trains or steps (`optimizer.step()` in a loop body, `train(...)`)."""
+        return any(
+            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("step", "backward")
+            for call in calls_in(statement)
+        )
+
+    def _rebinding_conflict(
+        self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], moved: list[int],
+        move_index: int, model: str,
+    ) -> str | None:
+        for index in moved:
+            reads = names_read(body[index])
+            for later in range(index + 1, move_index + 1):
+                if later in moved:
+                    continue
+                bound = names_bound(body[later])
+                if later == move_index:
+                    bound.discard(model)
+                clash = reads & bound
+                if clash:
+                    names = ", ".join(f"`{n}`" for n in sorted(clash))
+                    return (
+                        f"line {line_of(self, body[later])} rebinds {names}, which the moved "
+                        "statements read"
+                    )
+        move_reads = names_read(body[move_index])
+        for index in moved:
+            clash = move_reads & names_bound(body[index])
+            if clash:
+                names = ", ".join(f"`{n}`" for n in sorted(clash))
+                return f"the model move reads {names}, bound by a statement that would move"
+        return None
+
+    def _insertion_index(
+        self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], moved: list[int],
+        move_index: int, objects: dict[str, _Object], loads: list[_Candidate],
+    ) -> int:
+        """After the move; after a scheduler over a restored optimizer built right after it."""
+        if not loads:
+            return move_index
+        restored = {c.name for c in loads}
+        involved = restored | set().union(*(names_bound(body[i]) for i in moved))
+        moved_reads = set().union(*(names_read(body[i]) for i in moved))
+        insert_at = move_index
+        for index in range(move_index + 1, len(body)):
+            statement = body[index]
+            if not isinstance(statement, cst.SimpleStatementLine):
+                break
+            if names_bound(statement) & moved_reads:
+                break
+            scheduler = self._scheduler_over(statement, objects, restored)
+            if scheduler:
+                insert_at = index
+                continue
+            if names_read(statement) & involved:
+                break
+        return insert_at
+
+    def _scheduler_over(
+        self, statement: cst.SimpleStatementLine, objects: dict[str, _Object], restored: set[str]
+    ) -> bool:
+        if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
+            return False
+        assign = statement.body[0]
+        target = assign.targets[0].target if len(assign.targets) == 1 else None
+        if not isinstance(target, cst.Name) or target.value not in objects:
+            return False
+        obj = objects[target.value]
+        return obj.kind == "scheduler" and bool(obj.optimizers & restored)
+
+    def _code(self, node: cst.CSTNode) -> str:
+        return self.context.module.code_for_node(node)

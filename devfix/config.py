@@ -1,0 +1,135 @@
+"""Configuration: `[tool.devfix]` in pyproject.toml, or a devfix.toml, merged under CLI flags.
+
+Keys (kebab-case): `select`, `extend-select`, `ignore`, `exclude`, `extend-exclude`,
+`unsafe-fixes`, `cache`, and one table per pass, named by its code or name, holding that pass's
+options (`[tool.devfix.data-parallel] keep-per-process-batch = true`). An unknown key is an
+error that names it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devfix.errors import DevfixError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+_LIST_KEYS = ("select", "extend-select", "ignore", "exclude", "extend-exclude")
+_BOOL_KEYS = ("unsafe-fixes", "cache")
+
+
+class ConfigError(DevfixError):
+    """The configuration file is unreadable or holds a key or value devfix does not know."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """What a configuration file says; every field None/empty when it says nothing."""
+
+    path: Path | None = None
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    unsafe_fixes: bool | None = None
+    cache: bool | None = None
+    #: Pass code -> {python_parameter_name: value}.
+    pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent if self.path is not None else Path.cwd()
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest devfix.toml, or pyproject.toml with a [tool.devfix] table, at or above start."""
+    directory = start.resolve()
+    if directory.is_file():
+        directory = directory.parent
+    for folder in (directory, *directory.parents):
+        candidate = folder / "devfix.toml"
+        if candidate.is_file():
+            return candidate
+        pyproject = folder / "pyproject.toml"
+        if (
+            pyproject.is_file()
+            and "tool" in _read_toml(pyproject)
+            and "devfix" in _read_toml(pyproject).get("tool", {})
+        ):
+            return pyproject
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read configuration: {error}") from None
+
+
+def load_config(path: Path | None) -> Config:
+    """Parse and validate one configuration file (None: no configuration)."""
+    if path is None:
+        return Config()
+    data = _read_toml(path)
+    table = data.get("tool", {}).get("devfix", {}) if path.name == "pyproject.toml" else data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.devfix] must be a table")
+    return _parse_table(path, table)
+
+
+def _parse_table(path: Path, table: Mapping[str, Any]) -> Config:
+    from devfix.registry import all_passes
+
+    passes = {cls.CODE.upper(): cls for cls in all_passes()}
+    passes.update({cls.NAME: cls for cls in all_passes()})
+    values: dict[str, Any] = {}
+    pass_options: dict[str, dict[str, Any]] = {}
+    for key, value in table.items():
+        if key in _LIST_KEYS:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{path}: `{key}` must be a list of strings")
+            values[key.replace("-", "_")] = tuple(value)
+        elif key in _BOOL_KEYS:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{path}: `{key}` must be true or false")
+            values[key.replace("-", "_")] = value
+        elif key.upper() in passes or key in passes:
+            pass_class = passes.get(key.upper()) or passes[key]
+            if not isinstance(value, dict):
+                raise ConfigError(f"{path}: `{key}` must be a table of that pass's options")
+            pass_options[pass_class.CODE] = _pass_options(path, key, pass_class, value)
+        else:
+            raise ConfigError(f"{path}: unknown configuration key `{key}`")
+    return Config(path=path, pass_options=pass_options, **values)
+
+
+def _pass_options(
+    path: Path, key: str, pass_class: type, value: Mapping[str, Any]
+) -> dict[str, Any]:
+    parameters = inspect.signature(pass_class.__init__).parameters
+    accepted = {
+        name: parameter
+        for name, parameter in parameters.items()
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    options: dict[str, Any] = {}
+    for option, option_value in value.items():
+        python_name = option.replace("-", "_")
+        if python_name not in accepted:
+            known = ", ".join(sorted(n.replace("_", "-") for n in accepted)) or "none"
+            raise ConfigError(
+                f"{path}: unknown option `{option}` for `{key}` (its options: {known})"
+            )
+        options[python_name] = option_value
+    return options

@@ -1,0 +1,112 @@
+"""Bulk migration: a record of finished files, and one git commit per rule."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import IO
+
+from devfix.engine import fix_paths
+from devfix.gitops import GitError, commit, dirty_files, start_branch
+from devfix.registry import select_passes
+from devfix.report import EXIT_CLEAN, EXIT_FAILED
+from devfix.types import FileResult, FileStatus, Options
+
+#: What a shell reports for a run stopped with Ctrl-C.
+EXIT_INTERRUPTED = 130
+
+
+class RunState:
+    """`run-state.jsonl` in the cache folder: one line per finished file, flushed as it goes.
+
+    After a kill, the lines say which files were done; every other file is as it was, since
+    each write is a single atomic rename.
+    """
+
+    def __init__(self, directory: str | None) -> None:
+        self.path = os.path.join(directory or ".devfix_cache", "run-state.jsonl")
+        self._stream: IO[str] | None = None
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            self._write({"started": time.time(), "argv": sys.argv[1:]})
+
+    def _write(self, record: dict[str, object]) -> None:
+        if self._stream is not None:
+            self._stream.write(json.dumps(record) + "\n")
+            self._stream.flush()
+
+    def done(self, result: FileResult) -> None:
+        self._write({"path": result.path, "status": result.status.value})
+
+    def finish(self, *, interrupted: bool) -> None:
+        self._write({"finished": not interrupted, "interrupted": interrupted})
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+
+
+def _message(code: str, name: str, results: Sequence[FileResult]) -> str:
+    changed = [r for r in results if r.status is FileStatus.CHANGED]
+    total = sum(len(r.applied) for r in changed)
+    lines = [
+        f"devfix: {code} {name}",
+        "",
+        f"{total} fix{'es' if total != 1 else ''} in {len(changed)} "
+        f"file{'s' if len(changed) != 1 else ''}:",
+        "",
+    ]
+    for result in changed:
+        counts = Counter(f.code for f in result.applied)
+        lines.append(f"- {result.path}: {counts.get(code, len(result.applied))} fix(es)")
+    return "\n".join(lines) + "\n"
+
+
+def commit_per_rule(
+    paths: Sequence[str], options: Options, *, branch: str, allow_dirty: bool
+) -> int:
+    """Create `branch` and commit each rule's fixes separately; refuse to mix with local edits."""
+    try:
+        planned = [
+            r.path
+            for r in fix_paths(paths, replace(options, cache_dir=None), write=False)
+            if r.status is FileStatus.CHANGED
+        ]
+        if not planned:
+            print("devfix: nothing to fix; no branch created.", file=sys.stderr)
+            return EXIT_CLEAN
+        dirty = set(dirty_files(paths))
+        touched = [
+            p for p in planned if any(os.path.abspath(p).endswith(os.sep + d) for d in dirty)
+        ]
+        if touched and not allow_dirty:
+            print(
+                "devfix: error: uncommitted changes in files devfix would rewrite: "
+                + ", ".join(touched)
+                + " (commit them first, or pass --allow-dirty)",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
+        start_branch(paths, branch)
+        failed = False
+        for pass_class in select_passes(options.select, options.ignore):
+            rule_options = replace(options, select=(pass_class.CODE,), ignore=())
+            results = list(fix_paths(paths, rule_options, write=True))
+            failed = failed or any(r.status is FileStatus.FAILED for r in results)
+            changed = [r.path for r in results if r.status is FileStatus.CHANGED]
+            if changed:
+                commit(paths, changed, _message(pass_class.CODE, pass_class.NAME, results))
+                print(
+                    f"devfix: committed {pass_class.CODE} ({len(changed)} files) on {branch}",
+                    file=sys.stderr,
+                )
+    except GitError as error:
+        print(f"devfix: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_FAILED if failed else EXIT_CLEAN

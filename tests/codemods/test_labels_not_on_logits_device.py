@@ -1,0 +1,213 @@
+"""DF106 labels-not-on-logits-device: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF106"
+
+
+def test_seed002_loss_module_attribute() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch.nn as nn
+        from accelerate import dispatch_model
+
+        class ProtT5ForClassification(nn.Module):
+            def __init__(self, encoder, hidden):
+                super().__init__()
+                self.encoder = encoder
+                self.classifier = nn.Linear(hidden, 1)
+                dispatch_model(self.classifier, device_map={"": "cuda:1"})
+                self.loss_fn = nn.BCEWithLogitsLoss()
+
+            def forward(self, input_ids=None, labels=None):
+                logits = self.classifier(self.encoder(input_ids)).squeeze(-1)
+                loss = None
+                if labels is not None:
+                    labels = labels.float().view(-1)
+                    loss = self.loss_fn(logits, labels)  # BCE
+                return loss, logits
+        """,
+        """
+        import torch.nn as nn
+        from accelerate import dispatch_model
+
+        class ProtT5ForClassification(nn.Module):
+            def __init__(self, encoder, hidden):
+                super().__init__()
+                self.encoder = encoder
+                self.classifier = nn.Linear(hidden, 1)
+                dispatch_model(self.classifier, device_map={"": "cuda:1"})
+                self.loss_fn = nn.BCEWithLogitsLoss()
+
+            def forward(self, input_ids=None, labels=None):
+                logits = self.classifier(self.encoder(input_ids)).squeeze(-1)
+                loss = None
+                if labels is not None:
+                    labels = labels.float().view(-1)
+                    loss = self.loss_fn(logits, labels.to(logits.device))  # BCE
+                return loss, logits
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_hugging_face_head_with_local_loss_fct() -> None:
+    assert_fix(
+        RULE,
+        """
+        from torch.nn import CrossEntropyLoss
+        from transformers import PreTrainedModel
+
+        class MyLM(PreTrainedModel):
+            def forward(self, input_ids, labels=None):
+                lm_logits = self.lm_head(self.body(input_ids))
+                shift_logits = lm_logits[..., :-1, :].contiguous()
+                shift_labels = labels[..., 1:].contiguous()
+                loss_fct = CrossEntropyLoss()
+                return loss_fct(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+        """,
+        """
+        from torch.nn import CrossEntropyLoss
+        from transformers import PreTrainedModel
+
+        class MyLM(PreTrainedModel):
+            def forward(self, input_ids, labels=None):
+                lm_logits = self.lm_head(self.body(input_ids))
+                shift_logits = lm_logits[..., :-1, :].contiguous()
+                shift_labels = labels[..., 1:].contiguous()
+                loss_fct = CrossEntropyLoss()
+                return loss_fct(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1).to(shift_logits.device))
+        """,
+    )
+
+
+def test_functional_loss_with_weight_and_alias() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.nn import functional as fn
+
+        def compute_loss(outputs, targets):
+            logits = outputs.logits
+            weights = torch.bincount(targets).float().reciprocal()
+            return fn.cross_entropy(input=logits, target=targets, weight=weights)
+
+        model = load(device_map="auto")
+        """,
+        """
+        import torch
+        from torch.nn import functional as fn
+
+        def compute_loss(outputs, targets):
+            logits = outputs.logits
+            weights = torch.bincount(targets).float().reciprocal()
+            return fn.cross_entropy(input=logits, target=targets.to(logits.device), weight=weights.to(logits.device))
+
+        model = load(device_map="auto")
+        """,
+    )
+
+
+def test_module_level_criterion_in_training_step() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        FIRST, LAST = "cuda:0", "cuda:1"
+
+        def training_step(model, batch):
+            out = model(batch["x"])
+            return criterion(out, batch["y"])
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        criterion = nn.CrossEntropyLoss()
+        FIRST, LAST = "cuda:0", "cuda:1"
+
+        def training_step(model, batch):
+            out = model(batch["x"])
+            return criterion(out, batch["y"].to(out.device))
+        """,
+    )
+
+
+def test_unnamed_logits_are_declined() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn.functional as F
+
+        n = torch.cuda.device_count()
+
+        def loss(model, x, y):
+            return F.cross_entropy(model(x), y)
+        """,
+        reason="assign them to a variable",
+    )
+
+
+def test_single_device_files_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x, labels):
+                logits = self.fc(x)
+                return nn.functional.cross_entropy(logits, labels)
+        """,
+    )
+
+
+def test_noops() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        DEVICES = ["cuda:0", "cuda:1"]
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+                self.loss_fn = nn.CrossEntropyLoss()
+                self.ctc = nn.CTCLoss()
+
+            def forward(self, x, labels, weight=None, lengths=None):
+                logits = self.fc(x)
+                a = self.loss_fn(logits, labels.to(logits.device))
+                b = F.mse_loss(logits, torch.zeros_like(logits))
+                y = labels.cuda()
+                c = F.cross_entropy(logits, y)
+                d = F.cross_entropy(logits.cpu(), labels)
+                e = F.mse_loss(logits, logits.detach())
+                f = self.ctc(logits, labels, lengths, lengths)
+                g = F.cross_entropy(logits, labels.to(logits.device), weight=weight)
+                h = F.mse_loss(logits, torch.tensor([1.0, 2.0, 3.0]))
+                return a + b + c + d + e + f + g + h
+
+        def main(model, loader):
+            for x, y in loader:
+                logits = model(x)
+                print(F.cross_entropy(logits, y).item())
+        """,
+    )

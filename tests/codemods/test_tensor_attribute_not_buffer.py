@@ -1,0 +1,306 @@
+"""DF103 tensor-attribute-not-buffer: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF103"
+
+
+def test_custom_loss_weight_becomes_a_non_persistent_buffer() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class CustomLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.weight = torch.Tensor([1.0, 2.0])  # class weights
+
+            def forward(self, input, target):
+                return ((input - target) ** 2 * self.weight).mean()
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        class CustomLoss(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("weight", torch.Tensor([1.0, 2.0]), persistent=False)  # class weights
+
+            def forward(self, input, target):
+                return ((input - target) ** 2 * self.weight).mean()
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert (findings[0].line, findings[0].col) == (8, 9)
+
+
+def test_positional_table_built_from_locals_with_aliases() -> None:
+    assert_fix(
+        RULE,
+        """
+        import math
+        import torch as t
+        from torch import nn as tnn
+
+        class PositionalEncoding(tnn.Module):
+            def __init__(self, d_model, max_len=64):
+                super(PositionalEncoding, self).__init__()
+                pe = t.zeros(max_len, d_model)
+                position = t.arange(0, max_len).unsqueeze(1).float()
+                div = t.exp(t.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+                pe[:, 0::2] = t.sin(position * div)
+                pe[:, 1::2] = t.cos(position * div)
+                self.pe = pe.unsqueeze(0)
+
+            def forward(self, x):
+                return x + self.pe[:, : x.size(1)]
+        """,
+        """
+        import math
+        import torch as t
+        from torch import nn as tnn
+
+        class PositionalEncoding(tnn.Module):
+            def __init__(self, d_model, max_len=64):
+                super(PositionalEncoding, self).__init__()
+                pe = t.zeros(max_len, d_model)
+                position = t.arange(0, max_len).unsqueeze(1).float()
+                div = t.exp(t.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+                pe[:, 0::2] = t.sin(position * div)
+                pe[:, 1::2] = t.cos(position * div)
+                self.register_buffer("pe", pe.unsqueeze(0), persistent=False)
+
+            def forward(self, x):
+                return x + self.pe[:, : x.size(1)]
+        """,
+        unsafe=True,
+    )
+
+
+def test_scale_moved_in_init_keeps_its_move_and_setattr_is_rewritten() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.nn import Module, Linear
+
+        class Attention(Module):
+            def __init__(self, dim, device):
+                super().__init__()
+                self.fc = Linear(dim, dim)
+                self.scale = torch.sqrt(torch.FloatTensor([dim])).to(device)
+                for i in range(2):
+                    setattr(self, f"anchor{i}", torch.ones(3) * i)
+        """,
+        """
+        import torch
+        from torch.nn import Module, Linear
+
+        class Attention(Module):
+            def __init__(self, dim, device):
+                super().__init__()
+                self.fc = Linear(dim, dim)
+                self.register_buffer("scale", torch.sqrt(torch.FloatTensor([dim])).to(device), persistent=False)
+                for i in range(2):
+                    self.register_buffer(f"anchor{i}", torch.ones(3) * i, persistent=False)
+        """,
+        unsafe=True,
+    )
+
+
+def test_not_applied_without_unsafe_fixes() -> None:
+    source = """
+    import torch
+    import torch.nn as nn
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mask = torch.ones(4, 4).triu(1).bool()
+    """
+    assert_fix(RULE, source, source)
+
+
+def test_trainable_tensor_is_reported_as_a_parameter() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Darts(nn.Module):
+            def __init__(self, k):
+                super().__init__()
+                self.alphas = 1e-3 * torch.randn(k, 8, requires_grad=True)
+        """,
+        reason="make it `nn.Parameter(...)`",
+    )
+
+
+def test_requires_grad_set_later_is_reported_as_a_parameter() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.zeros(3)
+                self.w.requires_grad = True
+        """,
+        reason="nn.Parameter",
+    )
+
+
+def test_tensors_in_a_list_are_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tables = [torch.zeros(3) for _ in range(4)]
+        """,
+        reason="plain container",
+    )
+
+
+def test_before_super_init_is_declined() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                self.w = torch.zeros(3)
+                super().__init__()
+        """,
+        reason="before `super().__init__()`",
+    )
+
+
+def test_attribute_also_assigned_a_non_tensor_is_declined() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cache = torch.zeros(3)
+
+            def reset(self):
+                self.cache = []
+        """,
+        reason="not provably a tensor in `reset`",
+    )
+
+
+def test_class_attribute_with_the_same_name_is_declined() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            table = None
+
+            def __init__(self):
+                super().__init__()
+                self.table = torch.zeros(3)
+        """,
+        reason="also defined in the class body",
+    )
+
+
+def test_noops() -> None:
+    assert_noop(
+        RULE,
+        """
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self, weight: float, device):
+                super().__init__()
+                self.n = 3
+                self.device = torch.device("cpu")
+                self.anchors = np.zeros(3)
+                self.register_buffer("pe", torch.zeros(3))
+                self.gain = nn.Parameter(torch.ones(3))
+                self.fc = nn.Linear(3, 3)
+                self.weight = weight
+                self.shape = torch.zeros(3).shape
+                self.value = torch.zeros(3).sum().item()
+
+            def forward(self, x):
+                self.pe = self.pe.to(x.device)
+                self.last = x.detach()
+                return self.fc(x) * self.gain
+
+        class NotAModule:
+            def __init__(self):
+                self.t = torch.zeros(3)
+
+        class P(nn.Module):
+            def __init__(self):
+                super().__init__()
+                w = torch.zeros(3)
+                self.w = nn.Parameter(w)
+        """,
+    )
+
+
+def test_reassigned_tensor_in_forward_is_still_fixed() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pe = torch.zeros(1, 8)
+
+            def forward(self, x):
+                if x.size(1) > self.pe.size(1):
+                    pe = torch.zeros(1, x.size(1))
+                    self.pe = pe.to(x.device)
+                return x + self.pe[:, : x.size(1)]
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("pe", torch.zeros(1, 8), persistent=False)
+
+            def forward(self, x):
+                if x.size(1) > self.pe.size(1):
+                    pe = torch.zeros(1, x.size(1))
+                    self.pe = pe.to(x.device)
+                return x + self.pe[:, : x.size(1)]
+        """,
+        unsafe=True,
+    )

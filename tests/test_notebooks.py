@@ -1,0 +1,278 @@
+"""Jupyter notebooks: code cells fixed as one module, everything else byte-identical."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devfix import notebooks
+from devfix.engine import fix_file, fix_paths
+from devfix.errors import InputError
+from devfix.sources import discover
+from devfix.types import FileStatus, Options
+
+DEVFIX = os.path.join(os.path.dirname(sys.executable), "devfix")
+OPTIONS = Options(select=("DF101",), jobs=1)
+EXAMPLE = Path(__file__).parent.parent / "examples" / "lstm_tagger.ipynb"
+
+MODEL = textwrap.dedent(
+    """\
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(6, 12, batch_first=True)
+
+        def forward(self, x):
+            h0 = torch.zeros(1, x.shape[0], 12)  # initial state
+            c0 = torch.zeros(1, x.shape[0], 12)
+            return self.lstm(x, (h0, c0))[0]"""
+)
+
+MAGICS = textwrap.dedent(
+    """\
+    %matplotlib inline
+    %load_ext autoreload
+    !pip install --quiet numpy
+    files = !ls
+    torch.zeros?
+    import torch
+    import torch.nn as nn
+    for i in range(2):
+        !echo $i \\
+            and more
+    message = ("total %d"
+    %(len(files)))
+    other = "%s" \\
+    %(message)
+    doc = \"\"\"
+    %not a magic, in a string
+    !nor this
+    \"\"\""""
+)
+
+
+def _cell(source: str, *, as_list: bool = True, outputs: list[Any] | None = None) -> dict[str, Any]:
+    return {
+        "cell_type": "code",
+        "execution_count": 1,
+        "id": f"c{abs(hash(source)) % 10**6}",
+        "metadata": {"collapsed": False},
+        "outputs": outputs or [],
+        "source": source.splitlines(keepends=True) if as_list else source,
+    }
+
+
+def _markdown(text: str) -> dict[str, Any]:
+    return {"cell_type": "markdown", "id": "md", "metadata": {}, "source": [text]}
+
+
+def _notebook(cells: list[dict[str, Any]], **dump: Any) -> str:
+    data = {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    return json.dumps(data, **dump)
+
+
+OUTPUTS = [
+    {"name": "stdout", "output_type": "stream", "text": ["épisode 1 — loss 0.5\n"]},
+    {
+        "data": {"image/png": "iVBORw0KGgo=", "text/plain": ["<Figure>"]},
+        "metadata": {"needs_background": "light"},
+        "output_type": "display_data",
+    },
+]
+
+
+def _write(tmp_path: Path, text: str, name: str = "nb.ipynb") -> Path:
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+FIXED_H0 = "h0 = torch.zeros(1, x.shape[0], 12, device=x.device)  # initial state"
+FIXED_C0 = "c0 = torch.zeros(1, x.shape[0], 12, device=x.device)"
+
+
+@pytest.mark.parametrize(
+    "dump",
+    [
+        {"indent": 1, "sort_keys": True, "ensure_ascii": False},  # nbformat's own layout
+        {"indent": 2},  # JupyterLab-ish, ASCII escapes, insertion order
+        {"separators": (",", ":")},  # minified
+    ],
+)
+@pytest.mark.parametrize("trailing_newline", [True, False])
+def test_round_trip_changes_only_the_fixed_lines(
+    tmp_path: Path, dump: dict[str, Any], trailing_newline: bool
+) -> None:
+    cells = [
+        _markdown("# Tagger\n"),
+        _cell(MAGICS, outputs=OUTPUTS),
+        _cell(MODEL, outputs=OUTPUTS),
+        _cell("%%time\nscratch = torch.zeros(3)\n"),
+        _cell("import numpy\n%matplotlib inline"),
+        _cell("model = Tagger()\nout = model(torch.randn(2, 5, 6))", as_list=False),
+    ]
+    original = _notebook(cells, **dump) + ("\n" if trailing_newline else "")
+    path = _write(tmp_path, original)
+    result = fix_file(str(path), OPTIONS)
+    assert result.status is FileStatus.CHANGED, result.reason
+    new = path.read_text(encoding="utf-8")
+    expected = original.replace(
+        "h0 = torch.zeros(1, x.shape[0], 12)  # initial state", FIXED_H0
+    ).replace("c0 = torch.zeros(1, x.shape[0], 12)", FIXED_C0)
+    assert new == expected
+    data = json.loads(new)
+    assert data["cells"][1]["source"] == json.loads(original)["cells"][1]["source"]
+    assert isinstance(data["cells"][5]["source"], str)
+    # Locations are in cells, counting code cells only (the markdown cell is not counted).
+    assert [(f.cell, f.line, f.col) for f in result.findings] == [(2, 7, 14), (2, 8, 14)]
+    # A second run changes nothing.
+    assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED
+    assert path.read_text(encoding="utf-8") == expected
+
+
+def test_magics_are_kept_and_continuations_stay_code() -> None:
+    text = _notebook([_cell(MAGICS), _cell(MODEL)], indent=1)
+    notebook = notebooks.Notebook(text, "nb.ipynb")
+    code_lines = notebook.code.splitlines()
+    placeholders = [line for line in code_lines if "~~devfix-magic~~" in line]
+    assert len(placeholders) == 7  # 5 lines, plus the loop's shell line and its continuation
+    assert "    pass  # ~~devfix-magic~~ 5" in code_lines  # indented inside the loop
+    assert "%(len(files)))" in code_lines and "%(message)" in code_lines
+    assert "%not a magic, in a string" in code_lines and "!nor this" in code_lines
+    # Restoring the placeholders gives the cells back exactly.
+    assert notebook.split(notebook.code) == {}
+    assert notebook.split(notebook.code + "\n") == {2: MODEL + "\n"}
+
+
+def test_cell_magic_cells_are_not_analysed(tmp_path: Path) -> None:
+    cell = "%%time\n" + MODEL
+    path = _write(tmp_path, _notebook([_cell("import torch\nimport torch.nn as nn"), _cell(cell)]))
+    result = fix_file(str(path), OPTIONS, check_only=True)
+    assert result.findings == ()
+
+
+def test_cells_are_one_module_for_name_resolution(tmp_path: Path) -> None:
+    cells = [
+        _cell("import torch as t\nfrom torch import nn"),
+        _markdown("The model:"),
+        _cell(MODEL.replace("torch.zeros", "t.zeros")),
+    ]
+    path = _write(tmp_path, _notebook(cells, indent=1))
+    result = fix_file(str(path), OPTIONS)
+    assert [(f.cell, f.line) for f in result.applied] == [(2, 7), (2, 8)]
+    assert "t.zeros(1, x.shape[0], 12, device=x.device)" in path.read_text()
+
+
+def test_cell_that_does_not_parse_is_named(tmp_path: Path) -> None:
+    path = _write(tmp_path, _notebook([_cell("import torch"), _cell("x = 1\ndef f(:\n")]))
+    result = fix_file(str(path), OPTIONS)
+    assert result.status is FileStatus.FAILED
+    assert result.reason.startswith("cell 2 does not parse (line 2")
+
+
+def test_invalid_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, '{"cells": [\n  {"cell_type": "code",,}\n]}')
+    done = subprocess.run(
+        [DEVFIX, "check", str(path)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if "error" in line]
+    assert errors == [
+        f"{path}: error: is not valid notebook JSON (line 2, column 24): "
+        "Expecting property name enclosed in double quotes"
+    ]
+    with pytest.raises(InputError, match="nbformat 4"):
+        notebooks.Notebook('{"worksheets": []}', "old.ipynb")
+
+
+def test_non_python_notebooks_are_left_alone(tmp_path: Path) -> None:
+    text = _notebook([_cell("import torch\n" + MODEL)])
+    data = json.loads(text)
+    data["metadata"]["language_info"] = {"name": "R"}
+    path = _write(tmp_path, json.dumps(data))
+    assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED
+
+
+def test_check_reports_cell_locations_in_text_and_json(tmp_path: Path) -> None:
+    path = _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
+    text = subprocess.run(
+        [DEVFIX, "check", "--select", "DF101", "tagger.ipynb"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert text.returncode == 1
+    assert text.stdout.splitlines()[0].startswith(
+        "tagger.ipynb:cell 2:8:14: DF101 [*] `torch.zeros` creates a CPU tensor in `forward`"
+    )
+    as_json = subprocess.run(
+        [DEVFIX, "check", "--select", "DF101", "--format", "json", "tagger.ipynb"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    rows = json.loads(as_json.stdout)
+    assert [(r["path"], r["cell"], r["line"], r["col"]) for r in rows] == [
+        ("tagger.ipynb", 2, 8, 14),
+        ("tagger.ipynb", 2, 9, 14),
+    ]
+    assert path.read_text(encoding="utf-8") == EXAMPLE.read_text(encoding="utf-8")
+
+
+def test_apply_diff_shows_cells(tmp_path: Path) -> None:
+    _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
+    done = subprocess.run(
+        [DEVFIX, "apply", "--diff", "--select", "DF101", "tagger.ipynb"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1
+    assert done.stdout.startswith("--- a/tagger.ipynb:cell 2\n+++ b/tagger.ipynb:cell 2\n@@ -5,7")
+
+
+def test_example_notebook_round_trip(tmp_path: Path) -> None:
+    original = EXAMPLE.read_text(encoding="utf-8")
+    path = _write(tmp_path, original)
+    result = fix_file(str(path), Options(unsafe_fixes=True, jobs=1))
+    assert result.status is FileStatus.CHANGED
+    new = path.read_text(encoding="utf-8")
+    assert new == original.replace(
+        "self.n_hidden)  # initial state", "self.n_hidden, device=x.device)  # initial state"
+    ).replace(
+        'c0 = torch.zeros(1, x.shape[0], self.n_hidden)\\n"',
+        'c0 = torch.zeros(1, x.shape[0], self.n_hidden, device=x.device)\\n"',
+    )
+
+
+def test_discovery_includes_notebooks_but_not_checkpoints(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "b.ipynb")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    _write(tmp_path / ".ipynb_checkpoints", "{}", "b-checkpoint.ipynb")
+    found = sorted(os.path.basename(str(p)) for p in discover([str(tmp_path)]))
+    assert found == ["a.py", "b.ipynb"]
+    results = list(fix_paths([str(tmp_path)], OPTIONS, write=False, check_only=True))
+    assert sum(len(r.findings) for r in results) == 2
+
+
+def test_empty_and_magic_only_notebooks(tmp_path: Path) -> None:
+    path = _write(tmp_path, _notebook([_cell(""), _cell("%pip install torch"), _markdown("x")]))
+    assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED
+    path = _write(tmp_path, _notebook([]), "empty.ipynb")
+    assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED

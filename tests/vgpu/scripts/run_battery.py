@@ -1,0 +1,5 @@
+import json
+
+from devfix.vgpu.battery import run_all
+
+print(json.dumps(run_all()))
