@@ -31,6 +31,8 @@ class TensorFactoryWithoutDevice(DevicePass):
     (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...) called without
     `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
     `init_hidden`, mask builders, loss modules) and every function that takes a tensor argument.
+    `__init__` is left to DF103, which registers such tensors as buffers so `model.to()` moves
+    them.
 
     ## Why is this bad?
     A factory without `device=` makes a CPU tensor. As soon as the model runs on a GPU, the first
@@ -103,8 +105,8 @@ class TensorFactoryWithoutDevice(DevicePass):
             return
         code = ModelCode.of(self)
         function = code.enclosing_function(node)
-        if function is None or not function.is_model_code:
-            return
+        if function is None or not function.is_model_code or function.name == "__init__":
+            return  # tensors built in __init__ are DF103's business (register them as buffers)
         short = qualified.replace("torch.", "torch.", 1)
         source = code.resolve_device(node, function)
         if source is None:

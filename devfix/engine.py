@@ -6,15 +6,15 @@ error into a :class:`FileResult`; :func:`fix_paths` runs many files, in parallel
 
 from __future__ import annotations
 
+import ast
 import difflib
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 
 from devfix import sources
 from devfix.cache import ResultCache, content_key
@@ -42,10 +42,26 @@ _SUPPRESSION = re.compile(r"#\s*devfix:\s*ignore(?:\[(?P<rules>[^\]]*)\])?", re.
 
 def parse(text: str, path: str) -> cst.Module:
     try:
-        return cst.parse_module(text)
+        module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
         raise InputError(_describe_syntax_error(text, path, error)) from None
     except RecursionError:
+        raise InputError("nested too deeply to parse") from None
+    _reject_what_python_rejects(text, path)
+    return module
+
+
+def _reject_what_python_rejects(text: str, path: str) -> None:
+    """libcst accepts some code Python 3 does not (`except E, e:`); such a file is not rewritten."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        raise InputError(
+            f"does not parse (line {error.lineno}, column {error.offset}): {error.msg}"
+        ) from None
+    except (ValueError, RecursionError, MemoryError):
         raise InputError("nested too deeply to parse") from None
 
 
@@ -174,6 +190,10 @@ def apply_findings(
     rewritten = module.visit(_Replacer(replacements))
     imports = [spec for finding in applied for spec in finding.imports]
     if imports:
+        # libcst.codemod pulls in libcst.matchers (over a second to import): only when needed.
+        from libcst.codemod import CodemodContext
+        from libcst.codemod.visitors import AddImportsVisitor, ImportItem
+
         context = CodemodContext()
         for spec in imports:
             AddImportsVisitor.add_needed_import(context, spec.module, spec.name, spec.alias)

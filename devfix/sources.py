@@ -8,10 +8,12 @@ one, so a file is either as it was or fully rewritten, even if devfix is killed 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import stat
 import tempfile
+import time
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -55,6 +57,8 @@ class Document:
     path: str
     text: str
     encoding: str
+    #: Hash of the bytes read; `write_atomic` refuses to replace a file that changed since.
+    fingerprint: str | None = None
 
     def with_text(self, text: str) -> Document:
         return replace(self, text=text)
@@ -76,7 +80,11 @@ def decode(data: bytes, path: str) -> Document:
         raise InputError(
             f"is not valid {encoding} (byte {error.start}); add a coding cookie or fix the bytes"
         ) from None
-    return Document(path, text, encoding)
+    return Document(path, text, encoding, _fingerprint(data))
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def is_generated(text: str) -> bool:
@@ -88,9 +96,26 @@ def is_generated(text: str) -> bool:
     return False
 
 
+#: Larger files are refused: a source file this big is generated data, and parsing it would take
+#: minutes and gigabytes (the largest file in torch or the standard library is under 1.5 MB).
+MAX_SOURCE_BYTES = 10 * 1024 * 1024
+
+
 def read(path: str) -> Document:
     if os.path.isdir(path):
         raise InputError("is a directory")
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise InputError(f"cannot be read: {error.strerror or error}") from None
+    if not stat.S_ISREG(info.st_mode):
+        # A FIFO or device would block or never end; only regular files are read.
+        raise InputError("is not a regular file")
+    if info.st_size > MAX_SOURCE_BYTES:
+        raise InputError(
+            f"is {info.st_size / 2**20:.1f} MiB, over the {MAX_SOURCE_BYTES // 2**20} MiB "
+            "devfix reads; not rewritten"
+        )
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -106,9 +131,20 @@ def write_atomic(path: str, document: Document) -> None:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except OSError as error:
         raise InputError(f"cannot be written: {error.strerror or error}") from None
-    if not os.access(target, os.W_OK):
+    if not os.access(target, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        # The mode bits count even for root, who may write anything: read-only means kept.
         raise InputError("is read-only; not rewritten")
+    if document.fingerprint is not None:
+        try:
+            with open(target, "rb") as existing:
+                current = _fingerprint(existing.read())
+        except OSError as error:
+            raise InputError(f"cannot be written: {error.strerror or error}") from None
+        if current != document.fingerprint:
+            # Another process (a second devfix run, an editor) wrote it meanwhile: keep theirs.
+            raise InputError("changed on disk while devfix was working on it; not rewritten")
     directory = os.path.dirname(target) or "."
+    _remove_stale_temporaries(directory, os.path.basename(target))
     try:
         handle, temporary = tempfile.mkstemp(
             dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".devfix-tmp"
@@ -128,6 +164,26 @@ def write_atomic(path: str, document: Document) -> None:
         if isinstance(error, OSError):
             raise InputError(f"cannot be written: {error.strerror or error}") from None
         raise
+
+
+#: Temporary files are `.<name>.<random>.devfix-tmp` beside the file; one older than this was
+#: left by a killed run (a live one exists for milliseconds) and is removed by the next write.
+STALE_TEMPORARY_SECONDS = 60.0
+
+
+def _remove_stale_temporaries(directory: str, name: str) -> None:
+    prefix, suffix = f".{name}.", ".devfix-tmp"
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        if entry.startswith(prefix) and entry.endswith(suffix):
+            candidate = os.path.join(directory, entry)
+            with contextlib.suppress(OSError):
+                if now - os.lstat(candidate).st_mtime > STALE_TEMPORARY_SECONDS:
+                    os.unlink(candidate)
 
 
 class _IgnoreRules:

@@ -10,9 +10,12 @@ import os
 import subprocess
 import sys
 
+from pathlib import Path
+
 import pytest
 
 from devfix.engine import fix_source
+from devfix.types import Options
 from devfix.registry import all_passes
 from tests.golden_cases import GOLDEN, GoldenCase, collect
 
@@ -82,3 +85,17 @@ def test_script_runs_on_cpu(case: GoldenCase, script: object) -> None:
         cwd=str(GOLDEN),
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+
+
+CLEAN_FILES = [c.source.with_name(f"{c.name}.after.py") for c in TRANSFORM_CASES] + [
+    c.source for c in NOOP_CASES
+]
+
+
+@pytest.mark.parametrize("script", CLEAN_FILES, ids=[f"{p.parent.name}/{p.name}" for p in CLEAN_FILES])
+def test_no_pass_changes_a_fixed_or_noop_file(script: Path) -> None:
+    """Every pass, unsafe fixes included, leaves every after/noop file alone: no pass fights
+    another's fix."""
+    text = script.read_text()
+    result = fix_source(text, Options(unsafe_fixes=True), path=str(script))
+    assert result.output == text, [f"{f.code}: {f.message}" for f in result.applied]

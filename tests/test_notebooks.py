@@ -276,3 +276,37 @@ def test_empty_and_magic_only_notebooks(tmp_path: Path) -> None:
     assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED
     path = _write(tmp_path, _notebook([]), "empty.ipynb")
     assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED
+
+
+def test_imports_added_at_the_top_join_the_first_code_cell() -> None:
+    text = _notebook(
+        [_markdown("x"), _cell("%%bash\nls"), _cell("import torch\nx = 1"), _cell("y")]
+    )
+    notebook = notebooks.Notebook(text, "nb.ipynb")
+    assert notebook.code.startswith("# ~~devfix-cell~~ 2\nimport torch\nx = 1\n# ~~devfix-cell~~ 3")
+    assert notebook.split("import os\n" + notebook.code) == {2: "import os\nimport torch\nx = 1"}
+    rebuilt = json.loads(notebook.rebuild("import os\n" + notebook.code))
+    assert rebuilt["cells"][2]["source"] == ["import os\n", "import torch\n", "x = 1"]
+
+
+def test_review_of_a_notebook_edits_and_markers(tmp_path: Path, monkeypatch: Any) -> None:
+    from devfix import review
+
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
+    session = review.ReviewSession(review.analyse_paths(["."], OPTIONS), OPTIONS)
+    item = session.current()
+    assert item is not None and item.location == "./tagger.ipynb:cell 2:8:14"
+    assert item.diff.startswith("--- a/tagger.ipynb:cell 2\n+++ b/tagger.ipynb:cell 2\n")
+    proposed = session.proposed_text()
+    with pytest.raises(InputError, match="cell markers"):
+        session.edited(proposed.replace("# ~~devfix-cell~~ 3\n", ""))
+    session.edited(proposed.replace("# initial state", "# initial state, on x's device"))
+    session.answer("n")
+    review.write_reviewed(session)
+    data = json.loads((tmp_path / "tagger.ipynb").read_text(encoding="utf-8"))
+    assert (
+        "        h0 = torch.zeros(1, x.shape[0], self.n_hidden, device=x.device)"
+        "  # initial state, on x's device\n" in data["cells"][2]["source"]
+    )
+    assert data["cells"][4]["source"][0] == "%%time\n"

@@ -1,10 +1,10 @@
 # The PyTorch "Training a Classifier" loop, run after `net.to(device)` without the tutorial's
 # "Training on GPU" step: `inputs, labels = data` stay on the CPU. The move goes right after
-# the unpacking line.
+# the unpacking line. The convolution reports the mismatch in its own words.
 # Run on a GPU: python cifar_tutorial_unpack.before.py
 # devfix-flags: --select DF204 --unsafe-fixes
 # devfix-expect: DF204
-# devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-golden: gpus=2 fails-with="Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same"
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
