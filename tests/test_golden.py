@@ -9,14 +9,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-
 from pathlib import Path
 
 import pytest
 
 from devfix.engine import fix_source
-from devfix.types import Options
 from devfix.registry import all_passes
+from devfix.types import Options
 from tests.golden_cases import GOLDEN, GoldenCase, collect
 
 CASES = collect()
@@ -92,7 +91,9 @@ CLEAN_FILES = [c.source.with_name(f"{c.name}.after.py") for c in TRANSFORM_CASES
 ]
 
 
-@pytest.mark.parametrize("script", CLEAN_FILES, ids=[f"{p.parent.name}/{p.name}" for p in CLEAN_FILES])
+@pytest.mark.parametrize(
+    "script", CLEAN_FILES, ids=[f"{p.parent.name}/{p.name}" for p in CLEAN_FILES]
+)
 def test_no_pass_changes_a_fixed_or_noop_file(script: Path) -> None:
     """Every pass, unsafe fixes included, leaves every after/noop file alone: no pass fights
     another's fix."""
