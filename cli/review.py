@@ -125,7 +125,24 @@ def run_review(paths: list[str], options: Options, *, resume: bool) -> int:
         if resume:
             click.echo(f"devfix: error: {error}", err=True)
             return EXIT_FAILED
+        click.echo(f"devfix: warning: {error}; it will be replaced", err=True)
         state = review.ReviewState()
+    try:
+        session, failed = _analyse(paths, options, state, resume)
+        _loop(session, state, [])
+    except KeyboardInterrupt:
+        _echo()
+        click.echo(
+            "devfix: interrupted; nothing was written (the answers so far are saved for --resume).",
+            err=True,
+        )
+        return EXIT_INTERRUPTED
+    return _finish(session, failed)
+
+
+def _analyse(
+    paths: list[str], options: Options, state: review.ReviewState, resume: bool
+) -> tuple[review.ReviewSession, int]:
     analyses = list(review.analyse_paths(paths, options))
     failed = 0
     for analysis in analyses:
@@ -140,17 +157,7 @@ def run_review(paths: list[str], options: Options, *, resume: bool) -> int:
     if session.skipped_earlier:
         intro += f" ({session.skipped_earlier} rejected in an earlier session, not asked again)"
     _echo(intro + ". Press ? for help.")
-    warned: list[bool] = []
-    try:
-        _loop(session, state, warned)
-    except KeyboardInterrupt:
-        _echo()
-        click.echo(
-            "devfix: interrupted; nothing was written (the answers so far are saved for --resume).",
-            err=True,
-        )
-        return EXIT_INTERRUPTED
-    return _finish(session, failed)
+    return session, failed
 
 
 def _loop(session: review.ReviewSession, state: review.ReviewState, warned: list[bool]) -> None:

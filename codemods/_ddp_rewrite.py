@@ -38,6 +38,8 @@ class RewritePlan:
     #: Blocks whose prepended statements are followed by a blank line.
     spaced: set[int] = field(default_factory=set)
     header_comment: str | None = None
+    #: `DataParallel(model, ...)` calls replaced by their (rewritten) model argument.
+    unwrap_calls: set[int] = field(default_factory=set)
 
     def statement(self, node: cst.CSTNode) -> StatementPlan:
         return self.statements.setdefault(id(node), StatementPlan())
@@ -46,7 +48,7 @@ class RewritePlan:
 def parse_statements(code: str) -> list[cst.BaseStatement]:
     """Statements of `code`; comment lines above the first one stay attached to it."""
     module = cst.parse_module(code)
-    body = list(module.body)
+    body: list[cst.BaseStatement] = list(module.body)
     if body and module.header:
         body[0] = _with_leading(body[0], module.header)
     return body
@@ -100,6 +102,25 @@ def _is_return(statement: cst.BaseStatement) -> bool:
     )
 
 
+def _expression(plan: RewritePlan, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+    if id(original) in plan.unwrap_calls and isinstance(updated, cst.Call):
+        for arg in updated.args:
+            if arg.keyword is None or arg.keyword.value == "module":
+                return arg.value
+    return plan.expressions.get(id(original), updated)
+
+
+class _Expressions(cst.CSTTransformer):
+    def __init__(self, plan: RewritePlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode:
+        return _expression(self.plan, original_node, updated_node)
+
+
 class Rewriter(cst.CSTTransformer):
     def __init__(self, plan: RewritePlan) -> None:
         super().__init__()
@@ -108,10 +129,12 @@ class Rewriter(cst.CSTTransformer):
     def on_leave(  # type: ignore[override]
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
     ) -> cst.CSTNode:
-        replacement = self.plan.expressions.get(id(original_node))
-        if replacement is not None:
+        replacement = _expression(self.plan, original_node, updated_node)
+        if replacement is not updated_node:
             return replacement
-        if isinstance(original_node, cst.IndentedBlock) and isinstance(updated_node, cst.IndentedBlock):
+        if isinstance(original_node, cst.IndentedBlock) and isinstance(
+            updated_node, cst.IndentedBlock
+        ):
             body = self._body(original_node.body, updated_node.body)
             body = self._edges(id(original_node), body)
             return updated_node.with_changes(body=body or [cst.SimpleStatementLine([cst.Pass()])])
@@ -130,7 +153,12 @@ class Rewriter(cst.CSTTransformer):
                 if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString):
                     start = 1
             rest = body[start:]
-            if rest and key in self.plan.spaced and not _leading(rest[0]):
+            first_lines = _leading(rest[0]) if rest else ()
+            if (
+                rest
+                and key in self.plan.spaced
+                and (not first_lines or first_lines[0].comment is not None)
+            ):
                 rest = [_with_leading(rest[0], [cst.EmptyLine(indent=False)]), *rest[1:]]
             body = [*body[:start], *prepend, *rest]
         if append:
@@ -178,18 +206,28 @@ class Rewriter(cst.CSTTransformer):
             if plan.remove:
                 carried.extend(_leading(new))
                 continue
-            body = list(plan.replace) if plan.replace is not None else [new]
+            body = self._planned(plan.replace) if plan.replace is not None else [new]
             if plan.replace is not None and body:
                 body[0] = _with_leading(body[0], _leading(new))
             if plan.before:
                 lines = _leading(body[0])
                 body[0] = _without_leading(body[0])
-                emit([_with_leading(plan.before[0], lines), *plan.before[1:]], None)
+                before = self._planned(plan.before)
+                emit([_with_leading(before[0], lines), *before[1:]], None)
             emit(body, plan.gate)
-            emit(list(plan.after), None)
+            emit(self._planned(plan.after), None)
         flush()
         if carried and out:
             pass  # comments of a removed last statement are dropped with it
+        return out
+
+    def _planned(self, statements: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        """Statements spliced in whole still get the planned expression rewrites."""
+        out: list[cst.BaseStatement] = []
+        for statement in statements:
+            result = statement.visit(_Expressions(self.plan))
+            assert isinstance(result, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+            out.append(result)
         return out
 
     def _module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
@@ -199,9 +237,11 @@ class Rewriter(cst.CSTTransformer):
         else:
             head = self._body(original.body[:start], updated.body[:start])
             tail = [_reindented(s) for s in self._body(original.body[start:], updated.body[start:])]
-            lines = _leading(tail[0]) if tail else ()
+            # The blank lines and comments above the first moved statement go above the guard.
+            count = len(_leading(updated.body[start])) if start < len(updated.body) else 0
+            lines = list(_leading(tail[0])[:count]) if tail else []
             if tail:
-                tail[0] = _without_leading(tail[0])
+                tail[0] = _with_leading(_without_leading(tail[0]), _leading(tail[0])[count:])
             tail = self._edges(MAIN_BLOCK, tail)
             guard = cst.If(
                 test=cst.parse_expression('__name__ == "__main__"'),

@@ -86,6 +86,10 @@ class DeviceSource:
     reason: str
 
 
+#: The value only indexes other tensors: it may stay on the CPU. Passes report nothing.
+AS_INDEX = DeviceSource("", False, "used as an index")
+
+
 def _self_attribute(node: cst.BaseExpression) -> str | None:
     """`self.x` -> "x"."""
     if (
@@ -287,6 +291,8 @@ class ModelCode:
         meets = [e for e in evidence if e.certain]
         if meets:
             return meets[0]
+        if AS_INDEX in evidence:
+            return AS_INDEX
         if function.tensor_params:
             first = function.tensor_params[0]
             return DeviceSource(f"{first}.device", False, f"`{first}` is the first tensor argument")
@@ -354,6 +360,9 @@ class ModelCode:
             isinstance(parent, cst.Subscript) and parent.value is node
         ):
             yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Index):
+            # Used as an index: CPU indices into a CUDA tensor are legal, so no device is owed.
+            yield AS_INDEX
         elif isinstance(parent, cst.AugAssign):
             yield from self._meet(parent.target, function, own_names, line)
         elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:

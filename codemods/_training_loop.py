@@ -25,16 +25,14 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import libcst as cst
+
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name
-
 from devfix.types import Edit
 
 Scope = Union[cst.Module, cst.FunctionDef]
 
-DATALOADERS = frozenset(
-    {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
-)
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 #: Calls that wrap a model and keep it on the device it was moved to.
 MODEL_WRAPPERS = frozenset(
     {
@@ -47,8 +45,15 @@ MODEL_WRAPPERS = frozenset(
 )
 #: Calls that pass an iterable through: `enumerate(loader)`, `tqdm(loader)`.
 ITERATION_WRAPPERS = frozenset(
-    {"enumerate", "builtins.enumerate", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm",
-     "tqdm.std.tqdm", "tqdm"}
+    {
+        "enumerate",
+        "builtins.enumerate",
+        "tqdm.tqdm",
+        "tqdm.auto.tqdm",
+        "tqdm.notebook.tqdm",
+        "tqdm.std.tqdm",
+        "tqdm",
+    }
 )
 #: Trainers that move every batch to the model's device themselves.
 SELF_MOVING_TRAINERS = frozenset(
@@ -67,9 +72,28 @@ SELF_MOVING_TRAINERS = frozenset(
 _TORCH_DTYPES = frozenset(
     f"torch.{name}"
     for name in (
-        "float", "float16", "float32", "float64", "bfloat16", "half", "double", "int", "int8",
-        "int16", "int32", "int64", "long", "short", "uint8", "bool", "complex64", "complex128",
-        "cfloat", "cdouble", "float8_e4m3fn", "float8_e5m2",
+        "float",
+        "float16",
+        "float32",
+        "float64",
+        "bfloat16",
+        "half",
+        "double",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "long",
+        "short",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+        "cfloat",
+        "cdouble",
+        "float8_e4m3fn",
+        "float8_e5m2",
     )
 )
 _ACCELERATORS = ("cuda", "mps", "xpu", "npu", "hpu", "xla", "gpu")
@@ -127,7 +151,7 @@ class DeviceMove:
 
 @dataclass(frozen=True)
 class ModelDevice:
-    """A model moved to a device; `move` is usable where it was asked for, else `reason` says why not."""
+    """A model moved to a device: `move` as written where it was asked for, else `reason`."""
 
     model: str
     move: DeviceMove | None
@@ -272,7 +296,9 @@ class ScriptFlow:
                     continue
                 for alias in node.names:
                     bound = alias.asname.name if alias.asname else alias.name
-                    name = dotted_name(bound) if isinstance(bound, (cst.Name, cst.Attribute)) else None
+                    name = (
+                        dotted_name(bound) if isinstance(bound, (cst.Name, cst.Attribute)) else None
+                    )
                     if name:
                         table.bindings.setdefault(name.split(".")[0], []).append(
                             _Binding("other", None, self._pos(node))
@@ -315,7 +341,9 @@ class ScriptFlow:
         elif isinstance(target, cst.StarredElement):
             self._bind_target(table, target.value, value, node, self_only, unpacked=True)
 
-    def _lookup(self, name: str, function: cst.FunctionDef | None) -> tuple[_Table, cst.FunctionDef | None]:
+    def _lookup(
+        self, name: str, function: cst.FunctionDef | None
+    ) -> tuple[_Table, cst.FunctionDef | None]:
         """The table that binds `name` as seen from `function`, and that table's function."""
         if name.startswith("self."):
             owner = self.class_of(function)
@@ -356,7 +384,9 @@ class ScriptFlow:
 
     # -- call sites ------------------------------------------------------------------------
 
-    def call_sites(self, function: cst.FunctionDef) -> list[tuple[cst.Call, cst.FunctionDef | None]]:
+    def call_sites(
+        self, function: cst.FunctionDef
+    ) -> list[tuple[cst.Call, cst.FunctionDef | None]]:
         """Calls `f(...)` of a module-level function, with the function each call is in."""
         if self._call_sites is None:
             sites: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] = {}
@@ -373,7 +403,9 @@ class ScriptFlow:
             return []
         return self._call_sites.get(function.name.value, [])
 
-    def _argument_for(self, call: cst.Call, function: cst.FunctionDef, param: str) -> cst.BaseExpression | None:
+    def _argument_for(
+        self, call: cst.Call, function: cst.FunctionDef, param: str
+    ) -> cst.BaseExpression | None:
         if any(arg.star for arg in call.args):
             return None
         for arg in call.args:
@@ -390,8 +422,10 @@ class ScriptFlow:
 
     # -- devices ---------------------------------------------------------------------------
 
-    def device_kind(self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0) -> str | None:
-        """"cpu", "accelerator" (a CUDA/MPS literal), "device" (chosen at run time) or None."""
+    def device_kind(
+        self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0
+    ) -> str | None:
+        """ "cpu", "accelerator" (a CUDA/MPS literal), "device" (chosen at run time) or None."""
         if depth > 4:
             return None
         if isinstance(expr, cst.SimpleString):
@@ -430,13 +464,18 @@ class ScriptFlow:
         if values and None not in kinds:
             return "cpu" if kinds == {"cpu"} else "device"
         tail = name.rsplit(".", 1)[-1].lower().strip("_")
-        if any(word == tail or tail.endswith("_" + word) or tail.startswith(word + "_")
-               for word in _DEVICE_WORDS) or tail == "device":
+        if (
+            any(
+                word == tail or tail.endswith("_" + word) or tail.startswith(word + "_")
+                for word in _DEVICE_WORDS
+            )
+            or tail == "device"
+        ):
             return "device"
         return None
 
     def move_of(self, call: cst.Call, function: cst.FunctionDef | None) -> DeviceMove | None:
-        """`x.to(<device>)` / `x.cuda(...)` -> the move; CPU moves, dtype casts and others -> None."""
+        """`x.to(<device>)` / `x.cuda(...)` -> the move; CPU moves and dtype casts -> None."""
         if not isinstance(call.func, cst.Attribute):
             return None
         method = call.func.attr.value
@@ -501,7 +540,9 @@ class ScriptFlow:
         table, table_function = self._lookup(name, function)
         same_scope = table_function is function and not name.startswith("self.")
         limit = before if same_scope else None
-        candidates: list[tuple[tuple[int, int], tuple[DeviceMove | None, cst.FunctionDef | None, bool]]] = []
+        candidates: list[
+            tuple[tuple[int, int], tuple[DeviceMove | None, cst.FunctionDef | None, bool]]
+        ] = []
         pretrained = False
         direct_moves: set[tuple[int, int]] = set()
         for binding in table.bindings.get(name, []):
@@ -617,9 +658,12 @@ class ScriptFlow:
         if origin is target or not roots:
             return move
         code = code_of(expression)
-        if roots == {"self"} and self.class_of(target) is not None:
-            if origin is None or self.class_of(origin) is self.class_of(target):
-                return move
+        if (
+            roots == {"self"}
+            and self.class_of(target) is not None
+            and (origin is None or self.class_of(origin) is self.class_of(target))
+        ):
+            return move
         # `self.device = device` in the class: use the attribute.
         owner = self.class_of(target)
         if owner is not None:
@@ -629,9 +673,7 @@ class ScriptFlow:
                     return DeviceMove("to", cst.parse_expression(attr))
         # A parameter of `target` that every caller fills with the same expression.
         if target is not None:
-            params = [
-                p.name.value for p in (*target.params.posonly_params, *target.params.params)
-            ]
+            params = [p.name.value for p in (*target.params.posonly_params, *target.params.params)]
             sites = self.call_sites(target)
             for param in params:
                 if sites and all(
@@ -654,7 +696,9 @@ class ScriptFlow:
 
     # -- loaders and loops -----------------------------------------------------------------
 
-    def dataloader_calls(self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0) -> list[cst.Call]:
+    def dataloader_calls(
+        self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0
+    ) -> list[cst.Call]:
         """The `DataLoader(...)` calls an iterable comes from; [] if anything else may feed it."""
         if depth > 4:
             return []
@@ -709,7 +753,8 @@ class ScriptFlow:
             return None
         target: cst.BaseExpression = loop.target
         if isinstance(loop.iter, cst.Call) and self.checker.qualified_name(loop.iter.func) in (
-            "enumerate", "builtins.enumerate"
+            "enumerate",
+            "builtins.enumerate",
         ):
             if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
                 return None
@@ -769,7 +814,9 @@ class ScriptFlow:
             moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
             statement = f"{', '.join(plan.unmoved)} = {moved}"
         plan.statement_code = statement
-        new_line = cst.parse_statement(statement + "\n", config=self.context.module.config_for_parsing)
+        new_line = cst.parse_statement(
+            statement + "\n", config=self.context.module.config_for_parsing
+        )
         group = [anchor, new_line] if after_anchor else [new_line, anchor]
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
@@ -799,13 +846,18 @@ class ScriptFlow:
                     as_tensor = True
             elif isinstance(node, cst.Arg) and node.star == "" and _is_name(node.value, name):
                 call = self.context.parent(node)
-                if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)
-                        and call.func.value in _INSPECTING_BUILTINS):
+                if not (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Name)
+                    and call.func.value in _INSPECTING_BUILTINS
+                ):
                     as_tensor = True
         if as_dict + as_sequence + as_tensor != 1:
             return None
         if as_dict:
-            key, value = ("k", "v") if not {"k", "v"} & _root_names_of_move(move) else ("key", "value")
+            key, value = (
+                ("k", "v") if not {"k", "v"} & _root_names_of_move(move) else ("key", "value")
+            )
             moved = code_of(move.apply(cst.Name(value)))
             return f"{name} = {{{key}: {moved} for {key}, {value} in {name}.items()}}"
         if as_sequence:
@@ -813,13 +865,30 @@ class ScriptFlow:
             return f"{name} = [{code_of(move.apply(cst.Name(item)))} for {item} in {name}]"
         return f"{name} = {code_of(move.apply(cst.Name(name)))}"
 
-    def _device_bound(self, loop: cst.For, names: list[str], model_calls: list[cst.Call]) -> set[str]:
+    def _device_bound(
+        self, loop: cst.For, names: list[str], model_calls: list[cst.Call]
+    ) -> set[str]:
         """Batch names passed to the model, or meeting its output in a call or an operation."""
         wanted = set(names)
+        assigns = [n for n in _scope_nodes(loop.body) if isinstance(n, cst.Assign)]
+        # `x = batch[0]`, `inp = x.float()`: names that hold (part of) a batch name unmoved.
+        aliases: dict[str, set[str]] = {n: {n} for n in names}
+        for _ in range(3):
+            for assign in assigns:
+                origin = {b for r in _tensor_roots(assign.value) for b in aliases.get(r, ())}
+                if not origin:
+                    continue
+                for target in assign.targets:
+                    for bound_name in _names_in(target.target) - wanted:
+                        aliases.setdefault(bound_name, set()).update(origin)
+
+        def batch_of(node: cst.BaseExpression) -> set[str]:
+            return {b for r in _tensor_roots(node) for b in aliases.get(r, ())}
+
         bound: set[str] = set()
         for call in model_calls:
             for arg in call.args:
-                bound |= _names_in(arg.value) & wanted
+                bound |= batch_of(arg.value)
         derived: set[str] = set()
         model_ids = {id(c) for c in model_calls}
 
@@ -829,14 +898,13 @@ class ScriptFlow:
                 for n in _walk(node)
             )
 
-        assigns = [n for n in _scope_nodes(loop.body) if isinstance(n, cst.Assign)]
         for _ in range(4):
             for assign in assigns:
                 if from_model(assign.value):
                     for target in assign.targets:
                         derived |= _names_in(target.target)
         for node in _scope_nodes(loop.body):
-            parts: list[cst.CSTNode] = []
+            parts: list[cst.BaseExpression] = []
             if isinstance(node, cst.Call) and id(node) not in model_ids:
                 if isinstance(node.func, cst.Attribute):
                     parts.append(node.func.value)
@@ -852,7 +920,7 @@ class ScriptFlow:
                 continue
             for part, is_model in zip(parts, flags):
                 if not is_model:
-                    bound |= _names_in(part) & wanted
+                    bound |= batch_of(part)
         return bound
 
 
@@ -875,6 +943,26 @@ def device_argument(call: cst.Call) -> cst.BaseExpression | None:
             return arg.value
     positional = [a for a in call.args if a.keyword is None and not a.star]
     return positional[0].value if positional else None
+
+
+def _tensor_roots(expr: cst.BaseExpression) -> set[str]:
+    """Names whose tensor `expr` is, unmoved: `x`, `batch[0]`, `x.float().view(-1)`, `x * 2`;
+    nothing for `x.to(d)` or for values passed through other calls (`tokenizer(texts)`)."""
+    if isinstance(expr, cst.Name):
+        return {expr.value}
+    if isinstance(expr, (cst.Subscript, cst.Attribute)):
+        return _tensor_roots(expr.value)
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in _MOVES:
+            return _tensor_roots(expr.func.value)
+        return set()
+    if isinstance(expr, cst.BinaryOperation):
+        return _tensor_roots(expr.left) | _tensor_roots(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return _tensor_roots(expr.expression)
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return {r for e in expr.elements for r in _tensor_roots(e.value)}
+    return set()
 
 
 def _is_name(node: cst.CSTNode, name: str) -> bool:
@@ -945,7 +1033,7 @@ def _is_moved(body: cst.BaseSuite, name: str, flow: ScriptFlow) -> bool:
             if (
                 isinstance(node.func, cst.Attribute)
                 and node.func.attr.value in _MOVES
-                and name in _names_in(node.func.value)
+                and _moved_whole(node.func.value, name)
             ):
                 return True
             if _device_helper(node) and any(name in _names_in(a.value) for a in node.args):
@@ -958,12 +1046,26 @@ def _is_moved(body: cst.BaseSuite, name: str, flow: ScriptFlow) -> bool:
                 for n in _walk(node)
             ):
                 return True
-        elif isinstance(node, cst.Assign) and any(
-            name in _names_in(t.target) for t in node.targets
+        elif (
+            isinstance(node, cst.Assign)
+            and any(name in _names_in(t.target) for t in node.targets)
+            and not _keeps_device(node.value, flow)
         ):
-            if not _keeps_device(node.value, flow):
-                return True
+            return True
     return False
+
+
+def _moved_whole(receiver: cst.BaseExpression, name: str) -> bool:
+    """`x.to(d)`, `x.float().to(d)`: all of `x` is moved; `batch["ids"].to(d)` moves one entry."""
+    while True:
+        if isinstance(receiver, cst.Name):
+            return receiver.value == name
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+            receiver = receiver.func.value
+        elif isinstance(receiver, cst.Attribute):
+            receiver = receiver.value
+        else:
+            return False
 
 
 def _keeps_device(value: cst.BaseExpression, flow: ScriptFlow) -> bool:
@@ -994,8 +1096,8 @@ def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def _scope_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes of one scope, without descending into nested functions, classes and lambdas."""
-    stack = list(reversed(root.children)) if not isinstance(root, cst.Module) else list(
-        reversed(root.body)
+    stack: list[cst.CSTNode] = list(
+        reversed(list(root.body) if isinstance(root, cst.Module) else list(root.children))
     )
     while stack:
         node = stack.pop()

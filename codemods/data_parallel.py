@@ -1,4 +1,4 @@
-"""DF401: `nn.DataParallel` training scripts, converted to DistributedDataParallel under torchrun."""
+"""DF401: `nn.DataParallel` training scripts, converted to DDP under torchrun."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._ddp_rewrite import (
     MAIN_BLOCK,
-    Rewriter,
     RewritePlan,
+    Rewriter,
     parse_statements,
 )
 from devfix.codemods._edits import append_keyword, call_tail, keyword_argument
@@ -46,7 +47,9 @@ _IRREGULAR_TAILS = frozenset(
     {"DistributedDataParallel", "init_process_group", "spawn", "start_processes"}
 )
 _GPU_COUNT_NAMES = frozenset({"n_gpu", "n_gpus", "ngpu", "ngpus", "num_gpus", "gpu_count"})
-_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+_LOG_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
+)
 
 #: Names the conversion introduces, and the import each must resolve to when already bound.
 _IMPORTED = {
@@ -70,6 +73,7 @@ _LOADED = "loaded_state"
 _RANK0 = "rank == 0"
 _RANK0_ANYWHERE = "not dist.is_initialized() or dist.get_rank() == 0"
 _CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
+_N = TypeVar("_N", bound=cst.CSTNode)
 
 
 class _Decline(Exception):
@@ -122,13 +126,17 @@ class DataParallelTraining(DevicePass):
             torch.cuda.set_device(local_rank)
         if distributed:
             dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
-        sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+        sampler = DistributedSampler(
+            dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0
+        )
         loader = DataLoader(dataset, batch_size=64 // world_size, sampler=sampler)
         model = Net().to(device)
         if distributed:
             if torch.cuda.is_available():
                 model = model.to(torch.device("cuda", local_rank))
-                model = DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank)
+                model = DistributedDataParallel(
+                    model, device_ids=[local_rank], output_device=local_rank
+                )
             else:
                 model = DistributedDataParallel(model)
         optimizer = torch.optim.Adam(model.parameters())
@@ -138,7 +146,11 @@ class DataParallelTraining(DevicePass):
                 ...
             if rank == 0:
                 print(epoch, loss.item())
-                torch.save((model.module if isinstance(model, DistributedDataParallel) else model).state_dict(), "model.pt")
+                torch.save(
+                    (model.module if isinstance(model, DistributedDataParallel) else model)
+                    .state_dict(),
+                    "model.pt",
+                )
         if distributed:
             dist.destroy_process_group()
     ```
@@ -180,8 +192,9 @@ class DataParallelTraining(DevicePass):
     ## References
     - PyTorch tutorials, "Multi GPU training with DDP" and "Getting Started with Distributed Data
       Parallel"; `torchrun` documentation ("Important Notices").
-    - `torch.nn.parallel.DistributedDataParallel` and `torch.utils.data.distributed.DistributedSampler`
-      docstrings (`set_epoch`, `seed`, padding); distributed docs, "Which backend to use?".
+    - `torch.nn.parallel.DistributedDataParallel` and
+      `torch.utils.data.distributed.DistributedSampler` docstrings (`set_epoch`, `seed`,
+      padding); distributed docs, "Which backend to use?".
     - pytorch/pytorch#3805 (the `module.` prefix), #53979 (evaluation through the wrapper).
     """
 
@@ -291,8 +304,10 @@ class _Converter:
                 f"{len(self.calls)} models are wrapped; convert a script with several "
                 "DataParallel models by hand"
             )
-        for node in _walk(self.module, (cst.Name, cst.Attribute)):
-            tail = call_tail(node)  # type: ignore[arg-type]
+        names: list[cst.Name | cst.Attribute] = [*_walk(self.module, cst.Name)]
+        names += _walk(self.module, cst.Attribute)
+        for node in names:
+            tail = call_tail(node)
             if tail is None or not (tail in _IRREGULAR_TAILS or tail.endswith("Trainer")):
                 continue
             qualified = self.qualified(node)
@@ -336,14 +351,16 @@ class _Converter:
             raise _Decline("the DataParallel call has no model argument")
         for arg in call.args:
             keyword = arg.keyword.value if arg.keyword is not None else None
-            if keyword == "dim" and not (isinstance(arg.value, cst.Integer) and arg.value.value == "0"):
+            if keyword == "dim" and not (
+                isinstance(arg.value, cst.Integer) and arg.value.value == "0"
+            ):
                 raise _Decline("DataParallel splits along `dim` other than 0")
         if not _chain_holds(small.value, call):
             raise _Decline("the DataParallel call is part of a larger expression")
         self.inner_names = {self.target}
         if isinstance(inner, cst.Name):
             self.inner_names.add(inner.value)
-        self.plan.expressions[id(call)] = inner
+        self.plan.unwrap_calls.add(id(call))
         self.wrap_statement = statement
         unit: cst.BaseStatement = statement
         block = self.context.parent(statement)
@@ -384,7 +401,7 @@ class _Converter:
     # -- where the run happens -------------------------------------------------------------
 
     def _find_run_scope(self) -> None:
-        body = list(self.module.body)
+        body: list[cst.BaseStatement] = list(self.module.body)
         guard = next((s for s in body if isinstance(s, cst.If) and _is_main_guard(s)), None)
         owner = self.unit_owner
         self.function: cst.FunctionDef | None = None
@@ -406,12 +423,11 @@ class _Converter:
             self._check_called(owner, body, guard)
             self.run_statements = [owner]
             self.run_block_key = id(owner.body)
-            returns = [
-                r for r in _walk(owner.body, cst.Return, skip_defs=True)
-            ]
+            returns = [r for r in _walk(owner.body, cst.Return, skip_defs=True)]
             last = owner.body.body[-1] if isinstance(owner.body, cst.IndentedBlock) else None
             early = [
-                r for r in returns
+                r
+                for r in returns
                 if not (isinstance(last, cst.SimpleStatementLine) and r in last.body)
             ]
             if early:
@@ -427,17 +443,21 @@ class _Converter:
     ) -> None:
         name = function.name.value
         callers = [
-            s for s in body
+            s
+            for s in body
             if not isinstance(s, (cst.FunctionDef, cst.ClassDef)) and _calls_name(s, name)
         ]
         # One call step: `main()` calling `train()`.
         if not callers:
             for other in body:
-                if isinstance(other, cst.FunctionDef) and other is not function and _calls_name(
-                    other, name
+                if (
+                    isinstance(other, cst.FunctionDef)
+                    and other is not function
+                    and _calls_name(other, name)
                 ):
                     callers += [
-                        s for s in body
+                        s
+                        for s in body
                         if not isinstance(s, (cst.FunctionDef, cst.ClassDef))
                         and _calls_name(s, other.name.value)
                     ]
@@ -459,7 +479,11 @@ class _Converter:
         first = self._first_executable(body)
         assert first is not None and first <= limit
         last_definition = max(
-            (i for i, s in enumerate(body[:limit]) if isinstance(s, (cst.FunctionDef, cst.ClassDef))),
+            (
+                i
+                for i, s in enumerate(body[:limit])
+                if isinstance(s, (cst.FunctionDef, cst.ClassDef))
+            ),
             default=-1,
         )
         start = max(first, last_definition + 1)
@@ -495,7 +519,9 @@ class _Converter:
     def _is_definition(self, small: cst.BaseSmallStatement) -> bool:
         if isinstance(small, (cst.Import, cst.ImportFrom)):
             return True
-        if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+        if isinstance(small, cst.Expr) and isinstance(
+            small.value, (cst.SimpleString, cst.ConcatenatedString)
+        ):
             return True
         if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
             for call in _walk(small.value, cst.Call):
@@ -553,22 +579,20 @@ class _Converter:
 
     def _plan_setup(self) -> None:
         setup = self.t(
-            "# devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;\n"
+            "# devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and "
+            "WORLD_SIZE;\n"
             "# without them (plain `python`) this runs as one process, without a process group.\n"
             'local_rank = int(os.environ.get("LOCAL_RANK", "0"))\n'
             'rank = int(os.environ.get("RANK", "0"))\n'
             'world_size = int(os.environ.get("WORLD_SIZE", "1"))\n'
             'distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ\n'
             "if torch.cuda.is_available():\n"
-            "    torch.cuda.set_device(local_rank)  # before the process group and any CUDA tensor\n"
+            "    torch.cuda.set_device(local_rank)"
+            "  # before the process group and any CUDA tensor\n"
             "if distributed:\n"
             '    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")\n'
         )
-        teardown = (
-            "if distributed:\n"
-            "    dist.barrier()\n"
-            "    dist.destroy_process_group()\n"
-        )
+        teardown = "if distributed:\n    dist.barrier()\n    dist.destroy_process_group()\n"
         self.plan.block_prepend[self.run_block_key] = parse_statements(setup)
         self.plan.spaced.add(self.run_block_key)
         self.plan.block_append[self.run_block_key] = parse_statements(teardown)
@@ -586,29 +610,33 @@ class _Converter:
         assert isinstance(assign, cst.Assign)
         new_value = _replace_node(assign.value, self.dp_call, _wrapped_argument(self.dp_call))
         if not (isinstance(new_value, cst.Name) and new_value.value == t):
-            statements.append(self.wrap_statement.with_changes(
-                body=[assign.with_changes(value=new_value)], leading_lines=[]
-            ))
-        statements += parse_statements(self.t(
-            "if distributed:  # devfix DF401: one replica per process; DDP averages the gradients\n"
-            "    if torch.cuda.is_available():\n"
-            f'        {t} = {t}.to(torch.device("cuda", local_rank))\n'
-            f"        {t} = DistributedDataParallel({t}, device_ids=[local_rank], output_device=local_rank)\n"
-            "    else:\n"
-            f"        {t} = DistributedDataParallel({t})\n"
-        ))
+            # The original statement: the rewriter drops the wrapper call from it.
+            statements.append(self.wrap_statement.with_changes(leading_lines=[]))
+        statements += parse_statements(
+            self.t(
+                "if distributed:"
+                "  # devfix DF401: one replica per process; DDP averages the gradients\n"
+                "    if torch.cuda.is_available():\n"
+                f'        {t} = {t}.to(torch.device("cuda", local_rank))\n'
+                f"        {t} = DistributedDataParallel("
+                f"{t}, device_ids=[local_rank], output_device=local_rank)\n"
+                "    else:\n"
+                f"        {t} = DistributedDataParallel({t})\n"
+            )
+        )
         self.wrap_replacement = statements
         plan = self.plan.statement(self.unit)
         plan.replace = statements
-        # The wrapped call is rebuilt above; the expression plan must not touch the old node.
-        self.plan.expressions.pop(id(self.dp_call), None)
 
     # -- data ------------------------------------------------------------------------------
 
     def _plan_loaders(self) -> None:
         loaders: list[_Loader] = []
         for call in _walk(self.module, cst.Call):
-            if call_tail(call.func) != "DataLoader" and self.qualified(call.func) not in DATA_LOADERS:
+            if (
+                call_tail(call.func) != "DataLoader"
+                and self.qualified(call.func) not in DATA_LOADERS
+            ):
                 continue
             if self.qualified(call.func) not in DATA_LOADERS or not self.in_run(call):
                 continue
@@ -712,7 +740,11 @@ class _Converter:
         before: list[cst.BaseStatement] = []
         dataset = dataset_arg.value
         if not isinstance(dataset, (cst.Name, cst.Attribute)):
-            hoisted = sampler[: -len("sampler")] + "dataset" if sampler.endswith("sampler") else f"{sampler}_dataset"
+            hoisted = (
+                sampler[: -len("sampler")] + "dataset"
+                if sampler.endswith("sampler")
+                else f"{sampler}_dataset"
+            )
             if hoisted in self.bound or hoisted == sampler:
                 raise _Decline(f"the script already uses the name `{hoisted}`")
             self.bound.add(hoisted)
@@ -734,7 +766,9 @@ class _Converter:
                 arg = arg.with_changes(value=dataset)
             if arg is batch_arg and not self.checker.keep_per_process_batch:
                 value = arg.value
-                if not isinstance(value, (cst.Name, cst.Attribute, cst.Integer, cst.Call, cst.Subscript)):
+                if not isinstance(
+                    value, (cst.Name, cst.Attribute, cst.Integer, cst.Call, cst.Subscript)
+                ):
                     value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
                 arg = arg.with_changes(
                     value=cst.BinaryOperation(
@@ -757,12 +791,15 @@ class _Converter:
         batch = self.code(batch_arg.value) if batch_arg is not None else "1"
         if self.checker.keep_per_process_batch:
             comment = (
-                f"# devfix DF401: `batch_size` stays per process, so the global batch is {batch} * world_size.\n"
+                "# devfix DF401: `batch_size` stays per process, so the global batch is "
+                f"{batch} * world_size.\n"
             )
         else:
             comment = (
-                f"# devfix DF401: DataParallel's batch of {batch} was global; each of the world_size\n"
-                f"# processes now takes {batch} // world_size of it (when that does not divide, the\n"
+                f"# devfix DF401: DataParallel's batch of {batch} was global; each of the "
+                "world_size\n"
+                f"# processes now takes {batch} // world_size of it (when that does not divide, "
+                "the\n"
                 "# global batch is smaller). Each process reads its own shard of the data set.\n"
             )
         before = parse_statements(
@@ -773,11 +810,14 @@ class _Converter:
         )
         self.plan.statement(loader.statement).before += before
         for loop in loader.epoch_loops:
-            if not isinstance(loop.target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
+            if not isinstance(loop.target, cst.Name) or not isinstance(
+                loop.body, cst.IndentedBlock
+            ):
                 raise _Decline("cannot place `sampler.set_epoch` in the epoch loop")
             self.plan.block_prepend.setdefault(id(loop.body), []).extend(
                 parse_statements(
-                    f"{sampler}.set_epoch({loop.target.value})  # devfix DF401: a new shuffle every epoch\n"
+                    f"{sampler}.set_epoch({loop.target.value})"
+                    "  # devfix DF401: a new shuffle every epoch\n"
                 )
             )
 
@@ -839,9 +879,12 @@ class _Converter:
     def _plan_checkpoints(self) -> None:
         loads_after: list[int] = []
         for call in _walk(self.module, cst.Call):
-            if call_tail(call.func) == "load" and self.in_run(call):
-                if self.qualified(call.func) == "torch.load":
-                    loads_after.append(self.line(call))
+            if (
+                call_tail(call.func) == "load"
+                and self.in_run(call)
+                and self.qualified(call.func) == "torch.load"
+            ):
+                loads_after.append(self.line(call))
         for node in _walk(self.module, cst.Attribute):
             if not isinstance(node.value, cst.Name):
                 continue
@@ -853,9 +896,10 @@ class _Converter:
             elif attr in ("state_dict", "load_state_dict") and self._refers_to_target(node.value):
                 self.plan.expressions[id(node.value)] = self._unwrapped()
         for statement in _walk(self.module, cst.SimpleStatementLine):
-            call = _statement_call(statement)
-            if call is None:
+            found = _statement_call(statement)
+            if found is None:
                 continue
+            call = found
             run = self.in_run(statement)
             if call_tail(call.func) == "save" and self.qualified(call.func) == "torch.save":
                 if run:
@@ -863,7 +907,8 @@ class _Converter:
                     if any(line > self.line(statement) for line in loads_after):
                         self.plan.statement(statement).after += parse_statements(
                             "if distributed:\n"
-                            "    dist.barrier()  # devfix DF401: the other processes read this file\n"
+                            "    dist.barrier()"
+                            "  # devfix DF401: the other processes read this file\n"
                         )
                 elif self.in_helper(statement):
                     self.plan.statement(statement).gate = _RANK0_ANYWHERE
@@ -886,12 +931,15 @@ class _Converter:
             if id(receiver) in self.plan.expressions
             else self.code(receiver)
         )
-        rest = "".join(", " + self.code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in call.args[1:])
+        rest = "".join(
+            ", " + self.code(a.with_changes(comma=cst.MaybeSentinel.DEFAULT)) for a in call.args[1:]
+        )
         self.need("consume_prefix_in_state_dict_if_present")
         plan = self.plan.statement(statement)
         replacement = parse_statements(
             f"{_LOADED} = {self.code(call.args[0].value)}\n"
-            f'if any(key.startswith("module.") for key in {_LOADED}):  # devfix DF401: saved by DataParallel\n'
+            f'if any(key.startswith("module.") for key in {_LOADED}):'
+            "  # devfix DF401: saved by DataParallel\n"
             f'    consume_prefix_in_state_dict_if_present({_LOADED}, "module.")\n'
             f"{receiver_code}.load_state_dict({_LOADED}{rest})\n"
         )
@@ -926,7 +974,10 @@ class _Converter:
         if cached is None:
             cached = set()
             for assign in _walk(self.module, cst.Assign):
-                if isinstance(assign.value, cst.Call) and self.qualified(assign.value.func) == "logging.getLogger":
+                if (
+                    isinstance(assign.value, cst.Call)
+                    and self.qualified(assign.value.func) == "logging.getLogger"
+                ):
                     for target in assign.targets:
                         if isinstance(target.target, cst.Name):
                             cached.add(target.target.value)
@@ -960,14 +1011,17 @@ class _Converter:
             if match is None or self._in_log_call(string):
                 continue
             if match.group(1) != "0":
-                raise _Decline(f"the script hard-codes GPU `{value}`")
+                raise _Decline(f"the script hard-codes GPU `{match.group(0)}`")
             quote = string.quote
             prefix = string.prefix
             self.plan.expressions[id(string)] = string.with_changes(
                 value=f"{prefix}{quote}cuda{quote}"
             )
         for call in _walk(self.module, cst.Call):
-            if call_tail(call.func) == "set_device" and self.qualified(call.func) == "torch.cuda.set_device":
+            if (
+                call_tail(call.func) == "set_device"
+                and self.qualified(call.func) == "torch.cuda.set_device"
+            ):
                 raise _Decline("the script already selects its GPU with `torch.cuda.set_device`")
             if (
                 isinstance(call.func, cst.Attribute)
@@ -990,19 +1044,27 @@ class _Converter:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _walk(
-    root: cst.CSTNode,
-    kind: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...],
-    *,
-    skip_defs: bool = False,
-) -> Iterator[cst.CSTNode]:
+def _walk(root: cst.CSTNode, kind: type[_N], *, skip_defs: bool = False) -> Iterator[_N]:
+    """Every node of type `kind` under `root` (with `skip_defs`, not inside nested defs)."""
     stack = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, kind):
             yield node
-        if skip_defs and node is not root and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        if (
+            skip_defs
+            and node is not root
+            and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
+        ):
             continue
+        stack.extend(reversed(node.children))
+
+
+def _descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
         stack.extend(reversed(node.children))
 
 
@@ -1040,12 +1102,13 @@ def _replace_node(
     assert new is not None
     if root is old:
         return new
+    replacement: cst.BaseExpression = new
 
     class _Swap(cst.CSTTransformer):
         def on_leave(  # type: ignore[override]
             self, original_node: cst.CSTNode, updated_node: cst.CSTNode
         ) -> cst.CSTNode:
-            return new if original_node is old else updated_node
+            return replacement if original_node is old else updated_node
 
     result = root.visit(_Swap())
     assert isinstance(result, cst.BaseExpression)
@@ -1091,7 +1154,7 @@ def _contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
 
 
 def _mentions(root: cst.CSTNode, name: str) -> bool:
-    return any(n.value == name for n in _walk(root, cst.Name))  # type: ignore[attr-defined]
+    return any(n.value == name for n in _walk(root, cst.Name))
 
 
 def _statement_call(statement: cst.SimpleStatementLine) -> cst.Call | None:
@@ -1125,21 +1188,16 @@ def _is_self_mean(statement: cst.BaseStatement) -> bool:
 
 def _bound_names(module: cst.Module) -> set[str]:
     names: set[str] = set()
-    for node in _walk(module, cst.CSTNode):
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+    for node in _descendants(module):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Param)):
             names.add(node.name.value)
-        elif isinstance(node, cst.Param):
-            names.add(node.name.value)
-        elif isinstance(node, cst.AssignTarget):
-            names |= _target_names(node.target)
-        elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-            names |= _target_names(node.target)
-        elif isinstance(node, (cst.For, cst.CompFor)):
-            names |= _target_names(node.target)
-        elif isinstance(node, cst.NamedExpr):
+        elif isinstance(
+            node,
+            (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr),
+        ):
             names |= _target_names(node.target)
         elif isinstance(node, cst.AsName):
-            names |= _target_names(node.name)  # type: ignore[arg-type]
+            names |= _target_names(node.name)
         elif isinstance(node, cst.ImportAlias) and node.asname is None:
             names.add(cst.Module([]).code_for_node(node.name).split(".")[0])
         elif isinstance(node, cst.Global):
@@ -1176,7 +1234,11 @@ def _module_imports(module: cst.Module) -> dict[str, str]:
                     else:
                         top = dotted.split(".")[0]
                         found[top] = top
-            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            elif (
+                isinstance(small, cst.ImportFrom)
+                and small.module is not None
+                and not small.relative
+            ):
                 if isinstance(small.names, cst.ImportStar):
                     continue
                 base = code(small.module)

@@ -211,6 +211,8 @@ class DeviceFixedAtConstruction(DevicePass):
         rebuild: object,
     ) -> None:
         source = ModelCode.of(self).resolve_device(node, function)
+        if source is AS_INDEX:
+            source = None
         if source is None:
             self.report(
                 node,

@@ -11,7 +11,6 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name, keyword_argument
 from devfix.codemods._model_code import ModelCode
 from devfix.codemods._torch_names import TENSOR_FACTORIES
-from devfix.context import FileContext
 from devfix.codemods._training_loop import (
     DATALOADERS,
     SELF_MOVING_TRAINERS,
@@ -19,6 +18,7 @@ from devfix.codemods._training_loop import (
     code_of,
     device_argument,
 )
+from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
 #: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
@@ -122,7 +122,8 @@ class DeviceInDataPipeline(DevicePass):
         code = ModelCode.of(self)
         flow = ScriptFlow.of(self)
         loaders = [
-            n for n in _walk(module)
+            n
+            for n in _walk(module)
             if isinstance(n, cst.Call)
             and _is_name_chain(n.func)
             and self.qualified_name(n.func) in DATALOADERS
@@ -183,7 +184,9 @@ class DeviceInDataPipeline(DevicePass):
                 if isinstance(inner.func, cst.Name) and inner.func.value in functions:
                     helper = functions[inner.func.value]
                     if id(helper) not in found:
-                        add(helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders)
+                        add(
+                            helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders
+                        )
         self._data = found
         return found
 
@@ -208,7 +211,10 @@ class DeviceInDataPipeline(DevicePass):
             cls = classes.get(instance.func.value)
             if cls is not None:
                 for statement in cls.body.body:
-                    if isinstance(statement, cst.FunctionDef) and statement.name.value == "__call__":
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == "__call__"
+                    ):
                         return statement
         return None
 
@@ -393,7 +399,8 @@ def _dataset_argument(loader: cst.Call) -> cst.BaseExpression | None:
 
 
 def _without_device(call: cst.Call) -> cst.BaseExpression:
-    """`x.to(device)` -> `x`; `x.to(device, torch.float)` -> `x.to(torch.float)`; `x.cuda()` -> `x`."""
+    """`x.to(device)` -> `x`; `x.to(device, torch.float)` -> `x.to(torch.float)`; `x.cuda()`
+    -> `x`."""
     assert isinstance(call.func, cst.Attribute)
     receiver = call.func.value
     if call.func.attr.value == "cuda":

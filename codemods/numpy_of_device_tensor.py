@@ -108,7 +108,8 @@ class NumpyOfDeviceTensor(DevicePass):
         origin: str | None
         if isinstance(values, cst.List) and values.elements:
             origins = [
-                self.device_origin(e.value, node, 0) if not isinstance(e, cst.StarredElement)
+                self.device_origin(e.value, node, 0)
+                if not isinstance(e, cst.StarredElement)
                 else None
                 for e in values.elements
             ]
@@ -204,20 +205,21 @@ class NumpyOfDeviceTensor(DevicePass):
                         return f"moved with `.to({code_of(device)})`" if device else None
             if dotted_name(func) is not None:
                 model = flow.model_device(
-                    func.value if isinstance(func, cst.Attribute) and func.attr.value in (
-                        "generate", "forward"
-                    ) else func,
+                    func.value
+                    if isinstance(func, cst.Attribute)
+                    and func.attr.value in ("generate", "forward")
+                    else func,
                     expr,
                 )
                 if model is not None:
                     return f"output of `{model.model}`, which is on a device"
                 qualified = self.qualified_name(func)
                 if qualified is not None and qualified.startswith("torch."):
-                    device = keyword_argument(expr, "device")
-                    if device is not None and flow.device_kind(
-                        device.value, flow.function_of(at)
+                    keyword = keyword_argument(expr, "device")
+                    if keyword is not None and flow.device_kind(
+                        keyword.value, flow.function_of(at)
                     ) in ("accelerator", "device"):
-                        return f"created with `device={code_of(device.value)}`"
+                        return f"created with `device={code_of(keyword.value)}`"
                     return self._any_argument(expr, at, depth)
                 if qualified is not None and self._is_module_instance(func, at):
                     return self._any_argument(expr, at, depth)
@@ -230,9 +232,9 @@ class NumpyOfDeviceTensor(DevicePass):
                 return None
             return self.device_origin(binding[1], at, depth + 1)
         if isinstance(expr, cst.Attribute):
-            if expr.attr.value in NON_TENSOR_MEMBERS or dotted_name(expr) is not None and (
-                dotted_name(expr) or ""
-            ).startswith("self."):
+            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
+                "self."
+            ):
                 return None
             return self.device_origin(expr.value, at, depth + 1)
         if isinstance(expr, cst.Subscript):
@@ -271,8 +273,10 @@ class NumpyOfDeviceTensor(DevicePass):
         while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
             value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
         qualified = self.qualified_name(value.func)
-        return qualified is not None and qualified.startswith("torch.nn.") and (
-            not qualified.startswith("torch.nn.functional.")
+        return (
+            qualified is not None
+            and qualified.startswith("torch.nn.")
+            and (not qualified.startswith("torch.nn.functional."))
         )
 
 

@@ -12,7 +12,7 @@ from devfix.codemods._edits import (
     keyword_argument,
     method_call,
 )
-from devfix.codemods._model_code import ModelCode
+from devfix.codemods._model_code import AS_INDEX, ModelCode
 from devfix.codemods._torch_names import DATA_FACTORIES, LEGACY_CONSTRUCTORS, TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 
@@ -109,6 +109,8 @@ class TensorFactoryWithoutDevice(DevicePass):
             return  # tensors built in __init__ are DF103's business (register them as buffers)
         short = qualified.replace("torch.", "torch.", 1)
         source = code.resolve_device(node, function)
+        if source is AS_INDEX:
+            return
         if source is None:
             self.report(
                 node,

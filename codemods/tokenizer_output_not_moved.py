@@ -169,7 +169,9 @@ class TokenizerOutputNotMoved(DevicePass):
                 return None  # rebound from something else: unknown
         return result
 
-    def _as_model_call(self, call: cst.Call, flow: ScriptFlow) -> tuple[cst.Call, ModelDevice] | None:
+    def _as_model_call(
+        self, call: cst.Call, flow: ScriptFlow
+    ) -> tuple[cst.Call, ModelDevice] | None:
         callee = call.func
         if isinstance(callee, cst.Attribute) and callee.attr.value in _MODEL_METHODS:
             callee = callee.value
@@ -202,8 +204,7 @@ def _moves(checker: DevicePass, use: cst.Name) -> bool:
                 return True
         elif isinstance(ancestor, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
             return any(
-                isinstance(n, cst.Attribute) and n.attr.value in _MOVES
-                for n in _walk(ancestor)
+                isinstance(n, cst.Attribute) and n.attr.value in _MOVES for n in _walk(ancestor)
             )
         elif isinstance(ancestor, cst.Call):
             tail = (dotted_name(ancestor.func) or "").rsplit(".", 1)[-1].lower()

@@ -105,16 +105,115 @@ def _is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
 def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> list[Finding]:
     context = FileContext(module, path)
     findings: list[Finding] = []
-    for pass_class in select_passes(options.select, options.ignore):
-        if not any(word in text for word in pass_class.TRIGGER_WORDS):
-            continue
-        checker = pass_class(context, **options.pass_options.get(pass_class.CODE, {}))
-        module.visit(checker)
+    checkers = [
+        pass_class(context, **options.pass_options.get(pass_class.CODE, {}))
+        for pass_class in select_passes(options.select, options.ignore)
+        if any(word in text for word in pass_class.TRIGGER_WORDS)
+    ]
+    # One traversal for all passes (each full libcst traversal costs more than the parse).
+    if len(checkers) == 1:
+        module.visit(checkers[0])
+    elif checkers:
+        module.visit(_Dispatcher(checkers))
+    for checker in checkers:
         findings.extend(checker.findings)
     lines = text.splitlines()
     findings = [finding for finding in findings if not _is_suppressed(finding, lines)]
     findings.sort(key=lambda f: (f.line, f.col, f.code))
     return findings
+
+
+class _Dispatcher(cst.CSTVisitor):
+    """Runs several visitors in one traversal, each seeing exactly what it would see alone.
+
+    A visitor whose visit method returns False skips that node's children (the others do not)
+    and still gets the node's leave call, as in libcst's own traversal.
+    """
+
+    def __init__(self, visitors: Sequence[cst.CSTVisitor]) -> None:
+        super().__init__()
+        self.visitors = list(visitors)
+        #: Per visitor, the node whose children it declined (None: it is visiting).
+        self.skipping: list[cst.CSTNode | None] = [None] * len(self.visitors)
+        self.visits: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]] = {}
+        self.leaves: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]] = {}
+        base_visit, base_leave = cst.CSTVisitor.on_visit, cst.CSTVisitor.on_leave
+        #: Visitors that override on_visit / on_leave get them called for every node.
+        self.custom = [
+            type(v).on_visit is not base_visit or type(v).on_leave is not base_leave
+            for v in self.visitors
+        ]
+        self.attribute_visitors = [
+            index
+            for index, visitor in enumerate(self.visitors)
+            if _has_attribute_hooks(type(visitor))
+        ]
+
+    def _table(
+        self, table: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]],
+        prefix: str, kind: type[cst.CSTNode],
+    ) -> list[tuple[int, Callable[[cst.CSTNode], object]]]:
+        entries = []
+        for index, visitor in enumerate(self.visitors):
+            if self.custom[index]:
+                if prefix == "visit_":
+                    # libcst skips the children when on_visit returns anything falsy.
+                    entries.append((index, lambda node, hook=visitor.on_visit: bool(hook(node))))
+                else:
+                    entries.append((index, visitor.on_leave))
+                continue
+            method = getattr(visitor, prefix + kind.__name__, None)
+            if method is not None:
+                entries.append((index, method))
+        table[kind] = entries
+        return entries
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node)
+        entries = self.visits.get(kind)
+        if entries is None:
+            entries = self._table(self.visits, "visit_", kind)
+        skipping = self.skipping
+        for index, method in entries:
+            if skipping[index] is None and method(node) is False:
+                skipping[index] = node
+        return any(mark is None for mark in skipping)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        kind = type(original_node)
+        entries = self.leaves.get(kind)
+        if entries is None:
+            entries = self._table(self.leaves, "leave_", kind)
+        skipping = self.skipping
+        for index, mark in enumerate(skipping):
+            if mark is original_node:
+                skipping[index] = None
+        for index, method in entries:
+            if skipping[index] is None:
+                method(original_node)
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        for index in self.attribute_visitors:
+            if self.skipping[index] is None:
+                self.visitors[index].on_visit_attribute(node, attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        for index in self.attribute_visitors:
+            if self.skipping[index] is None:
+                self.visitors[index].on_leave_attribute(original_node, attribute)
+
+
+def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
+    """Whether a visitor uses libcst's per-attribute hooks (`visit_Call_func` and the like)."""
+    if (
+        kind.on_visit_attribute is not cst.CSTVisitor.on_visit_attribute
+        or kind.on_leave_attribute is not cst.CSTVisitor.on_leave_attribute
+    ):
+        return True
+    return any(
+        name.startswith(("visit_", "leave_")) and "_" in name.split("_", 1)[1]
+        for name in dir(kind)
+    )
 
 
 def check_source(

@@ -467,6 +467,7 @@ class ReviewSession:
         state.code, state.edited = text, True
         state.items = kept + fresh
         state.answers = answers
+        self._cursor = (file_index, 0)  # the file's items were renumbered
         self.history.append(action)
 
     # -- results

@@ -113,8 +113,8 @@ def read(path: str) -> Document:
         raise InputError("is not a regular file")
     if info.st_size > MAX_SOURCE_BYTES:
         raise InputError(
-            f"is {info.st_size / 2**20:.1f} MiB, over the {MAX_SOURCE_BYTES // 2**20} MiB "
-            "devfix reads; not rewritten"
+            f"is {info.st_size / 2**20:.1f} MiB; devfix reads source files up to "
+            f"{MAX_SOURCE_BYTES // 2**20} MiB"
         )
     try:
         with open(path, "rb") as handle:

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,18 +52,22 @@ def _python(script: Path, cwd: Path, **extra: str) -> None:
 def _torchrun(script: Path, cwd: Path, **extra: str) -> None:
     _run(
         [
-            sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node=2", str(script),
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(script),
         ],
         cwd,
         **extra,
     )
 
 
-def _weights(path: Path) -> dict[str, object]:
+def _weights(path: Path) -> dict[str, Any]:
     state = torch.load(path, map_location="cpu")
     return {
-        (key[len("module."):] if key.startswith("module.") else key): value
+        (key[len("module.") :] if key.startswith("module.") else key): value
         for key, value in state.items()
     }
 

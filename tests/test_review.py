@@ -371,3 +371,37 @@ def test_unreadable_files_become_failed_analyses(project: Path) -> None:
     assert analyses["broken.py"].failed and "does not parse" in analyses["broken.py"].error
     missing = list(review.analyse_paths([os.path.join(str(project), "nope.py")], OPTIONS))
     assert missing[0].failed
+
+
+def test_edit_after_a_rejection_keeps_it_and_asks_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch.nn as nn
+
+
+        class M(nn.Module):
+            def forward(self, x):
+                a = torch.zeros(x.size(0))
+                b = torch.ones(x.size(0))
+                c = torch.rand(x.size(0))
+                return x + a + b + c
+        """
+    )
+    (tmp_path / "m.py").write_text(source)
+    session = _session()
+    assert [item.line for item in session.files[0].items] == [7, 8, 9]
+    session.answer("n")
+    session.edited(session.proposed_text().replace("b = ", "b_ = ").replace("+ b +", "+ b_ +"))
+    item = session.current()
+    assert item is not None and item.line == 9  # `a` stays rejected, `c` is asked
+    session.answer("y")
+    assert session.current() is None
+    review.write_reviewed(session)
+    result = (tmp_path / "m.py").read_text()
+    assert "a = torch.zeros(x.size(0))\n" in result
+    assert "b_ = torch.ones(x.size(0), device=" in result
+    assert "c = torch.rand(x.size(0), device=" in result

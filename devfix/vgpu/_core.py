@@ -37,19 +37,7 @@ class VTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, dev: torch.device) -> VTensor:
-        r: VTensor = _make_wrapper(
-            cls,
-            elem.size(),
-            strides=elem.stride(),
-            storage_offset=elem.storage_offset(),
-            dtype=elem.dtype,
-            layout=elem.layout,
-            device=dev,
-            requires_grad=False,
-        )
-        r._elem = elem
-        r._dev = dev
-        return r
+        return _mk(elem, dev)
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
@@ -105,12 +93,29 @@ class VTensor(torch.Tensor):
         return _serial.reduce_vtensor(self)
 
 
+def _mk(elem: torch.Tensor, dev: torch.device) -> VTensor:
+    """A VTensor on ``dev`` holding ``elem`` (the hot path's constructor)."""
+    r: VTensor = _make_wrapper(
+        VTensor,
+        elem.size(),
+        strides=elem.stride(),
+        storage_offset=elem.storage_offset(),
+        dtype=elem.dtype,
+        layout=elem.layout,
+        device=dev,
+    )
+    r._elem = elem
+    r._dev = dev
+    return r
+
+
 # --------------------------------------------------------------------------------------------
 # Per-op facts, computed once per OpOverload.
 
 
 class OpInfo:
-    __slots__ = ("handler", "inplace_ret", "mix_ok", "out_names", "scalar_ok", "view_inplace")
+    __slots__ = ("handler", "inplace_ret", "mix_ok", "op", "out_names", "returns_self",
+                 "scalar_ok", "view_inplace")
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
@@ -137,6 +142,14 @@ class OpInfo:
         )
         self.out_names = tuple(a.name for a in schema.arguments if a.is_out)
         self.view_inplace = func in VIEW_INPLACE
+        self.op: Callable[..., Any] = getattr(func, "_op", func)  # skips OpOverload.__call__
+        # a plain in-place op (`add_`): return the caller's `self`, nothing can have resized
+        self.returns_self = (
+            self.inplace_ret == [(0, schema.arguments[0].name)]
+            and not schema.arguments[0].is_out
+            and not self.out_names
+            and not self.view_inplace
+        )
         self.scalar_ok: bool | None = None  # filled on the first 0-dim CPU operand
 
 
@@ -248,7 +261,9 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
         return _checks.on_mismatch(func, args, kwargs or {})
     if dev is None:  # only reachable for odd ops (all tensors plain); keep them plain
         return func(*args, **(kwargs or {}))
-    out = func(*uargs, **(ukwargs or {}))
+    out = info.op(*uargs, **(ukwargs or {}))
+    if info.returns_self:
+        return args[0]
     if info.inplace_ret is not None:
         return _inplace_result(info, func, args, kwargs or {}, out, dev)
     if info.out_names:
@@ -265,8 +280,8 @@ def _scalar_exempt(func: Any) -> bool:
 
 def wrap(out: Any, dev: torch.device) -> Any:
     t = type(out)
-    if t is _Tensor or t is torch.nn.Parameter:
-        return VTensor(out, dev)
+    if t is _Tensor:
+        return _mk(out, dev)
     if t is tuple or t is list:
         return t(wrap(x, dev) for x in out)
     if isinstance(out, _Tensor) and not isinstance(out, VTensor):
@@ -457,7 +472,8 @@ def _register_specials() -> None:
     SPECIAL[aten._local_scalar_dense.default] = _local_scalar
     SPECIAL[aten.resize_.default] = _resize
     SPECIAL[aten.resize_as_.default] = _resize
-    SPECIAL[aten.set_.source_Tensor] = _set_source
+    for ov in aten.set_.overloads():
+        SPECIAL[getattr(aten.set_, ov)] = _set_source
     SPECIAL[aten._pin_memory.default] = _pin
     SPECIAL[aten.is_pinned.default] = _is_pinned
     # Ops whose CompositeExplicitAutograd kernel decides output placement (CPU batch_sizes).

@@ -8,6 +8,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
 
 namespace {
 
@@ -78,6 +81,41 @@ struct VGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                              const Stream& /*stream*/) const override {}
 };
 
+// "Pinned" host memory is ordinary CPU memory whose pointers are remembered, so that
+// Tensor.is_pinned() answers as it does on a GPU machine.
+std::mutex g_pinned_mutex;
+std::unordered_set<const void*> g_pinned;
+
+void pinned_delete(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mutex);
+    g_pinned.erase(ptr);
+  }
+  c10::GetCPUAllocator()->raw_deallocate(ptr);
+}
+
+struct PinnedAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    void* ptr = n ? c10::GetCPUAllocator()->raw_allocate(n) : nullptr;
+    if (ptr) {
+      std::lock_guard<std::mutex> lock(g_pinned_mutex);
+      g_pinned.insert(ptr);
+    }
+    return {ptr, ptr, &pinned_delete, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &pinned_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+PinnedAllocator g_pinned_allocator;
+
+bool is_pinned(const void* ptr) {
+  std::lock_guard<std::mutex> lock(g_pinned_mutex);
+  return g_pinned.count(ptr) > 0;
+}
+
 struct VHooks final : public at::CUDAHooksInterface {
   explicit VHooks(at::CUDAHooksArgs /*args*/) {}
   void init() const override {}
@@ -102,10 +140,14 @@ struct VHooks final : public at::CUDAHooksInterface {
     return old;
   }
   DeviceIndex maybeExchangeDevice(DeviceIndex d) const override { return exchangeDevice(d); }
-  bool isPinnedPtr(const void* /*data*/) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   const at::Generator& getDefaultGenerator(DeviceIndex /*device_index*/) const override {
     return at::detail::getDefaultCPUGenerator();
+  }
+  // Random numbers for virtual GPUs come from CPU generators (values differ from a GPU's).
+  at::Generator getNewGenerator(DeviceIndex /*device_index*/) const override {
+    return at::detail::createCPUGenerator();
   }
   void deviceSynchronize(DeviceIndex /*device_index*/) const override {}
 };

@@ -1,6 +1,8 @@
 # Seed 001: a seq2seq Transformer (bentrevett tutorial 6 style) trained with nn.DataParallel.
 # On two GPUs the attention's `self.scale`, made on cuda:0 in __init__, meets the replica's
 # activations on cuda:1. The answer's recommendation: one process per GPU with DDP + torchrun.
+# (SGD instead of the tutorial's Adam: Adam turns the float noise of the attention keys' bias,
+# whose true gradient is zero, into full-size steps, so no two runs could be compared.)
 # Run: python seed001_transformer.before.py
 # devfix-flags: --select DF401,DF103 --unsafe-fixes
 # devfix-expect: DF401 DF103
@@ -123,7 +125,7 @@ enc = Encoder(INPUT_DIM, HID_DIM, N_HEADS, device)
 dec = Decoder(OUTPUT_DIM, HID_DIM, N_HEADS, device)
 model = Seq2Seq(enc, dec).to(device)
 model = nn.DataParallel(model)
-optimizer = torch.optim.Adam(model.parameters(), lr=0.001)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 criterion = nn.CrossEntropyLoss()
 
 best_valid_loss = float("inf")

@@ -1,6 +1,7 @@
 # Seed 000 (multi-GPU Llama fine-tuning, "cuda:3 and cuda:0"), step 1: the preprocessing
 # function mapped over the dataset pins the tensors to cuda:0 while the rank's model sits on
-# cuda:LOCAL_RANK. Stand-ins: a tiny tokenizer and a dataset with `.map(fn, batched=True)`,
+# cuda:LOCAL_RANK; the loop moves only the input ids, believing the labels are on the GPU
+# already. Stand-ins: a tiny tokenizer and a dataset with `.map(fn, batched=True)`,
 # consumed by a plain loop instead of Trainer (Hugging Face is not installed here).
 # Run as rank 1 on 2 GPUs: LOCAL_RANK=1 python seed000_preprocess_map.before.py
 # devfix-flags: --select DF201 --unsafe-fixes
@@ -57,7 +58,7 @@ model = TinyLM().to(device)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for batch in DataLoader(train_dataset, batch_size=2):
     batch = {k: v.to(device) for k, v in batch.items()}
-    loss = model(**batch)
+    loss = model(batch["input_ids"].to(device), batch["labels"])
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()

@@ -283,3 +283,62 @@ for batch in loader:
 """,
         reason="cannot tell whether `batch`",
     )
+
+
+def test_batch_read_through_aliases_and_partly_moved_is_moved_whole() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+for batch in loader:
+    inputs = batch["input_ids"].to(device)
+    labels = batch["labels"]
+    loss = model(inputs, labels=labels)
+""",
+        HEADER
+        + """
+for batch in loader:
+    batch = {k: v.to(device) for k, v in batch.items()}
+    inputs = batch["input_ids"].to(device)
+    labels = batch["labels"]
+    loss = model(inputs, labels=labels)
+""",
+        unsafe=True,
+    )
+
+
+def test_text_batches_fed_through_a_tokenizer_only_move_the_labels() -> None:
+    assert_fix(
+        RULE,
+        HEADER
+        + """
+for texts, labels in loader:
+    logits = model(**tokenizer(texts, return_tensors="pt"))
+    loss = criterion(logits, labels)
+""",
+        HEADER
+        + """
+for texts, labels in loader:
+    labels = labels.to(device)
+    logits = model(**tokenizer(texts, return_tensors="pt"))
+    loss = criterion(logits, labels)
+""",
+        unsafe=True,
+    )
+
+
+def test_declined_when_the_model_is_moved_only_under_a_condition() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        model = Net()
+        if torch.cuda.is_available():
+            model = model.cuda()
+        for x, y in DataLoader(ds):
+            model(x)
+        """,
+        reason="only when the `if` on line 6 holds",
+    )

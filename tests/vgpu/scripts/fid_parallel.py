@@ -9,10 +9,14 @@ ds = TensorDataset(torch.randn(32, 8), torch.randint(0, 3, (32,)))
 m = nn.Linear(8, 3).to(d1)
 n = 0
 for x, y in DataLoader(ds, batch_size=8, num_workers=2, pin_memory=True):
+    assert x.is_pinned() and not x.is_cuda
     x, y = x.to(d1, non_blocking=True), y.cuda(1)
     nn.functional.cross_entropy(m(x), y).backward()
     n += 1
 assert n == 4 and m.weight.grad.device == d1
+cpu = torch.randn(3)
+assert not cpu.is_pinned() and cpu.pin_memory().is_pinned()
+assert torch.ones(2, pin_memory=True).is_pinned()
 print("OK dataloader")
 
 

@@ -1,0 +1,534 @@
+"""DF401 data-parallel: inline cases, one per item of the conversion checklist."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from devfix.engine import check_source, fix_source
+from devfix.types import Applicability, Options
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF401"
+
+
+def _convert(source: str, **pass_options: object) -> str:
+    """The converted text; it parses, a second run changes nothing, the finding is unsafe."""
+    options = Options(
+        select=(RULE,), unsafe_fixes=True, pass_options={RULE: pass_options} if pass_options else {}
+    )
+    source = textwrap.dedent(source)
+    result = fix_source(source, options)
+    assert result.changed, [f.message for f in result.findings]
+    assert [f.applicability for f in result.findings] == [Applicability.UNSAFE]
+    cst.parse_module(result.output)
+    assert fix_source(result.output, options).output == result.output
+    return result.output
+
+
+FLAT = """
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+loader = DataLoader(dataset, batch_size=32, shuffle=True)  # training data
+model = Net().to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+if torch.cuda.device_count() > 1:
+    print("Let's use", torch.cuda.device_count(), "GPUs!")
+    model = nn.DataParallel(model, device_ids=[0, 1])
+for epoch in range(3):
+    for x, y in loader:
+        loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+        if torch.cuda.device_count() > 1:
+            loss = loss.mean()  # average over the replicas
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print(epoch, loss.item())
+torch.save(model.state_dict(), "model.pt")
+"""
+
+FLAT_AFTER = """
+# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> train.py` (`python train.py` runs one process)
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader
+import os
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+if __name__ == "__main__":
+    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
+    # without them (plain `python`) this runs as one process, without a process group.
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank)  # before the process group and any CUDA tensor
+    if distributed:
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+
+    # devfix DF401: DataParallel's batch of 32 was global; each of the world_size
+    # processes now takes 32 // world_size of it (when that does not divide, the
+    # global batch is smaller). Each process reads its own shard of the data set.
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(dataset, batch_size=32 // world_size, sampler=sampler)  # training data
+    model = Net().to(device)
+    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+        if torch.cuda.is_available():
+            model = model.to(torch.device("cuda", local_rank))
+            model = DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank)
+        else:
+            model = DistributedDataParallel(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        for x, y in loader:
+            loss = nn.functional.cross_entropy(model(x.to(device)), y.to(device))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        if rank == 0:
+            print(epoch, loss.item())
+    if rank == 0:
+        torch.save((model.module if isinstance(model, DistributedDataParallel) else model).state_dict(), "model.pt")
+    if distributed:
+        dist.barrier()
+        dist.destroy_process_group()
+"""
+
+
+def test_flat_script_is_converted_item_by_item() -> None:
+    findings = assert_fix(RULE, FLAT, FLAT_AFTER, unsafe=True)
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert findings[0].line == 23
+
+
+def test_the_fix_is_unsafe_and_not_applied_without_unsafe_fixes() -> None:
+    result = fix_source(textwrap.dedent(FLAT), Options(select=(RULE,)))
+    assert not result.changed
+    assert result.hidden_unsafe == 1
+
+
+def test_from_import_alias() -> None:
+    out = _convert(
+        FLAT.replace(
+            "import torch.nn as nn\n",
+            "import torch.nn as nn\nfrom torch.nn import DataParallel as DP\n",
+        ).replace("nn.DataParallel(", "DP(")
+    )
+    assert "DP(" not in out.split("import", 3)[-1].split("\n", 1)[1]
+    assert "DistributedDataParallel(model, device_ids=[local_rank]" in out
+
+
+def test_torch_nn_parallel_spelling_and_torch_alias() -> None:
+    source = FLAT.replace("import torch\n", "import torch as t\n")
+    for name in ("device(", "cuda.", "optim.", "save("):
+        source = source.replace(f"torch.{name}", f"t.{name}")
+    source = source.replace("nn.DataParallel(", "t.nn.parallel.DataParallel(")
+    out = _convert(source)
+    assert "t.cuda.set_device(local_rank)" in out
+    assert 'model = model.to(t.device("cuda", local_rank))' in out
+    assert "import torch\n" not in out
+
+
+def test_wrap_without_guard_keeps_the_inner_expression() -> None:
+    out = _convert(
+        """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(ds, batch_size=8)
+        model = nn.DataParallel(Net().cuda())
+        opt = torch.optim.Adam(model.parameters())
+        for x in loader:
+            model(x.cuda()).sum().backward()
+            opt.step()
+        """
+    )
+    assert "    model = Net().cuda()\n    if distributed:" in out
+    assert "DataParallel(" not in out.replace("DistributedDataParallel(", "")
+    assert "shuffle=False" in out  # the loader did not shuffle: the sampler does not either
+
+
+def test_function_entry_point_gets_setup_and_teardown() -> None:
+    out = _convert(
+        """
+        import argparse
+        import torch
+        from torch.utils.data import DataLoader
+
+        def main():
+            \"\"\"Train.\"\"\"
+            args = argparse.ArgumentParser().parse_args()
+            loader = DataLoader(ds, batch_size=args.batch_size, shuffle=args.shuffle)
+            model = torch.nn.DataParallel(Net()).to("cuda:0")
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(3):
+                train_one_epoch(model, loader, opt)
+            return model
+
+        def train_one_epoch(model, loader, opt):
+            for x, y in loader:
+                loss = model(x).sum()
+                loss.backward()
+                opt.step()
+            print("epoch done")
+
+        if __name__ == "__main__":
+            main()
+        """
+    )
+    assert '    """Train."""\n    # devfix DF401: one process per device.' in out
+    assert "shuffle=args.shuffle, seed=0)" in out
+    assert "batch_size=args.batch_size // world_size, sampler=sampler)" in out
+    assert "        sampler.set_epoch(epoch)" in out
+    assert 'model = Net().to("cuda")' in out
+    assert "        dist.destroy_process_group()\n    return model\n" in out
+    assert (
+        "    if not dist.is_initialized() or dist.get_rank() == 0:\n"
+        '        print("epoch done")' in out
+    )
+    assert out.count('if __name__ == "__main__":') == 1
+
+
+def test_bare_call_of_main_moves_under_a_main_guard() -> None:
+    out = _convert(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def main():
+            loader = DataLoader(ds, batch_size=4)
+            model = torch.nn.DataParallel(Net())
+            for x in loader:
+                model(x).sum().backward()
+
+        main()
+        """
+    )
+    assert out.endswith('if __name__ == "__main__":\n    main()\n')
+
+
+def test_existing_main_block_gets_the_setup() -> None:
+    out = _convert(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        if __name__ == "__main__":
+            loader = DataLoader(ds, batch_size=4)
+            model = torch.nn.DataParallel(Net())
+            for x in loader:
+                model(x).sum().backward()
+        """
+    )
+    assert out.count('if __name__ == "__main__":') == 1
+    assert '    distributed = "RANK" in os.environ' in out
+
+
+def test_optimizer_built_before_the_wrap_moves_after_it() -> None:
+    out = _convert(FLAT)
+    assert out.index("DistributedDataParallel(model)") < out.index("optimizer = torch.optim.SGD")
+
+
+def test_optimizer_stays_when_something_between_uses_it() -> None:
+    source = FLAT.replace(
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)\n",
+    )
+    out = _convert(source)
+    assert out.index("optimizer = torch.optim.SGD") < out.index("DistributedDataParallel(model)")
+
+
+def test_loss_mean_is_kept_when_not_under_a_gpu_count_guard() -> None:
+    source = FLAT.replace(
+        "        if torch.cuda.device_count() > 1:\n            loss = loss.mean()  # average over the replicas\n",
+        "        loss = loss.mean()\n",
+    )
+    out = _convert(source)
+    assert "loss = loss.mean()" in out
+
+
+def test_n_gpu_guard_around_loss_mean_is_removed() -> None:
+    source = FLAT.replace(
+        "if torch.cuda.device_count() > 1:\n            loss",
+        "if args.n_gpu > 1:\n            loss",
+    )
+    out = _convert(source)
+    assert "mean()" not in out
+
+
+def test_keep_per_process_batch_option() -> None:
+    out = _convert(FLAT, keep_per_process_batch=True)
+    assert "batch_size=32, sampler=sampler" in out
+    assert "the global batch is 32 * world_size" in out
+
+
+def test_batch_size_expression_is_parenthesised() -> None:
+    out = _convert(FLAT.replace("batch_size=32", "batch_size=BATCH * 2"))
+    assert "batch_size=(BATCH * 2) // world_size" in out
+
+
+def test_evaluation_loader_is_left_whole() -> None:
+    source = FLAT.replace(
+        'torch.save(model.state_dict(), "model.pt")\n',
+        'torch.save(model.state_dict(), "model.pt")\n'
+        "test_loader = DataLoader(test_set, batch_size=64)\n"
+        "with torch.no_grad():\n"
+        "    correct = sum((model(x).argmax(1) == y).sum().item() for x, y in test_loader)\n"
+        "print(correct)\n",
+    )
+    out = _convert(source)
+    assert "    test_loader = DataLoader(test_set, batch_size=64)\n" in out
+    assert out.count("DistributedSampler(") == 1
+
+
+def test_checkpoint_read_back_gets_a_barrier_and_dp_prefix_is_stripped() -> None:
+    source = FLAT.replace(
+        'torch.save(model.state_dict(), "model.pt")\n',
+        'torch.save(model.module.state_dict(), "model.pt")\n'
+        'model.load_state_dict(torch.load("model.pt", map_location="cpu"), strict=False)\n',
+    )
+    out = _convert(source)
+    assert (
+        "    if rank == 0:\n"
+        '        torch.save((model.module if isinstance(model, DistributedDataParallel) else model).state_dict(), "model.pt")\n'
+        "    if distributed:\n"
+        "        dist.barrier()  # devfix DF401: the other processes read this file\n"
+        '    loaded_state = torch.load("model.pt", map_location="cpu")\n'
+        '    if any(key.startswith("module.") for key in loaded_state):  # devfix DF401: saved by DataParallel\n'
+        '        consume_prefix_in_state_dict_if_present(loaded_state, "module.")\n'
+        "    (model.module if isinstance(model, DistributedDataParallel) else model).load_state_dict(loaded_state, strict=False)\n"
+    ) in out
+    assert "from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present" in out
+
+
+def test_loading_into_the_bare_model_before_the_wrap() -> None:
+    source = FLAT.replace(
+        "model = Net().to(device)\n",
+        "model = Net().to(device)\nmodel.load_state_dict(torch.load(path))\n",
+    )
+    out = _convert(source)
+    assert "    model.load_state_dict(loaded_state)\n" in out
+
+
+def test_logging_goes_to_rank_zero() -> None:
+    source = FLAT.replace(
+        "    print(epoch, loss.item())\n",
+        "    logger.info('epoch %d', epoch)\n    logging.warning('done')\n",
+    ).replace(
+        "import torch\n", "import logging\nimport torch\nlogger = logging.getLogger(__name__)\n", 1
+    )
+    out = _convert(source)
+    assert (
+        "        if rank == 0:\n"
+        "            logger.info('epoch %d', epoch)\n"
+        "            logging.warning('done')\n"
+    ) in out
+
+
+def test_cuda_zero_method_becomes_current_device() -> None:
+    out = _convert(FLAT.replace("model = Net().to(device)", "model = Net().cuda(0)"))
+    assert "model = Net().cuda()\n" in out
+
+
+def test_comments_survive() -> None:
+    out = _convert(FLAT)
+    assert "# training data" in out
+
+
+def test_no_dataparallel_is_a_noop() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        model = torch.nn.Linear(2, 2)
+        DataParallel = None  # a name, never called
+        """,
+    )
+
+
+def test_dataparallel_of_another_library_is_a_noop() -> None:
+    assert_noop(
+        RULE,
+        """
+        from mylib import DataParallel
+        model = DataParallel(net)
+        """,
+    )
+
+
+# -- declines ------------------------------------------------------------------------------
+
+
+def test_declines_inside_a_class() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn as nn
+
+        class Wrapper(nn.Module):
+            def __init__(self, net):
+                super().__init__()
+                self.net = nn.DataParallel(net)
+        """,
+        reason="inside a class (library code)",
+    )
+
+
+def test_declines_a_function_never_called() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn as nn
+
+        def build(net):
+            model = nn.DataParallel(net)
+            return model
+        """,
+        reason="which this file never runs",
+    )
+
+
+def test_declines_several_wrapped_models() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn as nn
+        g = nn.DataParallel(G())
+        d = nn.DataParallel(D())
+        """,
+        reason="2 models are wrapped",
+    )
+
+
+def test_declines_mp_spawn() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.multiprocessing as mp
+        import torch.nn as nn
+        model = nn.DataParallel(Net())
+        mp.spawn(run, nprocs=2)
+        """,
+        reason="mp.spawn",
+    )
+
+
+def test_declines_hugging_face_trainer() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn as nn
+        from transformers import Trainer
+        model = nn.DataParallel(Net())
+        Trainer(model=model).train()
+        """,
+        reason="Hugging Face Trainer",
+    )
+
+
+def test_declines_already_distributed() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.distributed as dist
+        import torch.nn as nn
+        dist.init_process_group("nccl")
+        model = nn.DataParallel(Net())
+        """,
+        reason="already uses torch.distributed",
+    )
+
+
+def test_declines_other_condition() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn as nn
+        if args.parallel:
+            model = nn.DataParallel(Net())
+        """,
+        reason="condition other than a GPU-count guard",
+    )
+
+
+def test_declines_without_a_training_loader() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch.nn as nn
+        model = nn.DataParallel(Net())
+        for i in range(0, len(X), 32):
+            model(X[i:i + 32]).sum().backward()
+        """,
+        reason="no DataLoader feeding the training loop",
+    )
+
+
+def test_declines_other_hard_coded_gpu() -> None:
+    source = FLAT.replace('"cuda:0" if', '"cuda:1" if')
+    assert_declined(RULE, source, reason="hard-codes GPU `cuda:1`")
+
+
+def test_declines_a_taken_name() -> None:
+    source = FLAT.replace("for epoch in range(3):", "rank = 3\nfor epoch in range(rank):")
+    assert_declined(RULE, source, reason="already uses the name `rank`")
+
+
+def test_declines_early_return() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def main():
+            loader = DataLoader(ds, batch_size=4)
+            model = torch.nn.DataParallel(Net())
+            if not loader:
+                return None
+            for x in loader:
+                model(x).sum().backward()
+            return model
+
+        main()
+        """,
+        reason="returns early",
+    )
+
+
+def test_findings_report_the_wrap() -> None:
+    findings = check_source(textwrap.dedent(FLAT), options=Options(select=(RULE,)))
+    assert [(f.code, f.line) for f in findings] == [(RULE, 23)]
