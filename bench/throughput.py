@@ -21,6 +21,7 @@ line that produced it. Timings on a shared machine are noisy; CPU seconds are st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _corpus  # noqa: E402
+import _corpus
 
 TORCHFIX_SPEC = "torchfix==0.7.*"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "devfix-bench"
@@ -113,8 +114,13 @@ def measure(command: Sequence[str], log: Path) -> tuple[float, float, float, flo
     cpu = usage.ru_utime + usage.ru_stime
     max_rss = usage.ru_maxrss / 1024
     lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return wall, cpu, max_rss, max(peak_tree / 2**20, max_rss), process.returncode, (
-        lines[-1].strip() if lines else ""
+    return (
+        wall,
+        cpu,
+        max_rss,
+        max(peak_tree / 2**20, max_rss),
+        process.returncode,
+        (lines[-1].strip() if lines else ""),
     )
 
 
@@ -149,10 +155,14 @@ def tool_version(command: list[str]) -> str:
         )
     except (OSError, subprocess.TimeoutExpired):
         return "?"
-    return (result.stdout or result.stderr).strip().splitlines()[-1] if result.returncode == 0 else "?"
+    return (
+        (result.stdout or result.stderr).strip().splitlines()[-1] if result.returncode == 0 else "?"
+    )
 
 
-def build_command(tool: str, mode: str, jobs: int, root: Path, exes: dict[str, list[str]]) -> list[str]:
+def build_command(
+    tool: str, mode: str, jobs: int, root: Path, exes: dict[str, list[str]]
+) -> list[str]:
     if tool == "devfix":
         if mode == "check":
             return [*exes[tool], "check", "--jobs", str(jobs), str(root)]
@@ -230,7 +240,6 @@ def profile(corpus: _corpus.Corpus, top: int) -> None:
     from devfix.types import Options
 
     files = sorted(str(p) for p in corpus.root.rglob("*.py"))
-    options = Options()
     passes = select_passes()
     words = {w for cls in passes for w in cls.TRIGGER_WORDS}
     phase: dict[str, float] = {"read": 0.0, "prefilter": 0.0, "parse": 0.0, "metadata": 0.0}
@@ -277,22 +286,28 @@ def profile(corpus: _corpus.Corpus, top: int) -> None:
                 triggered[cls.CODE] += 1
                 t4 = time.perf_counter()
                 meta_before = phase["metadata"]
-                try:
+                with contextlib.suppress(Exception):
                     module.visit(cls(context))
-                except Exception:
-                    pass
                 per_pass[cls.CODE] += (time.perf_counter() - t4) - (phase["metadata"] - meta_before)
     finally:
         FileContext._metadata = original_metadata  # type: ignore[method-assign]
     total = time.perf_counter() - start
-    print(f"\n### Where devfix `check` spends its time ({corpus.name}, {len(files)} files, 1 process)\n")
+    print(
+        f"\n### Where devfix `check` spends its time ({corpus.name}, {len(files)} files, "
+        "1 process)\n"
+    )
     print(f"Total {total:.1f} s ({len(files) / total:.1f} files/s); {parsed} files parsed.\n")
     print("| phase | seconds | share |\n|---|---|---|")
     for name, seconds in phase.items():
         print(f"| {name} | {seconds:.2f} | {seconds / total:.0%} |")
-    print(f"| passes (visiting, metadata excluded) | {sum(per_pass.values()):.2f} | "
-          f"{sum(per_pass.values()) / total:.0%} |")
-    print("\nMetadata resolved (files): " + ", ".join(f"{k} {v}" for k, v in sorted(metadata_files.items())))
+    print(
+        f"| passes (visiting, metadata excluded) | {sum(per_pass.values()):.2f} | "
+        f"{sum(per_pass.values()) / total:.0%} |"
+    )
+    print(
+        "\nMetadata resolved (files): "
+        + ", ".join(f"{k} {v}" for k, v in sorted(metadata_files.items()))
+    )
     print("\n| pass | files visited | seconds (metadata excluded) |\n|---|---|---|")
     for cls in passes:
         print(f"| {cls.CODE} {cls.NAME} | {triggered[cls.CODE]} | {per_pass[cls.CODE]:.2f} |")
@@ -320,7 +335,9 @@ def profile(corpus: _corpus.Corpus, top: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--limit", type=int, default=2000, help="files per corpus (default 2000)")
     parser.add_argument("--jobs", default="1,2", help="job counts, comma-separated (default 1,2)")
     parser.add_argument("--tools", default="devfix,torchfix", help="default devfix,torchfix")
@@ -338,8 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     tools = [t for t in args.tools.split(",") if t]
     modes = [m for m in args.modes.split(",") if m]
     names = [c for c in args.corpora.split(",") if c]
-    for value, allowed in ((tools, {"devfix", "torchfix"}), (modes, {"check", "apply"}),
-                           (names, {"torch", "stdlib"})):
+    for value, allowed in (
+        (tools, {"devfix", "torchfix"}),
+        (modes, {"check", "apply"}),
+        (names, {"torch", "stdlib"}),
+    ):
         unknown = set(value) - allowed
         if unknown:
             parser.error(f"unknown value(s) {sorted(unknown)}; choose from {sorted(allowed)}")
@@ -368,11 +388,27 @@ def main(argv: list[str] | None = None) -> int:
                         log = work / f"{name}-{tool}-{mode}-{job_count}.log"
                         print(f"running {shlex.join(command)}", file=sys.stderr, flush=True)
                         wall, cpu, rss, tree, code, last = measure(command, log)
-                        run = Run(name, tool, mode, job_count, corpus.files, wall, cpu, rss,
-                                  tree, code, last, command)
+                        run = Run(
+                            name,
+                            tool,
+                            mode,
+                            job_count,
+                            corpus.files,
+                            wall,
+                            cpu,
+                            rss,
+                            tree,
+                            code,
+                            last,
+                            command,
+                        )
                         runs.append(run)
-                        print(f"  {wall:.1f} s, {run.files_per_s:.1f} files/s, exit {code}: "
-                              f"{last[:160]}", file=sys.stderr, flush=True)
+                        print(
+                            f"  {wall:.1f} s, {run.files_per_s:.1f} files/s, exit {code}: "
+                            f"{last[:160]}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
         print(report(runs, corpora, exes, argv))
     finally:
         if args.keep or args.work_dir:
@@ -382,9 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def report(runs: list[Run], corpora: dict[str, _corpus.Corpus], exes: dict[str, list[str]],
-           argv: list[str] | None) -> str:
-    import libcst  # noqa: F401  (version below)
+def report(
+    runs: list[Run],
+    corpora: dict[str, _corpus.Corpus],
+    exes: dict[str, list[str]],
+    argv: list[str] | None,
+) -> str:
     from importlib.metadata import version
 
     import torch
@@ -392,8 +431,12 @@ def report(runs: list[Run], corpora: dict[str, _corpus.Corpus], exes: dict[str, 
     given = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "bench/throughput.py", *given])
     try:
-        commit = subprocess.run(["git", "-C", str(_corpus.REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, check=False).stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", str(_corpus.REPO), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
     except OSError:
         commit = "?"
     lines = [
@@ -401,10 +444,12 @@ def report(runs: list[Run], corpora: dict[str, _corpus.Corpus], exes: dict[str, 
         "",
         f"Command: `{command}`",
         "",
-        f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), Python {platform.python_version()}, "
+        f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), "
+        f"Python {platform.python_version()}, "
         f"libcst {version('libcst')}, torch {torch.__version__} (corpus source), devfix "
         f"{version('devfix')} @ {commit or '?'}"
-        + (f", TorchFix: {tool_version(exes['torchfix'])}" if "torchfix" in exes else "") + ".",
+        + (f", TorchFix: {tool_version(exes['torchfix'])}" if "torchfix" in exes else "")
+        + ".",
         "",
         "Corpora: "
         + "; ".join(
@@ -419,9 +464,8 @@ def report(runs: list[Run], corpora: dict[str, _corpus.Corpus], exes: dict[str, 
         "",
         *targets(runs),
         "",
-        "Last stderr line per run: " + "; ".join(
-            f"{r.corpus}/{r.tool}/{r.mode}/j{r.jobs}: {r.summary[:120]!r}" for r in runs
-        ),
+        "Last stderr line per run: "
+        + "; ".join(f"{r.corpus}/{r.tool}/{r.mode}/j{r.jobs}: {r.summary[:120]!r}" for r in runs),
     ]
     return "\n".join(lines)
 

@@ -7,7 +7,7 @@ from libcst.metadata import Assignment, GlobalScope
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument
-from devfix.codemods._model_code import ClassInfo, FunctionInfo, ModelCode
+from devfix.codemods._model_code import AS_INDEX, ClassInfo, FunctionInfo, ModelCode
 from devfix.codemods._torch_names import TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 

@@ -173,8 +173,12 @@ class DeviceInDataPipeline(DevicePass):
                 elif keyword == "collate_fn":
                     consumers = [call] if call in loaders else []
                     role = "the `collate_fn`"
-                else:
+                elif keyword == "data_collator":
                     consumers = []
+                    role = "the `data_collator`"
+                else:
+                    # `CIFAR10(..., transform=f)`: the loaders built on that dataset.
+                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
                     role = f"the `{keyword}`"
                 add(target, role, consumers)
 

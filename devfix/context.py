@@ -15,7 +15,6 @@ import libcst as cst
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
-    ParentNodeProvider,
     PositionProvider,
     QualifiedName,
     QualifiedNameProvider,
@@ -36,6 +35,8 @@ class FileContext:
         self._resolved: dict[type[Any], Mapping[cst.CSTNode, Any]] = {}
         #: Analyses that several passes need (class tables, data flow), keyed by the analysis.
         self.shared: dict[str, object] = {}
+        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+        self._children: dict[cst.CSTNode, list[cst.CSTNode]] | None = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
         table = self._resolved.get(provider)
@@ -55,7 +56,21 @@ class FileContext:
         return cast(CodeRange, self._metadata(PositionProvider)[node])
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return cast("cst.CSTNode | None", self._metadata(ParentNodeProvider).get(node))
+        return self._tree()[0].get(node)
+
+    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """`node.children`, from a table built once per file (libcst rebuilds it on every call)."""
+        return self._tree()[1].get(node, [])
+
+    def _tree(self) -> tuple[dict[cst.CSTNode, cst.CSTNode], dict[cst.CSTNode, list[cst.CSTNode]]]:
+        # The same table as libcst's ParentNodeProvider, in one plain traversal instead of one
+        # that also calls `.children` (itself a rebuild of the node) on every node.
+        if self._parents is None:
+            collector = _TreeCollector()
+            self.module.visit(collector)
+            self._parents, self._children = collector.parents, collector.children
+        assert self._children is not None
+        return self._parents, self._children
 
     def scope(self, node: cst.CSTNode) -> Scope | None:
         return cast("Scope | None", self._metadata(ScopeProvider).get(node))
@@ -68,3 +83,31 @@ class FileContext:
             chain.append(current)
             current = self.parent(current)
         return chain
+
+
+class _TreeCollector(cst.CSTVisitor):
+    """Children and parent of every node, as `CSTNode.children` and ParentNodeProvider give."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+        self._stack: list[list[cst.CSTNode]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._stack:
+            self._stack[-1].append(node)
+        self._stack.append([])
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        kids = self._stack.pop()
+        self.children[original_node] = kids
+        for child in kids:
+            self.parents[child] = original_node
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        pass
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        pass

@@ -150,15 +150,17 @@ class _Dispatcher(cst.CSTVisitor):
         ]
 
     def _table(
-        self, table: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]],
-        prefix: str, kind: type[cst.CSTNode],
+        self,
+        table: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]],
+        prefix: str,
+        kind: type[cst.CSTNode],
     ) -> list[tuple[int, Callable[[cst.CSTNode], object]]]:
-        entries = []
+        entries: list[tuple[int, Callable[[cst.CSTNode], object]]] = []
         for index, visitor in enumerate(self.visitors):
             if self.custom[index]:
                 if prefix == "visit_":
                     # libcst skips the children when on_visit returns anything falsy.
-                    entries.append((index, lambda node, hook=visitor.on_visit: bool(hook(node))))
+                    entries.append((index, _as_bool(visitor.on_visit)))
                 else:
                     entries.append((index, visitor.on_leave))
                 continue
@@ -203,6 +205,10 @@ class _Dispatcher(cst.CSTVisitor):
                 self.visitors[index].on_leave_attribute(original_node, attribute)
 
 
+def _as_bool(hook: Callable[[cst.CSTNode], object]) -> Callable[[cst.CSTNode], bool]:
+    return lambda node: bool(hook(node))
+
+
 def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
     """Whether a visitor uses libcst's per-attribute hooks (`visit_Call_func` and the like)."""
     if (
@@ -211,8 +217,7 @@ def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
     ):
         return True
     return any(
-        name.startswith(("visit_", "leave_")) and "_" in name.split("_", 1)[1]
-        for name in dir(kind)
+        name.startswith(("visit_", "leave_")) and "_" in name.split("_", 1)[1] for name in dir(kind)
     )
 
 

@@ -258,7 +258,9 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
     if bad and not info.mix_ok:
         from devfix.vgpu import _checks
 
-        return _checks.on_mismatch(func, args, kwargs or {})
+        res = _checks.on_mismatch(func, args, kwargs or {})
+        if res is not _checks.NO_ERROR:
+            return res
     if dev is None:  # only reachable for odd ops (all tensors plain); keep them plain
         return func(*args, **(kwargs or {}))
     out = info.op(*uargs, **(ukwargs or {}))

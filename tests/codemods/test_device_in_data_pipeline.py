@@ -268,3 +268,37 @@ for x in DataLoader(Pairs()):
     result = fix_source(source, Options(select=(RULE,)))
     assert result.output == source
     assert check_source(source, options=Options(select=(RULE,)))
+
+
+def test_transform_keyword_of_a_dataset_links_to_its_loader() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torchvision
+        from torch.utils.data import DataLoader
+
+        def to_gpu(image):
+            return torchvision.transforms.functional.to_tensor(image).cuda()
+
+        train_set = torchvision.datasets.MNIST("data", transform=to_gpu)
+        model = Net().cuda()
+        for images, labels in DataLoader(train_set, batch_size=8):
+            loss = criterion(model(images), labels)
+        """,
+        """
+        import torch
+        import torchvision
+        from torch.utils.data import DataLoader
+
+        def to_gpu(image):
+            return torchvision.transforms.functional.to_tensor(image)
+
+        train_set = torchvision.datasets.MNIST("data", transform=to_gpu)
+        model = Net().cuda()
+        for images, labels in DataLoader(train_set, batch_size=8):
+            images, labels = images.cuda(), labels.cuda()
+            loss = criterion(model(images), labels)
+        """,
+        unsafe=True,
+    )
