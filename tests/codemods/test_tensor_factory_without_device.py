@@ -272,3 +272,17 @@ def test_shadowed_torch_name_is_not_torch() -> None:
             return x + torch.zeros(x.shape)
         """,
     )
+
+
+def test_tensor_used_only_as_an_index_may_stay_on_the_cpu() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def drop_rows(weights, count):
+            rows = torch.randperm(weights.shape[0])[:count]
+            weights[rows, :] = 0
+            return weights
+        """,
+    )
