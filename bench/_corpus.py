@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import sysconfig
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,9 @@ def _spread(items: list[Path], count: int) -> list[Path]:
 
 def _compiles(path: Path) -> bool:
     try:
-        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
     except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return False
     return True
@@ -78,12 +81,20 @@ def _copy(groups: list[tuple[str, Path, list[Path]]], destination: Path, name: s
 
 
 def torch_corpus(destination: Path, limit: int) -> Corpus:
-    """`limit` files: every golden/examples script, the rest spread over torch's sources."""
+    """`limit` files: the golden/examples scripts (all of them if they are at most a tenth of
+    `limit`), the rest spread over torch's sources."""
     import torch  # the installed package whose sources are the corpus
 
     torch_root = Path(torch.__file__).resolve().parent
     own = [(group, REPO / group) for group in ("golden", "examples")]
     own_files = [(group, base, _python_files(base)) for group, base in own if base.is_dir()]
+    # All of them in a full-size corpus; a tenth of a small one, so a quick run is mostly torch.
+    own_total = sum(len(files) for _, _, files in own_files)
+    if own_total > limit // 10:
+        own_files = [
+            (group, base, _spread(files, len(files) * (limit // 10) // own_total))
+            for group, base, files in own_files
+        ]
     taken = sum(len(files) for _, _, files in own_files)
     torch_files = _spread(_python_files(torch_root), max(0, limit - taken))
     groups = [("torch", torch_root, torch_files), *own_files]

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
+
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail
 from devfix.codemods._model_code import ModelCode
@@ -43,7 +44,7 @@ def root_name(node: cst.BaseExpression) -> str | None:
     while True:
         if isinstance(node, cst.Name):
             return node.value
-        if isinstance(node, cst.Attribute) or isinstance(node, cst.Subscript):
+        if isinstance(node, (cst.Attribute, cst.Subscript)):
             node = node.value
         elif isinstance(node, cst.Call):
             node = node.func
@@ -85,10 +86,10 @@ def names_bound(root: cst.CSTNode) -> set[str]:
     """Names (re)bound anywhere under `root`: assignments, loops, `with ... as`, defs, imports."""
     bound: set[str] = set()
     for node in walk(root):
-        if isinstance(node, cst.AssignTarget) or isinstance(node, (cst.AnnAssign, cst.AugAssign)) or isinstance(node, (cst.For, cst.CompFor)):
+        if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor)):
             bound.update(_target_names(node.target))
         elif isinstance(node, cst.AsName):
-            bound.update(_target_names(node.name))  # type: ignore[arg-type]
+            bound.update(_target_names(node.name))
         elif isinstance(node, cst.NamedExpr):
             bound.update(_target_names(node.target))
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
@@ -189,7 +190,7 @@ def scope_statements(scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes under `scope` that belong to it (nested functions and classes excluded)."""
     body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
     stack: list[cst.CSTNode] = (
-        list(reversed(body)) if isinstance(body, Sequence) else [body]  # type: ignore[arg-type]
+        list(reversed(body)) if isinstance(body, Sequence) else [body]
     )
     while stack:
         node = stack.pop()
@@ -329,7 +330,7 @@ class ModelMove:
 
 
 def move_of(checker: DevicePass, call: cst.Call) -> ModelMove | None:
-    """`name.to(<device>)` or `name.cuda(...)` with `name` a plain name; dtype-only `.to` is no move."""
+    """`name.to(<device>)` or `name.cuda(...)` of a plain name; a dtype-only `.to` is no move."""
     func = call.func
     if not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Name):
         return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Union, cast
 
 import libcst as cst
 
@@ -610,6 +610,9 @@ class ScriptFlow:
             for arg in value.args:
                 if arg.keyword is not None and arg.keyword.value in ("module", "model"):
                     inner_arg = arg.value
+            if qualified in MODEL_WRAPPERS and isinstance(inner_arg, cst.Call):
+                # `DDP(model.to(rank), device_ids=[rank])`
+                return self._move_in_value(inner_arg, function, position, depth + 1)
             if qualified in MODEL_WRAPPERS and inner_arg is not None:
                 inner_name = dotted_name(inner_arg)
                 if inner_name is not None:
@@ -759,21 +762,19 @@ class ScriptFlow:
             if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
                 return None
             target = target.elements[1].value
-        if not isinstance(loop.body, cst.IndentedBlock):
-            return LoopPlan(loop, loaders, reason="the loop body is on the `for` line")
-        body = list(loop.body.body)
+        one_line = not isinstance(loop.body, cst.IndentedBlock)
+        body = [] if one_line else list(cast(cst.IndentedBlock, loop.body).body)
         names: list[str]
         single: str | None = None
-        anchor: cst.BaseStatement = body[0]
         after_anchor = False
         if isinstance(target, cst.Name):
             single = target.value
             names = [single]
-            unpacked = _unpacking(body[0], single)
+            unpacked = _unpacking(body[0], single) if body else None
             if unpacked is not None:
                 names, single, after_anchor = unpacked, None, True
         elif isinstance(target, (cst.Tuple, cst.List)) and all(
-            isinstance(e.value, cst.Name) for e in target.elements
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
         ):
             names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
         else:
@@ -803,8 +804,11 @@ class ScriptFlow:
             plan.move = first.move
         bound = self._device_bound(loop, names, [c for c, _ in model_calls])
         plan.unmoved = [n for n in names if n in bound and not _is_moved(loop.body, n, self)]
+        if one_line and not plan.reason:
+            plan.reason = "the loop body is on the `for` line"
         if not plan.unmoved or plan.reason or plan.move is None:
             return plan
+        anchor = body[0]
         if single is not None:
             statement = self._single_move(loop.body, single, plan.move)
             if statement is None:
@@ -979,7 +983,9 @@ def _unpacking(statement: cst.BaseStatement, name: str) -> list[str] | None:
     target = assign.targets[0].target
     if not _is_name(assign.value, name) or not isinstance(target, (cst.Tuple, cst.List)):
         return None
-    if not all(isinstance(e.value, cst.Name) for e in target.elements):
+    if not all(
+        isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
+    ):
         return None
     return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
 

@@ -340,6 +340,8 @@ class DeviceInDataPipeline(DevicePass):
         statements: list[str] = []
         for loop in loops:
             plan = flow.loop_plan(loop)
+            if plan is None and not _hands_batch_on(loop):
+                continue  # the loop only inspects the batch (or does nothing with it)
             if plan is None:
                 self.report(
                     node,
@@ -392,6 +394,27 @@ class DeviceInDataPipeline(DevicePass):
             if isinstance(ancestor, cst.ClassDef):
                 return None
         return None
+
+
+_INSPECTING = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
+
+
+def _hands_batch_on(loop: cst.For) -> bool:
+    """Whether the loop passes one of its target names to a call (other than `print`, `len`)."""
+    targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
+    for node in _walk(loop.body):
+        if not isinstance(node, cst.Call):
+            continue
+        if isinstance(node.func, cst.Name) and node.func.value in _INSPECTING:
+            continue
+        for arg in node.args:
+            if any(isinstance(n, cst.Name) and n.value in targets for n in _walk(arg.value)):
+                return True
+        if isinstance(node.func, cst.Attribute) and any(
+            isinstance(n, cst.Name) and n.value in targets for n in _walk(node.func.value)
+        ):
+            return True
+    return False
 
 
 def _dataset_argument(loader: cst.Call) -> cst.BaseExpression | None:

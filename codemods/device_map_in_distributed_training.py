@@ -66,8 +66,10 @@ class DeviceMapInDistributedTraining(DevicePass):
     where it was. Unsafe for `"auto"` and the other spreading strategies: a script started with
     plain `python` may split a model that does not fit on one GPU on purpose (naive model
     parallelism); without the map it must fit on one GPU (use FSDP or DeepSpeed ZeRO-3
-    otherwise). Device maps held in variables or computed by a function (TRL's
-    `get_kbit_device_map()`, `{"": PartialState().local_process_index}`) are left alone.
+    otherwise). Left alone: `device_map="cuda"` in a script that calls
+    `torch.cuda.set_device(local_rank)` (it is the rank's GPU there), and device maps that are
+    computed rather than literal (TRL's `get_kbit_device_map()`,
+    `{"": PartialState().local_process_index}`).
 
     ## References
     - accelerate docs, "Big Model Inference"; huggingface/accelerate#1802, #1167, #2378.
@@ -97,6 +99,12 @@ class DeviceMapInDistributedTraining(DevicePass):
         kind = self._map_kind(arg.value, node)
         if kind is None:
             return
+        if (
+            isinstance(arg.value, cst.SimpleString)
+            and arg.value.evaluated_value == "cuda"
+            and self._sets_current_device()
+        ):
+            return  # "cuda" is the current device: the rank's GPU after `set_device(local_rank)`
         evidence = self._training_evidence()
         if evidence is None:
             return  # inference only: a device map is what Big Model Inference is for
@@ -118,7 +126,7 @@ class DeviceMapInDistributedTraining(DevicePass):
         )
         if quantized or not placed_by_library:
             rank, imports = self._local_rank(node)
-            value = cst.parse_expression('{"": %s}' % rank)
+            value = cst.parse_expression(f'{{"": {rank}}}')
             why = (
                 "a quantized model is placed when it is loaded"
                 if quantized
@@ -208,6 +216,14 @@ class DeviceMapInDistributedTraining(DevicePass):
                 found = found or "DistributedDataParallel"
         self.context.shared["df305.evidence"] = found or False
         return found
+
+    def _sets_current_device(self) -> bool:
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "set_device"
+            and self.qualified_name(call.func) == "torch.cuda.set_device"
+            for call in calls_in(self.context.module)
+        )
 
     def _bound_name(self, node: cst.Call) -> str | None:
         parent = self.context.parent(node)

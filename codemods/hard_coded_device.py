@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
@@ -79,8 +81,9 @@ class HardCodedDevice(DevicePass):
     ```
 
     ## Fix safety
-    Safe on the machine the script was written for (GPU 0 stays GPU 0 outside torchrun) except
-    that a script pinned to `cuda:1` now starts on GPU 0 (use `CUDA_VISIBLE_DEVICES`). A script
+    Safe on the machine the script was written for: GPU 0 stays GPU 0 outside torchrun. Unsafe
+    for a script pinned to another GPU (`cuda:1`), which now starts on GPU 0 outside torchrun
+    (select the GPU with `CUDA_VISIBLE_DEVICES`). A script
     that uses several GPUs on purpose (`cuda:0` and `cuda:1`, naive model parallelism), a code
     path guarded by `torch.cuda.is_available()`, and a device string that the script compares
     as a string (`if device == "cuda":`) are reported without a fix. The `autocast` rewrite is
@@ -189,15 +192,23 @@ class HardCodedDevice(DevicePass):
         imports: list[ImportSpec],
     ) -> None:
         text = self._code(device)
+        other_gpu = self._explicit_indices() - {0}
+        note = (
+            f"; outside torchrun this moves the script from cuda:{min(other_gpu)} to GPU 0 "
+            "(select the GPU with CUDA_VISIBLE_DEVICES)"
+            if other_gpu
+            else ""
+        )
         self.report(
             node,
             message=(
                 f"{shown}: {self.MESSAGE}; use `{text}` "
-                "(CUDA with the process's LOCAL_RANK, else MPS, else CPU)"
+                f"(CUDA with the process's LOCAL_RANK, else MPS, else CPU){note}"
             ),
             fix_title=f"Use `{text}`",
             edits=edits,
             imports=imports,
+            applicability=Applicability.UNSAFE if other_gpu else Applicability.SAFE,
         )
 
     def _assignment_of(self, value: cst.CSTNode) -> cst.Assign | None:
@@ -241,7 +252,9 @@ class HardCodedDevice(DevicePass):
             imports.append(ImportSpec("torch"))
         helper = cst.parse_statement(_HELPER.format(name=SELECT_DEVICE, torch=alias))
         anchor = _insertion_anchor(module)
-        position = 0 if anchor is None else list(module.body).index(anchor) + 1
+        position = next(
+            (i + 1 for i, statement in enumerate(module.body) if statement is anchor), 0
+        )
         following = module.body[position] if position < len(module.body) else None
         blank = sum(
             1 for line in (following.leading_lines if following is not None else ())
@@ -395,9 +408,8 @@ class HardCodedDevice(DevicePass):
                 info = code.function_info(ancestor)
                 if info.owner is not None and (info.owner.is_module or info.owner.is_dataset):
                     return True
-            if isinstance(ancestor, cst.ClassDef):
-                if code.class_info(ancestor).is_module:
-                    return True
+            if isinstance(ancestor, cst.ClassDef) and code.class_info(ancestor).is_module:
+                return True
         if in_data_pipeline(self, node):
             return True
         return self._guarded_by_cuda_check(node)
@@ -405,9 +417,12 @@ class HardCodedDevice(DevicePass):
     def _guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
         current: cst.CSTNode = node
         for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, (cst.If, cst.IfExp)) and current is ancestor.body:
-                if self._mentions_cuda_check(ancestor.test):
-                    return True
+            if (
+                isinstance(ancestor, (cst.If, cst.IfExp))
+                and current is ancestor.body
+                and self._mentions_cuda_check(ancestor.test)
+            ):
+                return True
             if isinstance(ancestor, cst.BooleanOperation) and self._mentions_cuda_check(
                 ancestor.left
             ):
@@ -523,17 +538,14 @@ def _literal_cuda(call: cst.Call) -> bool:
         return False
     if not _cuda_string(first.value):
         return False
-    for arg in call.args[1:]:
-        if not isinstance(arg.value, cst.Integer):
-            return False
-    return True
+    return all(isinstance(arg.value, cst.Integer) for arg in call.args[1:])
 
 
 def _module_binds(module: cst.Module, name: str) -> bool:
     for statement in module.body:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
-                if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                if isinstance(small, cst.ImportFrom) and isinstance(small.names, Sequence):
                     for alias in small.names:
                         bound = alias.asname.name if alias.asname else alias.name
                         if isinstance(bound, cst.Name) and bound.value == name:
@@ -562,7 +574,7 @@ def _insertion_anchor(module: cst.Module) -> cst.BaseStatement | None:
             and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
         )
         if is_docstring:
+            anchor = statement  # no imports yet: the helper goes after the docstring
             continue
-        if anchor is not None:
-            break
+        break
     return anchor

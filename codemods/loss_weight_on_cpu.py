@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument, method_call
 from devfix.codemods._script_flow import (
@@ -22,7 +23,6 @@ from devfix.codemods._torch_names import (
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
 )
-
 from devfix.types import Applicability, Edit
 
 _CANDIDATE_TAILS = frozenset(
@@ -270,7 +270,9 @@ class LossWeightOnCpu(DevicePass):
                 if func.attr.value == "to" and self._to_is_dtype_only(value):
                     return self._is_cpu_tensor(func.value, at, depth + 1)
                 return False
-            qualified = self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            qualified = (
+                self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            )
             if qualified in _CPU_SOURCES:
                 device = keyword_argument(value, "device")
                 return device is None or string_device(device.value) == "cpu"
@@ -290,9 +292,12 @@ class LossWeightOnCpu(DevicePass):
         if isinstance(value, cst.Name):
             bound = latest_binding(self, value.value, at)
             return bound is not None and self._is_cpu_tensor(bound, bound, depth + 1)
-        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
-            if value.value.value == "self":
-                return self._self_attribute_is_cpu(value.attr.value, at, depth)
+        if (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == "self"
+        ):
+            return self._self_attribute_is_cpu(value.attr.value, at, depth)
         return False
 
     def _to_is_dtype_only(self, call: cst.Call) -> bool:
@@ -315,7 +320,10 @@ class LossWeightOnCpu(DevicePass):
         for ancestor in self.context.ancestors(at):
             if isinstance(ancestor, cst.ClassDef):
                 for statement in ancestor.body.body:
-                    if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == "__init__"
+                    ):
                         for inner in scope_statements(statement):
                             if (
                                 isinstance(inner, cst.Assign)

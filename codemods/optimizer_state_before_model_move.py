@@ -8,6 +8,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._script_flow import (
+    Body,
     Placement,
     calls_in,
     common_placement,
@@ -16,6 +17,7 @@ from devfix.codemods._script_flow import (
     move_of,
     names_bound,
     names_read,
+    root_name,
     scope_statements,
     walk,
 )
@@ -51,13 +53,14 @@ class OptimizerStateBeforeModelMove(DevicePass):
 
     ## What it does
     Finds `optimizer.load_state_dict(...)` (with the scheduler's and grad scaler's
-    `load_state_dict` next to it) and optimizer constructors (`torch.optim.Adam(model.parameters())`)
-    that run before the model they train is moved with `model.to(device)` / `model.cuda()` in the
-    same function or script, and moves those statements to just after the move. A restored
-    optimizer state also goes after the construction of a learning-rate scheduler built right
-    after the move. Statements are moved only when nothing between them and the move reads what
-    they change and the move itself does not need them; otherwise the finding is reported
-    without a fix, with the line that blocks it.
+    `load_state_dict` next to it) and optimizer constructors
+    (`torch.optim.Adam(model.parameters())`) that run before the model they train is moved with
+    `model.to(device)` / `model.cuda()` in the same function or script, and moves those
+    statements to just after the move. A restored optimizer state also goes after the
+    construction of a learning-rate scheduler built right after the move. Statements are moved
+    only when nothing between them and the move reads what they change and the move itself does
+    not need them; otherwise the finding is reported without a fix, with the line that blocks
+    it.
 
     ## Why is this bad?
     `Optimizer.load_state_dict` casts the saved state to the device each parameter has *when it
@@ -134,7 +137,15 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 obj = _Object(kind, qualified)
                 reads = set().union(*(names_read(arg.value) for arg in call.args))
                 if kind == "optimizer":
-                    obj.models = reads
+                    # Modules whose parameters it trains: `model.parameters()`,
+                    # `model.head.named_parameters()`; a plain tensor's `.to()` is not in place.
+                    obj.models = {
+                        name
+                        for inner in calls_in(call)
+                        if isinstance(inner.func, cst.Attribute)
+                        and inner.func.attr.value in ("parameters", "named_parameters")
+                        and (name := root_name(inner.func.value)) is not None
+                    }
                 elif kind == "scheduler":
                     obj.optimizers = reads
                 found[statement.targets[0].target.value] = obj
@@ -300,7 +311,9 @@ class OptimizerStateBeforeModelMove(DevicePass):
         statements = [body[index] for index in moved]
         edits = [Edit(body[index], cst.RemovalSentinel.REMOVE) for index in moved]
         if insert_at == move_index:
-            edits.append(Edit(body[move_index], cst.FlattenSentinel([body[move_index], *statements])))
+            edits.append(
+                Edit(body[move_index], cst.FlattenSentinel([body[move_index], *statements]))
+            )
         else:
             # Constructions right after the move; restored state after the scheduler.
             early = [s for s in statements if names_bound(s)]
@@ -363,7 +376,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         )
 
     def _close_dependencies(
-        self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], moved: list[int],
+        self, body: Body, moved: list[int],
         move_index: int, receivers: set[str],
     ) -> str | None:
         """Add the statements between that read what a moved statement changes; None if fine."""
@@ -399,7 +412,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         )
 
     def _rebinding_conflict(
-        self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], moved: list[int],
+        self, body: Body, moved: list[int],
         move_index: int, model: str,
     ) -> str | None:
         for index in moved:
@@ -426,7 +439,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         return None
 
     def _insertion_index(
-        self, body: list[cst.BaseStatement] | tuple[cst.BaseStatement, ...], moved: list[int],
+        self, body: Body, moved: list[int],
         move_index: int, objects: dict[str, _Object], loads: list[_Candidate],
     ) -> int:
         """After the move; after a scheduler over a restored optimizer built right after it."""

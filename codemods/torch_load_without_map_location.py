@@ -1,10 +1,11 @@
-"""DF302: `torch.load` without `map_location` restores tensors onto the device they were saved from."""
+"""DF302: `torch.load` without `map_location` restores tensors where they were saved from."""
 
 from __future__ import annotations
 
 import re
 
 import libcst as cst
+
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, call_tail, has_star_kwargs, keyword_argument
 from devfix.codemods._script_flow import (
@@ -15,7 +16,6 @@ from devfix.codemods._script_flow import (
     line_of,
     scope_statements,
 )
-
 from devfix.types import Applicability, Edit
 
 #: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
@@ -33,8 +33,8 @@ class TorchLoadWithoutMapLocation(DevicePass):
     `map_location="cpu"`. In a distributed script (torchrun, DDP, accelerate, `Trainer`) whose
     process device is held in a variable (`device = torch.device("cuda", local_rank)`), that
     variable is used instead; so it is in a single-process script whose loaded tensors are used
-    directly (not only through `load_state_dict`) and that holds its device in a variable. `weights_only`, `mmap` and every other argument stay exactly as
-    written.
+    directly (not only through `load_state_dict`) and that holds its device in a variable.
+    `weights_only`, `mmap` and every other argument stay exactly as written.
 
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
@@ -62,8 +62,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
     ## Fix safety
     Safe when everything loaded goes through `load_state_dict` (or is read under a metadata key
     such as `"epoch"`), or when the loaded tensors go to the script's device variable. Unsafe
-    otherwise (no device variable in scope): tensors that the script uses straight from the checkpoint now arrive on the CPU
-    and need a `.to(device)` of their own (the message says so). `weights_only` is never added,
+    otherwise (no device variable in scope): tensors that the script uses straight from the
+    checkpoint now arrive on the CPU and need a `.to(device)` of their own (the message says
+    so). `weights_only` is never added,
     removed or changed (its default became `True` in PyTorch 2.6).
 
     ## References
@@ -73,7 +74,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     CODE = "DF302"
     NAME = "torch-load-without-map-location"
-    MESSAGE = "`torch.load` without `map_location` puts tensors back on the device they were saved from"
+    MESSAGE = (
+        "`torch.load` without `map_location` puts tensors back on the device they were saved from"
+    )
     FIX_TITLE = 'Add `map_location="cpu"`'
     APPLICABILITY = Applicability.SAFE
     TRIGGER_WORDS = ("load",)
@@ -195,11 +198,13 @@ class TorchLoadWithoutMapLocation(DevicePass):
                 return self._is_state_dict_argument(ancestor)
             if isinstance(ancestor, cst.BaseStatement):
                 return False
-            if isinstance(ancestor, cst.Attribute) and ancestor.value is current:
-                if ancestor.attr.value in ("keys", "items", "values") and isinstance(
-                    self.context.parent(ancestor), cst.Call
-                ):
-                    return ancestor.attr.value == "keys"
+            if (
+                isinstance(ancestor, cst.Attribute)
+                and ancestor.value is current
+                and ancestor.attr.value in ("keys", "items", "values")
+                and isinstance(self.context.parent(ancestor), cst.Call)
+            ):
+                return ancestor.attr.value == "keys"
             current = ancestor
         return False
 

@@ -474,7 +474,7 @@ def _register_specials() -> None:
     SPECIAL[aten._local_scalar_dense.default] = _local_scalar
     SPECIAL[aten.resize_.default] = _resize
     SPECIAL[aten.resize_as_.default] = _resize
-    for ov in aten.set_.overloads():
+    for ov in aten.set_.overloads():  # type: ignore[no-untyped-call]
         SPECIAL[getattr(aten.set_, ov)] = _set_source
     SPECIAL[aten._pin_memory.default] = _pin
     SPECIAL[aten.is_pinned.default] = _is_pinned

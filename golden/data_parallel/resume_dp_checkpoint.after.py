@@ -1,10 +1,10 @@
 # Fine-tuning that resumes from a checkpoint written by an earlier nn.DataParallel run (keys
 # carry the `module.` prefix), with `from torch.nn import DataParallel as DP` inside the
-# script's `__main__` block. The token positions are made on a hard-coded "cuda:0", which the
-# replica on cuda:1 feeds to its own embedding.
+# script's `__main__` block. The model makes its token positions on the hard-coded "cuda:0",
+# which the replica on cuda:1 feeds to its own embedding.
 # Run: python resume_dp_checkpoint.before.py   (RESUME_FROM=<checkpoint> to resume)
-# devfix-flags: --select DF401 --unsafe-fixes
-# devfix-expect: DF401
+# devfix-flags: --select DF401,DF102 --unsafe-fixes
+# devfix-expect: DF401 DF102
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
 # devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> resume_dp_checkpoint.before.py` (`python resume_dp_checkpoint.before.py` runs one process)
 import os
@@ -29,7 +29,8 @@ class Tagger(nn.Module):
         self.position = nn.Embedding(16, dim)
         self.head = nn.Linear(dim, tags)
 
-    def forward(self, tokens, positions):
+    def forward(self, tokens):
+        positions = torch.arange(tokens.shape[1], device=self.position.weight.device).unsqueeze(0)
         return self.head(torch.tanh(self.embed(tokens) + self.position(positions)))
 
 
@@ -70,14 +71,13 @@ if __name__ == "__main__":
             consume_prefix_in_state_dict_if_present(loaded_state, "module.")
         (model.module if isinstance(model, DistributedDataParallel) else model).load_state_dict(loaded_state)  # a DataParallel checkpoint
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
-    positions = torch.arange(8).unsqueeze(0).to(DEVICE)
 
     for epoch in range(3):
         sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
         model.train()
         for batch_tokens, batch_tags in loader:
             batch_tokens, batch_tags = batch_tokens.to(DEVICE), batch_tags.to(DEVICE)
-            logits = model(batch_tokens, positions.expand(batch_tokens.shape[0], -1))
+            logits = model(batch_tokens)
             loss = nn.functional.cross_entropy(logits.reshape(-1, 5), batch_tags.reshape(-1))
             optimizer.zero_grad()
             loss.backward()

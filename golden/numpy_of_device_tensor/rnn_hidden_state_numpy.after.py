@@ -3,7 +3,7 @@
 # Run on a GPU: python rnn_hidden_state_numpy.before.py
 # devfix-flags: --select DF203
 # devfix-expect: DF203
-# devfix-golden: gpus=2 fails-with="can't convert cuda:0 device type tensor to numpy" devices="cuda:0"
+# devfix-golden: gpus=2 fails-with="can't convert cuda:0 device type tensor to numpy"
 import torch
 import torch.nn as nn
 

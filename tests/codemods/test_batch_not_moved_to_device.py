@@ -342,3 +342,16 @@ def test_declined_when_the_model_is_moved_only_under_a_condition() -> None:
         """,
         reason="only when the `if` on line 6 holds",
     )
+
+
+def test_one_line_loop_is_reported_and_starred_targets_are_left_alone() -> None:
+    assert_declined(
+        RULE,
+        HEADER
+        + """
+for x, *rest in loader:
+    model(x)
+for x, y in loader: model(x)
+""",
+        reason="on the `for` line",
+    )

@@ -166,3 +166,17 @@ def test_noops() -> None:
         Trainer(model=a).train()
         """,
     )
+
+
+def test_cuda_after_set_device_is_the_ranks_gpu() -> None:
+    assert_noop(
+        RULE,
+        """
+        import os
+        import torch
+        from transformers import AutoModel, Trainer
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        model = AutoModel.from_pretrained(name, device_map="cuda")
+        Trainer(model=model).train()
+        """,
+    )

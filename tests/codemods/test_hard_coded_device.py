@@ -103,8 +103,10 @@ def test_inline_use_without_variable_calls_helper() -> None:
         def main():
             model.to(select_device())
         """,
+        unsafe=True,
     )
-    assert result[0].applicability is Applicability.SAFE
+    assert result[0].applicability is Applicability.UNSAFE
+    assert "from cuda:1 to GPU 0" in result[0].message
 
 
 def test_amp_companions() -> None:

@@ -177,3 +177,16 @@ def test_declines_when_the_move_needs_a_moved_statement() -> None:
         """,
         reason="the model move reads `device`",
     )
+
+
+def test_plain_tensors_are_not_modules() -> None:
+    # `w.to(device)` returns a new tensor: the optimizer must keep the leaf it was given.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        w = torch.zeros(3, requires_grad=True)
+        optimizer = torch.optim.SGD([w], lr=0.1)
+        w = w.to(device)
+        """,
+    )

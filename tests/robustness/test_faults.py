@@ -192,10 +192,7 @@ def test_two_runs_at_once_do_not_corrupt_files(
                 # The only acceptable failure: the other run got there first.
                 assert "changed on disk while devfix was working on it" in line, line
         assert process.returncode in (0, 2), text
-    _assert_each_original_or_rewritten(work / "tree", made, after)
-    finish = _devfix(*APPLY, cwd=work)
-    _, err = finish.communicate(timeout=600)
-    assert finish.returncode == 0, err.decode()
+    # Whichever run wrote a file first won; the other saw the change and kept its hands off.
     assert _assert_each_original_or_rewritten(work / "tree", made, after) == FILES
     assert _leftovers(work / "tree") == []
 
