@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.robustness.sweep_core import (  # noqa: E402
+from tests.robustness.sweep_core import (
     FAILURE_KINDS,
     FileOutcome,
     Tally,
@@ -82,11 +82,17 @@ def _print(tally: Tally, root: str, verbose: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tree", choices=("torch", "stdlib", "both"), default="both")
-    parser.add_argument("--sample", type=int, default=None, help="check a fixed sample of N files per tree")
+    parser.add_argument(
+        "--sample", type=int, default=None, help="check a fixed sample of N files per tree"
+    )
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("-v", "--verbose", action="store_true", help="list every refused and changed file")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="list every refused and changed file"
+    )
     args = parser.parse_args(argv)
     trees = []
     if args.tree in ("torch", "both"):

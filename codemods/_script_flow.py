@@ -165,15 +165,39 @@ def in_model_method(checker: DevicePass, node: cst.CSTNode) -> bool:
     return False
 
 
+_MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
+_DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
+
+
+def data_callbacks(checker: DevicePass) -> frozenset[str]:
+    """Names of functions handed to `ds.map(f)`, `DataLoader(collate_fn=f)`, `transform=f`."""
+    cached = checker.context.shared.get("script_flow.data_callbacks")
+    if isinstance(cached, frozenset):
+        return cached
+    names: set[str] = set()
+    for call in calls_in(checker.context.module):
+        mapping = isinstance(call.func, cst.Attribute) and call.func.attr.value in _MAPPING_METHODS
+        for arg in call.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if isinstance(arg.value, cst.Name) and (
+                keyword in _DATA_KEYWORDS or (mapping and keyword in (None, "function"))
+            ):
+                names.add(arg.value.value)
+    result = frozenset(names)
+    checker.context.shared["script_flow.data_callbacks"] = result
+    return result
+
+
 def in_data_pipeline(checker: DevicePass, node: cst.CSTNode) -> bool:
-    """Inside a `Dataset` method or a collate function (DF201 territory)."""
+    """Inside a `Dataset` method, a collate function or a function handed to `ds.map(...)`
+    (DF201 territory)."""
     code = ModelCode.of(checker)
     for ancestor in checker.context.ancestors(node):
         if isinstance(ancestor, cst.FunctionDef):
             info = code.function_info(ancestor)
             if info.owner is not None and info.owner.is_dataset:
                 return True
-            if "collate" in info.name.lower():
+            if "collate" in info.name.lower() or info.name in data_callbacks(checker):
                 return True
     return False
 

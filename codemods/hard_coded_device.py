@@ -577,4 +577,17 @@ def _insertion_anchor(module: cst.Module) -> cst.BaseStatement | None:
             anchor = statement  # no imports yet: the helper goes after the docstring
             continue
         break
+    # `import torch` / `import os` further down (after `sys.path` set-up): the helper needs them.
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine) and _is_import_line(statement) and any(
+            isinstance(small, cst.Import)
+            and any(
+                isinstance(alias.name, cst.Name) and alias.name.value in ("torch", "os")
+                for alias in small.names
+            )
+            for small in statement.body
+        ):
+            later = [s for s in module.body if s is statement or s is anchor]
+            if later and later[-1] is statement:
+                anchor = statement
     return anchor

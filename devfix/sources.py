@@ -96,8 +96,8 @@ def is_generated(text: str) -> bool:
     return False
 
 
-#: Larger files are refused: a source file this big is generated data, and parsing it would take
-#: minutes and gigabytes (the largest file in torch or the standard library is under 1.5 MB).
+#: Larger `.py` files are refused: a source file this big is generated data, and parsing it would
+#: take minutes and gigabytes (the largest file in torch or the standard library is under 1.5 MB).
 MAX_SOURCE_BYTES = 10 * 1024 * 1024
 
 
@@ -111,7 +111,7 @@ def read(path: str) -> Document:
     if not stat.S_ISREG(info.st_mode):
         # A FIFO or device would block or never end; only regular files are read.
         raise InputError("is not a regular file")
-    if info.st_size > MAX_SOURCE_BYTES:
+    if info.st_size > MAX_SOURCE_BYTES and not path.endswith(".ipynb"):  # outputs weigh, not code
         raise InputError(
             f"is {info.st_size / 2**20:.1f} MiB; devfix reads source files up to "
             f"{MAX_SOURCE_BYTES // 2**20} MiB"

@@ -17,6 +17,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,14 +110,14 @@ class Run:
         return [line for line in self.stderr.splitlines() if line.startswith(f"{name}: ")]
 
 
-def devfix(*args: str, cwd: Path, preexec: object = None) -> Run:
+def devfix(*args: str, cwd: Path, preexec: Callable[[], object] | None = None) -> Run:
     completed = subprocess.run(
         [sys.executable, "-m", "devfix", *args, "--no-cache", "-j", "1"],
         cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=preexec,  # type: ignore[arg-type]
+        preexec_fn=preexec,
     )
     return Run(completed.returncode, completed.stdout, completed.stderr)
 
@@ -166,6 +167,7 @@ def test_bad_file_is_one_error_line_and_untouched(
 ) -> None:
     tree, originals, checked, applied = tree_runs
     reason = CASES[name][1]
+    assert reason is not None
     for run in (checked, applied):
         lines = run.error_lines(f"tree/{name}")
         assert len(lines) == 1, run.stderr
@@ -266,7 +268,7 @@ def test_in_process_api_reports_instead_of_raising(tmp_path: Path) -> None:
             assert result.status is not FileStatus.FAILED, (name, result.reason)
         else:
             assert result.status is FileStatus.FAILED and not result.internal_error, name
-            assert reason in result.reason, (name, result.reason)
+            assert reason in (result.reason or ""), (name, result.reason)
         assert path.read_bytes() == EXPECTED_AFTER.get(name, data), name
 
 
@@ -298,7 +300,7 @@ def _can_drop_capabilities() -> bool:
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
-    preexec = None
+    preexec: Callable[[], object] | None = None
     if os.geteuid() == 0:
         # Root reads anything; a child without the DAC capabilities does not (like any user).
         if not _can_drop_capabilities():

@@ -35,7 +35,8 @@ class TinyLM(nn.Module):
         torch.manual_seed(0)
         model = cls()
         if device_map == "auto" and torch.cuda.is_available():
-            model.to("cuda:0")
+            first_gpu = torch.device(torch.cuda.current_device())
+            model.to(first_gpu)
         return model
 
     def generate(self, input_ids, max_new_tokens=3):

@@ -195,3 +195,54 @@ def test_declines_companion_without_device() -> None:
         """,
         reason="no `torch.device` variable",
     )
+
+
+def test_helper_goes_after_a_late_torch_import() -> None:
+    assert_fix(
+        RULE,
+        """
+        import sys
+        sys.path.insert(0, ".")
+        import torch
+
+        x = torch.zeros(2, device="cuda:0")
+        """,
+        """
+        import sys
+        import os
+
+        sys.path.insert(0, ".")
+        import torch
+
+
+        def select_device() -> torch.device:
+            \"\"\"CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU.\"\"\"
+            if torch.cuda.is_available():
+                return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+            if torch.backends.mps.is_available():
+                return torch.device("mps")
+            return torch.device("cpu")
+
+
+        x = torch.zeros(2, device=select_device())
+        """,
+    )
+
+
+def test_data_pipeline_functions_are_left_to_df201() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def preprocess_function(examples):
+            examples["labels"] = torch.tensor(examples["ids"]).to("cuda:0")
+            return examples
+
+        def pad(batch):
+            return torch.stack(batch).to("cuda:0")
+
+        dataset = dataset.map(preprocess_function, batched=True)
+        loader = torch.utils.data.DataLoader(dataset, collate_fn=pad)
+        """,
+    )

@@ -18,7 +18,7 @@ import os
 import sysconfig
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from devfix import sources
@@ -75,7 +75,7 @@ def check_file(path: str, data: bytes | None = None, *, run_check: bool = True) 
             check_source(text, path, UNSAFE)
     except InputError as error:
         outcome.refused = str(error)
-    except Exception as error:  # noqa: BLE001  (what the sweep is looking for)
+    except Exception as error:
         outcome.failure, outcome.detail = "crash-check", f"{type(error).__name__}: {error}"
         return outcome
     try:
@@ -83,7 +83,7 @@ def check_file(path: str, data: bytes | None = None, *, run_check: bool = True) 
     except InputError as error:
         outcome.refused = str(error)
         return outcome
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         outcome.failure, outcome.detail = "crash-apply", f"{type(error).__name__}: {error}"
         return outcome
     outcome.applied = tuple(f.code for f in result.applied)
@@ -104,7 +104,7 @@ def check_file(path: str, data: bytes | None = None, *, run_check: bool = True) 
             return outcome
     try:
         again = fix_source(result.output, UNSAFE, path=path)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         outcome.failure, outcome.detail = "not-idempotent", f"second run: {type(error).__name__}: {error}"
         return outcome
     if again.changed:

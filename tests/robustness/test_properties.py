@@ -37,7 +37,7 @@ GOLDEN = Path(__file__).resolve().parents[2] / "golden"
 UNSAFE = Options(unsafe_fixes=True, jobs=1)
 SNIPPETS = sorted(GOLDEN.glob("*/*.before.py"))
 FAST = settings(
-    max_examples=25,
+    max_examples=12,
     derandomize=True,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -181,7 +181,7 @@ def test_hypothesmith_generated_modules() -> None:
     hypothesmith = pytest.importorskip("hypothesmith")
 
     @settings(
-        max_examples=20,
+        max_examples=15,
         derandomize=True,
         deadline=None,
         suppress_health_check=list(HealthCheck),
