@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -39,20 +40,34 @@ def _check(path: str) -> FileOutcome:
     return outcome
 
 
+class _Serial:
+    """`map` in this process, with the executor's interface (for -j 1)."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, function: Callable[[str], FileOutcome], items: list[str], chunksize: int = 1
+            ) -> Iterator[FileOutcome]:
+        del chunksize
+        return map(function, items)
+
+
 def run_tree(name: str, root: str, size: int | None, jobs: int, verbose: bool) -> Tally:
     files = python_files(root)
     if size is not None:
         files = sample(files, size, root)
     tally = Tally(name)
     started = time.perf_counter()
-    if jobs <= 1:
-        outcomes = map(_check, files)
-        for outcome in outcomes:
+    with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else _Serial() as pool:
+        for outcome in pool.map(_check, files, chunksize=4):
             tally.add(outcome, root)
-    else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            for outcome in pool.map(_check, files, chunksize=4):
-                tally.add(outcome, root)
+            if tally.files % 100 == 0:
+                elapsed = time.perf_counter() - started
+                progress = f"  {name}: {tally.files}/{len(files)} files, {elapsed:.0f} s"
+                print(progress, file=sys.stderr)
     tally.seconds = time.perf_counter() - started
     _print(tally, root, verbose)
     return tally

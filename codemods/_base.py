@@ -26,6 +26,9 @@ class DevicePass(cst.CSTVisitor):
     APPLICABILITY: ClassVar[Applicability]
     #: The engine parses a file only if one of these words occurs in its text.
     TRIGGER_WORDS: ClassVar[tuple[str, ...]] = ("torch",)
+    #: ... and only if every one of these occurs too (a pass that matches only `torch.*`
+    #: qualified names can require "torch": no import can bind such a name without it).
+    REQUIRED_WORDS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, context: FileContext) -> None:
         super().__init__()

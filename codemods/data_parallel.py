@@ -152,6 +152,7 @@ class DataParallelTraining(DevicePass):
                     "model.pt",
                 )
         if distributed:
+            dist.barrier()  # all work done before teardown (avoids a gloo abort at exit)
             dist.destroy_process_group()
     ```
     In detail: `torch.cuda.set_device(local_rank)` comes before the process group and before any
@@ -336,7 +337,9 @@ class _Converter:
                 )
             if isinstance(ancestor, (cst.Lambda, cst.For, cst.While, cst.With, cst.Try)):
                 raise _Decline("DataParallel is applied inside a loop, `with` or `try` block")
-        statement = next(a for a in ancestors if isinstance(a, cst.SimpleStatementLine))
+        statement = next((a for a in ancestors if isinstance(a, cst.SimpleStatementLine)), None)
+        if statement is None:
+            raise _Decline("DataParallel is applied outside a statement of its own")
         small = statement.body[0] if len(statement.body) == 1 else None
         if not (
             isinstance(small, cst.Assign)
@@ -477,7 +480,8 @@ class _Converter:
         last of them moves.
         """
         first = self._first_executable(body)
-        assert first is not None and first <= limit
+        if first is None or first > limit:
+            raise _Decline("cannot tell where the script's training starts")
         last_definition = max(
             (
                 i

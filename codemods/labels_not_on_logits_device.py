@@ -137,6 +137,7 @@ class LabelsNotOnLogitsDevice(DevicePass):
         super().__init__(context)
         self._global_losses: set[str] | None = None
         self._multi_device: bool | None = None
+        self._local_tables: dict[int, set[str]] = {}
 
     def _spans_devices(self) -> bool:
         """Whether the file shows a model placed over several devices (see the docstring)."""
@@ -147,8 +148,10 @@ class LabelsNotOnLogitsDevice(DevicePass):
         return self._multi_device
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not self._spans_devices():
+            return
         kind = self._loss_kind(node)
-        if kind is None or not self._spans_devices():
+        if kind is None:
             return
         function = ModelCode.of(self).enclosing_function(node)
         if function is None:
@@ -206,15 +209,21 @@ class LabelsNotOnLogitsDevice(DevicePass):
         return self._global_losses
 
     def _local_loss(self, name: str, function: cst.FunctionDef) -> bool:
-        values = [
-            node.value
-            for node in walk_function_body(function)
-            if isinstance(node, cst.Assign)
-            and any(isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets)
-        ]
-        return bool(values) and all(
-            constructed_module(self, value) in INPUT_TARGET_LOSS_CLASSES for value in values
-        )
+        """Every binding of local `name` in `function` constructs an `nn.*Loss`."""
+        table = self._local_tables.get(id(function))
+        if table is None:
+            bindings: dict[str, list[bool]] = {}
+            for node in walk_function_body(function):
+                if isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if isinstance(target.target, cst.Name):
+                            is_loss = (
+                                constructed_module(self, node.value) in INPUT_TARGET_LOSS_CLASSES
+                            )
+                            bindings.setdefault(target.target.value, []).append(is_loss)
+            table = {local for local, verdicts in bindings.items() if all(verdicts)}
+            self._local_tables[id(function)] = table
+        return name in table
 
     # -- the fix ---------------------------------------------------------------------------
 

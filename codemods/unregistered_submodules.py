@@ -156,6 +156,8 @@ class UnregisteredSubmodules(DevicePass):
         if kind is None:
             return
         uses = _Uses.collect(self, classdef, attr, node)
+        if uses.registered_elsewhere:
+            return  # `nn.Sequential(*self.layers)` registers the same modules already
         modules += uses.added_modules
         unknown += uses.added_unknown
         if modules == 0:
@@ -360,6 +362,7 @@ class _Uses:
         self.dict_only: set[str] = set()
         self.reassigned: str | None = None
         self.bad_keys = False
+        self.registered_elsewhere = False
 
     @classmethod
     def collect(
@@ -392,7 +395,16 @@ class _Uses:
                             uses._count(checker, element.value)
                     else:
                         uses.added_unknown += 1
-                elif (
+                if isinstance(node, cst.Call) and any(
+                    self_attribute(arg.value, self_var) == attr for arg in node.args
+                ):
+                    if (
+                        function.name.value == "__init__"
+                        and constructed_module(checker, node) is not None
+                    ):
+                        uses.registered_elsewhere = True
+                    continue
+                if (
                     isinstance(node, cst.Call)
                     and isinstance(node.func, cst.Attribute)
                     and self_attribute(node.func.value, self_var) == attr

@@ -13,6 +13,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -31,6 +32,9 @@ from devfix.types import (
     Replacement,
     SourceResult,
 )
+
+if TYPE_CHECKING:
+    from devfix.codemods._base import DevicePass
 
 #: Rounds of "run every pass, apply what it found"; ruff uses 100, devfix's passes converge in 2-3.
 MAX_ROUNDS = 10
@@ -108,7 +112,7 @@ def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> l
     checkers = [
         pass_class(context, **options.pass_options.get(pass_class.CODE, {}))
         for pass_class in select_passes(options.select, options.ignore)
-        if any(word in text for word in pass_class.TRIGGER_WORDS)
+        if _triggered(pass_class, text)
     ]
     # One traversal for all passes (each full libcst traversal costs more than the parse).
     if len(checkers) == 1:
@@ -244,8 +248,13 @@ def analyse_source(
 
 
 def _mentions_trigger(text: str, options: Options) -> bool:
-    words = {w for cls in select_passes(options.select, options.ignore) for w in cls.TRIGGER_WORDS}
-    return any(word in text for word in words)
+    return any(_triggered(cls, text) for cls in select_passes(options.select, options.ignore))
+
+
+def _triggered(pass_class: type[DevicePass], text: str) -> bool:
+    return any(word in text for word in pass_class.TRIGGER_WORDS) and all(
+        word in text for word in pass_class.REQUIRED_WORDS
+    )
 
 
 def _subtree_ids(node: cst.CSTNode) -> set[int]:

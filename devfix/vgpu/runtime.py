@@ -29,4 +29,37 @@ def install(gpus: int = 2) -> None:
     _factories.install()
     _serial.install()
     _patches.install()
+    _prime_dtensor_check()
     _installed = gpus
+
+
+def _prime_dtensor_check() -> None:
+    """Answer torch's one-time "is this a DTensor?" lookup without importing DTensor.
+
+    The first op on any tensor subclass makes torch's C++ import ``torch.distributed.tensor``
+    (and with it sympy, about a second) just to learn the DTensor class, which it caches.
+    A stand-in module is offered for that one lookup and removed at once, so a script that
+    imports DTensor itself still gets the real one (its ops then take torch's generic
+    ``__torch_dispatch__`` path, which DTensor implements).
+    """
+    import sys
+    import types
+
+    import torch
+
+    from devfix.vgpu._core import DEVICES, VTensor
+
+    name = "torch.distributed.tensor"
+    if name in sys.modules:
+        return
+    stand_in = types.ModuleType(name)
+
+    class DTensor:  # never instantiated: nothing is an instance of it
+        pass
+
+    stand_in.DTensor = DTensor  # type: ignore[attr-defined]
+    sys.modules[name] = stand_in
+    try:
+        torch.add(VTensor(torch.zeros(1), DEVICES[0]), 1)
+    finally:
+        del sys.modules[name]

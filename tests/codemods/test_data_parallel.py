@@ -532,3 +532,14 @@ def test_declines_early_return() -> None:
 def test_findings_report_the_wrap() -> None:
     findings = check_source(textwrap.dedent(FLAT), options=Options(select=(RULE,)))
     assert [(f.code, f.line) for f in findings] == [(RULE, 23)]
+
+
+def test_declines_a_one_line_guard() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        if torch.cuda.device_count() > 1: model = torch.nn.DataParallel(model)
+        """,
+        reason="outside a statement of its own",
+    )

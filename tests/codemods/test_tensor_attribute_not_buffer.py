@@ -304,3 +304,36 @@ def test_reassigned_tensor_in_forward_is_still_fixed() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_annotated_assignment_is_reported_only() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import Tensor, nn
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mask: Tensor = torch.ones(4, 4).tril()
+        """,
+        reason="annotated assignment",
+    )
+
+
+def test_variable_with_requires_grad_is_reported_as_a_parameter() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        from torch.autograd import Variable
+
+        class Network(nn.Module):
+            def __init__(self, k):
+                super().__init__()
+                self.alphas_normal = Variable(1e-3 * torch.randn(k, 8).cuda(), requires_grad=True)
+        """,
+        reason="make it `nn.Parameter(...)`",
+    )

@@ -234,6 +234,8 @@ def test_noops() -> None:
                 self.seq = nn.Sequential(*layers)
                 self.outputs = []
                 self.lazy = None
+                self.parts = [nn.Linear(4, 4), nn.ReLU()]
+                self.body = nn.Sequential(*self.parts)
 
             def forward(self, x):
                 if self.lazy is None:
