@@ -209,6 +209,11 @@ class ModelCode:
         return info
 
     def _owner(self, node: cst.FunctionDef) -> ClassInfo | None:
+        """The class whose instance method `node` is; None for functions, class/static methods."""
+        for decorator in node.decorators:
+            name = dotted_name(decorator.decorator)
+            if name is not None and name.rsplit(".", 1)[-1] in ("classmethod", "staticmethod"):
+                return None
         parent = self.context.parent(node)
         grandparent = self.context.parent(parent) if parent is not None else None
         if isinstance(grandparent, cst.ClassDef):

@@ -117,7 +117,7 @@ def _parse_table(path: Path, table: Mapping[str, Any]) -> Config:
 def _pass_options(
     path: Path, key: str, pass_class: type, value: Mapping[str, Any]
 ) -> dict[str, Any]:
-    parameters = inspect.signature(pass_class.__init__).parameters
+    parameters = inspect.signature(pass_class).parameters
     accepted = {
         name: parameter
         for name, parameter in parameters.items()

@@ -100,3 +100,27 @@ def test_no_pass_changes_a_fixed_or_noop_file(script: Path) -> None:
     text = script.read_text()
     result = fix_source(text, Options(unsafe_fixes=True), path=str(script))
     assert result.output == text, [f"{f.code}: {f.message}" for f in result.applied]
+
+
+def _vgpu_cases() -> list[GoldenCase]:
+    return TRANSFORM_CASES
+
+
+@pytest.mark.parametrize("case", _vgpu_cases(), ids=_ids(_vgpu_cases()))
+def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase) -> None:
+    """Tier 2 on CPU: the `before` dies of the declared device error under virtual GPUs, and
+    the `after` runs under the same settings."""
+    pytest.importorskip("torch", reason="the virtual GPU runtime needs torch")
+    from devfix.vgpu import run_script
+    from devfix.vgpu.golden import check_failure, parse_golden_header
+
+    assert case.before is not None
+    expectation = parse_golden_header(case.before.read_text())
+    assert expectation is not None, f"{case.id}: the before file needs a `# devfix-golden:` line"
+    env = {"OMP_NUM_THREADS": "1", **expectation.env}
+    before = run_script(case.before, gpus=expectation.gpus, env=env, timeout=240, cwd=GOLDEN)
+    problem = check_failure(expectation, before)
+    assert problem is None, f"{case.id}.before: {problem}\n{before.stderr[-3000:]}"
+    after_path = case.before.with_name(f"{case.name}.after.py")
+    after = run_script(after_path, gpus=expectation.gpus, env=env, timeout=240, cwd=GOLDEN)
+    assert after.returncode == 0, f"{case.id}.after:\n{after.stderr[-3000:]}"

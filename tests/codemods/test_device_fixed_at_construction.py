@@ -173,3 +173,26 @@ def test_no_tensor_in_scope_declines() -> None:
         """,
         reason="no tensor or layer in scope",
     )
+
+
+def test_classmethods_have_no_self_to_take_a_device_from() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(4, 2)
+
+            @classmethod
+            def build(cls):
+                return cls().to("cuda:0")
+
+            @staticmethod
+            def ids(n):
+                return torch.arange(n, device="cuda:0")
+        """,
+    )
