@@ -155,3 +155,15 @@ def test_readme_rule_table_is_current() -> None:
 
     readme = (ROOT / "README.md").read_text()
     assert render(readme) == readme, "run `python -m devfix.docs README.md`"
+
+
+def test_examples_show_a_fix_from_every_pass() -> None:
+    from devfix.engine import fix_paths
+    from devfix.registry import all_passes
+    from devfix.types import Options
+
+    applied: set[str] = set()
+    for result in fix_paths([str(ROOT / "examples")], Options(unsafe_fixes=True), write=False):
+        assert not result.reason, (result.path, result.reason)
+        applied |= {finding.code for finding in result.applied}
+    assert {cls.CODE for cls in all_passes()} <= applied
