@@ -12,6 +12,7 @@ runs on the same installation measure the same files:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sysconfig
@@ -83,9 +84,12 @@ def _copy(groups: list[tuple[str, Path, list[Path]]], destination: Path, name: s
 def torch_corpus(destination: Path, limit: int) -> Corpus:
     """`limit` files: the golden/examples scripts (all of them if they are at most a tenth of
     `limit`), the rest spread over torch's sources."""
-    import torch  # the installed package whose sources are the corpus
-
-    torch_root = Path(torch.__file__).resolve().parent
+    # Found without importing it: the benchmark process stays small, and its children inherit
+    # its peak RSS (Linux keeps ru_maxrss across exec), which would hide theirs.
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("torch is not installed in this interpreter")
+    torch_root = Path(next(iter(spec.submodule_search_locations))).resolve()
     own = [(group, REPO / group) for group in ("golden", "examples")]
     own_files = [(group, base, _python_files(base)) for group, base in own if base.is_dir()]
     # All of them in a full-size corpus; a tenth of a small one, so a quick run is mostly torch.

@@ -426,8 +426,6 @@ def report(
 ) -> str:
     from importlib.metadata import version
 
-    import torch
-
     given = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "bench/throughput.py", *given])
     try:
@@ -446,7 +444,7 @@ def report(
         "",
         f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), "
         f"Python {platform.python_version()}, "
-        f"libcst {version('libcst')}, torch {torch.__version__} (corpus source), devfix "
+        f"libcst {version('libcst')}, torch {version('torch')} (corpus source), devfix "
         f"{version('devfix')} @ {commit or '?'}"
         + (f", TorchFix: {tool_version(exes['torchfix'])}" if "torchfix" in exes else "")
         + ".",

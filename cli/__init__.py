@@ -11,6 +11,7 @@ import click
 from devfix.cli.apply import apply_command
 from devfix.cli.check import check_command
 from devfix.cli.rules import rules_command
+from devfix.cli.verify import verify_command
 
 from devfix import __version__
 
@@ -29,3 +30,4 @@ def main() -> None:
 main.add_command(apply_command)
 main.add_command(check_command)
 main.add_command(rules_command)
+main.add_command(verify_command)

@@ -2,22 +2,28 @@
 
 The public API is small: :func:`fix_source` rewrites a string, :func:`fix_file` a file,
 :func:`fix_paths` many files; :class:`Finding` and :class:`Applicability` describe what the
-passes report.
+passes report. The engine (and libcst) is imported on first use, so `devfix.vgpu` starts fast.
 """
 
-from devfix.engine import check_source, fix_file, fix_paths, fix_source
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
+from __future__ import annotations
+
+from typing import Any
+
 from devfix.version import __version__
 
-__all__ = [
-    "Applicability",
-    "FileResult",
-    "FileStatus",
-    "Finding",
-    "Options",
-    "__version__",
-    "check_source",
-    "fix_file",
-    "fix_paths",
-    "fix_source",
-]
+_ENGINE = ("check_source", "fix_file", "fix_paths", "fix_source")
+_TYPES = ("Applicability", "FileResult", "FileStatus", "Finding", "Options")
+
+__all__ = [*_TYPES, *_ENGINE, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ENGINE:
+        from devfix import engine
+
+        return getattr(engine, name)
+    if name in _TYPES:
+        from devfix import types
+
+        return getattr(types, name)
+    raise AttributeError(f"module 'devfix' has no attribute {name!r}")

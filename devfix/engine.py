@@ -220,8 +220,12 @@ def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
         or kind.on_leave_attribute is not cst.CSTVisitor.on_leave_attribute
     ):
         return True
+    # libcst's CSTVisitor itself declares an empty hook for every node attribute: skip those.
     return any(
-        name.startswith(("visit_", "leave_")) and "_" in name.split("_", 1)[1] for name in dir(kind)
+        name.startswith(("visit_", "leave_"))
+        and "_" in name.split("_", 1)[1]
+        and getattr(kind, name) is not getattr(cst.CSTVisitor, name, None)
+        for name in dir(kind)
     )
 
 

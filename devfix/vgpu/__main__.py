@@ -7,11 +7,14 @@ it, the devices involved and the devfix findings for that code. The exit status 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import runpy
 import sys
+import threading
 import traceback
-from typing import Sequence
+from typing import NoReturn, Sequence
 
 USAGE = "usage: python -m devfix.vgpu [--gpus N] [--env K=V]... SCRIPT [ARGS...]"
 
@@ -121,5 +124,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def exit_without_teardown(code: int) -> NoReturn:
+    """Finish like the interpreter would, minus C++ static destructors, then exit with `code`.
+
+    With the virtual CUDA device guard, autograd keeps one worker thread per virtual device; at
+    process teardown one of them could still be joinable, and libstdc++ then aborts the process
+    ("terminate called without an active exception", exit -6) after the script had succeeded.
+    Python-level shutdown (non-daemon threads, atexit handlers such as DataLoader worker cleanup,
+    buffered output) still runs.
+    """
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_without_teardown(main())

@@ -9,7 +9,6 @@ This module imports torch, so it may only be imported after the shim is loaded.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable
 
 import torch
@@ -168,10 +167,6 @@ def _info(func: Any) -> OpInfo:
 
 # --------------------------------------------------------------------------------------------
 # The hot path.
-
-
-class _Mismatch(Exception):
-    pass
 
 
 def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
@@ -494,4 +489,3 @@ def _register_specials() -> None:
 
 
 _register_specials()
-_tls = threading.local()

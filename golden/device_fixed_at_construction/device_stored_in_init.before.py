@@ -22,7 +22,7 @@ class Embedder(nn.Module):
 
 def main():
     torch.manual_seed(0)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     model = Embedder(device).to(device)
     if torch.cuda.device_count() > 1:
         model = nn.DataParallel(model)

@@ -7,7 +7,7 @@
 import torch
 import torch.nn as nn
 
-DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+DEVICE = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 
 
 class Decoder(nn.Module):
