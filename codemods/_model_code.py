@@ -228,56 +228,47 @@ class ModelCode:
         ]
         if owner is not None and params and params[0] in ("self", "cls"):
             params = params[1:]
-        tensor_params = [p for p in params if self._looks_like_tensor(p, node, owner)]
+        evidence = self._tensor_evidence(node, owner)
+        annotated = {
+            param.name.value
+            for param in (*node.params.posonly_params, *node.params.params)
+            if param.annotation is not None
+            and _is_tensor_type(self.checker.qualified_name(param.annotation.annotation))
+        }
+        tensor_params = [p for p in params if p in evidence or p in annotated]
         bindings: dict[str, list[int]] = {}
         for target in _binding_targets(node.body):
-            line = self.context.position(target).start.line
-            bindings.setdefault(target.value, []).append(line)
+            bindings.setdefault(target.value, []).append(self.context.order(target)[0])
         return FunctionInfo(node, owner, params, tensor_params, bindings)
 
-    def _looks_like_tensor(
-        self, name: str, function: cst.FunctionDef, owner: ClassInfo | None
-    ) -> bool:
-        for param in (*function.params.posonly_params, *function.params.params):
-            if param.name.value == name and param.annotation is not None:
-                qualified = self.checker.qualified_name(param.annotation.annotation)
-                if (
-                    qualified is not None
-                    and qualified.startswith("torch.")
-                    and qualified.endswith("Tensor")
+    def _tensor_evidence(self, function: cst.FunctionDef, owner: ClassInfo | None) -> set[str]:
+        """Names the body uses as tensors: `x.shape`, `F.relu(x)`, `x * torch.exp(...)`,
+        `self.<layer>(x)`. One walk over the body for every parameter at once."""
+        names: set[str] = set()
+        layers = owner.layers if owner is not None and owner.is_module else {}
+        for node in _descendants(function.body):
+            if isinstance(node, cst.Attribute):
+                if isinstance(node.value, cst.Name) and node.attr.value in TENSOR_MEMBERS:
+                    names.add(node.value.value)
+            elif isinstance(node, cst.Call):
+                arg_names = [a.value.value for a in node.args if isinstance(a.value, cst.Name)]
+                if not arg_names:
+                    continue
+                if _self_attribute(node.func) in layers or (
+                    _is_name_chain(node.func)
+                    and _takes_tensors(self.checker.qualified_name(node.func))
                 ):
-                    return True
-        for attribute in _walk(function.body, cst.Attribute):
-            if (
-                isinstance(attribute.value, cst.Name)
-                and attribute.value.value == name
-                and attribute.attr.value in TENSOR_MEMBERS
-            ):
-                return True
-        for call in _walk(function.body, cst.Call):
-            qualified = (
-                self.checker.qualified_name(call.func) if _is_name_chain(call.func) else None
-            )
-            if _takes_tensors(qualified) and any(
-                isinstance(arg.value, cst.Name) and arg.value.value == name for arg in call.args
-            ):
-                return True
-        for operation in _walk(function.body, cst.BinaryOperation):
-            sides = (operation.left, operation.right)
-            if any(isinstance(s, cst.Name) and s.value == name for s in sides) and any(
-                isinstance(s, cst.Call)
-                and _is_name_chain(s.func)
-                and _takes_tensors(self.checker.qualified_name(s.func))
-                for s in sides
-            ):
-                return True
-        if owner is not None and owner.is_module:
-            for call in _walk(function.body, cst.Call):
-                if _self_attribute(call.func) in owner.layers and any(
-                    isinstance(arg.value, cst.Name) and arg.value.value == name for arg in call.args
+                    names.update(arg_names)
+            elif isinstance(node, cst.BinaryOperation):
+                sides = (node.left, node.right)
+                if any(
+                    isinstance(side, cst.Call)
+                    and _is_name_chain(side.func)
+                    and _takes_tensors(self.checker.qualified_name(side.func))
+                    for side in sides
                 ):
-                    return True
-        return False
+                    names.update(side.value for side in sides if isinstance(side, cst.Name))
+        return names
 
     # -- devices ---------------------------------------------------------------------------
 
@@ -290,7 +281,7 @@ class ModelCode:
         self, value: cst.BaseExpression, function: FunctionInfo
     ) -> DeviceSource | None:
         """The device the tensor computed by `value` should live on, or None if unknowable."""
-        statement_line = self.context.position(value).start.line
+        statement_line = self._statement_start(value)
         own_names: set[str] = set()
         evidence = list(self._flow(value, function, own_names, statement_line, 0))
         meets = [e for e in evidence if e.certain]
@@ -509,15 +500,23 @@ class ModelCode:
                 )
         return False
 
+    def _statement_start(self, node: cst.CSTNode) -> int:
+        """Source-order index of the statement that holds `node` (its "line", without positions)."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(
+            current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+        ):
+            current = self.context.parent(current)
+        return self.context.order(current if current is not None else node)[0]
+
     def _uses_after(
         self, name: str, statement: cst.CSTNode, function: FunctionInfo
     ) -> Iterator[cst.Name]:
-        end = self.context.position(statement).end
+        end = self.context.order(statement)[1]
         for candidate in _walk(function.node.body, cst.Name):
             if candidate.value != name:
                 continue
-            start = self.context.position(candidate).start
-            if (start.line, start.column) <= (end.line, end.column):
+            if self.context.order(candidate)[0] <= end:
                 continue
             parent = self.context.parent(candidate)
             if isinstance(parent, cst.AssignTarget) or (
@@ -525,6 +524,10 @@ class ModelCode:
             ):
                 continue
             yield candidate
+
+
+def _is_tensor_type(qualified: str | None) -> bool:
+    return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
 
 
 def _takes_tensors(qualified: str | None) -> bool:

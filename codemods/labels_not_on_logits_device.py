@@ -141,6 +141,10 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
     def _spans_devices(self) -> bool:
         """Whether the file shows a model placed over several devices (see the docstring)."""
+        if self._multi_device is None and not any(
+            word in self.context.text for word in _PLACEMENT_WORDS
+        ):
+            self._multi_device = False
         if self._multi_device is None:
             self._multi_device = any(
                 _placement_evidence(self, node) for node in walk(self.context.module)
@@ -337,6 +341,8 @@ _PLACEMENT_NAMES = frozenset(
         "model_parallel",
     }
 )
+#: Text that any placement evidence contains; a file without all of them is not walked.
+_PLACEMENT_WORDS = (*_PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
 _SPLIT_MODEL_BASES = frozenset(
     {"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"}
 )

@@ -8,12 +8,14 @@ the passes, the metadata and the engine's edits.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import builtins
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import (
     CodeRange,
+    QualifiedNameSource,
     MetadataWrapper,
     PositionProvider,
     QualifiedName,
@@ -28,13 +30,17 @@ T = TypeVar("T")
 class FileContext:
     """The parsed module of one file plus metadata computed on first use."""
 
-    def __init__(self, module: cst.Module, path: str = "<string>") -> None:
+    def __init__(self, module: cst.Module, path: str = "<string>", text: str | None = None) -> None:
         self.module = module
         self.path = path
+        #: The source text the module was parsed from (for cheap textual prefilters).
+        self.text = text if text is not None else module.code
         self._wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self._resolved: dict[type[Any], Mapping[cst.CSTNode, Any]] = {}
         #: Analyses that several passes need (class tables, data flow), keyed by the analysis.
         self.shared: dict[str, object] = {}
+        self._names: _NameTable | None = None
+        self._order: dict[cst.CSTNode, tuple[int, int]] = {}
         self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
         self._children: dict[cst.CSTNode, list[cst.CSTNode]] | None = None
         _CHILDREN_CACHE.owner, _CHILDREN_CACHE.table = self, None
@@ -47,6 +53,17 @@ class FileContext:
         return table
 
     def qualified_names(self, node: cst.CSTNode) -> Collection[QualifiedName]:
+        """The dotted names `node` refers to: `t.zeros` is `torch.zeros` after `import torch as t`.
+
+        Names rooted in an import (or a builtin) are resolved from the file's import table,
+        which costs almost nothing; only a name that the file both imports and binds otherwise
+        goes to libcst's full scope analysis (about ten parses' worth of work).
+        """
+        if self._names is None:
+            self._names = _NameTable(self._all_nodes())
+        fast = self._names.resolve(node)
+        if fast is not None:
+            return fast
         value = self._metadata(QualifiedNameProvider).get(node, ())
         if callable(value):
             # Newer libcst computes qualified names on demand (a LazyValue).
@@ -70,10 +87,30 @@ class FileContext:
             collector = _TreeCollector()
             self.module.visit(collector)
             self._parents, self._children = collector.parents, collector.children
+            self._order = collector.order
             if _CHILDREN_CACHE.owner is self:
                 _CHILDREN_CACHE.table = self._children
         assert self._children is not None
         return self._parents, self._children
+
+    def _all_nodes(self) -> list[cst.CSTNode]:
+        """Every node of the module, from the children table (no libcst traversal)."""
+        children = self._tree()[1]
+        nodes: list[cst.CSTNode] = []
+        stack: list[cst.CSTNode] = [self.module]
+        while stack:
+            node = stack.pop()
+            nodes.append(node)
+            stack.extend(children.get(node, ()))
+        return nodes
+
+    def order(self, node: cst.CSTNode) -> tuple[int, int]:
+        """(first, last) pre-order index of `node`'s subtree: source order without positions.
+
+        Position metadata costs a whole-file pass; comparing these indices does not.
+        """
+        self._tree()
+        return self._order[node]
 
     def scope(self, node: cst.CSTNode) -> Scope | None:
         return cast("Scope | None", self._metadata(ScopeProvider).get(node))
@@ -95,9 +132,14 @@ class _TreeCollector(cst.CSTVisitor):
         super().__init__()
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
+        #: Source order: pre-order index of each node, and the last index inside its subtree.
+        self.order: dict[cst.CSTNode, tuple[int, int]] = {}
         self._stack: list[list[cst.CSTNode]] = []
+        self._count = 0
 
     def on_visit(self, node: cst.CSTNode) -> bool:
+        self.order[node] = (self._count, self._count)
+        self._count += 1
         if self._stack:
             self._stack[-1].append(node)
         self._stack.append([])
@@ -105,6 +147,7 @@ class _TreeCollector(cst.CSTVisitor):
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         kids = self._stack.pop()
+        self.order[original_node] = (self.order[original_node][0], self._count - 1)
         self.children[original_node] = kids
         for child in kids:
             self.parents[child] = original_node
@@ -153,3 +196,137 @@ def _cached_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
 
 
 setattr(cst.CSTNode, "children", property(_cached_children))  # noqa: B010
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _dotted(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr.value}" if base is not None else None
+    return None
+
+
+def _module_name(node: cst.Attribute | cst.Name) -> str:
+    return cast(str, _dotted(node))
+
+
+class _NameTable:
+    """Every import binding of a file, and every name the file binds in any other way."""
+
+    def __init__(self, nodes: Iterable[cst.CSTNode]) -> None:
+        self.imports: dict[str, set[str]] = {}
+        self.bound: set[str] = set()
+        for node in nodes:
+            handler = getattr(self, f"visit_{type(node).__name__}", None)
+            if handler is not None:
+                handler(node)
+
+    # -- collecting ------------------------------------------------------------------------
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = _module_name(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.imports.setdefault(alias.asname.name.value, set()).add(full)
+            else:
+                root = full.split(".", 1)[0]
+                self.imports.setdefault(root, set()).add(root)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        relative = bool(node.relative)
+        base = _module_name(node.module) if node.module is not None else ""
+        for alias in node.names:
+            name = _module_name(alias.name)
+            bound = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                bound = alias.asname.name.value
+            if relative:
+                self.bound.add(bound)  # relative imports: left to libcst
+            else:
+                self.imports.setdefault(bound, set()).add(f"{base}.{name}")
+
+    def _bind(self, target: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            self.bound.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._bind(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind(node.target)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind(node.asname.name)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        if node.name is not None:
+            self._bind(node.name.name)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.bound.add(node.name.value)
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self.bound.update(item.name.value for item in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        self.bound.update(item.name.value for item in node.names)
+
+    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+        if node.name is not None:
+            self.bound.add(node.name.value)
+
+    def visit_MatchStar(self, node: cst.MatchStar) -> None:
+        if node.name is not None:
+            self.bound.add(node.name.value)
+
+    # -- answering -------------------------------------------------------------------------
+
+    def resolve(self, node: cst.CSTNode) -> Collection[QualifiedName] | None:
+        """The qualified names of `node`, or None when only scope analysis can tell."""
+        dotted = _dotted(node)
+        if dotted is None:
+            return () if isinstance(node, cst.BaseExpression) else None
+        root, _, rest = dotted.partition(".")
+        suffix = f".{rest}" if rest else ""
+        targets = self.imports.get(root)
+        if targets is not None:
+            if len(targets) != 1 or root in self.bound:
+                return None
+            (target,) = targets
+            return {QualifiedName(f"{target}{suffix}", QualifiedNameSource.IMPORT)}
+        if root in self.bound:
+            # A local name: libcst would prefix its scope (`f.<locals>.x`); no pass needs that.
+            return {QualifiedName(dotted, QualifiedNameSource.LOCAL)}
+        if root in _BUILTINS:
+            return {QualifiedName(f"builtins.{dotted}", QualifiedNameSource.BUILTIN)}
+        return ()

@@ -107,7 +107,7 @@ def _is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
 
 
 def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> list[Finding]:
-    context = FileContext(module, path)
+    context = FileContext(module, path, text)
     findings: list[Finding] = []
     checkers = [
         pass_class(context, **options.pass_options.get(pass_class.CODE, {}))

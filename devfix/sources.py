@@ -167,7 +167,8 @@ def write_atomic(path: str, document: Document) -> None:
 
 
 #: Temporary files are `.<name>.<random>.devfix-tmp` beside the file; one older than this was
-#: left by a killed run (a live one exists for milliseconds) and is removed by the next write.
+#: left by a killed run (a live one exists for milliseconds) and is removed by the next run that
+#: walks its folder or writes that file.
 STALE_TEMPORARY_SECONDS = 60.0
 
 
@@ -177,13 +178,15 @@ def _remove_stale_temporaries(directory: str, name: str) -> None:
         entries = os.listdir(directory)
     except OSError:
         return
-    now = time.time()
     for entry in entries:
         if entry.startswith(prefix) and entry.endswith(suffix):
-            candidate = os.path.join(directory, entry)
-            with contextlib.suppress(OSError):
-                if now - os.lstat(candidate).st_mtime > STALE_TEMPORARY_SECONDS:
-                    os.unlink(candidate)
+            _remove_if_stale(os.path.join(directory, entry))
+
+
+def _remove_if_stale(temporary: str) -> None:
+    with contextlib.suppress(OSError):
+        if time.time() - os.lstat(temporary).st_mtime > STALE_TEMPORARY_SECONDS:
+            os.unlink(temporary)
 
 
 class _IgnoreRules:
@@ -298,6 +301,9 @@ def _walk(root: str, seen: set[str], excludes: Excludes) -> Iterator[str]:
             and not rules.ignored(os.path.join(directory, name), is_dir=True)
         )
         for name in sorted(filenames):
+            if name.startswith(".") and name.endswith(".devfix-tmp"):
+                _remove_if_stale(os.path.join(directory, name))  # left by a killed run
+                continue
             if not name.endswith(SOURCE_SUFFIXES):
                 continue
             full = os.path.join(directory, name)

@@ -272,3 +272,18 @@ def test_next_write_removes_stale_temporaries_only(temporaries: tuple[Path, Path
     assert path.read_text() == "x = 2\n"
     assert not stale.exists()
     assert fresh.exists()  # could be a concurrent run's live temporary file
+
+
+def test_walking_a_folder_removes_stale_temporaries(tmp_path: Path) -> None:
+    """A kill can leave a temporary beside a file that a later run then rewrites or finds clean;
+    any later run that walks the folder removes it once stale."""
+    (tmp_path / "train.py").write_text("import torch\n")
+    stale = tmp_path / ".train.py.abc123.devfix-tmp"
+    fresh = tmp_path / ".train.py.def456.devfix-tmp"
+    for leftover in (stale, fresh):
+        leftover.write_text("partial")
+    old = time.time() - 2 * sources.STALE_TEMPORARY_SECONDS
+    os.utime(stale, (old, old))
+    assert list(sources.discover([str(tmp_path)])) == [str(tmp_path / "train.py")]
+    assert not stale.exists()
+    assert fresh.exists()
