@@ -8,12 +8,12 @@ read or written) or the command was used wrongly.
 from __future__ import annotations
 
 import click
+
+from devfix import __version__
 from devfix.cli.apply import apply_command
 from devfix.cli.check import check_command
 from devfix.cli.rules import rules_command
 from devfix.cli.verify import verify_command
-
-from devfix import __version__
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 nothing found or nothing to change; 1 findings remain, or files would change "

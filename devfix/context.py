@@ -15,11 +15,11 @@ from typing import Any, TypeVar, cast
 import libcst as cst
 from libcst.metadata import (
     CodeRange,
-    QualifiedNameSource,
     MetadataWrapper,
     PositionProvider,
     QualifiedName,
     QualifiedNameProvider,
+    QualifiedNameSource,
     Scope,
     ScopeProvider,
 )
