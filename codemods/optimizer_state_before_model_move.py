@@ -108,6 +108,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
     FIX_TITLE = "Move it after the model move"
     APPLICABILITY = Applicability.SAFE
     TRIGGER_WORDS = ("optim",)
+    REQUIRED_WORDS = ("torch",)
 
     def visit_Module(self, node: cst.Module) -> bool:
         scopes: list[cst.CSTNode] = [node]

@@ -80,6 +80,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
     FIX_TITLE = 'Add `map_location="cpu"`'
     APPLICABILITY = Applicability.SAFE
     TRIGGER_WORDS = ("load",)
+    REQUIRED_WORDS = ("torch",)
 
     def visit_Call(self, node: cst.Call) -> None:
         if call_tail(node.func) != "load" or self.qualified_name(node.func) != "torch.load":
