@@ -93,7 +93,7 @@ def apply_command(
     tally = Tally()
     results: list[FileResult] = []
     progress = progress_printer()
-    state = RunState(options.cache_dir) if not diff else None
+    state = RunState(options.cache_dir) if not diff and options.cache_dir else None
     try:
         for result in fix_paths(
             targets, options, write=not diff, want_diff=diff, progress=progress

@@ -115,10 +115,14 @@ def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> l
         if _triggered(pass_class, text)
     ]
     # One traversal for all passes (each full libcst traversal costs more than the parse).
-    if len(checkers) == 1:
-        module.visit(checkers[0])
-    elif checkers:
-        module.visit(_Dispatcher(checkers))
+    try:
+        if len(checkers) == 1:
+            module.visit(checkers[0])
+        elif checkers:
+            module.visit(_Dispatcher(checkers))
+    except RecursionError:
+        # libcst nests e.g. implicitly concatenated strings: thousands of pieces exceed the stack.
+        raise InputError("nested too deeply to analyse") from None
     for checker in checkers:
         findings.extend(checker.findings)
     lines = text.splitlines()

@@ -50,6 +50,12 @@ CASES: dict[str, tuple[bytes, str | None]] = {
     "bad_cookie.py": (b"# -*- coding: klingon -*-\nimport torch\n", "invalid coding cookie"),
     "nul_bytes.py": (b"import torch\n\x00" + LOAD.encode(), "NUL bytes"),
     "invalid_notebook.ipynb": (b'{"cells": [', "is not valid notebook JSON"),
+    # Like the standard library's pydoc_data/topics.py: libcst nests the pieces of an implicit
+    # concatenation, and thousands of them exceed the stack.
+    "deep_concatenation.py": (
+        b"import torch\nx = (\n" + b"    'piece'\n" * 3000 + b")\n" + LOAD.encode(),
+        "nested too deeply to analyse",
+    ),
     # Good files among the bad ones: still fixed, their encoding and line endings kept.
     "good.py": ((TORCH + LOAD).encode(), None),
     "latin1_cookie.py": (
