@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import libcst as cst
-from libcst.metadata import Assignment, GlobalScope
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument
@@ -190,16 +189,10 @@ class DeviceFixedAtConstruction(DevicePass):
     def _global_device(self, value: cst.Name, function: FunctionInfo) -> str | None:
         if value.value in function.params or value.value in function.bindings:
             return None
-        scope = self.context.scope(value)
-        if scope is None:
+        bindings = _module_bindings(self).get(value.value)
+        if not bindings:
             return None
-        for assignment in scope[value.value]:
-            if not isinstance(assignment.scope, GlobalScope):
-                return None
-        if "dev" in value.value.lower() or any(
-            isinstance(assignment, Assignment) and _assigns_device(assignment.node)
-            for assignment in scope[value.value]
-        ):
+        if "dev" in value.value.lower() or any(_assigns_device(node) for node in bindings):
             return f"the global `{value.value}`"
         return None
 
@@ -234,6 +227,55 @@ class DeviceFixedAtConstruction(DevicePass):
             edits=[Edit(node, replacement)],
             applicability=Applicability.SAFE if source.certain else Applicability.UNSAFE,
         )
+
+
+def _module_bindings(checker: DevicePass) -> dict[str, list[cst.CSTNode]]:
+    """Names bound at module level (also under module-level `if`/`try`/`with`), with the
+    statements that bind them: the globals a function body can see."""
+    cached = checker.context.shared.get("module_bindings")
+    if isinstance(cached, dict):
+        return cached
+    table: dict[str, list[cst.CSTNode]] = {}
+    pending: list[cst.CSTNode] = list(checker.context.module.body)
+    while pending:
+        statement = pending.pop()
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                for name in _bound_names(small):
+                    table.setdefault(name, []).append(small)
+        elif isinstance(
+            statement, (cst.If, cst.Try, cst.With, cst.Else, cst.ExceptHandler, cst.Finally)
+        ):
+            pending.extend(
+                child
+                for child in checker.context.children(statement)
+                if isinstance(
+                    child, (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.If, cst.Finally)
+                )
+            )
+        elif isinstance(statement, (cst.IndentedBlock,)):
+            pending.extend(statement.body)
+    checker.context.shared["module_bindings"] = table
+    return table
+
+
+def _bound_names(statement: cst.BaseSmallStatement) -> list[str]:
+    if isinstance(statement, cst.Assign):
+        return [t.target.value for t in statement.targets if isinstance(t.target, cst.Name)]
+    if isinstance(statement, (cst.AnnAssign, cst.AugAssign)) and isinstance(
+        statement.target, cst.Name
+    ):
+        return [statement.target.value]
+    if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(
+        statement.names, cst.ImportStar
+    ):
+        names: list[str] = []
+        for alias in statement.names:
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(bound, cst.Name):
+                names.append(bound.value)
+        return names
+    return []
 
 
 def _is_module_receiver(receiver: cst.BaseExpression) -> bool:

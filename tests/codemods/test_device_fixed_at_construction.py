@@ -196,3 +196,31 @@ def test_classmethods_have_no_self_to_take_a_device_from() -> None:
                 return torch.arange(n, device="cuda:0")
         """,
     )
+
+
+def test_global_device_chosen_under_a_module_level_if() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.device("cuda:0")
+        else:
+            gpu = torch.device("cpu")
+
+        def shift(x):
+            return x + torch.ones(x.shape[-1]).to(gpu)
+        """,
+        """
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = torch.device("cuda:0")
+        else:
+            gpu = torch.device("cpu")
+
+        def shift(x):
+            return x + torch.ones(x.shape[-1]).to(x.device)
+        """,
+    )
