@@ -164,9 +164,19 @@ def build_command(
     tool: str, mode: str, jobs: int, root: Path, exes: dict[str, list[str]]
 ) -> list[str]:
     if tool == "devfix":
+        # --no-cache: every run must parse every file, or later runs would only read the cache.
         if mode == "check":
-            return [*exes[tool], "check", "--jobs", str(jobs), str(root)]
-        return [*exes[tool], "apply", "--unsafe-fixes", "-q", "--jobs", str(jobs), str(root)]
+            return [*exes[tool], "check", "--no-cache", "--jobs", str(jobs), str(root)]
+        return [
+            *exes[tool],
+            "apply",
+            "--no-cache",
+            "--unsafe-fixes",
+            "-q",
+            "--jobs",
+            str(jobs),
+            str(root),
+        ]
     fix = ["--fix"] if mode == "apply" else []
     return [*exes[tool], *fix, "--select", "ALL", "--jobs", str(jobs), str(root)]
 
