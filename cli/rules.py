@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import click
-from devfix.cli._common import exits, fail
 
+from devfix.cli._common import exits, fail
 from devfix.errors import UnknownRuleError
 from devfix.registry import all_passes, find_pass
 
