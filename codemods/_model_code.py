@@ -86,6 +86,12 @@ class DeviceSource:
     reason: str
 
 
+#: torch functions whose list argument puts every element side by side on one device.
+CONCATENATIONS = frozenset(
+    f"torch.{name}"
+    for name in ("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack")
+)
+
 #: The value only indexes other tensors: it may stay on the CPU. Passes report nothing.
 AS_INDEX = DeviceSource("", False, "used as an index")
 
@@ -335,9 +341,12 @@ class ModelCode:
         elif isinstance(parent, cst.Element):
             container = self.context.parent(parent)
             if isinstance(container, (cst.List, cst.Tuple)):
-                for element in container.elements:
-                    if element is not parent:
-                        yield from self._meet(element.value, function, own_names, line)
+                # Siblings meet only inside `torch.cat([...])`-like calls, not in any tuple
+                # (`return x.shape, t` or `h = (h0, c0)` put nothing on one device).
+                if self._is_concatenated(container):
+                    for element in container.elements:
+                        if element is not parent:
+                            yield from self._meet(element.value, function, own_names, line)
                 yield from self._flow(container, function, own_names, line, depth + 1)
         elif isinstance(parent, cst.BinaryOperation):
             other = parent.right if parent.left is node else parent.left
@@ -425,6 +434,8 @@ class ModelCode:
                 return
         if root is None or root in own_names or root == "self":
             return
+        if not self.is_tensor_expression(other, function):
+            return
         origin = self._tensor_origin(root, function, line, set())
         if origin is not None:
             yield DeviceSource(f"{origin}.device", True, f"it meets `{dotted_name(other) or root}`")
@@ -443,14 +454,20 @@ class ModelCode:
             return name
         return None
 
-    def _is_local_tensor(self, name: str, function: FunctionInfo) -> bool:
-        """An assignment to local `name` computes a tensor from tensors of this function."""
+    def _is_local_tensor(
+        self, name: str, function: FunctionInfo, seen: set[str] | None = None
+    ) -> bool:
+        """An assignment to local `name` computes a tensor from tensors of this function.
+
+        `seen` holds the names already being asked about, so `a = b + 1; b = a * 2` ends.
+        """
+        seen = {name} if seen is None else seen | {name}
         values = [
             assign.value
             for assign in _walk(function.node.body, cst.Assign)
             if any(bound.value == name for t in assign.targets for bound in _target_names(t.target))
         ]
-        return any(self.is_tensor_expression(value, function, {name}) for value in values)
+        return any(self.is_tensor_expression(value, function, seen) for value in values)
 
     def is_tensor_expression(
         self, node: cst.BaseExpression, function: FunctionInfo, seen: set[str] | None = None
@@ -463,7 +480,7 @@ class ModelCode:
             if node.value in seen or node.value not in function.bindings:
                 return False
             seen.add(node.value)
-            return self._is_local_tensor(node.value, function)
+            return self._is_local_tensor(node.value, function, seen)
         if isinstance(node, cst.Attribute):
             if node.attr.value in NON_TENSOR_MEMBERS:
                 return False
@@ -499,6 +516,13 @@ class ModelCode:
                     for arg in node.args
                 )
         return False
+
+    def _is_concatenated(self, container: cst.CSTNode) -> bool:
+        arg = self.context.parent(container)
+        call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and self.checker.qualified_name(call.func) in (
+            CONCATENATIONS
+        )
 
     def _statement_start(self, node: cst.CSTNode) -> int:
         """Source-order index of the statement that holds `node` (its "line", without positions)."""

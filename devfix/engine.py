@@ -7,9 +7,11 @@ error into a :class:`FileResult`; :func:`fix_paths` runs many files, in parallel
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -106,6 +108,21 @@ def _is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _deep_recursion() -> Iterator[None]:
+    """Let libcst's recursive visitors walk deeply nested code (long `+` chains of strings).
+
+    Since Python 3.11, Python-to-Python calls no longer use the C stack, so a high limit is
+    safe there; older interpreters keep a modest one.
+    """
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, 20_000 if sys.version_info >= (3, 11) else 4_000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
 def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> list[Finding]:
     context = FileContext(module, path, text)
     findings: list[Finding] = []
@@ -116,10 +133,11 @@ def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> l
     ]
     # One traversal for all passes (each full libcst traversal costs more than the parse).
     try:
-        if len(checkers) == 1:
-            module.visit(checkers[0])
-        elif checkers:
-            module.visit(_Dispatcher(checkers))
+        with _deep_recursion():
+            if len(checkers) == 1:
+                module.visit(checkers[0])
+            elif checkers:
+                module.visit(_Dispatcher(checkers))
     except RecursionError:
         # libcst nests e.g. implicitly concatenated strings: thousands of pieces exceed the stack.
         raise InputError("nested too deeply to analyse") from None

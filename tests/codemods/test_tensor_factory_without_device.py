@@ -286,3 +286,28 @@ def test_tensor_used_only_as_an_index_may_stay_on_the_cpu() -> None:
             return weights
         """,
     )
+
+
+def test_names_defined_in_terms_of_each_other_do_not_loop() -> None:
+    import textwrap
+
+    from devfix.engine import check_source
+    from devfix.types import Options
+
+    source = textwrap.dedent(
+        """
+        import torch
+
+        def docs(x, n):
+            a = "x"
+            b = a + "y"
+            a = b + "z"
+            for _ in range(n):
+                b = a + b
+                a = b + a
+            return x.shape, torch.zeros(3) + a
+        """
+    )
+    findings = check_source(source, options=Options(select=(RULE,)))
+    assert [f.code for f in findings] == ["DF101"]
+    assert "first tensor argument" in findings[0].message
