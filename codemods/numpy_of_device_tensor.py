@@ -67,6 +67,7 @@ class NumpyOfDeviceTensor(DevicePass):
     FIX_TITLE = "Copy the tensor to the CPU first"
     APPLICABILITY = Applicability.SAFE
     TRIGGER_WORDS = ("numpy", "np.")
+    REQUIRED_WORDS = ("torch",)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
