@@ -36,6 +36,7 @@ from devfix.codemods._torch_names import (
     TENSOR_FUNCTIONS,
     TENSOR_MEMBERS,
 )
+from devfix.codemods._tree import walk
 
 _MAX_FLOW_DEPTH = 6
 
@@ -581,13 +582,7 @@ def _root_name(node: cst.BaseExpression) -> str | None:
 NodeT = TypeVar("NodeT", bound=cst.CSTNode)
 
 
-def _descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """`root` and every node below it, in source order."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
+_descendants = walk
 
 
 def _walk(root: cst.CSTNode, kind: type[NodeT]) -> Iterator[NodeT]:

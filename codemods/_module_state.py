@@ -214,15 +214,6 @@ INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
 )
 
 
-def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under `root` in source order, `root` included."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
-
-
 def walk_function_body(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
     """Nodes of `function` itself, not of functions, lambdas or classes nested in it."""
     stack: list[cst.CSTNode] = [function.body]

@@ -17,20 +17,12 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail
 from devfix.codemods._model_code import ModelCode
 from devfix.codemods._torch_names import DISTRIBUTED_MARKERS, TORCH_DTYPES
+from devfix.codemods._tree import walk
 
 #: The helper DF304 inserts once per script; the other passes treat it as a device source.
 SELECT_DEVICE = "select_device"
 
 Body = Sequence[cst.BaseStatement]
-
-
-def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under `root` (itself included), in source order."""
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
 
 
 def calls_in(root: cst.CSTNode) -> Iterator[cst.Call]:
@@ -213,9 +205,7 @@ def enclosing_scope(checker: DevicePass, node: cst.CSTNode) -> cst.CSTNode:
 def scope_statements(scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Nodes under `scope` that belong to it (nested functions and classes excluded)."""
     body = scope.body if isinstance(scope, (cst.FunctionDef, cst.Module)) else scope
-    stack: list[cst.CSTNode] = (
-        list(reversed(body)) if isinstance(body, Sequence) else [body]
-    )
+    stack: list[cst.CSTNode] = list(reversed(body)) if isinstance(body, Sequence) else [body]
     while stack:
         node = stack.pop()
         yield node
@@ -429,9 +419,21 @@ def visible_name(checker: DevicePass, name: str, node: cst.CSTNode) -> bool:
 
 
 def _binds(node: cst.CSTNode, name: str) -> bool:
-    if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.AsName,
-                         cst.NamedExpr, cst.Import, cst.ImportFrom, cst.FunctionDef,
-                         cst.ClassDef)):
+    if isinstance(
+        node,
+        (
+            cst.AssignTarget,
+            cst.AnnAssign,
+            cst.AugAssign,
+            cst.For,
+            cst.AsName,
+            cst.NamedExpr,
+            cst.Import,
+            cst.ImportFrom,
+            cst.FunctionDef,
+            cst.ClassDef,
+        ),
+    ):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             return node.name.value == name
         return name in names_bound(node)
@@ -452,8 +454,9 @@ def latest_binding(checker: DevicePass, name: str, node: cst.CSTNode) -> cst.Bas
         value: cst.BaseExpression | None = None
         seen = False
         for statement in scope_statements(current):
-            if not _binds(statement, name) or isinstance(statement, (cst.FunctionDef,
-                                                                     cst.ClassDef)):
+            if not _binds(statement, name) or isinstance(
+                statement, (cst.FunctionDef, cst.ClassDef)
+            ):
                 continue
             if current is scope and line_of(checker, statement) >= line:
                 continue
@@ -485,7 +488,7 @@ def device_moves(checker: DevicePass, node: cst.CSTNode) -> list[str]:
             method = inner.func.attr.value
             if method == "cuda":
                 text = checker.context.module.code_for_node(inner)
-                text = "." + text[len(checker.context.module.code_for_node(inner.func.value)) + 1:]
+                text = "." + text[len(checker.context.module.code_for_node(inner.func.value)) + 1 :]
             elif method == "to":
                 target = _to_target(checker, inner)
                 if target is None:
@@ -501,8 +504,10 @@ def device_moves(checker: DevicePass, node: cst.CSTNode) -> list[str]:
 def _to_target(checker: DevicePass, call: cst.Call) -> cst.BaseExpression | None:
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     keywords = {arg.keyword.value: arg for arg in call.args if arg.keyword is not None}
-    target = keywords["device"].value if "device" in keywords else (
-        positional[0].value if positional else None
+    target = (
+        keywords["device"].value
+        if "device" in keywords
+        else (positional[0].value if positional else None)
     )
     if target is None or is_dtype(checker, target):
         return None

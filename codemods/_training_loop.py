@@ -28,6 +28,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name
+from devfix.codemods._tree import walk
 from devfix.types import Edit
 
 Scope = Union[cst.Module, cst.FunctionDef]
@@ -1092,12 +1093,7 @@ def _keeps_device(value: cst.BaseExpression, flow: ScriptFlow) -> bool:
     return True
 
 
-def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
+_walk = walk
 
 
 def _scope_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:

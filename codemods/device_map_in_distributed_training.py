@@ -12,8 +12,8 @@ from devfix.codemods._script_flow import (
     move_of,
     string_device,
     visible_name,
-    walk,
 )
+from devfix.codemods._tree import walk
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")
@@ -157,7 +157,7 @@ class DeviceMapInDistributedTraining(DevicePass):
         )
 
     def _map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
-        """"spread", "fixed" for a single literal device, else None (not ours to judge)."""
+        """ "spread", "fixed" for a single literal device, else None (not ours to judge)."""
         if isinstance(value, cst.Name):
             bound = latest_binding(self, value.value, node)
             return None if bound is None else self._map_kind(bound, node)

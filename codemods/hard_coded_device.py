@@ -17,8 +17,8 @@ from devfix.codemods._script_flow import (
     scope_statements,
     string_device,
     torch_alias,
-    walk,
 )
+from devfix.codemods._tree import walk
 from devfix.types import Applicability, Edit, ImportSpec
 
 _AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
@@ -257,15 +257,14 @@ class HardCodedDevice(DevicePass):
         )
         following = module.body[position] if position < len(module.body) else None
         blank = sum(
-            1 for line in (following.leading_lines if following is not None else ())
+            1
+            for line in (following.leading_lines if following is not None else ())
             if line.comment is None
         )
         assert isinstance(helper, cst.FunctionDef) and isinstance(helper.body, cst.IndentedBlock)
         helper = helper.with_changes(
             leading_lines=[cst.EmptyLine(indent=False)] * (2 if anchor is not None else 0),
-            body=helper.body.with_changes(
-                footer=[cst.EmptyLine(indent=False)] * max(0, 2 - blank)
-            ),
+            body=helper.body.with_changes(footer=[cst.EmptyLine(indent=False)] * max(0, 2 - blank)),
         )
         if anchor is None:
             first = module.body[0]
@@ -291,11 +290,7 @@ class HardCodedDevice(DevicePass):
                 and any(_cuda_string(n) for n in walk(value) if isinstance(n, cst.SimpleString))
             ):
                 return name
-            if (
-                _cuda_string(value)
-                and "dev" in name.lower()
-                and not self._compared_as_string(name)
-            ):
+            if _cuda_string(value) and "dev" in name.lower() and not self._compared_as_string(name):
                 # A hard-coded device string that this pass turns into `select_device()`.
                 return name
         return None
@@ -466,8 +461,8 @@ class HardCodedDevice(DevicePass):
                 isinstance(inner, cst.Attribute)
                 and isinstance(inner.value, cst.Name)
                 and inner.value.value == name
-                and inner.attr.value in ("startswith", "endswith", "split", "replace", "upper",
-                                         "lower", "format")
+                and inner.attr.value
+                in ("startswith", "endswith", "split", "replace", "upper", "lower", "format")
             ):
                 return True
         return False
@@ -506,8 +501,10 @@ def _commas(args: list[cst.Arg], original: cst.Call) -> list[cst.Arg]:
     result = []
     for index, arg in enumerate(args):
         if index < len(args) - 1:
-            comma = arg.comma if isinstance(arg.comma, cst.Comma) and index < len(args) - 1 else (
-                cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            comma = (
+                arg.comma
+                if isinstance(arg.comma, cst.Comma) and index < len(args) - 1
+                else (cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             )
             result.append(arg.with_changes(comma=comma))
         else:
@@ -579,13 +576,17 @@ def _insertion_anchor(module: cst.Module) -> cst.BaseStatement | None:
         break
     # `import torch` / `import os` further down (after `sys.path` set-up): the helper needs them.
     for statement in module.body:
-        if isinstance(statement, cst.SimpleStatementLine) and _is_import_line(statement) and any(
-            isinstance(small, cst.Import)
+        if (
+            isinstance(statement, cst.SimpleStatementLine)
+            and _is_import_line(statement)
             and any(
-                isinstance(alias.name, cst.Name) and alias.name.value in ("torch", "os")
-                for alias in small.names
+                isinstance(small, cst.Import)
+                and any(
+                    isinstance(alias.name, cst.Name) and alias.name.value in ("torch", "os")
+                    for alias in small.names
+                )
+                for small in statement.body
             )
-            for small in statement.body
         ):
             later = [s for s in module.body if s is statement or s is anchor]
             if later and later[-1] is statement:

@@ -174,9 +174,11 @@ class LossWeightOnCpu(DevicePass):
                 else [parent.target]
             )
             if len(targets) == 1:
-                return self.context.module.code_for_node(targets[0]) if isinstance(
-                    targets[0], (cst.Name, cst.Attribute)
-                ) else None
+                return (
+                    self.context.module.code_for_node(targets[0])
+                    if isinstance(targets[0], (cst.Name, cst.Attribute))
+                    else None
+                )
         return None
 
     def _moved_later(self, holder: str, node: cst.Call) -> bool:

@@ -19,9 +19,9 @@ from devfix.codemods._script_flow import (
     names_read,
     root_name,
     scope_statements,
-    walk,
 )
 from devfix.codemods._torch_names import EAGER_STATE_OPTIMIZERS, GRAD_SCALERS
+from devfix.codemods._tree import walk
 from devfix.types import Applicability, Edit
 
 _OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
@@ -287,8 +287,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         receivers = {c.name for c in group}
         # Scheduler and scaler state restored in between goes along, in order.
         for index in range(moved[0] + 1, move_index):
-            if index not in moved and self._restores(body[index], objects, {"scheduler",
-                                                                            "scaler"}):
+            if index not in moved and self._restores(body[index], objects, {"scheduler", "scaler"}):
                 moved.append(index)
         moved.sort()
         blocked = self._close_dependencies(body, moved, move_index, receivers)
@@ -345,8 +344,11 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 "parameters' device at load time and stays on the old device"
             )
         eager = sorted(
-            {objects[c.name].qualified.rsplit(".", 1)[1] for c in constructs
-             if objects[c.name].qualified in EAGER_STATE_OPTIMIZERS}
+            {
+                objects[c.name].qualified.rsplit(".", 1)[1]
+                for c in constructs
+                if objects[c.name].qualified in EAGER_STATE_OPTIMIZERS
+            }
         )
         names = ", ".join(sorted({f"`{c.name}`" for c in constructs}))
         if eager:
@@ -377,8 +379,11 @@ class OptimizerStateBeforeModelMove(DevicePass):
         )
 
     def _close_dependencies(
-        self, body: Body, moved: list[int],
-        move_index: int, receivers: set[str],
+        self,
+        body: Body,
+        moved: list[int],
+        move_index: int,
+        receivers: set[str],
     ) -> str | None:
         """Add the statements between that read what a moved statement changes; None if fine."""
         changed: set[str] = set()
@@ -413,8 +418,11 @@ class OptimizerStateBeforeModelMove(DevicePass):
         )
 
     def _rebinding_conflict(
-        self, body: Body, moved: list[int],
-        move_index: int, model: str,
+        self,
+        body: Body,
+        moved: list[int],
+        move_index: int,
+        model: str,
     ) -> str | None:
         for index in moved:
             reads = names_read(body[index])
@@ -440,8 +448,12 @@ class OptimizerStateBeforeModelMove(DevicePass):
         return None
 
     def _insertion_index(
-        self, body: Body, moved: list[int],
-        move_index: int, objects: dict[str, _Object], loads: list[_Candidate],
+        self,
+        body: Body,
+        moved: list[int],
+        move_index: int,
+        objects: dict[str, _Object],
+        loads: list[_Candidate],
     ) -> int:
         """After the move; after a scheduler over a restored optimizer built right after it."""
         if not loads:

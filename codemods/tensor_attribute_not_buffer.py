@@ -14,9 +14,9 @@ from devfix.codemods._module_state import (
     self_attribute,
     self_name,
     super_init_call,
-    walk,
     walk_function_body,
 )
+from devfix.codemods._tree import walk
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
