@@ -9,13 +9,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+import functools
 import os
 import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import libcst as cst
 
@@ -121,6 +122,20 @@ def _deep_recursion() -> Iterator[None]:
         yield
     finally:
         sys.setrecursionlimit(previous)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _with_deep_recursion(function: F) -> F:
+    """Run `function` under :func:`_deep_recursion` (parse, passes, rewrite and code output)."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _deep_recursion():
+            return function(*args, **kwargs)
+
+    return cast(F, wrapper)
 
 
 def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> list[Finding]:
@@ -251,6 +266,7 @@ def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
     )
 
 
+@_with_deep_recursion
 def check_source(
     text: str, path: str = "<string>", options: Options | None = None
 ) -> list[Finding]:
@@ -358,6 +374,7 @@ def _wanted(finding: Finding, options: Options, accept: Accept | None) -> bool:
     return accept(finding) if accept is not None else True
 
 
+@_with_deep_recursion
 def fix_source(
     text: str,
     options: Options | None = None,
