@@ -8,6 +8,11 @@ runs on the same installation measure the same files:
   and analysed: the "all passes, real work" case.
 * ``stdlib``: the standard library of the running interpreter (tests included, files that do not
   compile left out). No file imports torch, so most files have nothing to fix: the prefilter case.
+* ``projects``: third-party PyTorch code, the Python files of two pinned wheels from PyPI
+  (``timm`` and ``transformers``: models, layers, training utilities, plus TensorFlow/Flax files
+  that never mention torch). Most files have nothing to fix, yet most of them import torch, so
+  a tool that only looks for "torch" parses nearly all of them: the "mostly clean PyTorch
+  repository" case.
 """
 
 from __future__ import annotations
@@ -15,8 +20,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
+import sys
 import sysconfig
 import warnings
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,6 +118,46 @@ def stdlib_corpus(destination: Path, limit: int) -> Corpus:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     candidates = [path for path in _python_files(stdlib) if _compiles(path)]
     return _copy([("stdlib", stdlib, _spread(candidates, limit))], destination, "stdlib")
+
+
+#: Pinned so the corpus is the same on every machine and every day.
+PROJECT_WHEELS = ("timm==1.0.15", "transformers==4.46.3")
+
+
+def projects_corpus(destination: Path, limit: int, cache: Path) -> Corpus:
+    """`limit` Python files spread over the pinned wheels' sources (downloaded once into
+    `cache`, without dependencies)."""
+    wheels = cache / "wheels"
+    extracted = cache / "projects"
+    if not extracted.is_dir():
+        wheels.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+            + ["--dest", str(wheels), *PROJECT_WHEELS],
+            check=True,
+        )
+        partial = cache / "projects.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        for spec in PROJECT_WHEELS:
+            name, version = spec.split("==")
+            (wheel,) = wheels.glob(f"{name}-{version}-*.whl")
+            with zipfile.ZipFile(wheel) as archive:
+                members = [m for m in archive.namelist() if m.endswith(".py")]
+                archive.extractall(partial / name, members)
+        partial.rename(extracted)
+    groups = []
+    everything = [
+        (group.name, group, path)
+        for group in sorted(extracted.iterdir())
+        for path in _python_files(group)
+        if _compiles(path)
+    ]
+    chosen = _spread([path for _, _, path in everything], limit)
+    picked = set(chosen)
+    for group in sorted(extracted.iterdir()):
+        files = [path for name, _, path in everything if name == group.name and path in picked]
+        groups.append((group.name, group, files))
+    return _copy(groups, destination, "projects")
 
 
 def fresh_copy(corpus: Corpus, destination: Path) -> Path:

@@ -82,8 +82,9 @@ def run_battery(python: str, virtual: bool, max_gpus: int) -> dict[str, Any]:
         cmd = [python]
         if virtual:
             cmd += ["-m", "devfix.vgpu", "--gpus", str(max(2, max_gpus))]
-        r = subprocess.run([*cmd, str(script)], capture_output=True, text=True, env=_env({}),
-                           timeout=600)
+        r = subprocess.run(
+            [*cmd, str(script)], capture_output=True, text=True, env=_env({}), timeout=600
+        )
     if r.returncode != 0:
         raise SystemExit(f"battery failed:\n{r.stderr}")
     rows = json.loads(r.stdout.strip().splitlines()[-1])
@@ -107,14 +108,18 @@ def compare(args: argparse.Namespace) -> int:
         raise SystemExit("compare needs a real CUDA GPU")
     n = torch.cuda.device_count()
     if args.vgpu_python:
-        virt = {"goldens": run_goldens(args.vgpu_python, True, n),
-                "battery": run_battery(args.vgpu_python, True, n)}
+        virt = {
+            "goldens": run_goldens(args.vgpu_python, True, n),
+            "battery": run_battery(args.vgpu_python, True, n),
+        }
     elif args.recorded:
         virt = json.loads(Path(args.recorded).read_text())
     else:
         raise SystemExit("give the recorded JSON or --vgpu-python")
-    real = {"goldens": run_goldens(sys.executable, False, n),
-            "battery": run_battery(sys.executable, False, n)}
+    real = {
+        "goldens": run_goldens(sys.executable, False, n),
+        "battery": run_battery(sys.executable, False, n),
+    }
     diffs = 0
     for kind in ("goldens", "battery"):
         for name, r in sorted(real[kind].items()):
@@ -130,8 +135,9 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     rec = sub.add_parser("record", help="run under the virtual GPUs (CPU-only torch)")
     rec.add_argument("output")

@@ -49,8 +49,9 @@ class _Serial:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def map(self, function: Callable[[str], FileOutcome], items: list[str], chunksize: int = 1
-            ) -> Iterator[FileOutcome]:
+    def map(
+        self, function: Callable[[str], FileOutcome], items: list[str], chunksize: int = 1
+    ) -> Iterator[FileOutcome]:
         del chunksize
         return map(function, items)
 
@@ -64,9 +65,17 @@ def run_tree(name: str, root: str, size: int | None, jobs: int, verbose: bool) -
     with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else _Serial() as pool:
         for outcome in pool.map(_check, files, chunksize=4):
             tally.add(outcome, root)
+            if outcome.failure is not None:
+                # At once, not only in the closing table: a run cut short still shows it.
+                relative = os.path.relpath(outcome.path, root)
+                print(f"  {outcome.failure}: {relative}: {outcome.detail}", file=sys.stderr)
             if tally.files % 100 == 0:
                 elapsed = time.perf_counter() - started
-                progress = f"  {name}: {tally.files}/{len(files)} files, {elapsed:.0f} s"
+                progress = (
+                    f"  {name}: {tally.files}/{len(files)} files, {elapsed:.0f} s, "
+                    f"{tally.changed} changed, {tally.refused} refused, "
+                    f"{sum(tally.failures.values())} failures"
+                )
                 print(progress, file=sys.stderr)
     tally.seconds = time.perf_counter() - started
     _print(tally, root, verbose)

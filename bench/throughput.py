@@ -4,9 +4,11 @@
     python bench/throughput.py --limit 200      # quick run while developing
     python bench/throughput.py --profile        # where devfix's time goes (in-process)
 
-Builds two reproducible corpora in a scratch folder (see bench/_corpus.py): ``torch`` (the
-installed torch package's sources plus golden/ and examples/) and ``stdlib`` (the standard
-library: mostly nothing to fix, so it measures the prefilter). For every corpus, tool, command
+Builds three reproducible corpora in a scratch folder (see bench/_corpus.py): ``torch`` (the
+installed torch package's sources plus golden/ and examples/: every file parsed, every pass
+busy), ``projects`` (the sources of pinned timm and transformers wheels from PyPI: PyTorch code
+where most files have nothing to fix) and ``stdlib`` (the standard library: no torch at all, so
+it measures the prefilter and start-up). For every corpus, tool, command
 and job count it runs the tool as a child process and records wall time, files/s, CPU seconds,
 and peak memory: the largest single process (``ru_maxrss`` from ``wait4``, exact) and the sum
 over the whole process tree (sampled every 50 ms from /proc, so approximate). Every ``apply``
@@ -14,7 +16,7 @@ runs on a fresh copy of the corpus. TorchFix is installed from PyPI into its own
 environment under the cache folder (``~/.cache/devfix-bench/torchfix-venv``) on first use.
 
 Prints a Markdown table, the ratios against the targets of issue 8 (devfix at least 2x
-TorchFix's files/s on the torch corpus, at least 5x on the mostly clean one) and the command
+TorchFix's files/s on the torch corpus, at least 5x on the mostly clean ones) and the command
 line that produced it. Timings on a shared machine are noisy; CPU seconds are steadier.
 """
 
@@ -217,7 +219,7 @@ def table(runs: list[Run], corpora: dict[str, _corpus.Corpus]) -> str:
 
 
 def targets(runs: list[Run]) -> list[str]:
-    wanted = {"torch": 2.0, "stdlib": 5.0}
+    wanted = {"torch": 2.0, "projects": 5.0, "stdlib": 5.0}
     lines = []
     for run in runs:
         if run.tool != "devfix" or run.corpus not in wanted:
@@ -251,7 +253,6 @@ def profile(corpus: _corpus.Corpus, top: int) -> None:
 
     files = sorted(str(p) for p in corpus.root.rglob("*.py"))
     passes = select_passes()
-    words = {w for cls in passes for w in cls.TRIGGER_WORDS}
     phase: dict[str, float] = {"read": 0.0, "prefilter": 0.0, "parse": 0.0, "metadata": 0.0}
     per_pass: dict[str, float] = {cls.CODE: 0.0 for cls in passes}
     triggered: dict[str, int] = {cls.CODE: 0 for cls in passes}
@@ -277,7 +278,7 @@ def profile(corpus: _corpus.Corpus, top: int) -> None:
             text = Path(path).read_text(encoding="utf-8", errors="replace")
             t1 = time.perf_counter()
             phase["read"] += t1 - t0
-            hit = any(word in text for word in words)
+            hit = any(cls.wakes_on(text) for cls in passes)
             t2 = time.perf_counter()
             phase["prefilter"] += t2 - t1
             if not hit:
@@ -291,7 +292,7 @@ def profile(corpus: _corpus.Corpus, top: int) -> None:
             parsed += 1
             context = FileContext(module, path)
             for cls in passes:
-                if not any(word in text for word in cls.TRIGGER_WORDS):
+                if not cls.wakes_on(text):
                     continue
                 triggered[cls.CODE] += 1
                 t4 = time.perf_counter()
@@ -352,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", default="1,2", help="job counts, comma-separated (default 1,2)")
     parser.add_argument("--tools", default="devfix,torchfix", help="default devfix,torchfix")
     parser.add_argument("--modes", default="check,apply", help="default check,apply")
-    parser.add_argument("--corpora", default="torch,stdlib", help="default torch,stdlib")
+    parser.add_argument(
+        "--corpora", default="torch,projects,stdlib", help="default torch,projects,stdlib"
+    )
     parser.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--work-dir", type=Path, help="scratch folder (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
@@ -368,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     for value, allowed in (
         (tools, {"devfix", "torchfix"}),
         (modes, {"check", "apply"}),
-        (names, {"torch", "stdlib"}),
+        (names, {"torch", "projects", "stdlib"}),
     ):
         unknown = set(value) - allowed
         if unknown:
@@ -377,7 +380,11 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="devfix-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        builders = {"torch": _corpus.torch_corpus, "stdlib": _corpus.stdlib_corpus}
+        builders = {
+            "torch": _corpus.torch_corpus,
+            "stdlib": _corpus.stdlib_corpus,
+            "projects": lambda path, limit: _corpus.projects_corpus(path, limit, args.cache_dir),
+        }
         corpora = {name: builders[name](work / f"corpus-{name}", args.limit) for name in names}
         if args.profile:
             for corpus in corpora.values():

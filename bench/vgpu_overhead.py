@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = r'''
+CHILD = r"""
 import json, sys, time
 import torch, torch.nn as nn
 torch.set_num_threads(1)
@@ -56,7 +56,7 @@ for _ in range(steps):
     loss = step()
     times.append(time.perf_counter() - t0)
 print(json.dumps({"median_ms": 1000 * sorted(times)[len(times) // 2], "loss": loss.item()}))
-'''
+"""
 
 MODELS = {"small": (128, 64, 16), "tiny": (32, 16, 4)}
 

@@ -30,6 +30,15 @@ class DevicePass(cst.CSTVisitor):
     #: qualified names can require "torch": no import can bind such a name without it).
     REQUIRED_WORDS: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def wakes_on(cls, text: str) -> bool:
+        """Whether the engine must parse `text` for this pass: a cheap test on the raw text
+        that may say yes to code the pass then finds clean, but never no to code it would flag.
+        """
+        return any(word in text for word in cls.TRIGGER_WORDS) and all(
+            word in text for word in cls.REQUIRED_WORDS
+        )
+
     def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context

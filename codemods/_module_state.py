@@ -18,6 +18,7 @@ from devfix.codemods._torch_names import (
     NON_TENSOR_MEMBERS,
     TENSOR_FACTORIES,
 )
+from devfix.context import children_view
 from devfix.types import ImportSpec
 
 #: Methods of nn.Module that return the module itself.
@@ -222,7 +223,7 @@ def walk_function_body(function: cst.FunctionDef) -> Iterator[cst.CSTNode]:
         yield node
         if isinstance(node, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children_view(node)))
 
 
 def self_name(function: cst.FunctionDef) -> str | None:

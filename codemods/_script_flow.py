@@ -18,6 +18,7 @@ from devfix.codemods._edits import call_tail
 from devfix.codemods._model_code import ModelCode
 from devfix.codemods._torch_names import DISTRIBUTED_MARKERS, TORCH_DTYPES
 from devfix.codemods._tree import walk
+from devfix.context import children_view
 
 #: The helper DF304 inserts once per script; the other passes treat it as a device source.
 SELECT_DEVICE = "select_device"
@@ -211,7 +212,7 @@ def scope_statements(scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children_view(node)))
 
 
 def line_of(checker: DevicePass, node: cst.CSTNode) -> int:

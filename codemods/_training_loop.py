@@ -29,6 +29,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name
 from devfix.codemods._tree import walk
+from devfix.context import children_view
 from devfix.types import Edit
 
 Scope = Union[cst.Module, cst.FunctionDef]
@@ -1106,4 +1107,4 @@ def _scope_nodes(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children_view(node)))

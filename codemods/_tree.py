@@ -1,10 +1,12 @@
-"""Walking a libcst tree without a visitor (cheap: `children` comes from the file's table)."""
+"""Walking a libcst tree without a visitor (cheap: children come from the file's table)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import libcst as cst
+
+from devfix.context import children_view
 
 
 def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -13,4 +15,17 @@ def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children_view(node)))
+
+
+def names_in_scope(scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
+    """The `Name` nodes spelled `name` under `scope`, outside nested functions, classes and
+    lambdas (which have their own scopes)."""
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name) and node.value == name:
+            yield node
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope:
+            continue
+        stack.extend(reversed(children_view(node)))

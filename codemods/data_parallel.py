@@ -18,7 +18,7 @@ from devfix.codemods._ddp_rewrite import (
     parse_statements,
 )
 from devfix.codemods._edits import append_keyword, call_tail, keyword_argument
-from devfix.context import FileContext
+from devfix.context import FileContext, children_view
 from devfix.types import Applicability, Edit, ImportSpec
 
 DATA_PARALLEL = frozenset(
@@ -1061,7 +1061,7 @@ def _walk(root: cst.CSTNode, kind: type[_N], *, skip_defs: bool = False) -> Iter
             and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda))
         ):
             continue
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children_view(node)))
 
 
 def _descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -1069,7 +1069,7 @@ def _descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(reversed(node.children))
+        stack.extend(reversed(children_view(node)))
 
 
 def _owner_of(context: FileContext, block: cst.CSTNode | None) -> cst.CSTNode | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -18,6 +18,7 @@ from devfix.codemods._training_loop import (
     code_of,
     device_argument,
 )
+from devfix.codemods._tree import walk
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
@@ -28,6 +29,12 @@ _MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"
 #: Keywords whose value is data-preparation code.
 _DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
 _KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
+#: A file the pass can flag mentions data preparation it can find: Dataset and DataLoader resolve
+#: to `torch.*` names; callbacks are passed as one of `_DATA_KEYWORDS` or to a method in
+#: `_MAPPING_METHODS`. Blanks and line continuations may stand between a dot and a method name.
+_DATA_CONTEXT = re.compile(r"torch|collate_fn|data_collator|transform|\.[\s\\]*\b(?:map|filter)\b")
+#: ... and a move it flags: `.to(...)`, `.cuda()`, or a `torch.*` factory's `device=`.
+_MOVE = re.compile(r"torch|\.[\s\\]*\b(?:to|cuda)\b")
 
 
 @dataclass
@@ -106,6 +113,15 @@ class DeviceInDataPipeline(DevicePass):
     APPLICABILITY = Applicability.UNSAFE
     TRIGGER_WORDS = ("cuda", "device")
 
+    @classmethod
+    def wakes_on(cls, text: str) -> bool:
+        # "device" alone wakes on every file about disks or sockets.
+        return (
+            super().wakes_on(text)
+            and _DATA_CONTEXT.search(text) is not None
+            and _MOVE.search(text) is not None
+        )
+
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._data: dict[int, _DataFunction] | None = None
@@ -121,9 +137,10 @@ class DeviceInDataPipeline(DevicePass):
         classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
         code = ModelCode.of(self)
         flow = ScriptFlow.of(self)
+        # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
         loaders = [
             n
-            for n in _walk(module)
+            for n in (_walk(module) if "DataLoader" in self.context.text else ())
             if isinstance(n, cst.Call)
             and _is_name_chain(n.func)
             and self.qualified_name(n.func) in DATALOADERS
@@ -450,9 +467,4 @@ def _is_name_chain(node: cst.BaseExpression) -> bool:
     return dotted_name(node) is not None
 
 
-def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
+_walk = walk

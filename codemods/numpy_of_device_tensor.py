@@ -8,6 +8,7 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name, keyword_argument
 from devfix.codemods._torch_names import NON_TENSOR_MEMBERS
 from devfix.codemods._training_loop import ScriptFlow, code_of, device_argument
+from devfix.codemods._tree import names_in_scope
 from devfix.types import Applicability, Edit, ImportSpec
 
 _NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
@@ -302,13 +303,4 @@ def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
 
 
 def _names(scope: cst.CSTNode, name: str) -> list[cst.Name]:
-    found: list[cst.Name] = []
-    stack: list[cst.CSTNode] = [scope]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name) and node.value == name:
-            found.append(node)
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope:
-            continue
-        stack.extend(reversed(node.children))
-    return found
+    return list(names_in_scope(scope, name))

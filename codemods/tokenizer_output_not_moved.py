@@ -9,6 +9,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name, keyword_argument, method_call
 from devfix.codemods._training_loop import ModelDevice, ScriptFlow, code_of
+from devfix.codemods._tree import names_in_scope, walk
 from devfix.types import Applicability, Edit
 
 _MODEL_METHODS = ("generate", "forward")
@@ -184,14 +185,7 @@ class TokenizerOutputNotMoved(DevicePass):
 
 
 def _uses(scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
-    stack: list[cst.CSTNode] = [scope]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.Name) and node.value == name:
-            yield node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)) and node is not scope:
-            continue
-        stack.extend(reversed(node.children))
+    return names_in_scope(scope, name)
 
 
 def _moves(checker: DevicePass, use: cst.Name) -> bool:
@@ -220,9 +214,4 @@ def _any_move_of(checker: DevicePass, scope: cst.CSTNode, name: str) -> bool:
     return any(_moves(checker, use) for use in _uses(scope, name))
 
 
-def _walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(node.children))
+_walk = walk

@@ -24,6 +24,8 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
+from devfix.tree import LIBCST_CHILDREN, TreeTables, build_tables
+
 T = TypeVar("T")
 
 
@@ -40,9 +42,7 @@ class FileContext:
         #: Analyses that several passes need (class tables, data flow), keyed by the analysis.
         self.shared: dict[str, object] = {}
         self._names: _NameTable | None = None
-        self._order: dict[cst.CSTNode, tuple[int, int]] = {}
-        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
-        self._children: dict[cst.CSTNode, list[cst.CSTNode]] | None = None
+        self._tables: TreeTables | None = None
         _CHILDREN_CACHE.owner, _CHILDREN_CACHE.table = self, None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
@@ -74,43 +74,34 @@ class FileContext:
         return cast(CodeRange, self._metadata(PositionProvider)[node])
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        return self._tree()[0].get(node)
+        return self._tree().parents.get(id(node))
 
     def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """`node.children`, from a table built once per file (libcst rebuilds it on every call)."""
-        return self._tree()[1].get(node, [])
+        return list(self._tree().children.get(id(node), ()))
 
-    def _tree(self) -> tuple[dict[cst.CSTNode, cst.CSTNode], dict[cst.CSTNode, list[cst.CSTNode]]]:
-        # The same table as libcst's ParentNodeProvider, in one plain traversal instead of one
-        # that also calls `.children` (itself a rebuild of the node) on every node.
-        if self._parents is None:
-            collector = _TreeCollector()
-            self.module.visit(collector)
-            self._parents, self._children = collector.parents, collector.children
-            self._order = collector.order
+    def children_table(self) -> dict[int, list[cst.CSTNode]]:
+        """Every node's children by `id(node)`: the table behind :meth:`children`; read only."""
+        return self._tree().children
+
+    def _tree(self) -> TreeTables:
+        # The same table as libcst's ParentNodeProvider, without rebuilding every node.
+        if self._tables is None:
+            self._tables = build_tables(self.module)
             if _CHILDREN_CACHE.owner is self:
-                _CHILDREN_CACHE.table = self._children
-        assert self._children is not None
-        return self._parents, self._children
+                _CHILDREN_CACHE.table = self._tables.children
+        return self._tables
 
     def _all_nodes(self) -> list[cst.CSTNode]:
-        """Every node of the module, from the children table (no libcst traversal)."""
-        children = self._tree()[1]
-        nodes: list[cst.CSTNode] = []
-        stack: list[cst.CSTNode] = [self.module]
-        while stack:
-            node = stack.pop()
-            nodes.append(node)
-            stack.extend(children.get(node, ()))
-        return nodes
+        """Every node of the module in source order (no libcst traversal)."""
+        return self._tree().nodes
 
     def order(self, node: cst.CSTNode) -> tuple[int, int]:
         """(first, last) pre-order index of `node`'s subtree: source order without positions.
 
         Position metadata costs a whole-file pass; comparing these indices does not.
         """
-        self._tree()
-        return self._order[node]
+        return self._tree().order[id(node)]
 
     def scope(self, node: cst.CSTNode) -> Scope | None:
         return cast("Scope | None", self._metadata(ScopeProvider).get(node))
@@ -125,40 +116,6 @@ class FileContext:
         return chain
 
 
-class _TreeCollector(cst.CSTVisitor):
-    """Children and parent of every node, as `CSTNode.children` and ParentNodeProvider give."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self.children: dict[cst.CSTNode, list[cst.CSTNode]] = {}
-        #: Source order: pre-order index of each node, and the last index inside its subtree.
-        self.order: dict[cst.CSTNode, tuple[int, int]] = {}
-        self._stack: list[list[cst.CSTNode]] = []
-        self._count = 0
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.order[node] = (self._count, self._count)
-        self._count += 1
-        if self._stack:
-            self._stack[-1].append(node)
-        self._stack.append([])
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        kids = self._stack.pop()
-        self.order[original_node] = (self.order[original_node][0], self._count - 1)
-        self.children[original_node] = kids
-        for child in kids:
-            self.parents[child] = original_node
-
-    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
-        pass
-
-    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
-        pass
-
-
 class _ChildrenCache:
     """The children table of the newest FileContext, behind `CSTNode.children`.
 
@@ -171,28 +128,33 @@ class _ChildrenCache:
 
     def __init__(self) -> None:
         self.owner: FileContext | None = None
-        self.table: dict[cst.CSTNode, list[cst.CSTNode]] | None = None
+        self.table: dict[int, list[cst.CSTNode]] | None = None
 
 
 _CHILDREN_CACHE = _ChildrenCache()
-_LIBCST_CHILDREN = cst.CSTNode.children.fget  # type: ignore[attr-defined]
 
 
-def _cached_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+def children_view(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """`node.children` for a caller that does not modify the list (no copy is made)."""
     table = _CHILDREN_CACHE.table
     owner = _CHILDREN_CACHE.owner
     if table is None and owner is not None:
         _CHILDREN_CACHE.owner = None  # no re-entry while the table is being built
         try:
-            table = owner._tree()[1]
+            table = owner.children_table()
         finally:
             _CHILDREN_CACHE.owner = owner
         _CHILDREN_CACHE.table = table
     if table is not None:
-        kids = table.get(node)
+        # The table keeps every node of its module alive, so no other node can share an id.
+        kids = table.get(id(node))
         if kids is not None:
-            return list(kids)  # a fresh list, as libcst returns
-    return cast("Sequence[cst.CSTNode]", _LIBCST_CHILDREN(node))
+            return kids
+    return LIBCST_CHILDREN(node)
+
+
+def _cached_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    return list(children_view(node))  # a fresh list, as libcst returns
 
 
 setattr(cst.CSTNode, "children", property(_cached_children))  # noqa: B010

@@ -25,6 +25,7 @@ from devfix.cache import ResultCache, content_key
 from devfix.context import FileContext
 from devfix.errors import InputError, InternalError
 from devfix.registry import select_passes
+from devfix.tree import traverse
 from devfix.types import (
     Applicability,
     Edit,
@@ -143,16 +144,17 @@ def _run_passes(module: cst.Module, text: str, path: str, options: Options) -> l
     findings: list[Finding] = []
     checkers = [
         pass_class(context, **options.pass_options.get(pass_class.CODE, {}))
-        for pass_class in select_passes(options.select, options.ignore)
-        if _triggered(pass_class, text)
+        for pass_class in _woken_passes(text, options)
     ]
     # One traversal for all passes (each full libcst traversal costs more than the parse).
     try:
         with _deep_recursion():
-            if len(checkers) == 1:
-                module.visit(checkers[0])
-            elif checkers:
-                module.visit(_Dispatcher(checkers))
+            if checkers:
+                visitor = checkers[0] if len(checkers) == 1 else _Dispatcher(checkers)
+                if any(_has_attribute_hooks(type(checker)) for checker in checkers):
+                    module.visit(visitor)  # only libcst's own traversal calls those hooks
+                else:
+                    traverse(module, visitor, context.children_table())
     except RecursionError:
         # libcst nests e.g. implicitly concatenated strings: thousands of pieces exceed the stack.
         raise InputError("nested too deeply to analyse") from None
@@ -176,6 +178,8 @@ class _Dispatcher(cst.CSTVisitor):
         self.visitors = list(visitors)
         #: Per visitor, the node whose children it declined (None: it is visiting).
         self.skipping: list[cst.CSTNode | None] = [None] * len(self.visitors)
+        #: How many entries of `skipping` are not None.
+        self.skipped = 0
         self.visits: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]] = {}
         self.leaves: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]] = {}
         base_visit, base_leave = cst.CSTVisitor.on_visit, cst.CSTVisitor.on_leave
@@ -220,7 +224,8 @@ class _Dispatcher(cst.CSTVisitor):
         for index, method in entries:
             if skipping[index] is None and method(node) is False:
                 skipping[index] = node
-        return any(mark is None for mark in skipping)
+                self.skipped += 1
+        return self.skipped < len(skipping)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         kind = type(original_node)
@@ -228,9 +233,11 @@ class _Dispatcher(cst.CSTVisitor):
         if entries is None:
             entries = self._table(self.leaves, "leave_", kind)
         skipping = self.skipping
-        for index, mark in enumerate(skipping):
-            if mark is original_node:
-                skipping[index] = None
+        if self.skipped:
+            for index, mark in enumerate(skipping):
+                if mark is original_node:
+                    skipping[index] = None
+                    self.skipped -= 1
         for index, method in entries:
             if skipping[index] is None:
                 method(original_node)
@@ -250,6 +257,7 @@ def _as_bool(hook: Callable[[cst.CSTNode], object]) -> Callable[[cst.CSTNode], b
     return lambda node: bool(hook(node))
 
 
+@functools.cache
 def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
     """Whether a visitor uses libcst's per-attribute hooks (`visit_Call_func` and the like)."""
     if (
@@ -290,13 +298,29 @@ def analyse_source(
 
 
 def _mentions_trigger(text: str, options: Options) -> bool:
-    return any(_triggered(cls, text) for cls in select_passes(options.select, options.ignore))
+    return bool(_woken_passes(text, options))
 
 
-def _triggered(pass_class: type[DevicePass], text: str) -> bool:
-    return any(word in text for word in pass_class.TRIGGER_WORDS) and all(
-        word in text for word in pass_class.REQUIRED_WORDS
-    )
+def _woken_passes(text: str, options: Options) -> list[type[DevicePass]]:
+    searched = _SearchedText(text)
+    return [cls for cls in select_passes(options.select, options.ignore) if cls.wakes_on(searched)]
+
+
+class _SearchedText(str):
+    """A file's text that remembers which words were looked for in it: most passes test for
+    "torch", and on a file without it each test would scan the whole text again."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self._found: dict[str, bool] = {}
+
+    def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str):
+            return super().__contains__(word)  # type: ignore[operator]
+        found = self._found.get(word)
+        if found is None:
+            found = self._found[word] = super().__contains__(word)
+        return found
 
 
 def _subtree_ids(node: cst.CSTNode) -> set[int]:

@@ -37,8 +37,11 @@ def parse_args(argv: Sequence[str]) -> tuple[int, dict[str, str], str, list[str]
             gpus = int(val)
             continue
         if a == "--env" or a.startswith("--env="):
-            val = a.split("=", 1)[1] if a.startswith("--env=") else (
-                argv[i + 1] if i + 1 < len(argv) else "")
+            val = (
+                a.split("=", 1)[1]
+                if a.startswith("--env=")
+                else (argv[i + 1] if i + 1 < len(argv) else "")
+            )
             i += 1 if a.startswith("--env=") else 2
             if "=" not in val:
                 raise SystemExit(f"devfix verify: --env expects K=V, got {val!r}")

@@ -150,8 +150,9 @@ def _tensors_of(v: Any) -> list[Any]:
     return []
 
 
-def codegen_error(func: Any, e: dict[str, Any], args: tuple[Any, ...],
-                  kwargs: dict[str, Any]) -> str | None:
+def codegen_error(
+    func: Any, e: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str | None:
     bound = _bound(func, args, kwargs)
     ordered = [p for p in bound if p[0].is_out] + [
         p for p in bound if not p[0].is_out and not p[0].kwarg_only
@@ -207,8 +208,11 @@ def _ti_operands(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> li
 
 def foreach_error(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
     bound = _bound(func, args, kwargs)
-    lists = [(a, v) for a, v in bound if isinstance(v, (list, tuple)) and v
-             and isinstance(v[0], torch.Tensor)]
+    lists = [
+        (a, v)
+        for a, v in bound
+        if isinstance(v, (list, tuple)) and v and isinstance(v[0], torch.Tensor)
+    ]
     scalars = [(a, v) for a, v in bound if isinstance(v, torch.Tensor)]
     if not lists:
         return None

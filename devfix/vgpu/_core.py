@@ -113,8 +113,16 @@ def _mk(elem: torch.Tensor, dev: torch.device) -> VTensor:
 
 
 class OpInfo:
-    __slots__ = ("handler", "inplace_ret", "mix_ok", "op", "out_names", "returns_self",
-                 "scalar_ok", "view_inplace")
+    __slots__ = (
+        "handler",
+        "inplace_ret",
+        "mix_ok",
+        "op",
+        "out_names",
+        "returns_self",
+        "scalar_ok",
+        "view_inplace",
+    )
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
@@ -422,8 +430,13 @@ def _index_put(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if values.dtype != x.dtype
             else f"expected device {sdev} but got device {vdev} for value tensor"
         )
-    out = func(_elem(x), [None if i is None else _elem(i) for i in indices], _elem(values),
-               *args[3:], **kwargs)
+    out = func(
+        _elem(x),
+        [None if i is None else _elem(i) for i in indices],
+        _elem(values),
+        *args[3:],
+        **kwargs,
+    )
     if func._schema.name.endswith("_"):
         return x
     return VTensor(out, sdev) if sdev.type == "cuda" else out
@@ -478,8 +491,16 @@ def _register_specials() -> None:
     SPECIAL[aten._pad_packed_sequence.default] = _composite
     for f in (aten.copy_.default, aten._to_copy.default):
         MIX_OK.add(f)
-    for name in ("t_", "transpose_", "unsqueeze_", "squeeze_", "as_strided_", "swapdims_",
-                 "swapaxes_", "detach_"):
+    for name in (
+        "t_",
+        "transpose_",
+        "unsqueeze_",
+        "squeeze_",
+        "as_strided_",
+        "swapdims_",
+        "swapaxes_",
+        "detach_",
+    ):
         pk = getattr(aten, name)
         for ov in pk.overloads():
             VIEW_INPLACE.add(getattr(pk, ov))

@@ -167,8 +167,13 @@ ExternalStream = Stream
 
 
 class Event:
-    def __init__(self, enable_timing: bool = False, blocking: bool = False,
-                 interprocess: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        enable_timing: bool = False,
+        blocking: bool = False,
+        interprocess: bool = False,
+        **kwargs: Any,
+    ) -> None:
         self.enable_timing = enable_timing
         self.t: float | None = None
 
@@ -299,8 +304,15 @@ def install(n: int) -> None:
     cuda.reset_max_memory_allocated = _mk_noop()
     cuda.reset_max_memory_cached = _mk_noop()
     cuda.reset_accumulated_memory_stats = _mk_noop()
-    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
-                 "max_memory_reserved", "memory_cached", "max_memory_cached", "utilization"):
+    for name in (
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_cached",
+        "max_memory_cached",
+        "utilization",
+    ):
         setattr(cuda, name, _mk_zero())
     cuda.memory_stats = memory_stats
     cuda.memory_summary = lambda *a, **k: "devfix virtual GPU: memory is not tracked"
@@ -326,8 +338,12 @@ def install(n: int) -> None:
     cuda.make_graphed_callables = _unsupported("CUDA graphs (make_graphed_callables)")
     import torch.cuda.memory as mem
 
-    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
-                 "max_memory_reserved"):
+    for name in (
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+    ):
         setattr(mem, name, _mk_zero())
     mem.empty_cache = _mk_noop()
     import torch.cuda.random as rnd

@@ -47,10 +47,31 @@ def install() -> None:
     lib.fallback(_fallback, "CUDA")  # type: ignore[no-untyped-call]
     _libs.append(lib)
     alib = torch.library.Library("aten", "IMPL")  # type: ignore[no-untyped-call]
-    names = ["arange", "eye", "linspace", "logspace", "randperm", "range", "tril_indices",
-             "triu_indices", "bartlett_window", "blackman_window", "hamming_window",
-             "hann_window", "kaiser_window", "scalar_tensor", "full", "zeros", "ones",
-             "rand", "randn", "randint", "normal", "empty_permuted", "from_file"]
+    names = [
+        "arange",
+        "eye",
+        "linspace",
+        "logspace",
+        "randperm",
+        "range",
+        "tril_indices",
+        "triu_indices",
+        "bartlett_window",
+        "blackman_window",
+        "hamming_window",
+        "hann_window",
+        "kaiser_window",
+        "scalar_tensor",
+        "full",
+        "zeros",
+        "ones",
+        "rand",
+        "randn",
+        "randint",
+        "normal",
+        "empty_permuted",
+        "from_file",
+    ]
     for name in names:
         pk = getattr(torch.ops.aten, name, None)
         if pk is None:

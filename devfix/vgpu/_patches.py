@@ -123,8 +123,12 @@ def _to(t: torch.Tensor, dev: torch.device) -> torch.Tensor:
     return t if t.device == dev else t.to(dev)
 
 
-def broadcast(tensor: torch.Tensor, devices: Sequence[Any] | None = None, *,
-              out: Sequence[torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
+def broadcast(
+    tensor: torch.Tensor,
+    devices: Sequence[Any] | None = None,
+    *,
+    out: Sequence[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, ...]:
     if out is not None:
         for o in out:
             o.copy_(tensor)
@@ -133,8 +137,9 @@ def broadcast(tensor: torch.Tensor, devices: Sequence[Any] | None = None, *,
     return tuple(_to(tensor, _dev_index(d)) for d in devices)
 
 
-def broadcast_coalesced(tensors: Sequence[torch.Tensor], devices: Sequence[Any],
-                        buffer_size: int = 10485760) -> list[list[torch.Tensor]]:
+def broadcast_coalesced(
+    tensors: Sequence[torch.Tensor], devices: Sequence[Any], buffer_size: int = 10485760
+) -> list[list[torch.Tensor]]:
     devs = [_dev_index(d) for d in devices]
     return [[_to(t, d) for t in tensors] for d in devs]
 
@@ -149,15 +154,21 @@ def reduce_add(inputs: Sequence[torch.Tensor], destination: Any = None) -> torch
     return result
 
 
-def reduce_add_coalesced(inputs: Sequence[Sequence[torch.Tensor]], destination: Any = None,
-                         buffer_size: int = 10485760) -> list[torch.Tensor]:
+def reduce_add_coalesced(
+    inputs: Sequence[Sequence[torch.Tensor]], destination: Any = None, buffer_size: int = 10485760
+) -> list[torch.Tensor]:
     return [reduce_add([inp[i] for inp in inputs], destination) for i in range(len(inputs[0]))]
 
 
-def scatter(tensor: torch.Tensor, devices: Sequence[Any] | None = None,
-            chunk_sizes: Sequence[int] | None = None, dim: int = 0,
-            streams: Any = None, *, out: Sequence[torch.Tensor] | None = None
-            ) -> tuple[torch.Tensor, ...]:
+def scatter(
+    tensor: torch.Tensor,
+    devices: Sequence[Any] | None = None,
+    chunk_sizes: Sequence[int] | None = None,
+    dim: int = 0,
+    streams: Any = None,
+    *,
+    out: Sequence[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, ...]:
     if out is not None:
         chunks = tensor.split([o.size(dim) for o in out], dim)  # type: ignore[no-untyped-call]
         for o, c in zip(out, chunks):
@@ -172,8 +183,13 @@ def scatter(tensor: torch.Tensor, devices: Sequence[Any] | None = None,
     return tuple(_to(c.contiguous(), d) for c, d in zip(chunks, devs))
 
 
-def gather(tensors: Sequence[torch.Tensor], dim: int = 0, destination: Any = None, *,
-           out: torch.Tensor | None = None) -> torch.Tensor:
+def gather(
+    tensors: Sequence[torch.Tensor],
+    dim: int = 0,
+    destination: Any = None,
+    *,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     if out is not None:
         torch.cat([_to(t, out.device) for t in tensors], dim, out=out)
         return out
@@ -237,8 +253,14 @@ _FLASH = 1
 
 
 def scaled_dot_product_attention(
-    query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
-    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False,
+    query: Any,
+    key: Any,
+    value: Any,
+    attn_mask: Any = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
 ) -> Any:
     if (
         type(query) is not VTensor
@@ -246,26 +268,36 @@ def scaled_dot_product_attention(
         or type(value) is not VTensor
         or key._dev is not query._dev
         or value._dev is not query._dev
-        or (attn_mask is not None and (type(attn_mask) is not VTensor
-                                       or attn_mask._dev is not query._dev))
+        or (
+            attn_mask is not None
+            and (type(attn_mask) is not VTensor or attn_mask._dev is not query._dev)
+        )
     ):
-        return _orig_sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
-                          enable_gqa=enable_gqa)
+        return _orig_sdpa(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
     choice = torch.ops.aten._fused_sdp_choice(
-        query._elem, key._elem, value._elem,
+        query._elem,
+        key._elem,
+        value._elem,
         None if attn_mask is None else attn_mask._elem,
-        dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa,
+        dropout_p,
+        is_causal,
+        scale=scale,
+        enable_gqa=enable_gqa,
     )
     mask: Any = attn_mask
     if mask is not None and mask.dtype == torch.bool:
         mask = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device).masked_fill_(
-            mask.logical_not(), float("-inf"))
+            mask.logical_not(), float("-inf")
+        )
     if choice == _FLASH:
         return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale)[0]
+            query, key, value, dropout_p, is_causal, attn_mask=mask, scale=scale
+        )[0]
     return torch.ops.aten._scaled_dot_product_attention_math(
-        query, key, value, mask, dropout_p, is_causal, None, scale=scale,
-        enable_gqa=enable_gqa)[0]
+        query, key, value, mask, dropout_p, is_causal, None, scale=scale, enable_gqa=enable_gqa
+    )[0]
 
 
 def _cudnn_is_acceptable(tensor: torch.Tensor) -> bool:

@@ -1,0 +1,154 @@
+"""devfix.tree reads children from node fields and traverses without libcst's rebuild: both must
+give exactly what libcst gives, on every kind of node."""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from devfix.tree import LIBCST_CHILDREN, build_tables, children_of, traverse
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Syntax that the golden scripts may not contain: every statement and expression form.
+EVERY_FORM = '''
+# -*- coding: utf-8 -*-
+"""doc"""
+from __future__ import annotations
+import a.b as c, d
+from .. import (e as f, g,)
+from h import *
+x: int = 1; y = z = 2
+x += 1
+del x, y
+global q
+@dec
+@dec2(1)
+async def fn(a, /, b: int = 2, *args, c, d=3, **kw) -> "T":
+    nonlocal_ = lambda p, *q, r=1, **s: p
+    async with open(a) as f, open(b):
+        pass
+    async for i in aiter():
+        await i
+    yield from g
+    return (yield)
+class K(Base, metaclass=M):
+    v: list[int]
+    def m(self): ...
+try:
+    pass
+except (E, F) as err:
+    raise X from err
+else:
+    pass
+finally:
+    pass
+try:
+    pass
+except* G:
+    pass
+while not a and b or c:
+    break
+else:
+    continue
+if a if b else c: pass
+elif d: pass
+else: pass
+for i, (j, *k) in enumerate(z):
+    pass
+with a as (b, c):
+    pass
+assert a, "msg"
+print(f"{a!r:>{w}} {b=} {{}}", rb'raw', "implicit" 'concat', 1_000j, 0x1F, 1.5e-3, ...)
+t = [*a, *b], {**c, 'd': 1}, {1, 2}, (1,), ()
+comp = [i for i in x if i for j in y], {k: v for k, v in d.items()}, {s for s in t}, (g for g in h)
+s = a[1:2:3, ..., None], a[::], b[c][d]
+w = (n := 10) > 5 >= 4 != 3 is not None in a not in b
+u = -a + ~b * c @ d / e // f % g ** -h << i >> j & k ^ l | m
+match command.split():
+    case [action, obj] if obj:
+        pass
+    case Point(x=0, y=0) | None:
+        pass
+    case {"k": v, **rest}:
+        pass
+    case [1, *others]:
+        pass
+    case str() as s:
+        pass
+    case _:
+        pass
+type Alias[T: int, *Ts, **P] = list[T]
+def generic[T](a: T) -> T: return a
+x = \\
+    1
+'''
+
+
+def _sample_sources() -> list[tuple[str, str]]:
+    sources = [("every-form", EVERY_FORM), ("crlf-tabs", "if a:\r\n\tb = (1,\r\n\t\t2)\r\n")]
+    for path in sorted((REPO / "golden").rglob("*.py")) + sorted((REPO / "examples").glob("*.py")):
+        sources.append((path.name, path.read_text(encoding="utf-8")))
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    for name in ("argparse.py", "dataclasses.py", "typing.py", "asyncio/base_events.py"):
+        sources.append((name, (stdlib / name).read_text(encoding="utf-8")))
+    return sources
+
+
+SOURCES = _sample_sources()
+
+
+@pytest.mark.parametrize("name,source", SOURCES, ids=[name for name, _ in SOURCES])
+def test_children_match_libcst_on_every_node(name: str, source: str) -> None:
+    module = cst.parse_module(source)
+    stack: list[cst.CSTNode] = [module]
+    checked = 0
+    while stack:
+        node = stack.pop()
+        expected = list(LIBCST_CHILDREN(node))
+        got = children_of(node)
+        assert [id(kid) for kid in got] == [id(kid) for kid in expected], (name, type(node))
+        checked += 1
+        stack.extend(expected)
+    assert checked > 10
+
+
+class _Recorder(cst.CSTVisitor):
+    def __init__(self, skip: type[cst.CSTNode] | None = None) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+        self.skip = skip
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self.events.append(("visit", id(node)))
+        return self.skip is None or not isinstance(node, self.skip)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.events.append(("leave", id(original_node)))
+
+
+@pytest.mark.parametrize("skip", [None, cst.FunctionDef, cst.Call])
+def test_traverse_calls_hooks_as_libcst_does(skip: type[cst.CSTNode] | None) -> None:
+    module = cst.parse_module(EVERY_FORM)
+    by_libcst, by_table = _Recorder(skip), _Recorder(skip)
+    module.visit(by_libcst)
+    traverse(module, by_table, build_tables(module).children)
+    assert by_table.events == by_libcst.events
+    assert len(by_table.events) > 1000
+
+
+def test_tables_give_parents_and_source_order() -> None:
+    module = cst.parse_module("a = f(x)\nb = g(y)\n")
+    tables = build_tables(module)
+    calls = [node for node in tables.nodes if isinstance(node, cst.Call)]
+    assert [cst.Module([]).code_for_node(call) for call in calls] == ["f(x)", "g(y)"]
+    first, second = calls
+    assert tables.order[id(first)][1] < tables.order[id(second)][0]
+    statement = module.body[0]
+    assert tables.parents[id(statement)] is module
+    start, end = tables.order[id(statement)]
+    inside = [node for node in tables.nodes if start <= tables.order[id(node)][0] <= end]
+    assert first in inside and second not in inside
