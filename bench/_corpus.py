@@ -131,11 +131,8 @@ def projects_corpus(destination: Path, limit: int, cache: Path) -> Corpus:
     extracted = cache / "projects"
     if not extracted.is_dir():
         wheels.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-            + ["--dest", str(wheels), *PROJECT_WHEELS],
-            check=True,
-        )
+        download = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        subprocess.run([*download, "--dest", str(wheels), *PROJECT_WHEELS], check=True)
         partial = cache / "projects.partial"
         shutil.rmtree(partial, ignore_errors=True)
         for spec in PROJECT_WHEELS:

@@ -20,15 +20,28 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command("verify", context_settings={"ignore_unknown_options": True})
-@click.option("--gpus", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Number of virtual CUDA devices (cuda:0 … cuda:N-1).")
-@click.option("--env", "env_pairs", multiple=True, metavar="K=V",
-              help="Environment variable for the script (repeatable).")
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Number of virtual CUDA devices (cuda:0 … cuda:N-1).",
+)
+@click.option(
+    "--env",
+    "env_pairs",
+    multiple=True,
+    metavar="K=V",
+    help="Environment variable for the script (repeatable).",
+)
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def verify_command(
-    ctx: click.Context, gpus: int, env_pairs: tuple[str, ...], script: str,
+    ctx: click.Context,
+    gpus: int,
+    env_pairs: tuple[str, ...],
+    script: str,
     args: tuple[str, ...],
 ) -> None:
     """Run SCRIPT with N virtual GPUs backed by the CPU.

@@ -205,7 +205,10 @@ def test_runs_exit_2_and_count_every_failure(
         ("loop_a.py", "cannot be read: Too many levels of symbolic links"),
         ("loop_b.py", "cannot be read: Too many levels of symbolic links"),
         ("fifo.py", "is not a regular file"),
-        ("huge.py", f"is 50.0 MiB; devfix reads source files up to {MAX_SOURCE_BYTES // 2**20} MiB"),
+        (
+            "huge.py",
+            f"is 50.0 MiB; devfix reads source files up to {MAX_SOURCE_BYTES // 2**20} MiB",
+        ),
     ],
 )
 def test_unusable_paths_are_reported(

@@ -29,7 +29,13 @@ from devfix.types import Options
 UNSAFE = Options(unsafe_fixes=True, jobs=1)
 
 #: Failure kinds; `refused` (an InputError with a reason) is not a failure.
-FAILURE_KINDS = ("crash-check", "crash-apply", "broken-output", "not-idempotent", "not-byte-identical")
+FAILURE_KINDS = (
+    "crash-check",
+    "crash-apply",
+    "broken-output",
+    "not-idempotent",
+    "not-byte-identical",
+)
 
 
 @dataclass
@@ -89,7 +95,10 @@ def check_file(path: str, data: bytes | None = None, *, run_check: bool = True) 
     outcome.applied = tuple(f.code for f in result.applied)
     if not result.changed:
         if document.with_text(result.output).encode() != data:
-            outcome.failure, outcome.detail = "not-byte-identical", "unchanged text re-encodes differently"
+            outcome.failure, outcome.detail = (
+                "not-byte-identical",
+                "unchanged text re-encodes differently",
+            )
         return outcome
     outcome.changed = True
     try:
@@ -105,7 +114,10 @@ def check_file(path: str, data: bytes | None = None, *, run_check: bool = True) 
     try:
         again = fix_source(result.output, UNSAFE, path=path)
     except Exception as error:
-        outcome.failure, outcome.detail = "not-idempotent", f"second run: {type(error).__name__}: {error}"
+        outcome.failure, outcome.detail = (
+            "not-idempotent",
+            f"second run: {type(error).__name__}: {error}",
+        )
         return outcome
     if again.changed:
         outcome.failure = "not-idempotent"
@@ -174,4 +186,3 @@ class Tally:
         if outcome.failure is not None:
             self.failures[outcome.failure] += 1
             self.examples.setdefault(outcome.failure, []).append(f"{relative}: {outcome.detail}")
-

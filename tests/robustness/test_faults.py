@@ -83,7 +83,9 @@ APPLY = ("apply", "--unsafe-fixes", "--no-cache", "-q", "-j", "2", "tree")
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, tuple[bytes, int]], dict[str, bytes]]:
+def reference(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, dict[str, tuple[bytes, int]], dict[str, bytes]]:
     """A pristine tree (kept in `pristine/tree`) and the bytes a complete run produces."""
     base = tmp_path_factory.mktemp("faults")
     made = _make_tree(base / "pristine" / "tree")
@@ -209,8 +211,14 @@ def test_disk_full_keeps_the_original(tmp_path: Path) -> None:
     small = tmp_path / "small.py"
     small.write_bytes(b"import torch\nw = torch.load('x')\n")
     process = _devfix(
-        "apply", "--no-cache", "-j", "1", "big.py", "small.py",
-        cwd=tmp_path, preexec_fn=_limit_file_size,
+        "apply",
+        "--no-cache",
+        "-j",
+        "1",
+        "big.py",
+        "small.py",
+        cwd=tmp_path,
+        preexec_fn=_limit_file_size,
     )
     _, err = process.communicate(timeout=300)
     text = err.decode()

@@ -63,9 +63,11 @@ FRAGMENTS = (
     "{a} = {{**{{}}, '{b}': ...}}; {c} = (yield_ := 1)\n",
 )
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True).filter(
-    lambda n: n not in {"torch", "nn", "self", "cls", "kw", "x", "s", "d", "f"}
-    and not __import__("keyword").iskeyword(n)
-    and not __import__("keyword").issoftkeyword(n)
+    lambda n: (
+        n not in {"torch", "nn", "self", "cls", "kw", "x", "s", "d", "f"}
+        and not __import__("keyword").iskeyword(n)
+        and not __import__("keyword").issoftkeyword(n)
+    )
 )
 
 
@@ -103,7 +105,12 @@ def reshaped_golden(draw: st.DrawFn) -> str:
         out = []
         for number, line in enumerate(lines):
             if number in starts and draw(st.integers(0, 3)) == 0:
-                out.append(" " * draw(st.integers(0, 8)) + "# " + draw(st.text("ab c#'\"\\", max_size=12)) + "\n")
+                out.append(
+                    " " * draw(st.integers(0, 8))
+                    + "# "
+                    + draw(st.text("ab c#'\"\\", max_size=12))
+                    + "\n"
+                )
             out.append(line)
         lines = out
     text = "".join(lines)

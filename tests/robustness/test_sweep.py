@@ -84,7 +84,9 @@ def test_sample_has_no_crash_broken_output_or_instability(
     swept: dict[str, tuple[str, Tally, dict[str, FileOutcome]]], tree: str
 ) -> None:
     _, tally, _ = swept[tree]
-    problems = [line for kind, lines in tally.examples.items() if kind != "refused" for line in lines]
+    problems = [
+        line for kind, lines in tally.examples.items() if kind != "refused" for line in lines
+    ]
     assert problems == []
     assert tally.files >= 100
 

@@ -10,8 +10,15 @@ import pytest
 SCRIPTS = Path(__file__).parent / "scripts"
 
 #: scripts started together at the first use, so their interpreters overlap on the cores
-PREFETCH = ["fid_core.py", "fid_layers.py", "fid_parallel.py", "unsupported.py",
-            "dp_before.py", "dp_after.py", "run_battery.py"]
+PREFETCH = [
+    "fid_core.py",
+    "fid_layers.py",
+    "fid_parallel.py",
+    "unsupported.py",
+    "dp_before.py",
+    "dp_after.py",
+    "run_battery.py",
+]
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -19,8 +26,13 @@ Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 def _start(script: Path, gpus: int) -> subprocess.Popen[str]:
     from devfix.vgpu import child_env, command
 
-    return subprocess.Popen(command(script, gpus=gpus), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=child_env())
+    return subprocess.Popen(
+        command(script, gpus=gpus),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
 
 
 @pytest.fixture(scope="session")

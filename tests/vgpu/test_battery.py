@@ -1,4 +1,5 @@
 """The table-driven battery of device-mixing ops, run once under the virtual GPUs."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """The post-mortem printed after a device-mismatch death."""
+
 from __future__ import annotations
 
 import sys
@@ -9,7 +10,9 @@ from devfix.vgpu import diagnose
 
 def test_devices_in_both_formats() -> None:
     assert diagnose.devices_in("... found at least two devices, cuda:1 and cpu!") == [
-        "cuda:1", "cpu"]
+        "cuda:1",
+        "cpu",
+    ]
     assert diagnose.devices_in(
         "Expected all tensors to be on the same device, but got mat1 is on cpu, different from "
         "other tensors on cuda:1 (when checking argument in method wrapper_CUDA_addmm)"
@@ -39,8 +42,11 @@ def test_report_with_findings(tmp_path, monkeypatch) -> None:
     engine.check_source = lambda text, path: [Finding(4), Finding(1)]  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "devfix.engine", engine)
     frame = diagnose.UserFrame(str(src), 5, "return x + y")
-    text = diagnose.report("RuntimeError: Expected all tensors to be on the same device, but "
-                           "found at least two devices, cuda:0 and cpu!", frame)
+    text = diagnose.report(
+        "RuntimeError: Expected all tensors to be on the same device, but "
+        "found at least two devices, cuda:0 and cpu!",
+        frame,
+    )
     assert f"  at {src}:5\n    return x + y\n" in text
     assert "devices involved: cuda:0, cpu" in text
     assert "devfix findings in function f():" in text
@@ -52,8 +58,11 @@ def test_report_with_findings(tmp_path, monkeypatch) -> None:
 def test_report_without_engine(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "devfix.engine", None)
     frame = diagnose.UserFrame(str(tmp_path / "t.py"), 1, "x")
-    text = diagnose.report("Expected all tensors to be on the same device, but found at least "
-                           "two devices, cuda:0 and cpu!", frame)
+    text = diagnose.report(
+        "Expected all tensors to be on the same device, but found at least "
+        "two devices, cuda:0 and cpu!",
+        frame,
+    )
     assert "devices involved" in text and "devfix findings" not in text
 
 

@@ -1,11 +1,20 @@
 """Fidelity checks, each group in its own interpreter under the virtual GPUs."""
+
 from __future__ import annotations
 
 import pytest
 
 GROUPS = {
-    "fid_core.py": ["cuda-api", "tensors", "autograd", "module-to", "optim", "save-load",
-                    "misc", "real-errors"],
+    "fid_core.py": [
+        "cuda-api",
+        "tensors",
+        "autograd",
+        "module-to",
+        "optim",
+        "save-load",
+        "misc",
+        "real-errors",
+    ],
     "fid_layers.py": ["rnn", "packed", "layers", "amp"],
     "fid_parallel.py": ["dataloader", "dataparallel", "dataparallel-cpu-module"],
 }
@@ -23,9 +32,19 @@ def test_fidelity_group(vgpu_run, script: str) -> None:
 @pytest.mark.slow
 def test_unsupported_corners_fail_clearly(vgpu_run) -> None:
     r = vgpu_run("unsupported.py")
-    for name in ("grow-out", "compile", "nccl", "cuda-graph", "cuda-graph-ctx", "spawn",
-                 "spawn-dataloader", "out-same-size"):
+    for name in (
+        "grow-out",
+        "compile",
+        "nccl",
+        "cuda-graph",
+        "cuda-graph-ctx",
+        "spawn",
+        "spawn-dataloader",
+        "out-same-size",
+    ):
         assert f"OK {name}\n" in r.stdout, (name, r.stdout, r.stderr)
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
-    assert last == "devfix verify: not supported under virtual GPUs: torch.compile (inductor for cuda)"
+    assert (
+        last == "devfix verify: not supported under virtual GPUs: torch.compile (inductor for cuda)"
+    )

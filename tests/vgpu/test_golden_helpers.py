@@ -1,4 +1,5 @@
 """Golden-tier header parsing and failure checking (no subprocess)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -12,13 +13,19 @@ from devfix.vgpu.golden import (
     parse_golden_header,
 )
 
-HEADER = ('# devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" '
-          'devices="cuda:1,cuda:0"')
-TI = ("RuntimeError: Expected all tensors to be on the same device, but found at least two "
-      "devices, cuda:1 and cuda:0!")
-CG = ("RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, "
-      "different from other tensors on cuda:1 (when checking argument in method "
-      "wrapper_CUDA__index_select)")
+HEADER = (
+    '# devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" '
+    'devices="cuda:1,cuda:0"'
+)
+TI = (
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+    "devices, cuda:1 and cuda:0!"
+)
+CG = (
+    "RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, "
+    "different from other tensors on cuda:1 (when checking argument in method "
+    "wrapper_CUDA__index_select)"
+)
 
 
 def done(rc: int, stderr: str) -> subprocess.CompletedProcess[str]:
@@ -27,14 +34,16 @@ def done(rc: int, stderr: str) -> subprocess.CompletedProcess[str]:
 
 def test_parse_header() -> None:
     exp = parse_golden_header("import torch\n" + HEADER + "\n")
-    assert exp == GoldenExpectation(2, "Expected all tensors to be on the same device",
-                                    frozenset({"cuda:0", "cuda:1"}), {})
+    assert exp == GoldenExpectation(
+        2, "Expected all tensors to be on the same device", frozenset({"cuda:0", "cuda:1"}), {}
+    )
 
 
 def test_parse_header_env_and_braces() -> None:
     exp = parse_golden_header(
         '# devfix-golden: gpus=1 fails-with="expected self and mask" devices="{cuda:0, cpu}" '
-        'env="A=1 B=x=y"')
+        'env="A=1 B=x=y"'
+    )
     assert exp is not None
     assert exp.gpus == 1 and exp.devices == frozenset({"cuda:0", "cpu"})
     assert exp.env == {"A": "1", "B": "x=y"}
@@ -52,8 +61,10 @@ def test_check_failure_accepts_either_format_with_the_declared_set() -> None:
     exp = parse_golden_header(HEADER)
     assert exp is not None
     assert check_failure(exp, done(1, "Traceback...\n" + TI + "\n")) is None
-    wrapped = ("RuntimeError: Caught RuntimeError in replica 1 on device 1.\nOriginal Traceback"
-               " (most recent call last):\n  ...\n" + TI + "\n")
+    wrapped = (
+        "RuntimeError: Caught RuntimeError in replica 1 on device 1.\nOriginal Traceback"
+        " (most recent call last):\n  ...\n" + TI + "\n"
+    )
     assert check_failure(exp, done(1, wrapped)) is None
     cg = parse_golden_header(HEADER.replace("cuda:1,cuda:0", "cpu,cuda:1"))
     assert cg is not None and check_failure(cg, done(1, CG)) is None

@@ -1,4 +1,5 @@
 """Tensors, errors, autograd, Module.to identity, optimizers, save/load, deepcopy, clip."""
+
 import copy
 import io
 import pickle
@@ -42,7 +43,8 @@ assert v.device == d1 and v.is_cuda and v.get_device() == 1 and v.type() == "tor
 assert v.to("cuda:1") is v and v.cuda(1) is v
 assert repr(torch.ones(2, device="cuda:1")) == "tensor([1., 1.], device='cuda:1')"
 assert repr(torch.ones(2, device="cuda:1", requires_grad=True) * 2) == (
-    "tensor([2., 2.], device='cuda:1', grad_fn=<MulBackward0>)")
+    "tensor([2., 2.], device='cuda:1', grad_fn=<MulBackward0>)"
+)
 w = torch.randn(4, 5)
 assert torch.equal((v @ w.to(d1)).cpu(), x @ w)
 assert torch.equal(torch.softmax(v, -1).log().cpu(), torch.softmax(x, -1).log())
@@ -126,8 +128,12 @@ print("OK optim")
 buf = io.BytesIO()
 sd = nn.Linear(2, 2).cuda(1).state_dict()
 torch.save({"t": torch.arange(6.0, device=d1).reshape(2, 3), "sd": sd}, buf)
-for ml, want in ((None, "cuda:1"), ("cpu", "cpu"), ({"cuda:1": "cuda:0"}, "cuda:0"),
-                 (torch.device("cuda:0"), "cuda:0")):
+for ml, want in (
+    (None, "cuda:1"),
+    ("cpu", "cpu"),
+    ({"cuda:1": "cuda:0"}, "cuda:0"),
+    (torch.device("cuda:0"), "cuda:0"),
+):
     buf.seek(0)
     got = torch.load(buf, map_location=ml)
     assert str(got["t"].device) == want and str(got["sd"]["weight"].device) == want, (ml, got)

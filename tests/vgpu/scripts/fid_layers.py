@@ -1,4 +1,5 @@
 """Common layers, RNNs, attention, autocast and GradScaler on a virtual GPU."""
+
 import warnings
 
 import torch

@@ -1,4 +1,5 @@
 """DataLoader with workers and pin_memory; nn.DataParallel over the virtual GPUs."""
+
 import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -57,6 +58,8 @@ try:
     nn.DataParallel(nn.Linear(2, 2))(torch.randn(4, 2, device=d0))
     raise AssertionError("a CPU module under DataParallel should fail")
 except RuntimeError as e:
-    assert "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but " \
-        "found one of them on device: cpu" in str(e), e
+    assert (
+        "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but "
+        "found one of them on device: cpu" in str(e)
+    ), e
 print("OK dataparallel-cpu-module")

@@ -1,4 +1,5 @@
 """Every unsupported corner fails with `devfix verify: not supported under virtual GPUs: …`."""
+
 import torch
 
 from devfix.vgpu.errors import UNSUPPORTED_PREFIX
@@ -50,9 +51,15 @@ def spawn_loader():
     list(DataLoader(list(range(4)), num_workers=1, multiprocessing_context="spawn"))
 
 
-for name, fn in [("grow-out", grow_out), ("compile", compile_), ("nccl", nccl),
-                 ("cuda-graph", graph), ("cuda-graph-ctx", graph_ctx), ("spawn", spawn),
-                 ("spawn-dataloader", spawn_loader)]:
+for name, fn in [
+    ("grow-out", grow_out),
+    ("compile", compile_),
+    ("nccl", nccl),
+    ("cuda-graph", graph),
+    ("cuda-graph-ctx", graph_ctx),
+    ("spawn", spawn),
+    ("spawn-dataloader", spawn_loader),
+]:
     expect_unsupported(name, fn)
 
 # an out= tensor of the right size is fine
