@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
+from devfix import engine
 from devfix.config import ConfigError, find_config, load_config
 from devfix.errors import UnknownRuleError
 from devfix.formats import migration_report
@@ -62,6 +63,7 @@ def exits(function: Callable[..., int]) -> Callable[..., None]:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> None:
+        engine.tune_collector()
         sys.exit(function(*args, **kwargs))
 
     return wrapper

@@ -44,6 +44,11 @@ class DevicePass(cst.CSTVisitor):
         self.context = context
         self.findings: list[Finding] = []
 
+    def release(self) -> None:
+        """Forget everything once the findings are taken: passes cache helpers that point back
+        at the pass (a cycle holding the whole tree that only the garbage collector frees)."""
+        vars(self).clear()
+
     # -- what passes call ------------------------------------------------------------------
 
     def report(

@@ -6,11 +6,18 @@ from collections.abc import Iterator
 
 import libcst as cst
 
-from devfix.context import children_view
+from devfix.context import children_view, subtree_nodes
 
 
 def walk(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under `root` (itself included), in source order."""
+    nodes = subtree_nodes(root)
+    if nodes is not None:
+        return iter(nodes)
+    return _walk_children(root)
+
+
+def _walk_children(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
     stack = [root]
     while stack:
         node = stack.pop()

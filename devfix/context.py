@@ -45,6 +45,13 @@ class FileContext:
         self._tables: TreeTables | None = None
         _CHILDREN_CACHE.owner, _CHILDREN_CACHE.table = self, None
 
+    def release(self) -> None:
+        """Drop the analyses: they refer back to the passes that refer to this context, a cycle
+        only the garbage collector would free (the children table stays for the engine)."""
+        self.shared.clear()
+        self._resolved.clear()
+        self._names = None
+
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
         table = self._resolved.get(provider)
         if table is None:
@@ -151,6 +158,19 @@ def children_view(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
         if kids is not None:
             return kids
     return LIBCST_CHILDREN(node)
+
+
+def subtree_nodes(root: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
+    """Every node under `root` (itself included) in source order, as one slice of the newest
+    file's pre-order node list; None when `root` is not in that file's table."""
+    owner = _CHILDREN_CACHE.owner
+    tables = owner._tables if owner is not None else None
+    if tables is None or _CHILDREN_CACHE.table is not tables.children:
+        return None
+    span = tables.order.get(id(root))
+    if span is None:
+        return None
+    return tables.nodes[span[0] : span[1] + 1]
 
 
 def _cached_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
