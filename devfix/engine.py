@@ -213,9 +213,12 @@ class _Dispatcher(cst.CSTVisitor):
                 else:
                     entries.append((index, visitor.on_leave))
                 continue
-            method = getattr(visitor, prefix + kind.__name__, None)
-            if method is not None:
-                entries.append((index, method))
+            name = prefix + kind.__name__
+            # libcst's CSTVisitor declares an empty hook for every node type: calling those
+            # would only cost time (twice per node).
+            if getattr(type(visitor), name, None) is getattr(cst.CSTVisitor, name, None):
+                continue
+            entries.append((index, getattr(visitor, name)))
         table[kind] = entries
         return entries
 
