@@ -133,6 +133,11 @@ class LabelsNotOnLogitsDevice(DevicePass):
     FIX_TITLE = "Move the labels with `.to(logits.device)`"
     APPLICABILITY = Applicability.SAFE
 
+    @classmethod
+    def wakes_on(cls, text: str) -> bool:
+        # The pass reports only in files that place a model over several devices.
+        return super().wakes_on(text) and any(word in text for word in _PLACEMENT_WORDS)
+
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
         self._global_losses: set[str] | None = None

@@ -25,6 +25,9 @@ _METADATA_KEY = re.compile(
 )
 
 
+_LOAD_WORD = re.compile(r"\bload\b")
+
+
 class TorchLoadWithoutMapLocation(DevicePass):
     """`torch.load(...)` without `map_location=`.
 
@@ -81,6 +84,11 @@ class TorchLoadWithoutMapLocation(DevicePass):
     APPLICABILITY = Applicability.SAFE
     TRIGGER_WORDS = ("load",)
     REQUIRED_WORDS = ("torch",)
+
+    @classmethod
+    def wakes_on(cls, text: str) -> bool:
+        # `torch.load` as a whole word: not `load_state_dict` or `download` (nearly every file).
+        return super().wakes_on(text) and _LOAD_WORD.search(text) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
         if call_tail(node.func) != "load" or self.qualified_name(node.func) != "torch.load":

@@ -25,7 +25,7 @@ LIBCST_CHILDREN: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = cst.CSTNode.ch
 
 #: Per value type, whether it is a libcst node (CSTNode is an ABC: isinstance is slow).
 _IS_NODE: dict[type, bool] = {}
-#: Per node class, the names of its dataclass fields.
+#: Per node class, the names of its dataclass fields that may hold nodes.
 _FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
 #: Per (class, which fields hold nodes), the fields in libcst's visiting order; None: ask libcst.
 _ORDERS: dict[tuple[type[cst.CSTNode], int], tuple[str, ...] | None] = {}
@@ -36,7 +36,9 @@ def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
     kind = type(node)
     names = _FIELDS.get(kind)
     if names is None:
-        names = _FIELDS[kind] = tuple(field.name for field in dataclasses.fields(node))
+        names = _FIELDS[kind] = _node_fields(kind)
+    if not names:
+        return []
     shape = 0
     bit = 1
     for name in names:
@@ -63,6 +65,16 @@ def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
         else:
             kids.extend(value)
     return kids
+
+
+def _node_fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
+    """The fields of `kind` that may hold nodes: all but those typed as a plain class that is
+    not a node (`value: str`, `has_trailing_newline: bool`)."""
+    return tuple(
+        field.name
+        for field in dataclasses.fields(kind)
+        if not (isinstance(field.type, type) and not issubclass(field.type, cst.CSTNode))
+    )
 
 
 def _learn_order(node: cst.CSTNode, names: tuple[str, ...]) -> tuple[str, ...] | None:
