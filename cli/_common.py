@@ -78,6 +78,15 @@ def fail(message: str) -> int:
     return EXIT_FAILED
 
 
+#: Options of both `check` and `apply` that are not part of the run's Options.
+report_option = click.option(
+    "--report", type=click.Path(dir_okay=False), help="Write a .json or .md report."
+)
+changed_since_option = click.option(
+    "--changed-since", metavar="REF", help="Only files changed since this git ref."
+)
+
+
 def run_options(function: F) -> F:
     """The options every run over files shares, turned into one `options: Options` argument.
 

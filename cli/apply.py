@@ -7,9 +7,11 @@ import sys
 import click
 
 from devfix.cli._common import (
+    changed_since_option,
     echo_err,
     exits,
     progress_printer,
+    report_option,
     restrict_to_changed,
     run_options,
     write_report,
@@ -39,8 +41,8 @@ from devfix.types import FileResult, FileStatus, Options
     is_flag=True,
     help="With -i (implied): do not ask again about fixes rejected in an earlier review.",
 )
-@click.option("--report", type=click.Path(dir_okay=False), help="Write a .json or .md report.")
-@click.option("--changed-since", metavar="REF", help="Only files changed since this git ref.")
+@report_option
+@changed_since_option
 @click.option(
     "--commit",
     is_flag=True,

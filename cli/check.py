@@ -8,9 +8,11 @@ import click
 
 from devfix.baseline import add_ignores
 from devfix.cli._common import (
+    changed_since_option,
     echo_err,
     exits,
     progress_printer,
+    report_option,
     restrict_to_changed,
     run_options,
     write_report,
@@ -41,8 +43,8 @@ from devfix.types import FileResult, FileStatus, Options
     is_flag=True,
     help="Write `# devfix: ignore[CODE]` on the line of every current finding (a baseline).",
 )
-@click.option("--report", type=click.Path(dir_okay=False), help="Write a .json or .md report.")
-@click.option("--changed-since", metavar="REF", help="Only files changed since this git ref.")
+@report_option
+@changed_since_option
 @exits
 def check_command(
     paths: tuple[str, ...],
