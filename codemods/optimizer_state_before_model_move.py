@@ -22,6 +22,7 @@ from devfix.codemods._script_flow import (
 )
 from devfix.codemods._torch_names import EAGER_STATE_OPTIMIZERS, GRAD_SCALERS
 from devfix.codemods._tree import walk
+from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
 _OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
@@ -110,6 +111,10 @@ class OptimizerStateBeforeModelMove(DevicePass):
     TRIGGER_WORDS = ("optim",)
     REQUIRED_WORDS = ("torch",)
 
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._module_objects: dict[str, _Object] | None = None
+
     def visit_Module(self, node: cst.Module) -> bool:
         scopes: list[cst.CSTNode] = [node]
         scopes.extend(n for n in walk(node) if isinstance(n, cst.FunctionDef))
@@ -120,36 +125,43 @@ class OptimizerStateBeforeModelMove(DevicePass):
     # -- what is bound where ----------------------------------------------------------------------
 
     def _objects(self, scope: cst.CSTNode) -> dict[str, _Object]:
+        """Optimizers, schedulers and scalers bound in the module and then in `scope`."""
+        if self._module_objects is None:
+            self._module_objects = self._bound_in(self.context.module)
+        found = dict(self._module_objects)
+        if scope is not self.context.module:
+            found.update(self._bound_in(scope))
+        return found
+
+    def _bound_in(self, scope: cst.CSTNode) -> dict[str, _Object]:
         found: dict[str, _Object] = {}
-        sources = [self.context.module, scope] if scope is not self.context.module else [scope]
-        for source in sources:
-            for statement in scope_statements(source):
-                if not (
-                    isinstance(statement, cst.Assign)
-                    and len(statement.targets) == 1
-                    and isinstance(statement.targets[0].target, cst.Name)
-                    and isinstance(statement.value, cst.Call)
-                ):
-                    continue
-                call = statement.value
-                kind, qualified = self._kind(call)
-                if kind is None or qualified is None:
-                    continue
-                obj = _Object(kind, qualified)
-                reads = set().union(*(names_read(arg.value) for arg in call.args))
-                if kind == "optimizer":
-                    # Modules whose parameters it trains: `model.parameters()`,
-                    # `model.head.named_parameters()`; a plain tensor's `.to()` is not in place.
-                    obj.models = {
-                        name
-                        for inner in calls_in(call)
-                        if isinstance(inner.func, cst.Attribute)
-                        and inner.func.attr.value in ("parameters", "named_parameters")
-                        and (name := root_name(inner.func.value)) is not None
-                    }
-                elif kind == "scheduler":
-                    obj.optimizers = reads
-                found[statement.targets[0].target.value] = obj
+        for statement in scope_statements(scope):
+            if not (
+                isinstance(statement, cst.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0].target, cst.Name)
+                and isinstance(statement.value, cst.Call)
+            ):
+                continue
+            call = statement.value
+            kind, qualified = self._kind(call)
+            if kind is None or qualified is None:
+                continue
+            obj = _Object(kind, qualified)
+            reads = set().union(*(names_read(arg.value) for arg in call.args))
+            if kind == "optimizer":
+                # Modules whose parameters it trains: `model.parameters()`,
+                # `model.head.named_parameters()`; a plain tensor's `.to()` is not in place.
+                obj.models = {
+                    name
+                    for inner in calls_in(call)
+                    if isinstance(inner.func, cst.Attribute)
+                    and inner.func.attr.value in ("parameters", "named_parameters")
+                    and (name := root_name(inner.func.value)) is not None
+                }
+            elif kind == "scheduler":
+                obj.optimizers = reads
+            found[statement.targets[0].target.value] = obj
         return found
 
     def _kind(self, call: cst.Call) -> tuple[str | None, str | None]:

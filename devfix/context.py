@@ -28,6 +28,10 @@ from devfix.tree import LIBCST_CHILDREN, TreeTables, build_tables
 
 T = TypeVar("T")
 
+#: Characters above which a file's ambiguous names (imported and also bound otherwise) are not
+#: sent to libcst's scope analysis.
+SCOPE_ANALYSIS_LIMIT = 250_000
+
 
 class FileContext:
     """The parsed module of one file plus metadata computed on first use."""
@@ -64,13 +68,18 @@ class FileContext:
 
         Names rooted in an import (or a builtin) are resolved from the file's import table,
         which costs almost nothing; only a name that the file both imports and binds otherwise
-        goes to libcst's full scope analysis (about ten parses' worth of work).
+        goes to libcst's full scope analysis (about ten parses' worth of work), and in a file
+        over SCOPE_ANALYSIS_LIMIT characters such a name resolves to nothing.
         """
         if self._names is None:
             self._names = _NameTable(self._all_nodes())
         fast = self._names.resolve(node)
         if fast is not None:
             return fast
+        if len(self.text) > SCOPE_ANALYSIS_LIMIT:
+            # libcst's scope analysis of a file this size takes minutes (1.4 MB: ~30 s of CPU
+            # on a fast core); such a name stays unresolved and the passes decline it.
+            return ()
         value = self._metadata(QualifiedNameProvider).get(node, ())
         if callable(value):
             # Newer libcst computes qualified names on demand (a LazyValue).

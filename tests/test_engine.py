@@ -212,3 +212,27 @@ def test_registry_codes_and_names_are_unique_and_documented() -> None:
         assert -1 not in positions and positions == sorted(positions), cls.CODE
         module = cls.__module__.rsplit(".", 1)[1]
         assert (tests / f"test_{module}.py").exists(), f"{cls.CODE} has no inline test module"
+
+
+def test_ambiguous_names_in_huge_files_stay_unresolved_instead_of_minutes_of_analysis() -> None:
+    from devfix import context
+
+    source = (
+        "import torch\nimport torch as t\n\ndef f(torch):\n    return t.zeros(3) + torch.ones(2)\n"
+    )
+
+    def resolved(text: str) -> dict[str, set[str]]:
+        ctx = context.FileContext(cst.parse_module(text), "f.py", text)
+        return {
+            ctx.module.code_for_node(node): {q.name for q in ctx.qualified_names(node)}
+            for node in ctx._all_nodes()
+            if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+        }
+
+    small = resolved(source)
+    assert small["t.zeros"] == {"torch.zeros"}
+    # The parameter shadows the import: scope analysis says so.
+    assert small["torch.ones"] and "torch.ones" not in small["torch.ones"]
+    huge = resolved(source + "#" * context.SCOPE_ANALYSIS_LIMIT)
+    assert huge["t.zeros"] == {"torch.zeros"}
+    assert huge["torch.ones"] == set()
