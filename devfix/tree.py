@@ -1,4 +1,4 @@
-"""A parsed module's tree as plain tables, and visitor traversal over them.
+"""A parsed module's tree as plain tables (the engine's pass loop runs over them).
 
 libcst walks a tree by rebuilding every node (`_visit_and_replace_children` constructs and
 validates a copy even for a read-only visitor), and `node.children` is computed the same way.
@@ -144,26 +144,3 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
             parents[id(kid)] = node
         stack.extend((kid, -1) for kid in reversed(kids))
     return TreeTables(parents, children, order, nodes)
-
-
-def traverse(
-    root: cst.CSTNode, visitor: cst.CSTVisitor, children: dict[int, list[cst.CSTNode]]
-) -> None:
-    """`root.visit(visitor)` for a read-only visitor without attribute hooks, over `children`.
-
-    As in libcst, a visit hook returning False skips the node's children, and every visited
-    node gets its leave hook after its children.
-    """
-    on_visit, on_leave = visitor.on_visit, visitor.on_leave
-    stack: list[tuple[cst.CSTNode, bool]] = [(root, False)]
-    while stack:
-        node, leaving = stack.pop()
-        if leaving:
-            on_leave(node)
-            continue
-        stack.append((node, True))
-        if on_visit(node):
-            kids = children.get(id(node))
-            if kids is None:
-                kids = children_of(node)
-            stack.extend((kid, False) for kid in reversed(kids))

@@ -9,7 +9,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from devfix.tree import LIBCST_CHILDREN, build_tables, children_of, traverse
+from devfix.engine import _Dispatcher
+from devfix.tree import LIBCST_CHILDREN, build_tables, children_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,14 +131,39 @@ class _Recorder(cst.CSTVisitor):
         self.events.append(("leave", id(original_node)))
 
 
+class _TypedRecorder(cst.CSTVisitor):
+    """Typed hooks, as passes write them: names seen, calls left, function bodies skipped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.events.append(("def", id(node)))
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.events.append(("name", id(node)))
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.events.append(("left call", id(original_node)))
+
+
 @pytest.mark.parametrize("skip", [None, cst.FunctionDef, cst.Call])
-def test_traverse_calls_hooks_as_libcst_does(skip: type[cst.CSTNode] | None) -> None:
+def test_the_pass_loop_calls_hooks_as_libcst_does(skip: type[cst.CSTNode] | None) -> None:
     module = cst.parse_module(EVERY_FORM)
-    by_libcst, by_table = _Recorder(skip), _Recorder(skip)
+    children = build_tables(module).children
+    alone, beside_typed = _Recorder(skip), _Recorder(skip)
+    typed, typed_by_libcst = _TypedRecorder(), _TypedRecorder()
+    by_libcst = _Recorder(skip)
     module.visit(by_libcst)
-    traverse(module, by_table, build_tables(module).children)
-    assert by_table.events == by_libcst.events
-    assert len(by_table.events) > 1000
+    module.visit(typed_by_libcst)
+    _Dispatcher([alone]).run(module, children)
+    _Dispatcher([beside_typed, typed]).run(module, children)
+    assert alone.events == by_libcst.events
+    assert beside_typed.events == by_libcst.events
+    assert typed.events == typed_by_libcst.events
+    assert len(by_libcst.events) > 1000 and len(typed.events) > 50
 
 
 def test_tables_give_parents_and_source_order() -> None:
