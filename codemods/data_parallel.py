@@ -18,6 +18,7 @@ from devfix.codemods._ddp_rewrite import (
     parse_statements,
 )
 from devfix.codemods._edits import append_keyword, call_tail, keyword_argument
+from devfix.codemods._tree import walk
 from devfix.context import FileContext, children_view
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -1064,14 +1065,6 @@ def _walk(root: cst.CSTNode, kind: type[_N], *, skip_defs: bool = False) -> Iter
         stack.extend(reversed(children_view(node)))
 
 
-def _descendants(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(children_view(node)))
-
-
 def _owner_of(context: FileContext, block: cst.CSTNode | None) -> cst.CSTNode | None:
     if isinstance(block, cst.Module) or block is None:
         return block
@@ -1192,7 +1185,7 @@ def _is_self_mean(statement: cst.BaseStatement) -> bool:
 
 def _bound_names(module: cst.Module) -> set[str]:
     names: set[str] = set()
-    for node in _descendants(module):
+    for node in walk(module):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Param)):
             names.add(node.name.value)
         elif isinstance(
