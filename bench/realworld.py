@@ -391,8 +391,13 @@ def _parse(text: str, cell: int | None) -> Unit:
 
 
 def _decode(data: bytes) -> str:
-    """Python source bytes as text (BOM and coding cookie honoured), newlines kept."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    """Python source bytes as text (BOM and coding cookie honoured), newlines kept. A cookie
+    naming a codec this interpreter lacks (`# -*- coding: future_fstrings -*-`, registered by a
+    package at run time) falls back to UTF-8, which such codecs extend."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        encoding = "utf-8-sig"
     text = data.decode(encoding)
     return text[1:] if text.startswith("\ufeff") else text
 
@@ -786,8 +791,9 @@ def _error_lines(stderr: str, relpaths: Iterable[str]) -> dict[str, list[str]]:
     for line in stderr.splitlines():
         for marker in (": error: ", ": INTERNAL ERROR"):
             head, sep, _ = line.partition(marker)
-            if sep and head in wanted:
-                found.setdefault(head, []).append(line)
+            lines = found.setdefault(head, []) if sep and head in wanted else None
+            if lines is not None and line not in lines:  # check and apply both report it
+                lines.append(line)
     return found
 
 
@@ -950,17 +956,18 @@ def summary(
     erroring = [r for r in scored if r.errors]
     site_errors = [(r.id, e) for r in scored for e in r.site_errors]
     missing = [r.id for r in reports if r.missing]
+    width = max([len(name) for name in by_rule] + [5])
     lines = [
         f"files: {len(scored)} scored ({len(scored) - len(clean)} buggy, {len(clean)} clean)"
         + (f", {len(missing)} missing from the folder" if missing else ""),
         "",
-        f"{'rule':<28} {'sites':>5} {'fix':>4} {'fixed':>6} {'flagged':>8} {'missed':>7}"
+        f"{'rule':<{width}} {'sites':>5} {'fix':>4} {'fixed':>6} {'flagged':>8} {'missed':>7}"
         f" {'wrong-fix':>10}",
     ]
     for name, rule_tally in [*by_rule.items(), ("all", total)]:
         c = rule_tally.counts
         lines.append(
-            f"{name:<28} {rule_tally.sites:>5} {rule_tally.fix_sites:>4} {c[FIXED]:>6}"
+            f"{name:<{width}} {rule_tally.sites:>5} {rule_tally.fix_sites:>4} {c[FIXED]:>6}"
             f" {c[FLAGGED]:>8} {c[MISSED]:>7} {c[WRONG_FIX]:>10}"
         )
     fixed = total.counts[FIXED]
@@ -1046,11 +1053,16 @@ def summary(
 # Validation of the corpus description against the folder
 
 
-def validate(rows: Sequence[ManifestRow], sites_dir: Path, files: Path | None) -> list[str]:
+def validate(
+    rows: Sequence[ManifestRow],
+    sites_dir: Path,
+    files: Path | None,
+    every_id: Iterable[str] | None = None,
+) -> list[str]:
     """Every problem of the manifest and the site files ('' lines never); with `files`, also
     the bytes and sha256 of each file and every site located in its ORIGINAL file."""
     problems: list[str] = []
-    ids = {row.id for row in rows}
+    ids = set(every_id) if every_id is not None else {row.id for row in rows}
     for path in sorted(sites_dir.glob("*.toml")):
         if path.stem not in ids:
             problems.append(f"{path.name}: no manifest row has id {path.stem!r}")
@@ -1162,9 +1174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.validate is not None:
             rows = read_manifest(args.spec / "manifest.tsv")
+            every_id = [row.id for row in rows]
             if args.only:
                 rows = [row for row in rows if row.id in args.only]
-            problems = validate(rows, args.spec / "sites", args.validate)
+            problems = validate(rows, args.spec / "sites", args.validate, every_id)
             for problem in problems:
                 print(problem)
             print(f"{len(rows)} files checked, {len(problems)} problems", file=sys.stderr)

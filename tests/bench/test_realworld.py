@@ -691,3 +691,40 @@ def test_main_scores_a_corpus_with_a_stand_in_devfix(
     assert (tmp_path / "files" / "buggy-one" / "train.py").read_bytes() == BEFORE.encode()
     assert realworld.main([*argv, "--only", "nope"]) == 2
     assert realworld.main(["--validate", str(tmp_path / "files"), "--spec", str(spec)]) == 0
+
+
+def test_unknown_coding_cookie_falls_back_to_utf8(realworld: ModuleType) -> None:
+    data = "# -*- coding: future_fstrings -*-\nimport torch\nname = 'é'\nx = torch.load(p)\n"
+    program = realworld.read_program(data.encode(), "train.py")
+    assert program.parses
+    scopes = realworld.find_scopes(program, "<module>")
+    assert texts(realworld.locate(scopes, ["x", "load"])) == ["x = torch.load(p)"]
+
+
+def test_error_lines_are_kept_once_per_file(realworld: ModuleType) -> None:
+    stderr = (
+        "a/train.py: error: does not parse (line 3)\n"
+        "devfix: 1 file failed.\n"
+        "a/train.py: error: does not parse (line 3)\n"
+        "b/nb.ipynb: INTERNAL ERROR: boom. Nothing was written\n"
+        "c/other.py: error: not ours\n"
+    )
+    assert realworld._error_lines(stderr, ["a/train.py", "b/nb.ipynb"]) == {
+        "a/train.py": ["a/train.py: error: does not parse (line 3)"],
+        "b/nb.ipynb": ["b/nb.ipynb: INTERNAL ERROR: boom. Nothing was written"],
+    }
+
+
+def test_validate_only_some_rows_keeps_the_other_site_files(
+    realworld: ModuleType, tmp_path: Path
+) -> None:
+    clean = b"import torch\nx = torch.load('a', map_location='cpu')\n"
+    spec = write_spec(
+        tmp_path,
+        [("buggy-one", "buggy", BEFORE.encode()), ("clean-one", "clean", clean)],
+        {"buggy-one": LOAD_SITE, "clean-one": 'role = "clean"\nconfiguration = "one GPU"\n'},
+    )
+    argv = ["--validate", str(tmp_path / "files"), "--spec", str(spec), "--only", "clean-one"]
+    assert realworld.main(argv) == 0
+    (tmp_path / "files" / "clean-one" / "train.py").write_bytes(b"changed")
+    assert realworld.main(argv) == 1
