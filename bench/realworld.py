@@ -595,10 +595,20 @@ class Located:
         return (self.node.lineno, self.node.end_lineno or self.node.lineno)
 
 
-def locate(scopes: Sequence[Scope], anchor: Sequence[str]) -> list[Located]:
-    """The smallest statements of the scopes holding every anchor: statements that hold them
-    all while none of the statements nested in them does."""
+def locate(
+    scopes: Sequence[Scope], anchor: Sequence[str], kinds: Iterable[str] | None = None
+) -> list[Located]:
+    """The smallest statements of the scopes holding every anchor.
+
+    A statement is a candidate when it holds every anchor while none of the statements nested in
+    it does; of the candidates, those spanning the fewest lines are the site's statements (a
+    one-line assignment, not a loop whose header and body happen to hold the anchors between
+    them). With `kinds` (node type names), only statements of those types count: the rewritten
+    file is searched for the kind of statement the site is in the original, so a site whose
+    assignment was rewritten away is "gone" rather than found again in an enclosing loop.
+    """
     wanted = set(anchor)
+    allowed = set(kinds) if kinds is not None else None
     found: list[Located] = []
     for scope in scopes:
         for stmt in scope.statements():
@@ -607,8 +617,12 @@ def locate(scopes: Sequence[Scope], anchor: Sequence[str]) -> list[Located]:
             nested = [s for s in _child_statements(stmt) if not isinstance(s, _DEFS)]
             if any(wanted <= identifiers(s) for s in nested):
                 continue
-            found.append(Located(scope.unit, stmt))
-    return found
+            if allowed is None or type(stmt).__name__ in allowed:
+                found.append(Located(scope.unit, stmt))
+    if not found:
+        return found
+    least = min(loc.lines[1] - loc.lines[0] for loc in found)
+    return [loc for loc in found if loc.lines[1] - loc.lines[0] == least]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,9 +678,11 @@ class SiteNotFound(CorpusError):
     """The site's scope or statement is not in the original file: the site file is wrong."""
 
 
-def _site_texts(site: Site, program: Program) -> tuple[list[Scope], list[Located]]:
+def _site_texts(
+    site: Site, program: Program, kinds: Iterable[str] | None = None
+) -> tuple[list[Scope], list[Located]]:
     scopes = find_scopes(program, site.scope)
-    return scopes, locate(scopes, site.anchor) if scopes else []
+    return scopes, locate(scopes, site.anchor, kinds) if scopes else []
 
 
 def original_location(site: Site, original: Program) -> tuple[list[Scope], list[Located]]:
@@ -680,9 +696,12 @@ def original_location(site: Site, original: Program) -> tuple[list[Scope], list[
     return scopes, located
 
 
-def is_fixed(site: Site, program: Program) -> tuple[bool, list[str]]:
-    """Whether the site passes its predicate in `program`, and the statement texts looked at."""
-    scopes, located = _site_texts(site, program)
+def is_fixed(
+    site: Site, program: Program, kinds: Iterable[str] | None = None
+) -> tuple[bool, list[str]]:
+    """Whether the site passes its predicate in `program`, and the statement texts looked at
+    (`kinds`: the node types of the site's statements in the original, see `locate`)."""
+    scopes, located = _site_texts(site, program, kinds)
     scope_text = " ".join(scope.text() for scope in scopes)
     texts = [loc.text for loc in located]
     if site.where == "scope":
@@ -717,7 +736,7 @@ def judge(
     """The outcome of one site (raises SiteNotFound when the site is not in the original)."""
     scopes, located = original_location(site, original)
     before = [loc.text for loc in located]
-    fixed, after = is_fixed(site, rewritten)
+    fixed, after = is_fixed(site, rewritten, {type(loc.node).__name__ for loc in located})
     if site.where == "scope":
         spans = [(s.unit, a, b) for s in scopes for a, b in s.line_ranges()]
         new_scopes = find_scopes(rewritten, site.scope)
@@ -933,6 +952,10 @@ def tally(reports: Sequence[FileReport], sites: dict[str, SitesFile]) -> dict[st
     return dict(sorted(by_rule.items()))
 
 
+def shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def _percent(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.1f} %)" if whole else f"{part}/{whole}"
 
@@ -1008,6 +1031,15 @@ def summary(
     if partial:
         lines += ["", f"flagged, but the statement was rewritten wrongly ({len(partial)}):"]
         lines += [f"  {i}  {n}  {d}" for i, n, d in partial]
+    reasons = [
+        (r.id, site.name, r.verdicts[site.name].detail)
+        for r in scored
+        for site in (sites[r.id].sites if r.id in sites else ())
+        if site.expect == "flag" and r.verdicts.get(site.name, Verdict(MISSED)).outcome == FLAGGED
+    ]
+    if reasons:  # the scorer cannot judge a reason; a reader can
+        lines += ["", f"flag sites and the reason devfix gave ({len(reasons)}):"]
+        lines += [f"  {i}  {n}  {shorten(d, 160)}" for i, n, d in reasons]
     if verbose:
         lines += ["", "sites:"]
         for r in scored:

@@ -728,3 +728,34 @@ def test_validate_only_some_rows_keeps_the_other_site_files(
     assert realworld.main(argv) == 0
     (tmp_path / "files" / "clean-one" / "train.py").write_bytes(b"changed")
     assert realworld.main(argv) == 1
+
+
+def test_the_smallest_candidate_wins_and_the_rewritten_file_is_searched_for_its_kind(
+    realworld: ModuleType,
+) -> None:
+    source = """\
+        import torch
+        device = torch.device('cuda:1')
+        for data in loader:
+            data = data.to(device)
+            with torch.no_grad():
+                out = model(data)
+        """
+    original = py(realworld, source)
+    scopes = realworld.find_scopes(original, "<module>")
+    # the loop holds both anchors between its children, but the assignment is smaller
+    assert texts(realworld.locate(scopes, ["device", "torch"])) == [
+        "device = torch.device('cuda:1')"
+    ]
+    pick = site(
+        realworld,
+        rule="DF304",
+        anchor=["device", "torch"],
+        accept=["select_device"],
+        gone_ok=True,
+    )
+    rewritten = py(realworld, source.replace("torch.device('cuda:1')", "select_device()"))
+    # the assignment no longer holds `torch`: the site is gone (not found again in the loop),
+    # and gone_ok lets the scope decide
+    verdict = realworld.judge(pick, original, rewritten, [])
+    assert verdict.outcome == "fixed" and verdict.after == []
