@@ -39,9 +39,8 @@ from typing import Any
 
 import libcst as cst
 
-from devfix import sources
 from devfix.errors import InputError, InternalError
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
+from devfix.types import Finding
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -430,62 +429,3 @@ def check_parses(notebook: Notebook) -> None:
             f"cell {cell} does not parse (line {line}, column {error.raw_column}): "
             f"{error.message.splitlines()[0]}"
         ) from None
-
-
-def read_notebook(path: str) -> tuple[sources.Document, Notebook]:
-    """Read and parse a notebook file; InputError names what is wrong."""
-    document = sources.read(path)
-    notebook = Notebook(document.text, path)
-    check_parses(notebook)
-    return document, notebook
-
-
-def fix_notebook_file(
-    path: str,
-    options: Options,
-    *,
-    write: bool = True,
-    want_diff: bool = False,
-    check_only: bool = False,
-) -> FileResult:
-    """:func:`devfix.engine.fix_file` for a notebook: same statuses, findings located in cells."""
-    from devfix.engine import check_source, fix_source
-
-    try:
-        document, notebook = read_notebook(path)
-        if check_only:
-            found = tuple(notebook.remap(f) for f in check_source(notebook.code, path, options))
-            hidden = 0
-            if not options.unsafe_fixes:
-                hidden = sum(
-                    1 for f in found if f.applicability is Applicability.UNSAFE and f.edits
-                )
-            return FileResult(
-                path, FileStatus.UNCHANGED, findings=found, hidden_unsafe=hidden, remaining=found
-            )
-        result = fix_source(notebook.code, options, path=path)
-        output = notebook.rebuild(result.output)
-    except InputError as error:
-        return FileResult(path, FileStatus.FAILED, reason=str(error))
-    except InternalError as error:
-        return FileResult(path, FileStatus.FAILED, reason=str(error), internal_error=True)
-    except Exception as error:  # a pass crashed: report it, keep going
-        return FileResult(
-            path, FileStatus.FAILED, reason=f"{type(error).__name__}: {error}", internal_error=True
-        )
-    changed = output != document.text
-    diff = notebook.cell_diffs(result.output) if want_diff and changed else ""
-    if changed and write:
-        try:
-            sources.write_atomic(path, document.with_text(output))
-        except InputError as error:
-            return FileResult(path, FileStatus.FAILED, reason=str(error))
-    return FileResult(
-        path,
-        FileStatus.CHANGED if changed else FileStatus.UNCHANGED,
-        findings=tuple(notebook.remap(f) for f in result.findings),
-        applied=tuple(notebook.remap(f) for f in result.applied),
-        hidden_unsafe=result.hidden_unsafe,
-        remaining=tuple(notebook.remap(f, result.output) for f in result.remaining),
-        diff=diff,
-    )
