@@ -81,7 +81,16 @@ def check_command(
     if "-" in paths:
         results.append(_check_stdin(stdin_filename, settings))
     progress = progress_printer()
-    results.extend(fix_paths(file_paths, settings, write=False, check_only=True, progress=progress))
+    results.extend(
+        fix_paths(
+            file_paths,
+            settings,
+            write=False,
+            check_only=True,
+            fix_text=output_format == "sarif",
+            progress=progress,
+        )
+    )
     progress(0, 0)
     tally = Tally(settings)
     for result in results:

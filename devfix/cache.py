@@ -63,6 +63,8 @@ def _finding_from_json(data: dict[str, Any]) -> Finding:
     fields = dict(data)
     fields["applicability"] = Applicability(fields["applicability"])
     fields["text_edits"] = tuple(TextEdit(**edit) for edit in fields.get("text_edits", ()))
+    if fields.get("file_span") is not None:
+        fields["file_span"] = tuple(fields["file_span"])
     return Finding(**fields)
 
 

@@ -22,6 +22,7 @@ import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 
 from devfix import sources
 from devfix.cache import ResultCache, content_key
@@ -30,8 +31,8 @@ from devfix.errors import InputError, InternalError
 from devfix.fix_loop import MAX_ROUNDS, Accept, analyse_source, check_source, fix_source
 from devfix.parsing import parse
 from devfix.settings import OptionsLike, Settings
-from devfix.source_file import open_source, unified_diff
-from devfix.types import FileResult, FileStatus, Finding, file_order
+from devfix.source_file import SourceFile, open_source, unified_diff
+from devfix.types import FileResult, FileStatus, Finding, TextEdit, file_order
 
 __all__ = [
     "MAX_ROUNDS",
@@ -55,11 +56,13 @@ def fix_file(
     write: bool = True,
     want_diff: bool = False,
     check_only: bool = False,
+    fix_text: bool = False,
 ) -> FileResult:
     """Fix one file (a `.py` file or a notebook); every error becomes a FAILED result and the file
     is left untouched.
 
-    With `check_only`, the passes only report (no fix is computed) and nothing is written.
+    With `check_only`, the passes only report and nothing is written; with `fix_text` too, each
+    finding's fix is given as a text replacement of the file (for SARIF).
     """
     settings = Settings.resolve(options)
     try:
@@ -70,7 +73,10 @@ def fix_file(
         return FileResult(path, FileStatus.SKIPPED, reason="generated file (@generated marker)")
     try:
         if check_only:
-            found = tuple(source.locate(f) for f in check_source(source.code, path, settings))
+            if fix_text:
+                found = _with_fix_text(source, settings)
+            else:
+                found = tuple(source.locate(f) for f in check_source(source.code, path, settings))
             return FileResult(path, FileStatus.UNCHANGED, findings=found, remaining=found)
         result = fix_source(source.code, settings, path=path)
         output = source.render(result.output)
@@ -103,13 +109,60 @@ def fix_file(
     )
 
 
+def _with_fix_text(source: SourceFile, settings: Settings) -> tuple[Finding, ...]:
+    """The findings, each with its fix as one replacement of the file's text: the fix applied
+    alone (with the imports it needs), rendered into the file, reduced to the span it changes."""
+    module, findings = analyse_source(source.code, settings, path=source.path)
+    if module is None:
+        return ()
+    original = source.document.text
+    located: list[Finding] = []
+    for finding in findings:
+        edits: tuple[TextEdit, ...] = ()
+        if finding.has_fix:
+            rewritten, applied = apply_findings(module, [finding])
+            if applied:
+                edits = (text_replacement(original, source.render(rewritten.code)),)
+        located.append(replace(source.locate(finding), text_edits=edits))
+    return tuple(located)
+
+
+def text_replacement(before: str, after: str) -> TextEdit:
+    """The one replacement (1-based lines and columns of `before`) that turns it into `after`."""
+    start = 0
+    limit = min(len(before), len(after))
+    while start < limit and before[start] == after[start]:
+        start += 1
+    end_before, end_after = len(before), len(after)
+    while (
+        end_before > start and end_after > start and before[end_before - 1] == after[end_after - 1]
+    ):
+        end_before -= 1
+        end_after -= 1
+
+    def position(offset: int) -> tuple[int, int]:
+        line_start = before.rfind("\n", 0, offset) + 1
+        return before.count("\n", 0, offset) + 1, offset - line_start + 1
+
+    line, col = position(start)
+    end_line, end_col = position(end_before)
+    return TextEdit(line, col, end_line, end_col, after[start:end_after])
+
+
 def in_file_order(findings: Sequence[Finding]) -> tuple[Finding, ...]:
     return tuple(sorted(findings, key=file_order))
 
 
-def _fix_one(job: tuple[str, Settings, bool, bool, bool]) -> FileResult:
-    path, settings, write, want_diff, check_only = job
-    result = fix_file(path, settings, write=write, want_diff=want_diff, check_only=check_only)
+def _fix_one(job: tuple[str, Settings, bool, bool, bool, bool]) -> FileResult:
+    path, settings, write, want_diff, check_only, fix_text = job
+    result = fix_file(
+        path,
+        settings,
+        write=write,
+        want_diff=want_diff,
+        check_only=check_only,
+        fix_text=fix_text,
+    )
     return result.without_nodes()
 
 
@@ -120,6 +173,7 @@ def fix_paths(
     write: bool = True,
     want_diff: bool = False,
     check_only: bool = False,
+    fix_text: bool = False,
     progress: Callable[[int, int], None] | None = None,
 ) -> Iterator[FileResult]:
     """Fix every Python file under `paths`, yielding results in the order of the files found.
@@ -137,7 +191,9 @@ def fix_paths(
             yield entry
         else:
             files.append(entry)
-    mode = "check" if check_only else ("apply" if write else "diff")
+    mode = (
+        ("check+fixes" if fix_text else "check") if check_only else ("apply" if write else "diff")
+    )
     store = ResultCache(settings.cache_dir, settings, mode) if settings.cache_dir else None
     keys: dict[str, str] = {}
     cached: dict[str, FileResult] = {}
@@ -152,7 +208,7 @@ def fix_paths(
             if hit is not None:
                 cached[file] = hit
     todo = [file for file in files if file not in cached]
-    results = iter(_run_jobs(todo, settings, write, want_diff, check_only))
+    results = iter(_run_jobs(todo, settings, write, want_diff, check_only, fix_text))
     done = 0
     try:
         for file in files:
@@ -182,10 +238,15 @@ def tune_collector() -> None:
 
 
 def _run_jobs(
-    files: list[str], settings: Settings, write: bool, want_diff: bool, check_only: bool
+    files: list[str],
+    settings: Settings,
+    write: bool,
+    want_diff: bool,
+    check_only: bool,
+    fix_text: bool,
 ) -> Iterator[FileResult]:
     jobs = settings.jobs or os.cpu_count() or 1
-    work = [(file, settings, write, want_diff, check_only) for file in files]
+    work = [(file, settings, write, want_diff, check_only, fix_text) for file in files]
     if jobs <= 1 or len(files) < 4:
         for job in work:
             yield _fix_one(job)

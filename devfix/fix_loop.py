@@ -184,7 +184,7 @@ class _History:
         unmatched = list(findings)
         still_open: list[_Track] = []
         for track in self.open:
-            match = _same_finding(track.finding, unmatched, moved)
+            match = same_finding(track.finding, unmatched, moved)
             if match is None:
                 # Another fix made it go away (a batch moved by the fix of a data pipeline).
                 track.fixed = True
@@ -230,9 +230,7 @@ class _History:
         return tuple(fixed), tuple(left)
 
 
-def _same_finding(
-    finding: Finding, candidates: Sequence[Finding], moved: LineMap
-) -> Finding | None:
+def same_finding(finding: Finding, candidates: Sequence[Finding], moved: LineMap) -> Finding | None:
     """The finding among `candidates` (on rewritten code) that `finding` became, if any: the same
     rule with the same message, nearest to where the rewrite moved its line, or the same rule on
     that very line."""

@@ -32,16 +32,27 @@ def github_annotations(results: Iterable[FileResult]) -> str:
             continue
         for finding in result.findings:
             title = _escape_github(f"{finding.code} {finding.name}", property_value=True)
+            line, col, end_line, end_col = _file_region(finding)
+            message = finding.message
+            if finding.cell is not None:  # the notebook's JSON lines, the cell in the message
+                message = f"cell {finding.cell}, line {finding.line}: {message}"
             lines.append(
-                f"::warning file={path},line={finding.line},col={finding.col},"
-                f"endLine={finding.end_line},endColumn={finding.end_col},title={title}::"
-                f"{_escape_github(finding.message)}"
+                f"::warning file={path},line={line},col={col},"
+                f"endLine={end_line},endColumn={end_col},title={title}::"
+                f"{_escape_github(message)}"
             )
     return "\n".join(lines)
 
 
 def _region(line: int, col: int, end_line: int, end_col: int) -> dict[str, int]:
     return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
+
+
+def _file_region(finding: Finding) -> tuple[int, int, int, int]:
+    """Where the finding is in the file's own text (a notebook's JSON for a cell's finding)."""
+    if finding.file_span is not None:
+        return finding.file_span
+    return finding.line, finding.col, finding.end_line, finding.end_col
 
 
 def sarif_log(results: Iterable[FileResult]) -> str:
@@ -53,7 +64,10 @@ def sarif_log(results: Iterable[FileResult]) -> str:
             "shortDescription": {"text": cls.summary()},
             "fullDescription": {"text": cls.documentation()},
             "defaultConfiguration": {"level": "warning"},
-            "properties": {"applicability": cls.APPLICABILITY.value},
+            "properties": {
+                "applicability": cls.APPLICABILITY.value,
+                "applicabilities": [level.value for level in cls.fix_applicabilities()],
+            },
         }
         for cls in all_passes()
     ]
@@ -72,22 +86,25 @@ def sarif_log(results: Iterable[FileResult]) -> str:
             )
             continue
         for finding in result.findings:
+            place: dict[str, object] = {
+                "physicalLocation": {**location, "region": _region(*_file_region(finding))}
+            }
+            properties: dict[str, object] = {"applicability": finding.applicability.value}
+            if finding.cell is not None:  # a notebook: the region is in its JSON text
+                place["logicalLocations"] = [{"name": f"cell {finding.cell}", "kind": "module"}]
+                properties.update(
+                    cell=finding.cell,
+                    cellRegion=_region(
+                        finding.line, finding.col, finding.end_line, finding.end_col
+                    ),
+                )
             entry: dict[str, object] = {
                 "ruleId": finding.code,
                 "ruleIndex": index.get(finding.code, 0),
                 "level": "warning",
                 "message": {"text": finding.message},
-                "locations": [
-                    {
-                        "physicalLocation": {
-                            **location,
-                            "region": _region(
-                                finding.line, finding.col, finding.end_line, finding.end_col
-                            ),
-                        }
-                    }
-                ],
-                "properties": {"applicability": finding.applicability.value},
+                "locations": [place],
+                "properties": properties,
             }
             if finding.text_edits and finding.applicability is not Applicability.DISPLAY_ONLY:
                 entry["fixes"] = [

@@ -34,7 +34,8 @@ from devfix import sources
 from devfix.cache import ensure_cache_folder
 from devfix.edits import apply_findings
 from devfix.errors import InputError, InternalError
-from devfix.fix_loop import Accept, analyse_source, fix_source
+from devfix.fix_loop import Accept, LineMap, analyse_source, fix_source, same_finding
+from devfix.report import plural
 from devfix.settings import OptionsLike, Settings
 from devfix.source_file import SourceFile, open_source, source_from_document
 from devfix.types import Applicability, FileResult, FileStatus, Finding
@@ -216,27 +217,41 @@ def apply_keys(
 ) -> tuple[str, set[str]]:
     """`code` with the fixes whose proposal keys are in `keys`; also the keys applied.
 
-    Each round applies the wanted fixes that do not overlap (one engine round, nothing else);
-    a fix that overlapped one applied before it is looked for again, by key, on the new code.
+    Each round applies the wanted fixes that do not overlap (one engine round, nothing else).
+    A wanted fix that overlapped one applied before it is followed onto the new code (by rule,
+    message and position, as the fix loop follows findings) and applied in the next round; its
+    key may no longer be computable there (identical twins are numbered by what is left).
     """
     wanted = set(keys)
+    _module, findings = analyse_source(code, settings, path=path)
+    pending = {
+        key: finding
+        for finding, key in zip(findings, proposal_keys(path, code, findings))
+        if key in wanted
+    }
     done: set[str] = set()
     for _round in range(MAX_APPLY_ROUNDS):
-        if not wanted - done:
+        if not pending:
             break
-        _module, findings = analyse_source(code, settings, path=path)
-        spots = {
-            _spot(finding): key
-            for finding, key in zip(findings, proposal_keys(path, code, findings))
-            if key in wanted - done
-        }
-        if not spots:
-            break
+        spots = {_spot(finding): key for key, finding in pending.items()}
         result = fix_source(code, settings, path=path, accept=_accepting(set(spots)))
         applied = {spots[_spot(f)] for f in result.applied if _spot(f) in spots}
         if not applied:
             break
         done |= applied
+        left = {key: finding for key, finding in pending.items() if key not in applied}
+        pending = {}
+        if left:
+            _module, fresh = analyse_source(result.output, settings, path=path)
+            moved = LineMap(code, result.output)
+            for key, finding in left.items():
+                match = same_finding(
+                    finding, [f for f in fresh if f not in pending.values()], moved
+                )
+                if match is None:
+                    done.add(key)  # an accepted fix made it go away
+                else:
+                    pending[key] = match
         code = result.output
     return code, done
 
@@ -513,6 +528,18 @@ def _in(items: Iterable[Proposal], key: str) -> bool:
     return any(item.key == key for item in items)
 
 
+def _not_applied(session: ReviewSession, path: str, keys: set[str]) -> str:
+    """Which accepted fixes could not be applied, and why (empty: none)."""
+    if not keys:
+        return ""
+    items = [item for state in session.files for item in state.items if item.key in keys]
+    where = ", ".join(f"{item.location} {item.code}" for item in items) or path
+    return (
+        f"{plural(len(keys), 'accepted fix')} not applied ({where}): it overlaps an accepted fix "
+        "that changed the same code; run `devfix apply -i` again to review it on the new code"
+    )
+
+
 def _source_of(analysis: FileAnalysis) -> SourceFile:
     """The analysed file as read (its text on disk must still be `analysis.original`)."""
     document = sources.Document(analysis.path, analysis.original, "utf-8")
@@ -546,8 +573,7 @@ def write_reviewed(session: ReviewSession) -> list[FileResult]:
                 FileResult(path, FileStatus.FAILED, reason=str(error), internal_error=True)
             )
             continue
-        missed = len(keys - applied)
-        reason = f"{missed} accepted fix(es) could not be applied" if missed else ""
+        reason = _not_applied(session, path, keys - applied)
         status = FileStatus.CHANGED if output != analysis.original else FileStatus.UNCHANGED
         results.append(FileResult(path, status, reason=reason))
     return results

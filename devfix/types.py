@@ -76,8 +76,11 @@ class Finding:
     imports: tuple[ImportSpec, ...] = field(default=(), compare=False, repr=False)
     #: In a notebook: the code cell (1-based, code cells only); `line` is then the cell's line.
     cell: int | None = None
-    #: The fix as text replacements (for SARIF and caches); survives when `edits` are dropped.
+    #: The fix as text replacements of the file (for SARIF and caches); survives when `edits`
+    #: are dropped. In a notebook they replace parts of the notebook's JSON text.
     text_edits: tuple[TextEdit, ...] = field(default=(), compare=False, repr=False)
+    #: In a notebook: (line, col, end_line, end_col) of the finding in the notebook's JSON text.
+    file_span: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_fix(self) -> bool:

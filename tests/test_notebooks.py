@@ -244,7 +244,10 @@ def test_apply_diff_is_the_notebook_files_diff_and_applies(tmp_path: Path) -> No
     )
     assert done.returncode == 1
     assert done.stdout.startswith("--- a/tagger.ipynb\n+++ b/tagger.ipynb\n@@ ")
-    assert '+    "        h0 = torch.zeros(1, x.shape[0], self.n_hidden, device=x.device)' in done.stdout
+    assert (
+        '+    "        h0 = torch.zeros(1, x.shape[0], self.n_hidden, device=x.device)'
+        in done.stdout
+    )
     assert "tagger.ipynb:cell 2:8:14: DF101" in done.stderr
     applied = subprocess.run(
         ["git", "apply", "-"], input=done.stdout, text=True, cwd=tmp_path, capture_output=True
@@ -306,7 +309,7 @@ def test_review_of_a_notebook_edits_and_markers(tmp_path: Path, monkeypatch: Any
     _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
     session = review.ReviewSession(review.analyse_paths(["."], OPTIONS), OPTIONS)
     item = session.current()
-    assert item is not None and item.location == "./tagger.ipynb:cell 2:8:14"
+    assert item is not None and item.location == "tagger.ipynb:cell 2:8:14"
     assert item.diff.startswith("--- a/tagger.ipynb:cell 2\n+++ b/tagger.ipynb:cell 2\n")
     proposed = session.proposed_text()
     with pytest.raises(InputError, match="cell markers"):
