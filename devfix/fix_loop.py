@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devfix.context import FileContext
-from devfix.edits import apply_findings
+from devfix.edits import apply_findings, drop_imports_made_unused
 from devfix.errors import InputError, InternalError
 from devfix.parsing import deep_recursion as _deep_recursion
 from devfix.parsing import parse, with_deep_recursion
@@ -30,6 +30,7 @@ from devfix.settings import OptionsLike, Settings
 from devfix.suppression import is_suppressed as _is_suppressed
 from devfix.tree import _Dispatcher
 from devfix.types import Finding, Fixability, SourceResult
+from devfix.wrapping import line_length_for, wrap_long_lines
 
 if TYPE_CHECKING:
     from devfix.codemods._base import DevicePass
@@ -119,6 +120,9 @@ def fix_source(
         raise InputError(
             "libcst cannot reproduce this file byte for byte, so devfix will not rewrite it"
         )
+    if current_text != text:
+        tidied = drop_imports_made_unused(module, current_module).code
+        current_text = wrap_long_lines(text, tidied, line_length_for(path))
     fixed, left = history.outcome()
     hidden = sum(1 for f in left if settings.fixability(f) is Fixability.NEEDS_UNSAFE)
     if accept is not None:
