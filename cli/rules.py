@@ -17,8 +17,8 @@ def rules_command(rule: str | None) -> int:
     documentation (by code or name)."""
     if rule is None:
         for cls in all_passes():
-            levels = ", ".join(level.value for level in cls.fix_applicabilities())
-            click.echo(f"{cls.CODE}  {cls.NAME:<38} {levels:<14} {cls.summary()}")
+            listed = ", ".join(level.value for level in cls.fix_applicabilities())
+            click.echo(f"{cls.CODE}  {cls.NAME:<38} {listed:<14} {cls.summary()}")
         return 0
     try:
         cls = find_pass(rule)
@@ -30,7 +30,7 @@ def rules_command(rule: str | None) -> int:
     else:
         applicability = (
             f"Fix applicability: {' or '.join(levels)}, depending on the code; "
-            "\"Fix safety\" below says when each applies"
+            '"Fix safety" below says when each applies'
         )
     note = "When the right fix cannot be determined, the finding is reported without one."
     click.echo(f"# {cls.CODE} {cls.NAME}\n\n{applicability}. {note}\n")

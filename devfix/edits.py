@@ -9,10 +9,14 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from typing import Union
 
 import libcst as cst
 
 from devfix.types import Edit, Finding, ImportSpec, Replacement
+
+#: A statement of a module's or a block's body.
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
 
 
 def _subtree_ids(node: cst.CSTNode) -> set[int]:
@@ -120,7 +124,7 @@ def _unique(specs: Iterable[ImportSpec]) -> list[ImportSpec]:
     return seen
 
 
-def _after_docstring_and_future(body: list[cst.BaseStatement]) -> int:
+def _after_docstring_and_future(body: list[Statement]) -> int:
     index = 0
     if body and isinstance(body[0], cst.SimpleStatementLine):
         first = body[0].body[0] if body[0].body else None
@@ -131,7 +135,7 @@ def _after_docstring_and_future(body: list[cst.BaseStatement]) -> int:
     return index
 
 
-def _is_import_line(statement: cst.BaseStatement) -> bool:
+def _is_import_line(statement: Statement) -> bool:
     return (
         isinstance(statement, cst.SimpleStatementLine)
         and bool(statement.body)
@@ -143,7 +147,7 @@ def _dotted(node: cst.BaseExpression | None) -> str:
     return "" if node is None else cst.Module(body=[]).code_for_node(node)
 
 
-def _module_of(statement: cst.BaseStatement) -> str | None:
+def _module_of(statement: Statement) -> str | None:
     if not _is_import_line(statement):
         return None
     assert isinstance(statement, cst.SimpleStatementLine)
@@ -164,12 +168,12 @@ def _section_of_name(module: str) -> int:
     return 1 if top in _STDLIB else 2
 
 
-def _section(statement: cst.BaseStatement) -> int | None:
+def _section(statement: Statement) -> int | None:
     module = _module_of(statement)
     return None if module is None else _section_of_name(module)
 
 
-def _sort_key(statement: cst.BaseStatement) -> tuple[int, str]:
+def _sort_key(statement: Statement) -> tuple[int, str]:
     assert isinstance(statement, cst.SimpleStatementLine)
     part = statement.body[0]
     module = _module_of(statement) or ""
@@ -180,9 +184,7 @@ def _spec_key(spec: ImportSpec) -> tuple[int, str]:
     return (0 if spec.name is None else 1, spec.module.lower())
 
 
-def _position(
-    body: list[cst.BaseStatement], start: int, end: int, spec: ImportSpec
-) -> tuple[int, bool]:
+def _position(body: list[Statement], start: int, end: int, spec: ImportSpec) -> tuple[int, bool]:
     """Where the import goes in the leading block `body[start:end]`, and whether it starts a
     group of its own (no import of its section there yet)."""
     section = _section_of_name(spec.module)
@@ -205,7 +207,7 @@ def _position(
     return end, bool(groups)
 
 
-def _imported(body: list[cst.BaseStatement], spec: ImportSpec) -> bool:
+def _imported(body: list[Statement], spec: ImportSpec) -> bool:
     for statement in body:
         if not _is_import_line(statement):
             continue
@@ -227,8 +229,8 @@ def _imported(body: list[cst.BaseStatement], spec: ImportSpec) -> bool:
 
 
 def _merge_into_from_import(
-    body: list[cst.BaseStatement], start: int, end: int, spec: ImportSpec
-) -> tuple[int, cst.BaseStatement] | None:
+    body: list[Statement], start: int, end: int, spec: ImportSpec
+) -> tuple[int, Statement] | None:
     if spec.name is None:
         return None
     for index in range(start, end):
@@ -281,7 +283,7 @@ def _import_line(spec: ImportSpec) -> cst.SimpleStatementLine:
     return statement
 
 
-def _with_blank_line(statement: cst.BaseStatement) -> cst.BaseStatement:
+def _with_blank_line(statement: Statement) -> Statement:
     if statement.leading_lines:
         return statement
     return statement.with_changes(leading_lines=(cst.EmptyLine(),))
@@ -299,7 +301,7 @@ def drop_imports_made_unused(before: cst.Module, after: cst.Module) -> cst.Modul
     """`after` without the top-level imports whose names `before` used and `after` no longer
     does (a fix replaced the last `np.mean`, a conversion the last use of an alias)."""
     used_before, used_after = _used_names(before), _used_names(after)
-    body: list[cst.BaseStatement] = []
+    body: list[Statement] = []
     changed = False
     for statement in after.body:
         if not _is_import_line(statement):
@@ -336,7 +338,7 @@ def drop_imports_made_unused(before: cst.Module, after: cst.Module) -> cst.Modul
 
 def _bound(alias: cst.ImportAlias) -> str:
     if alias.asname is not None:
-        return _dotted(alias.asname.name)  # type: ignore[arg-type]
+        return _dotted(alias.asname.name)  # type: ignore[arg-type,unused-ignore]
     return _dotted(alias.name).split(".")[0]
 
 

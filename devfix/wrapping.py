@@ -65,11 +65,7 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
     """`after` (a rewrite of `before`) with its new lines longer than `limit` wrapped."""
     old_lines = set(before.splitlines())
     lines = after.splitlines(keepends=True)
-    long = {
-        number
-        for number, line in enumerate(lines, 1)
-        if len(line.rstrip("\r\n")) > limit and line.rstrip("\r\n") not in old_lines
-    }
+    long = _new_long_lines(lines, old_lines, limit)
     if not long:
         return after
     for number in sorted(_full_line_comments(after) & long, reverse=True):
@@ -82,11 +78,7 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         long.discard(number)
     after = "".join(lines)
     lines = after.splitlines(keepends=True)
-    long = {
-        number
-        for number, line in enumerate(lines, 1)
-        if len(line.rstrip("\r\n")) > limit and line.rstrip("\r\n") not in old_lines
-    }
+    long = _new_long_lines(lines, old_lines, limit)
     if not long:
         return after
     try:
@@ -122,6 +114,15 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
     except cst.ParserSyntaxError:
         return after
     return result
+
+
+def _new_long_lines(lines: list[str], old_lines: set[str], limit: int) -> set[int]:
+    """Numbers of the lines longer than `limit` that are not lines of the original text."""
+    return {
+        number
+        for number, line in enumerate(lines, 1)
+        if len(line.rstrip("\r\n")) > limit and line.rstrip("\r\n") not in old_lines
+    }
 
 
 def _full_line_comments(code: str) -> set[int]:

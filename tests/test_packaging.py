@@ -132,38 +132,22 @@ def test_installed_wheel_runs_as_devfix_and_python_m_devfix(
         capture_output=True,
     )
     environment = {**os.environ, "PYTHONPATH": str(target)}
-    where = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import devfix.codemods, devfix.cli; "
-            "print(devfix.codemods.__file__); print(devfix.cli.__file__)",
-        ],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+
+    def output(*command: str) -> str:
+        return subprocess.run(
+            command, cwd=tmp_path, env=environment, capture_output=True, text=True, check=True
+        ).stdout
+
+    where = output(
+        sys.executable,
+        "-c",
+        "import devfix.codemods, devfix.cli; "
+        "print(devfix.codemods.__file__); print(devfix.cli.__file__)",
+    ).split()
     assert all(path.startswith(str(target)) for path in where), where
-    listing = subprocess.run(
-        [sys.executable, "-m", "devfix", "rules"],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    listing = output(sys.executable, "-m", "devfix", "rules")
     assert "DF101" in listing and "DF401" in listing
-    script = subprocess.run(
-        [str(target / "bin" / "devfix"), "rules", "DF101"],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert "## Why is this bad?" in script
+    assert "## Why is this bad?" in output(str(target / "bin" / "devfix"), "rules", "DF101")
 
 
 def test_source_tree_has_no_symbolic_links() -> None:
