@@ -95,10 +95,15 @@ def add_imports(module: cst.Module, specs: Iterable[ImportSpec]) -> cst.Module:
         line = _import_line(spec)
         position, new_group = _position(body, start, end, spec)
         if position == end == start or new_group:
-            # A block or group of its own: a blank line separates it from what follows.
+            # A block or group of its own: a blank line separates it from what follows, and
+            # at the block's start it takes over the lines above the block.
             if position < len(body):
-                body[position] = _with_blank_line(body[position])
-            if position > 0:
+                following = body[position]
+                if position == start:
+                    line = line.with_changes(leading_lines=following.leading_lines)
+                    following = following.with_changes(leading_lines=())
+                body[position] = _with_blank_line(following)
+            if position > start:
                 line = line.with_changes(leading_lines=(cst.EmptyLine(),))
         elif position == start and position < len(body):
             # It becomes the group's first line: it takes over the group's leading lines.

@@ -15,6 +15,7 @@ located in the original text, where `check` reported them.
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -120,7 +121,9 @@ def fix_source(
         raise InputError(
             "libcst cannot reproduce this file byte for byte, so devfix will not rewrite it"
         )
-    if current_text != text:
+    if current_text != text and os.path.isfile(path):
+        # A file's rewrite follows its own style: imports the fixes left unused go, and new
+        # long lines are wrapped to its configured line length.
         tidied = drop_imports_made_unused(module, current_module).code
         current_text = wrap_long_lines(text, tidied, line_length_for(path))
     fixed, left = history.outcome()
