@@ -121,9 +121,10 @@ def fix_source(
         raise InputError(
             "libcst cannot reproduce this file byte for byte, so devfix will not rewrite it"
         )
-    if current_text != text and os.path.isfile(path):
-        # A file's rewrite follows its own style: imports the fixes left unused go, and new
-        # long lines are wrapped to its configured line length.
+    if current_text != text and (os.path.isfile(path) or path == "-"):
+        # A file's rewrite (or stdin's, configured from the working folder) follows its own
+        # style: imports the fixes left unused go, and new long lines are wrapped to its
+        # configured line length. Text with no file behind it is left as the fixes made it.
         tidied = drop_imports_made_unused(module, current_module).code
         current_text = wrap_long_lines(text, tidied, line_length_for(path))
     fixed, left = history.outcome()
