@@ -240,6 +240,8 @@ def test_marks_table_summary_and_report_count_the_edits_of_the_diff(tmp_path: Pa
         "loss_weight_on_cpu.py",
     ):
         shutil.copy(EXAMPLES / name, tmp_path / name)
+    # Long enough that no fixed line is wrapped: one fix, one changed line.
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 200\n")
     shown = devfix("apply", "--diff", "--unsafe-fixes", "--report", "r.json", ".", cwd=tmp_path)
     edits = _count_added_lines(shown.stdout)
     assert edits == 7, shown.stdout
