@@ -24,6 +24,10 @@ class DevicePass(cst.CSTVisitor):
     MESSAGE: ClassVar[str]
     FIX_TITLE: ClassVar[str]
     APPLICABILITY: ClassVar[Applicability]
+    #: Every level the pass's fixes can have, when it is more than `APPLICABILITY` alone (the
+    #: docstring's "Fix safety" section says when each applies). Not listed: display-only, which
+    #: any pass reports when it cannot determine a fix.
+    APPLICABILITIES: ClassVar[tuple[Applicability, ...]] = ()
     #: The engine parses a file only if one of these words occurs in its text.
     TRIGGER_WORDS: ClassVar[tuple[str, ...]] = ("torch",)
     #: ... and only if every one of these occurs too (a pass that matches only `torch.*`
@@ -138,6 +142,12 @@ class DevicePass(cst.CSTVisitor):
     @classmethod
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def fix_applicabilities(cls) -> tuple[Applicability, ...]:
+        """The levels this pass's fixes can have, safest first."""
+        levels = set(cls.APPLICABILITIES or (cls.APPLICABILITY,))
+        return tuple(level for level in Applicability if level in levels)
 
     @classmethod
     def summary(cls) -> str:

@@ -68,6 +68,7 @@ class DeviceFixedAtConstruction(DevicePass):
     MESSAGE = "model code moves a tensor to a device fixed outside the call"
     FIX_TITLE = "Use the device of the tensor it meets"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("torch",)
 
     def visit_Call(self, node: cst.Call) -> None:

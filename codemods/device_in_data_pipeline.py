@@ -111,6 +111,7 @@ class DeviceInDataPipeline(DevicePass):
     MESSAGE = "data preparation moves tensors to a GPU"
     FIX_TITLE = "Keep the data on the CPU and move the batch in the training loop"
     APPLICABILITY = Applicability.UNSAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("cuda", "device")
 
     @classmethod

@@ -84,6 +84,7 @@ class DeviceMapInDistributedTraining(DevicePass):
     MESSAGE = "`device_map` in a multi-process training script places every copy on the same GPU"
     FIX_TITLE = "Remove `device_map`"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("from_pretrained",)
 
     def visit_Call(self, node: cst.Call) -> None:

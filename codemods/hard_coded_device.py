@@ -100,6 +100,7 @@ class HardCodedDevice(DevicePass):
     MESSAGE = "hard-coded CUDA device: the script fails without that GPU and under torchrun"
     FIX_TITLE = "Select the device: CUDA (LOCAL_RANK) → MPS → CPU"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("cuda",)
 
     # -- matching ----------------------------------------------------------------------------

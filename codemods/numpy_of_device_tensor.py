@@ -67,6 +67,7 @@ class NumpyOfDeviceTensor(DevicePass):
     MESSAGE = "NumPy conversion of a tensor on a device"
     FIX_TITLE = "Copy the tensor to the CPU first"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("numpy", "np.")
     REQUIRED_WORDS = ("torch",)
 

@@ -108,6 +108,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
     MESSAGE = "optimizer state is created or restored before the model is moved to its device"
     FIX_TITLE = "Move it after the model move"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("optim",)
     REQUIRED_WORDS = ("torch",)
 

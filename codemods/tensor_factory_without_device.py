@@ -84,6 +84,7 @@ class TensorFactoryWithoutDevice(DevicePass):
     MESSAGE = "tensor created in model code without `device=`"
     FIX_TITLE = "Pass `device=` of the tensor it meets"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
 
     def visit_Call(self, node: cst.Call) -> None:
         if call_tail(node.func) not in _CANDIDATE_TAILS and not (

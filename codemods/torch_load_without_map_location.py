@@ -82,6 +82,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
     )
     FIX_TITLE = 'Add `map_location="cpu"`'
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("load",)
     REQUIRED_WORDS = ("torch",)
 

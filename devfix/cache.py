@@ -14,24 +14,38 @@ import tempfile
 from dataclasses import asdict
 from typing import Any
 
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options, TextEdit
+from devfix.settings import Settings
+from devfix.types import Applicability, FileResult, FileStatus, Finding, TextEdit
 from devfix.version import __version__
+
+#: The folder devfix keeps its state in (result cache, run record, review answers), in the
+#: configuration's folder or the working folder. It ignores itself for git.
+CACHE_FOLDER = ".devfix_cache"
+_IGNORE_ALL = "# Created by devfix; the cache never belongs in git.\n*\n"
+
+
+def ensure_cache_folder(directory: str) -> None:
+    """Create `directory` (a devfix state folder) with a `.gitignore` that ignores all of it."""
+    os.makedirs(directory, exist_ok=True)
+    ignore_file = os.path.join(directory, ".gitignore")
+    if not os.path.exists(ignore_file):
+        with open(ignore_file, "w", encoding="utf-8") as handle:
+            handle.write(_IGNORE_ALL)
 
 
 def content_key(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _options_key(options: Options, mode: str) -> str:
-    settings = {
+def _settings_key(settings: Settings, mode: str) -> str:
+    described = {
         "version": __version__,
         "mode": mode,
-        "select": options.select,
-        "ignore": options.ignore,
-        "unsafe_fixes": options.unsafe_fixes,
-        "pass_options": {code: dict(values) for code, values in options.pass_options.items()},
+        "passes": settings.codes,
+        "unsafe_fixes": settings.unsafe_fixes,
+        "pass_options": {code: dict(values) for code, values in settings.pass_options.items()},
     }
-    text = json.dumps(settings, sort_keys=True, default=str)
+    text = json.dumps(described, sort_keys=True, default=str)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
@@ -49,14 +63,16 @@ def _finding_from_json(data: dict[str, Any]) -> Finding:
     fields = dict(data)
     fields["applicability"] = Applicability(fields["applicability"])
     fields["text_edits"] = tuple(TextEdit(**edit) for edit in fields.get("text_edits", ()))
+    if fields.get("file_span") is not None:
+        fields["file_span"] = tuple(fields["file_span"])
     return Finding(**fields)
 
 
 class ResultCache:
     """Load on creation, `lookup` / `store` during the run, `save` at the end (atomically)."""
 
-    def __init__(self, directory: str, options: Options, mode: str) -> None:
-        self.path = os.path.join(directory, f"results-{_options_key(options, mode)}.json")
+    def __init__(self, directory: str, settings: Settings, mode: str) -> None:
+        self.path = os.path.join(directory, f"results-{_settings_key(settings, mode)}.json")
         self.directory = directory
         self.entries: dict[str, Any] = {}
         self.dirty = False
@@ -74,32 +90,19 @@ class ResultCache:
             findings = tuple(_finding_from_json(item) for item in entry["findings"])
         except (KeyError, TypeError, ValueError):
             return None
-        return FileResult(
-            path,
-            FileStatus.UNCHANGED,
-            findings=findings,
-            remaining=findings,
-            hidden_unsafe=int(entry.get("hidden_unsafe", 0)),
-        )
+        return FileResult(path, FileStatus.UNCHANGED, findings=findings, remaining=findings)
 
     def store(self, key: str, result: FileResult) -> None:
         if result.status is not FileStatus.UNCHANGED:
             return
-        self.entries[key] = {
-            "findings": [_finding_to_json(f) for f in result.findings],
-            "hidden_unsafe": result.hidden_unsafe,
-        }
+        self.entries[key] = {"findings": [_finding_to_json(f) for f in result.findings]}
         self.dirty = True
 
     def save(self) -> None:
         if not self.dirty:
             return
         with contextlib.suppress(OSError):
-            os.makedirs(self.directory, exist_ok=True)
-            ignore_file = os.path.join(self.directory, ".gitignore")
-            if not os.path.exists(ignore_file):
-                with open(ignore_file, "w", encoding="utf-8") as handle:
-                    handle.write("# Created by devfix; the cache never belongs in git.\n*\n")
+            ensure_cache_folder(self.directory)
             handle_fd, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
             with os.fdopen(handle_fd, "w", encoding="utf-8") as stream:
                 json.dump(self.entries, stream)

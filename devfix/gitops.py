@@ -27,8 +27,14 @@ def _git(args: Sequence[str], cwd: str) -> str:
 
 
 def toplevel(path: str) -> str:
+    """The top folder of the git repository holding `path`; GitError if there is none."""
     start = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)) or "."
-    return _git(["rev-parse", "--show-toplevel"], start).strip()
+    try:
+        return _git(["rev-parse", "--show-toplevel"], start).strip()
+    except GitError as error:
+        if "not a git repository" in str(error):
+            raise GitError(f"not a git repository: {path}") from None
+        raise
 
 
 def changed_since(ref: str, paths: Sequence[str]) -> list[str]:

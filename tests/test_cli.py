@@ -30,6 +30,8 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 
 @pytest.fixture
 def seed(tmp_path: Path) -> Path:
+    # The golden's after is what devfix writes under this repository's line length.
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
     copy = tmp_path / "train.py"
     shutil.copy(SEED.with_suffix(".before.py"), copy)
     return copy

@@ -9,8 +9,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from devfix.engine import _Dispatcher
-from devfix.tree import LIBCST_CHILDREN, build_tables, children_of
+from devfix.tree import LIBCST_CHILDREN, _Dispatcher, build_tables, children_of
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -64,12 +64,13 @@ torch.save(model.state_dict(), "model.pt")
 
 FLAT_AFTER = """
 # devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> train.py` (`python train.py` runs one process)
-import torch
-import torch.nn as nn
-from torch.utils.data import DataLoader
 import os
+
+import torch
 import torch.distributed as dist
+import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")

@@ -85,8 +85,9 @@ def test_quantized_gets_local_rank() -> None:
         Trainer(model=model).train()
         """,
         """
-        from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer
         import os
+
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer
 
         model = AutoModelForCausalLM.from_pretrained(
             name, quantization_config=BitsAndBytesConfig(load_in_4bit=True), device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}

@@ -1,8 +1,13 @@
-"""`devfix check --add-ignore`: write `# devfix: ignore[CODE]` for every current finding.
+"""`# devfix: ignore` comments: which findings they hide, and writing them (`check --add-ignore`).
 
-The comment goes at the end of the finding's first line (or its last line, when the first cannot
-end in a comment, e.g. a backslash continuation); existing devfix suppressions on that line are
-merged. A baseline lets a legacy code base adopt devfix and fail CI only on new findings.
+A comment hides a finding when it ends the finding's first or last line, or stands alone on the
+line above; `# devfix: ignore` hides every rule there, `# devfix: ignore[DF101, DF303]` (codes or
+names) only those.
+
+`check --add-ignore` writes `# devfix: ignore[CODE]` at the end of each finding's first line (or
+its last line, when the first cannot end in a comment, e.g. a backslash continuation); existing
+devfix suppressions on that line are merged. Such a baseline lets a legacy code base adopt devfix
+and fail CI only on new findings.
 """
 
 from __future__ import annotations
@@ -10,11 +15,32 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from devfix.types import Finding
 
+_SUPPRESSION = re.compile(r"#\s*devfix:\s*ignore(?:\[(?P<rules>[^\]]*)\])?", re.IGNORECASE)
 _EXISTING = re.compile(r"#\s*devfix:\s*ignore\[(?P<rules>[^\]]*)\]")
+
+
+def is_suppressed(finding: Finding, lines: Sequence[str]) -> bool:
+    """Whether a suppression comment in `lines` (the file's lines) hides `finding`."""
+    above = finding.line - 1
+    own_line_above = 0 < above <= len(lines) and lines[above - 1].lstrip().startswith("#")
+    candidates = {finding.line, finding.end_line} | ({above} if own_line_above else set())
+    for number in candidates:
+        if not 0 < number <= len(lines):
+            continue
+        match = _SUPPRESSION.search(lines[number - 1])
+        if match is None:
+            continue
+        rules = match.group("rules")
+        if rules is None:
+            return True
+        wanted = {rule.strip().upper() for rule in rules.split(",")}
+        if finding.code.upper() in wanted or finding.name.upper() in wanted:
+            return True
+    return False
 
 
 def _commentable_lines(text: str) -> set[int]:
