@@ -586,6 +586,10 @@ def _pin(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     raise RuntimeError(f"cannot pin '{args[0].type()}' only dense CPU tensors can be pinned")
 
 
+def _record_stream(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return None  # work on a virtual GPU is synchronous: nothing to keep alive for a stream
+
+
 def _is_pinned(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return False
 
@@ -609,6 +613,7 @@ def _register_specials() -> None:
     for ov in aten.where.overloads():  # type: ignore[no-untyped-call]
         SCALARS_MOVED.add(getattr(aten.where, ov))
     SPECIAL[aten.is_pinned.default] = _is_pinned
+    SPECIAL[aten.record_stream.default] = _record_stream
     # Ops whose CompositeExplicitAutograd kernel decides output placement (CPU batch_sizes).
     SPECIAL[aten._pack_padded_sequence.default] = _composite
     SPECIAL[aten._pad_packed_sequence.default] = _composite
