@@ -89,6 +89,10 @@ def battery_differences(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def run(cmd: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
+
+
 def golden_differences(python: str, gpus: int, virtual: bool) -> tuple[int, list[str]]:
     checked = 0
     out: list[str] = []
@@ -99,16 +103,12 @@ def golden_differences(python: str, gpus: int, virtual: bool) -> tuple[int, list
         checked += 1
         env = _env({"OMP_NUM_THREADS": "1", **exp.env})
         cmd = _command(python, exp.gpus, virtual)
-        before = subprocess.run(
-            [*cmd, str(path)], capture_output=True, text=True, env=env, timeout=600, cwd=path.parent
-        )
+        before = run([*cmd, str(path)], env, path.parent)
         problem = check_failure(exp, before)
         if problem is not None:
             out.append(f"[golden] {path.relative_to(ROOT)}\n  {problem}")
         after = path.with_name(path.name.replace(".before.py", ".after.py"))
-        ran = subprocess.run(
-            [*cmd, str(after)], capture_output=True, text=True, env=env, timeout=600, cwd=path.parent
-        )
+        ran = run([*cmd, str(after)], env, path.parent)
         if ran.returncode != 0:
             tail = (ran.stderr.strip().splitlines() or ["(no stderr)"])[-1]
             out.append(f"[golden] {after.relative_to(ROOT)}\n  exit {ran.returncode}: {tail}")

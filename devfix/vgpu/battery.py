@@ -36,13 +36,15 @@ MASKED = "aten/src/ATen/native/cuda/Indexing.cu: masked_fill__cuda"
 EMBED = "aten/src/ATen/native/Embedding.cpp: embedding -> index_select (CUDA kernel)"
 GEN = "aten/src/ATen/core/Generator.h: check_generator"
 GEN_NEW = "torch/csrc/Generator.cpp: THPGenerator_pynew (CUDAHooks getNewGenerator)"
-FACTORY = "aten/src/ATen/native/TensorFactories.cpp: empty, full, arange, eye, linspace, randperm (device=)"
+FACTORY = "aten/src/ATen/native/TensorFactories.cpp: full, arange, eye, linspace (device=)"
 ORDINAL = "c10/cuda/CUDAException.h: C10_CUDA_CHECK (cudaErrorInvalidDevice)"
 DEFAULT_DEVICE = "torch/utils/_device.py: DeviceContext (set_default_device)"
 RANDOM = "torch/random.py: manual_seed (seeds every CUDA device's default generator)"
 CUDA_RANDOM = "torch/cuda/random.py: manual_seed / get_rng_state / set_rng_state"
 DROPOUT = "aten/src/ATen/native/cuda/Dropout.cu: fused_dropout (CUDA default generator)"
-AUTOCAST = "aten/src/ATen/autocast_mode.cpp: CUDA lists (lower_precision_fp, fp32, fp32_set_opt_dtype)"
+AUTOCAST = (
+    "aten/src/ATen/autocast_mode.cpp: CUDA lists (lower_precision_fp, fp32, fp32_set_opt_dtype)"
+)
 SOFTMAX = "aten/src/ATen/native/cuda/SoftMax.cu: host_softmax (half_to_float)"
 MHA = "torch/nn/functional.py: multi_head_attention_forward (softmax under autocast)"
 SCALER = "torch/amp/grad_scaler.py: GradScaler.step / update"
@@ -125,8 +127,20 @@ _DP_NET = (
 
 CASES: list[Case] = [
     # --- scalar exemption rules -------------------------------------------------------------
-    Case("ti_cpu_second", G_SCALAR, TI, "torch.ones(2, device=d0) + torch.ones(2)", _TI + "cuda:0 and cpu!"),
-    Case("ti_cpu_first", G_SCALAR, TI, "torch.ones(2) + torch.ones(2, device=d0)", _TI + "cuda:0 and cpu!"),
+    Case(
+        "ti_cpu_second",
+        G_SCALAR,
+        TI,
+        "torch.ones(2, device=d0) + torch.ones(2)",
+        _TI + "cuda:0 and cpu!",
+    ),
+    Case(
+        "ti_cpu_first",
+        G_SCALAR,
+        TI,
+        "torch.ones(2) + torch.ones(2, device=d0)",
+        _TI + "cuda:0 and cpu!",
+    ),
     Case(
         "ti_cpu_scalar_ok",
         G_SCALAR,
@@ -210,7 +224,8 @@ CASES: list[Case] = [
         "where_two_cpu_scalars_ok",
         G_SCALAR,
         WHERE,
-        "x = torch.arange(3., device=d0); r = torch.where(x > 0, torch.tensor(1.), torch.tensor(-1.))",
+        "x = torch.arange(3., device=d0)\n"
+        "r = torch.where(x > 0, torch.tensor(1.), torch.tensor(-1.))",
         check="r.is_cuda and r.tolist() == [-1.0, 1.0, 1.0]",
     ),
     Case(
@@ -388,14 +403,27 @@ CASES: list[Case] = [
         check="r.is_cuda and r.flatten().tolist() == [1, 2]",
     ),
     # --- factories and generators -----------------------------------------------------------
-    Case("device_out_of_range", G_FACTORY, ORDINAL, "torch.zeros(2, device='cuda:5')", "CUDA error: invalid device ordinal"),
-    Case("to_out_of_range", G_FACTORY, ORDINAL, "torch.zeros(2).to('cuda:7')", "CUDA error: invalid device ordinal"),
+    Case(
+        "device_out_of_range",
+        G_FACTORY,
+        ORDINAL,
+        "torch.zeros(2, device='cuda:5')",
+        "CUDA error: invalid device ordinal",
+    ),
+    Case(
+        "to_out_of_range",
+        G_FACTORY,
+        ORDINAL,
+        "torch.zeros(2).to('cuda:7')",
+        "CUDA error: invalid device ordinal",
+    ),
     Case(
         "factories_on_device",
         G_FACTORY,
         FACTORY,
-        "rs = [torch.arange(3, device=d0), torch.eye(2, device=d0), torch.full((2,), 1., device=d0), "
-        "torch.tensor([1, 2], device=d0), torch.linspace(0, 1, 3, device=d0), "
+        "rs = [torch.arange(3, device=d0), torch.eye(2, device=d0), "
+        "torch.full((2,), 1., device=d0), torch.tensor([1, 2], device=d0), "
+        "torch.linspace(0, 1, 3, device=d0), "
         "torch.randperm(3, device=d0)]",
         check="all(r.device == torch.device(d0) for r in rs)",
     ),
@@ -403,7 +431,8 @@ CASES: list[Case] = [
         "like_and_new_keep_device",
         G_FACTORY,
         FACTORY,
-        "x = torch.ones(2, device=d0); rs = [torch.zeros_like(x), x.new_ones(3), x.new_tensor([1.]), "
+        "x = torch.ones(2, device=d0)\n"
+        "rs = [torch.zeros_like(x), x.new_ones(3), x.new_tensor([1.]), "
         "torch.empty_like(x), torch.rand_like(x)]",
         check="all(r.device == torch.device(d0) for r in rs)",
     ),
@@ -471,7 +500,8 @@ CASES: list[Case] = [
         "gpu_ops_with_cuda_generator",
         G_FACTORY,
         GEN,
-        "g = torch.Generator(device=d0).manual_seed(1); rs = [torch.randn(2, device=d0, generator=g), "
+        "g = torch.Generator(device=d0).manual_seed(1)\n"
+        "rs = [torch.randn(2, device=d0, generator=g), "
         "torch.randint(0, 5, (2,), device=d0, generator=g), "
         "torch.multinomial(torch.ones(4, device=d0), 2, generator=g), "
         "torch.bernoulli(torch.full((2,), .5, device=d0), generator=g)]",
@@ -535,7 +565,8 @@ CASES: list[Case] = [
         CUDA_RANDOM,
         "torch.cuda.manual_seed_all(9); a = torch.rand(3, device=d1)\n"
         "torch.cuda.manual_seed_all(9); b = torch.rand(3, device=d1)",
-        check="torch.equal(a, b) and len(torch.cuda.get_rng_state_all()) == torch.cuda.device_count()",
+        check="torch.equal(a, b) "
+        "and len(torch.cuda.get_rng_state_all()) == torch.cuda.device_count()",
         gpus=2,
     ),
     # --- autocast / GradScaler --------------------------------------------------------------
@@ -543,7 +574,8 @@ CASES: list[Case] = [
         "autocast_linear_fp16",
         G_AMP,
         AUTOCAST,
-        "m = nn.Linear(8, 4).to(d0)\nwith torch.autocast('cuda'):\n    y = m(torch.randn(2, 8, device=d0))",
+        "m = nn.Linear(8, 4).to(d0)\n"
+        "with torch.autocast('cuda'):\n    y = m(torch.randn(2, 8, device=d0))",
         check="y.dtype == torch.float16 and y.is_cuda",
     ),
     Case(
@@ -594,7 +626,8 @@ CASES: list[Case] = [
         "q = torch.randn(2, 5, 8, device=d0, requires_grad=True)\n"
         "with torch.autocast('cuda'):\n    o, w = mha(q, q, q)\n"
         "(o.float().sum() + w.sum()).backward()",
-        check="o.dtype == torch.float16 and w.dtype == torch.float32 and q.grad.dtype == torch.float32",
+        check="o.dtype == torch.float16 and w.dtype == torch.float32 "
+        "and q.grad.dtype == torch.float32",
     ),
     Case(
         "autocast_sdpa_fp16",
@@ -609,7 +642,8 @@ CASES: list[Case] = [
         G_AMP,
         AUTOCAST,
         "m = nn.Linear(8, 3).to(d0)\nwith torch.autocast('cuda'):\n"
-        "    loss = F.cross_entropy(m(torch.randn(4, 8, device=d0)), torch.tensor([0, 1, 2, 0], device=d0))",
+        "    loss = F.cross_entropy(m(torch.randn(4, 8, device=d0)), "
+        "torch.tensor([0, 1, 2, 0], device=d0))",
         check="loss.dtype == torch.float32",
     ),
     Case(
@@ -715,7 +749,8 @@ CASES: list[Case] = [
         "load_state_dict_copies_into_cpu_module",
         G_SERIAL,
         "torch/nn/modules/module.py: Module._load_from_state_dict (param.copy_)",
-        "src = nn.Linear(2, 2).to(d0); dst = nn.Linear(2, 2); dst.load_state_dict(src.state_dict())",
+        "src = nn.Linear(2, 2).to(d0); dst = nn.Linear(2, 2)\n"
+        "dst.load_state_dict(src.state_dict())",
         check="dst.weight.device.type == 'cpu' and torch.equal(dst.weight, src.weight.cpu())",
     ),
     Case(
@@ -813,7 +848,8 @@ CASES: list[Case] = [
         "dataparallel_replicas_and_gather",
         G_DP,
         f"{DP}; {DP_GATHER}",
-        _DP_NET + "net = Net(None).to(d0); out = nn.DataParallel(net)(torch.randn(4, 4, device=d0))\n"
+        _DP_NET + "net = Net(None).to(d0)\n"
+        "out = nn.DataParallel(net)(torch.randn(4, 4, device=d0))\n"
         "out.sum().backward()",
         check="out.device == torch.device(d0) and net.seen == {'cuda:0', 'cuda:1'} "
         "and net.fc.weight.grad.device == torch.device(d0)",
@@ -875,7 +911,8 @@ CASES: list[Case] = [
         "stream_context_runs_work",
         G_STREAM,
         STREAM,
-        "s = torch.cuda.Stream()\nwith torch.cuda.stream(s):\n    y = torch.ones(3, device=d0) * 2\n"
+        "s = torch.cuda.Stream()\n"
+        "with torch.cuda.stream(s):\n    y = torch.ones(3, device=d0) * 2\n"
         "torch.cuda.current_stream().wait_stream(s); torch.cuda.synchronize()",
         check="y.tolist() == [2.0, 2.0, 2.0]",
     ),
