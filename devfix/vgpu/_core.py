@@ -23,6 +23,7 @@ DEVICES: list[torch.device] = []
 _CPU = torch.device("cpu")
 _Tensor = torch.Tensor
 _Generator = torch._C.Generator
+_STRIDED = torch.strided
 _make_wrapper = torch.Tensor._make_wrapper_subclass
 
 
@@ -105,15 +106,19 @@ class VTensor(torch.Tensor):
 
 def _mk(elem: torch.Tensor, dev: torch.device) -> VTensor:
     """A VTensor on ``dev`` holding ``elem`` (the hot path's constructor)."""
-    r: VTensor = _make_wrapper(
-        VTensor,
-        elem.size(),
-        strides=elem.stride(),
-        storage_offset=elem.storage_offset(),
-        dtype=elem.dtype,
-        layout=elem.layout,
-        device=dev,
-    )
+    offset = elem.storage_offset()
+    if offset or elem.layout is not _STRIDED:
+        r: VTensor = _make_wrapper(
+            VTensor,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=offset,
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=dev,
+        )
+    else:  # the common case: fewer keyword arguments for torch to parse
+        r = _make_wrapper(VTensor, elem.size(), strides=elem.stride(), dtype=elem.dtype, device=dev)
     r._elem = elem
     r._dev = dev
     return r
@@ -205,6 +210,18 @@ def _info(func: Any) -> OpInfo:
 
 
 def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """Run ``func`` on VTensor arguments (the runtime's own entry; see _torch_dispatch)."""
+    return _torch_dispatch(VTensor, func, (), args, kwargs)
+
+
+def _torch_dispatch(
+    cls: Any,
+    func: Any,
+    types: Any,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+) -> Any:
+    # VTensor.__torch_dispatch__ itself: one Python frame per op on the hot path
     info = _INFO.get(func)
     if info is None:
         info = _info(func)
@@ -638,3 +655,4 @@ def _register_specials() -> None:
 
 
 _register_specials()
+VTensor.__torch_dispatch__ = classmethod(_torch_dispatch)  # type: ignore[assignment]

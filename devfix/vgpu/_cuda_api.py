@@ -483,11 +483,9 @@ def install(n: int) -> None:
     lib = _lib()
     lib.devfix_vgpu_install_allocator()
     lib.devfix_vgpu_memory.restype = ctypes.c_int64
-    lib.devfix_vgpu_set_alloc_device.restype = ctypes.c_int
-    lib.devfix_vgpu_set_alloc_device.argtypes = [ctypes.c_int]
     from devfix.vgpu import _core
 
-    _core.set_alloc_device = lib.devfix_vgpu_set_alloc_device
+    _core.set_alloc_device = _shim.fast_set_alloc_device()
     import torch.cuda.random as rnd
 
     for name in (

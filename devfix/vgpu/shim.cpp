@@ -2,6 +2,8 @@
 //
 // Loaded with RTLD_GLOBAL *before* `import torch`, because torch reads the CUDA hooks once
 // while it is imported. The number of virtual devices comes from DEVFIX_VGPU_COUNT.
+#include <Python.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -277,4 +279,24 @@ extern "C" void devfix_vgpu_reset_counts(int d) {
     g_alloc_count[d] = 0;
     g_free_count[d] = 0;
   }
+}
+
+// The same setter as a Python builtin: the runtime calls it twice per op, and a builtin call
+// costs a tenth of a ctypes call. Fetched once through ctypes.PyDLL (the GIL is held).
+namespace {
+PyObject* py_set_alloc_device(PyObject* /*self*/, PyObject* arg) {
+  long d = PyLong_AsLong(arg);
+  if (d == -1 && PyErr_Occurred()) return nullptr;
+  int old = t_alloc_device;
+  t_alloc_device = static_cast<int>(d);
+  return PyLong_FromLong(old);
+}
+PyMethodDef g_py_methods[] = {
+    {"set_alloc_device", py_set_alloc_device, METH_O,
+     "set_alloc_device(k) -> previous: count CPU allocations against cuda:k (-1: none)"},
+    {nullptr, nullptr, 0, nullptr}};
+}  // namespace
+
+extern "C" PyObject* devfix_vgpu_py_set_alloc_device() {
+  return PyCFunction_New(&g_py_methods[0], nullptr);
 }
