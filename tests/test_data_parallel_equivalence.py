@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "data_parallel"
 CASES = sorted(

@@ -80,6 +80,7 @@ def _run(script: Path, gpus: int, env: dict[str, str] | None = None) -> Complete
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "script"), RUNNABLE, ids=[f"{c.id}.{p.name.split('.')[-2]}" for c, p in RUNNABLE]
 )
@@ -105,6 +106,7 @@ def test_no_pass_changes_a_fixed_or_noop_file(script: Path) -> None:
     assert result.output == text, [f"{f.code}: {f.message}" for f in result.applied]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", TRANSFORM_CASES, ids=_ids(TRANSFORM_CASES))
 def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase) -> None:
     """Tier 2 on CPU: the `before` dies of the declared device error under virtual GPUs, and
@@ -123,6 +125,7 @@ def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase) -> None:
     assert after.returncode == 0, f"{case.id}.after:\n{after.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", NOOP_CASES, ids=_ids(NOOP_CASES))
 def test_noop_runs_on_virtual_gpus(case: GoldenCase) -> None:
     """A noop script is correct code: it also runs with the virtual GPUs of its folder."""

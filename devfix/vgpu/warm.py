@@ -53,11 +53,23 @@ def _prepare(gpus: int) -> None:
         from devfix.vgpu import _checks
 
         _checks.table()  # the op table a first device mismatch needs
-    import torch
-
-    for name in ("torch.nn", "torch.nn.functional", "torch.optim", "torch.utils.data"):
+    # what scripts import, and what building an optimizer imports (torch._dynamo: seconds)
+    for name in (
+        "torch",
+        "torch.nn",
+        "torch.nn.functional",
+        "torch.optim",
+        "torch.utils.data",
+        "torch.nn.parallel",
+        "torch.distributed",
+        "torch._dynamo",
+    ):
         __import__(name)
-    del torch
+    if gpus:
+        # the diagnosis after a device-mismatch death runs devfix's passes (libcst: seconds)
+        from devfix.registry import all_passes
+
+        all_passes()
 
 
 def _child(request: dict[str, Any], gpus: int, private: Sequence[int]) -> int:
