@@ -63,3 +63,10 @@ def test_load_of_a_cuda1_checkpoint_with_one_gpu(vgpu_run, tmp_path) -> None:
         "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your "
         "storages to an existing device."
     )
+
+
+@pytest.mark.slow
+def test_memory_statistics_start_at_zero(vgpu_run) -> None:
+    r = vgpu_run("memory_at_start.py", gpus=1)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0 0 0\n512\n"
