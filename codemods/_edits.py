@@ -4,6 +4,19 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.names import call_tail, dotted_name
+
+__all__ = [
+    "append_keyword",
+    "call_tail",
+    "dotted_name",
+    "has_star_kwargs",
+    "keyword_argument",
+    "method_call",
+    "move_to",
+    "remove_argument",
+]
+
 
 def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
     """`f(a, b)` -> `f(a, b, keyword=value)`, keeping trailing commas and one-per-line layouts."""
@@ -81,25 +94,6 @@ def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpres
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=arg_nodes)
 
 
-def call_tail(func: cst.BaseExpression) -> str | None:
-    """The last name of a called expression: `torch.nn.functional.pad` -> `pad`."""
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
-
-
-def dotted_name(node: cst.BaseExpression) -> str | None:
-    """`self.pos_embedding.weight` for a pure Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
-
-
 def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
     """`f(a, b=1, c=2)` without `b=1`; a removed last argument hands its layout (trailing comma,
     the line break before `)`) to the argument before it."""
@@ -133,3 +127,33 @@ def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
         else:
             args[-1] = previous.with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+def needs_parentheses(node: cst.BaseExpression) -> bool:
+    """Whether `node.method()` needs `node` wrapped in parentheses."""
+    if getattr(node, "lpar", None):
+        return False
+    return not isinstance(
+        node,
+        (
+            cst.Name,
+            cst.Attribute,
+            cst.Call,
+            cst.Subscript,
+            cst.SimpleString,
+            cst.List,
+            cst.Tuple,
+            cst.Dict,
+            cst.ListComp,
+        ),
+    )
+
+
+def move_to(node: cst.BaseExpression, device: cst.BaseExpression) -> cst.Call:
+    """`node.to(device)`, parenthesising `node` where needed."""
+    receiver = node
+    if needs_parentheses(node):
+        receiver = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(
+        func=cst.Attribute(value=receiver, attr=cst.Name("to")), args=[cst.Arg(value=device)]
+    )

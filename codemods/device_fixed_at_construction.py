@@ -6,8 +6,10 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument
-from devfix.codemods._model_code import AS_INDEX, ClassInfo, FunctionInfo, ModelCode
-from devfix.codemods._torch_names import TENSOR_FACTORIES
+from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.modules import ClassInfo, FunctionInfo
+from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 
 _FACTORY_TAILS = frozenset(name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES)
@@ -152,7 +154,7 @@ class DeviceFixedAtConstruction(DevicePass):
     # -- deciding --------------------------------------------------------------------------
 
     def _model_function(self, node: cst.Call) -> FunctionInfo | None:
-        function = ModelCode.of(self).enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or not function.is_model_code or function.name == "__init__":
             return None
         return function
@@ -169,7 +171,7 @@ class DeviceFixedAtConstruction(DevicePass):
             if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith(
                 "cuda"
             ):
-                return f"`{cst.Module(body=[]).code_for_node(value)}`"
+                return f"`{code_of(value)}`"
             return None
         if isinstance(value, cst.Attribute):
             return self._stored_attribute(value, function.owner)
@@ -189,7 +191,7 @@ class DeviceFixedAtConstruction(DevicePass):
     def _global_device(self, value: cst.Name, function: FunctionInfo) -> str | None:
         if value.value in function.params or value.value in function.bindings:
             return None
-        bindings = _module_bindings(self).get(value.value)
+        bindings = self.facts.scopes.module_bindings().get(value.value)
         if not bindings:
             return None
         if "dev" in value.value.lower() or any(_assigns_device(node) for node in bindings):
@@ -203,10 +205,9 @@ class DeviceFixedAtConstruction(DevicePass):
         fixed: str,
         rebuild: object,
     ) -> None:
-        source = ModelCode.of(self).resolve_device(node, function)
-        if source is AS_INDEX:
-            source = None
-        if source is None:
+        needed = self.facts.devices.needed_by(node, function)
+        expression = needed.expression()
+        if expression is None or isinstance(needed, Unknown):
             self.report(
                 node,
                 message=(
@@ -216,66 +217,17 @@ class DeviceFixedAtConstruction(DevicePass):
             )
             return
         assert callable(rebuild)
-        replacement = rebuild(cst.parse_expression(source.expression))
+        replacement = rebuild(cst.parse_expression(expression))
         self.report(
             node,
             message=(
-                f"`{function.name}` moves a tensor to {fixed}; use `{source.expression}` "
-                f"({source.reason})"
+                f"`{function.name}` moves a tensor to {fixed}; use `{expression}` "
+                f"({needed.evidence})"
             ),
-            fix_title=f"Use `{source.expression}`",
+            fix_title=f"Use `{expression}`",
             edits=[Edit(node, replacement)],
-            applicability=Applicability.SAFE if source.certain else Applicability.UNSAFE,
+            applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
-
-
-def _module_bindings(checker: DevicePass) -> dict[str, list[cst.CSTNode]]:
-    """Names bound at module level (also under module-level `if`/`try`/`with`), with the
-    statements that bind them: the globals a function body can see."""
-    cached = checker.context.shared.get("module_bindings")
-    if isinstance(cached, dict):
-        return cached
-    table: dict[str, list[cst.CSTNode]] = {}
-    pending: list[cst.CSTNode] = list(checker.context.module.body)
-    while pending:
-        statement = pending.pop()
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                for name in _bound_names(small):
-                    table.setdefault(name, []).append(small)
-        elif isinstance(
-            statement, (cst.If, cst.Try, cst.With, cst.Else, cst.ExceptHandler, cst.Finally)
-        ):
-            pending.extend(
-                child
-                for child in checker.context.children(statement)
-                if isinstance(
-                    child, (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.If, cst.Finally)
-                )
-            )
-        elif isinstance(statement, (cst.IndentedBlock,)):
-            pending.extend(statement.body)
-    checker.context.shared["module_bindings"] = table
-    return table
-
-
-def _bound_names(statement: cst.BaseSmallStatement) -> list[str]:
-    if isinstance(statement, cst.Assign):
-        return [t.target.value for t in statement.targets if isinstance(t.target, cst.Name)]
-    if isinstance(statement, (cst.AnnAssign, cst.AugAssign)) and isinstance(
-        statement.target, cst.Name
-    ):
-        return [statement.target.value]
-    if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(
-        statement.names, cst.ImportStar
-    ):
-        names: list[str] = []
-        for alias in statement.names:
-            bound = alias.asname.name if alias.asname is not None else alias.name
-            if isinstance(bound, cst.Name):
-                names.append(bound.value)
-        return names
-    return []
 
 
 def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
@@ -290,5 +242,5 @@ def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
 
 
 def _assigns_device(node: cst.CSTNode) -> bool:
-    code = cst.Module(body=[]).code_for_node(node).lower()
+    code = code_of(node).lower()
     return "torch.device" in code or "cuda" in code

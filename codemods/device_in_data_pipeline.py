@@ -8,30 +8,24 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._torch_names import TENSOR_FACTORIES
-from devfix.codemods._training_loop import (
+from devfix.codemods._edits import dotted_name, keyword_argument, remove_argument
+from devfix.codemods.analysis.flow import DATA_KEYWORDS, MAPPING_METHODS, ScriptFlow
+from devfix.codemods.analysis.moves import device_argument
+from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
     SELF_MOVING_TRAINERS,
-    ScriptFlow,
-    code_of,
-    device_argument,
+    TENSOR_FACTORIES,
 )
-from devfix.codemods._tree import walk
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
 #: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
 _PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
-#: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
-_MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
-#: Keywords whose value is data-preparation code.
-_DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
 _KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
 #: A file the pass can flag mentions data preparation it can find: Dataset and DataLoader resolve
-#: to `torch.*` names; callbacks are passed as one of `_DATA_KEYWORDS` or to a method in
-#: `_MAPPING_METHODS`. Blanks and line continuations may stand between a dot and a method name.
+#: to `torch.*` names; callbacks are passed as one of `DATA_KEYWORDS` or to a method in
+#: `MAPPING_METHODS`. Blanks and line continuations may stand between a dot and a method name.
 _DATA_CONTEXT = re.compile(r"torch|collate_fn|data_collator|transform|\.[\s\\]*\b(?:map|filter)\b")
 #: ... and a move it flags: `.to(...)`, `.cuda()`, or a `torch.*` factory's `device=`.
 _MOVE = re.compile(r"torch|\.[\s\\]*\b(?:to|cuda)\b")
@@ -135,12 +129,12 @@ class DeviceInDataPipeline(DevicePass):
         module = self.context.module
         functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
         classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
-        code = ModelCode.of(self)
-        flow = ScriptFlow.of(self)
+        code = self.facts.modules
+        flow = self.facts.flow
         # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
         loaders = [
             n
-            for n in (_walk(module) if "DataLoader" in self.context.text else ())
+            for n in (self.context.subtree(module) if "DataLoader" in self.context.text else ())
             if isinstance(n, cst.Call)
             and _is_name_chain(n.func)
             and self.qualified_name(n.func) in DATALOADERS
@@ -170,16 +164,16 @@ class DeviceInDataPipeline(DevicePass):
                     found[id(statement)] = entry
 
         # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
-        for call in (n for n in _walk(module) if isinstance(n, cst.Call)):
+        for call in (n for n in self.context.subtree(module) if isinstance(n, cst.Call)):
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else None
                 is_mapping = (
                     isinstance(call.func, cst.Attribute)
-                    and call.func.attr.value in _MAPPING_METHODS
+                    and call.func.attr.value in MAPPING_METHODS
                     and arg is call.args[0]
                     and keyword is None
                 )
-                if keyword not in _DATA_KEYWORDS and not is_mapping:
+                if keyword not in DATA_KEYWORDS and not is_mapping:
                     continue
                 target = self._callable(arg.value, functions, classes, flow, call)
                 if target is None:
@@ -201,7 +195,7 @@ class DeviceInDataPipeline(DevicePass):
 
         # Module functions those call, one level down.
         for entry in list(found.values()):
-            for inner in (n for n in _walk(entry.node) if isinstance(n, cst.Call)):
+            for inner in (n for n in self.context.subtree(entry.node) if isinstance(n, cst.Call)):
                 if isinstance(inner.func, cst.Name) and inner.func.value in functions:
                     helper = functions[inner.func.value]
                     if id(helper) not in found:
@@ -225,7 +219,7 @@ class DeviceInDataPipeline(DevicePass):
             return functions[value.value]
         instance = value
         if isinstance(value, cst.Name):
-            values = flow.assigned_values(value.value, at)
+            values = flow.scopes.assigned_values(value.value, at)
             if len(values) == 1:
                 instance = values[0]
         if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
@@ -250,7 +244,7 @@ class DeviceInDataPipeline(DevicePass):
             name = dotted_name(value)
             if name is None:
                 return None
-            values = flow.assigned_values(name, at)
+            values = flow.scopes.assigned_values(name, at)
             if len(values) != 1:
                 return None
             value = values[0]
@@ -261,12 +255,12 @@ class DeviceInDataPipeline(DevicePass):
         for _ in range(4):
             if value is None:
                 return False
-            if any(node is mapping for node in _walk(value)):
+            if any(node is mapping for node in self.context.subtree(value)):
                 return True
             name = dotted_name(value)
             if name is None:
                 return False
-            values = flow.assigned_values(name, loader)
+            values = flow.scopes.assigned_values(name, loader)
             if not values:
                 return False
             value = values[-1]
@@ -284,10 +278,10 @@ class DeviceInDataPipeline(DevicePass):
         entry = self._owner(node)
         if entry is None:
             return
-        flow = ScriptFlow.of(self)
+        flow = self.facts.flow
         function = entry.node if isinstance(entry.node, cst.FunctionDef) else None
         if kind == "move":
-            if flow.move_of(node, function) is None:
+            if flow.device_move(node, function) is None:
                 return
             replacement = _without_device(node)
             assert isinstance(node.func, cst.Attribute)
@@ -300,9 +294,9 @@ class DeviceInDataPipeline(DevicePass):
                 return
             device = keyword_argument(node, "device")
             assert device is not None
-            if flow.device_kind(device.value, function) not in ("accelerator", "device"):
+            if flow.moves.device_kind(device.value, function) not in ("accelerator", "device"):
                 return
-            replacement = _remove_argument(node, device)
+            replacement = remove_argument(node, device)
             what = f"`device={code_of(device.value)}`"
         base = f"{entry.role} puts data on a GPU with {what}"
         if entry.preloads:
@@ -327,11 +321,11 @@ class DeviceInDataPipeline(DevicePass):
         removal = Edit(node, replacement)
         loops = [
             loop
-            for loop in _walk(self.context.module)
+            for loop in self.context.subtree(self.context.module)
             if isinstance(loop, cst.For)
             and any(
                 call in entry.loaders
-                for call in flow.dataloader_calls(loop.iter, flow.function_of(loop))
+                for call in flow.dataloader_calls(loop.iter, flow.scopes.enclosing_function(loop))
             )
         ]
         trainer = self._has_self_moving_trainer()
@@ -357,7 +351,7 @@ class DeviceInDataPipeline(DevicePass):
         statements: list[str] = []
         for loop in loops:
             plan = flow.loop_plan(loop)
-            if plan is None and not _hands_batch_on(loop):
+            if plan is None and not _hands_batch_on(self.context, loop):
                 continue  # the loop only inspects the batch (or does nothing with it)
             if plan is None:
                 self.report(
@@ -395,7 +389,7 @@ class DeviceInDataPipeline(DevicePass):
             isinstance(n, cst.Call)
             and _is_name_chain(n.func)
             and self.qualified_name(n.func) in SELF_MOVING_TRAINERS
-            for n in _walk(self.context.module)
+            for n in self.context.subtree(self.context.module)
         )
         self.context.shared[key] = result
         return result
@@ -416,19 +410,21 @@ class DeviceInDataPipeline(DevicePass):
 _INSPECTING = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
 
 
-def _hands_batch_on(loop: cst.For) -> bool:
+def _hands_batch_on(context: FileContext, loop: cst.For) -> bool:
     """Whether the loop passes one of its target names to a call (other than `print`, `len`)."""
-    targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
-    for node in _walk(loop.body):
+    targets = {n.value for n in context.subtree(loop.target) if isinstance(n, cst.Name)}
+    for node in context.subtree(loop.body):
         if not isinstance(node, cst.Call):
             continue
         if isinstance(node.func, cst.Name) and node.func.value in _INSPECTING:
             continue
         for arg in node.args:
-            if any(isinstance(n, cst.Name) and n.value in targets for n in _walk(arg.value)):
+            if any(
+                isinstance(n, cst.Name) and n.value in targets for n in context.subtree(arg.value)
+            ):
                 return True
         if isinstance(node.func, cst.Attribute) and any(
-            isinstance(n, cst.Name) and n.value in targets for n in _walk(node.func.value)
+            isinstance(n, cst.Name) and n.value in targets for n in context.subtree(node.func.value)
         ):
             return True
     return False
@@ -453,18 +449,8 @@ def _without_device(call: cst.Call) -> cst.BaseExpression:
     rest = [a for a in call.args if a.value is not device]
     if all(a.keyword is not None and a.keyword.value in _KEEP_ONLY_KEYWORDS for a in rest):
         return receiver
-    return _remove_argument(call, next(a for a in call.args if a.value is device))
-
-
-def _remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
-    args = [a for a in call.args if a is not arg]
-    if args and call.args[-1] is arg:
-        args[-1] = args[-1].with_changes(comma=arg.comma)
-    return call.with_changes(args=args)
+    return remove_argument(call, next(a for a in call.args if a.value is device))
 
 
 def _is_name_chain(node: cst.BaseExpression) -> bool:
     return dotted_name(node) is not None
-
-
-_walk = walk

@@ -6,14 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import keyword_argument, remove_argument
-from devfix.codemods._script_flow import (
-    calls_in,
-    latest_binding,
-    move_of,
-    string_device,
-    visible_name,
-)
-from devfix.codemods._tree import walk
+from devfix.codemods.analysis.moves import string_device
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")
@@ -105,7 +98,7 @@ class DeviceMapInDistributedTraining(DevicePass):
             and self._sets_current_device()
         ):
             return  # "cuda" is the current device: the rank's GPU after `set_device(local_rank)`
-        evidence = self._training_evidence()
+        evidence = self.facts.flow.distributed_evidence()
         if evidence is None:
             return  # inference only: a device map is what Big Model Inference is for
         quantized = any(
@@ -159,7 +152,7 @@ class DeviceMapInDistributedTraining(DevicePass):
     def _map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
         """ "spread", "fixed" for a single literal device, else None (not ours to judge)."""
         if isinstance(value, cst.Name):
-            bound = latest_binding(self, value.value, node)
+            bound = self.facts.scopes.latest_binding(value.value, node)
             return None if bound is None else self._map_kind(bound, node)
         if isinstance(value, cst.SimpleString):
             text = value.evaluated_value
@@ -188,41 +181,13 @@ class DeviceMapInDistributedTraining(DevicePass):
                 return "fixed"
         return None
 
-    def _training_evidence(self) -> str | None:
-        """What makes this a multi-process training script, in words; None if nothing does."""
-        cached = self.context.shared.get("df305.evidence")
-        if isinstance(cached, str) or cached is False:
-            return cached or None
-        found: str | None = None
-        for node in walk(self.context.module):
-            if isinstance(node, cst.SimpleString) and node.evaluated_value == "LOCAL_RANK":
-                found = found or "torchrun"
-            if not isinstance(node, (cst.Name, cst.Attribute)):
-                continue
-            tail = node.attr.value if isinstance(node, cst.Attribute) else node.value
-            if not (tail.endswith("Trainer") or tail in _MARKERS_BY_TAIL):
-                continue
-            name = self.qualified_name(node)
-            if name is None:
-                continue
-            root, _, last = name.rpartition(".")
-            if last.endswith("Trainer") and root.split(".")[0] in ("transformers", "trl"):
-                found = "Trainer"
-                break
-            if name.startswith("accelerate."):
-                found = "accelerate"
-                break
-            if name in _DDP_NAMES:
-                found = found or "DistributedDataParallel"
-        self.context.shared["df305.evidence"] = found or False
-        return found
-
     def _sets_current_device(self) -> bool:
         return any(
-            isinstance(call.func, cst.Attribute)
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
             and call.func.attr.value == "set_device"
             and self.qualified_name(call.func) == "torch.cuda.set_device"
-            for call in calls_in(self.context.module)
+            for call in self.context.subtree(self.context.module)
         )
 
     def _bound_name(self, node: cst.Call) -> str | None:
@@ -238,11 +203,10 @@ class DeviceMapInDistributedTraining(DevicePass):
     def _moved_later(self, name: str, node: cst.Call) -> bool:
         """`name.to(...)` / `name.cuda(...)` somewhere after the load."""
         after = self.context.position(node).end.line
-        for call in calls_in(self.context.module):
-            move = move_of(self, call)
+        for call in self.context.subtree(self.context.module):
             if (
-                move is not None
-                and move.name == name
+                isinstance(call, cst.Call)
+                and self.facts.moves.moved_name(call) == name
                 and self.context.position(call).start.line > after
             ):
                 return True
@@ -250,19 +214,6 @@ class DeviceMapInDistributedTraining(DevicePass):
 
     def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
         for candidate in ("local_rank", "LOCAL_RANK"):
-            if visible_name(self, candidate, node):
+            if self.facts.scopes.visible_name(candidate, node):
                 return candidate, []
         return 'int(os.environ.get("LOCAL_RANK", "0"))', [ImportSpec("os")]
-
-
-_DDP_NAMES = frozenset(
-    {
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.distributed.init_process_group",
-        "torch.multiprocessing.spawn",
-    }
-)
-_MARKERS_BY_TAIL = frozenset(
-    {"Accelerator", "PartialState", "DistributedDataParallel", "init_process_group", "spawn"}
-)

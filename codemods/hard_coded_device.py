@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._script_flow import (
-    SELECT_DEVICE,
-    device_names,
-    in_data_pipeline,
-    latest_binding,
-    scope_statements,
-    string_device,
-    torch_alias,
-)
-from devfix.codemods._tree import walk
+from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, string_device
+from devfix.codemods.analysis.torch_names import CUDA_AUTOCAST, CUDA_GRAD_SCALERS
 from devfix.types import Applicability, Edit, ImportSpec
 
-_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
-_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})
 #: `torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`: positional order of the old API.
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
@@ -113,19 +100,19 @@ class HardCodedDevice(DevicePass):
             arg = keyword_argument(node, "device") or next(
                 (a for a in node.args if a.keyword is None and not a.star), None
             )
-            if arg is not None and _cuda_string(arg.value):
+            if arg is not None and cuda_string(arg.value):
                 self._occurrence(arg.value, node, f"`.to({self._code(arg.value)})`")
         elif tail == "cuda" and isinstance(node.func, cst.Attribute):
             self._check_cuda_method(node)
         elif tail == "autocast" or tail == "GradScaler":
             qualified = self.qualified_name(node.func)
-            if qualified in _AUTOCAST:
+            if qualified in CUDA_AUTOCAST:
                 self._companion(node, autocast=True)
-            elif qualified in _SCALER:
+            elif qualified in CUDA_GRAD_SCALERS:
                 self._companion(node, autocast=False)
         else:
             arg = keyword_argument(node, "device")
-            if arg is not None and _cuda_string(arg.value):
+            if arg is not None and cuda_string(arg.value):
                 qualified = self.qualified_name(node.func)
                 if qualified is not None and qualified.startswith("torch."):
                     self._occurrence(arg.value, node, f"`device={self._code(arg.value)}`")
@@ -135,7 +122,7 @@ class HardCodedDevice(DevicePass):
             len(node.targets) == 1
             and isinstance(node.targets[0].target, cst.Name)
             and "dev" in node.targets[0].target.value.lower()
-            and _cuda_string(node.value)
+            and cuda_string(node.value)
         ):
             self._occurrence(node.value, node.value, f"`{self._code(node.value)}`")
 
@@ -243,9 +230,9 @@ class HardCodedDevice(DevicePass):
         for statement in module.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == SELECT_DEVICE:
                 return [], []
-        if _module_binds(module, SELECT_DEVICE):
+        if self.facts.names.binds_from_import(SELECT_DEVICE):
             return [], []
-        alias = torch_alias(self)
+        alias = self.facts.names.torch_alias()
         imports = [ImportSpec("os")]
         if alias is None:
             alias = "torch"
@@ -274,10 +261,10 @@ class HardCodedDevice(DevicePass):
     def _device_variable(self, node: cst.CSTNode, *, torch_device_only: bool) -> str | None:
         """A name in scope holding the script's (portable) device."""
         own = self._assignment_of(node)
-        for name in device_names(self, node):
+        for name in self.facts.moves.device_names(node):
             if own is not None and own.targets[0].target.value == name:  # type: ignore[attr-defined]
                 continue
-            value = latest_binding(self, name, node)
+            value = self.facts.scopes.latest_binding(name, node)
             if value is None:
                 value = self._module_binding(name)
             if value is None:
@@ -287,24 +274,21 @@ class HardCodedDevice(DevicePass):
             if (
                 isinstance(value, cst.IfExp)
                 and not torch_device_only
-                and any(_cuda_string(n) for n in walk(value) if isinstance(n, cst.SimpleString))
+                and any(
+                    cuda_string(n)
+                    for n in self.context.subtree(value)
+                    if isinstance(n, cst.SimpleString)
+                )
             ):
                 return name
-            if _cuda_string(value) and "dev" in name.lower() and not self._compared_as_string(name):
+            if cuda_string(value) and "dev" in name.lower() and not self._compared_as_string(name):
                 # A hard-coded device string that this pass turns into `select_device()`.
                 return name
         return None
 
     def _module_binding(self, name: str) -> cst.BaseExpression | None:
-        for statement in scope_statements(self.context.module):
-            if (
-                isinstance(statement, cst.Assign)
-                and len(statement.targets) == 1
-                and isinstance(statement.targets[0].target, cst.Name)
-                and statement.targets[0].target.value == name
-            ):
-                return statement.value
-        return None
+        values = self.facts.scopes.simple_assignments(self.context.module, name)
+        return values[0] if values else None
 
     # -- companions ----------------------------------------------------------------------------
 
@@ -325,7 +309,7 @@ class HardCodedDevice(DevicePass):
                 ),
             )
             return
-        alias = torch_alias(self)
+        alias = self.facts.names.torch_alias()
         imports = [] if alias is not None else [ImportSpec("torch")]
         alias = alias or "torch"
         device_type = cst.parse_expression(f"{name}.type")
@@ -394,7 +378,7 @@ class HardCodedDevice(DevicePass):
 
     def _out_of_scope(self, node: cst.CSTNode) -> bool:
         """Model code (DF101/DF102), data pipelines (DF201) and code guarded by CUDA checks."""
-        code = ModelCode.of(self)
+        code = self.facts.modules
         function = code.enclosing_function(node)
         if function is not None and function.is_model_code:
             return True
@@ -405,7 +389,7 @@ class HardCodedDevice(DevicePass):
                     return True
             if isinstance(ancestor, cst.ClassDef) and code.class_info(ancestor).is_module:
                 return True
-        if in_data_pipeline(self, node):
+        if self.facts.flow.in_data_pipeline(node):
             return True
         return self._guarded_by_cuda_check(node)
 
@@ -426,7 +410,7 @@ class HardCodedDevice(DevicePass):
         return False
 
     def _mentions_cuda_check(self, test: cst.CSTNode) -> bool:
-        for inner in walk(test):
+        for inner in self.context.subtree(test):
             if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
                 "is_available",
                 "device_count",
@@ -444,7 +428,7 @@ class HardCodedDevice(DevicePass):
                 f"the script places work on several GPUs on purpose ({shown}); choose its "
                 "devices by hand"
             )
-        if assign is not None and _cuda_string(assign.value):
+        if assign is not None and cuda_string(assign.value):
             name = assign.targets[0].target
             assert isinstance(name, cst.Name)
             if self._compared_as_string(name.value):
@@ -452,7 +436,7 @@ class HardCodedDevice(DevicePass):
         return None
 
     def _compared_as_string(self, name: str) -> bool:
-        for inner in walk(self.context.module):
+        for inner in self.context.subtree(self.context.module):
             if isinstance(inner, cst.Comparison):
                 parts = [inner.left, *(target.comparator for target in inner.comparisons)]
                 if any(isinstance(p, cst.Name) and p.value == name for p in parts):
@@ -472,7 +456,7 @@ class HardCodedDevice(DevicePass):
         if isinstance(cached, set):
             return cached
         indices: set[int] = set()
-        for inner in walk(self.context.module):
+        for inner in self.context.subtree(self.context.module):
             if isinstance(inner, cst.SimpleString):
                 value = string_device(inner)
                 if value is not None and value.startswith("cuda:") and value[5:].isdigit():
@@ -521,11 +505,6 @@ def _names_other_device(call: cst.Call) -> bool:
     return value is not None and not value.startswith("cuda")
 
 
-def _cuda_string(node: cst.BaseExpression) -> bool:
-    value = string_device(node)
-    return value is not None and value.split(":", 1)[0] == "cuda"
-
-
 def _literal_cuda(call: cst.Call) -> bool:
     """`torch.device("cuda:0")`, `torch.device("cuda")`, `torch.device("cuda", 1)`."""
     if not call.args or any(arg.star for arg in call.args):
@@ -533,21 +512,9 @@ def _literal_cuda(call: cst.Call) -> bool:
     first = call.args[0]
     if first.keyword is not None and first.keyword.value != "type":
         return False
-    if not _cuda_string(first.value):
+    if not cuda_string(first.value):
         return False
     return all(isinstance(arg.value, cst.Integer) for arg in call.args[1:])
-
-
-def _module_binds(module: cst.Module, name: str) -> bool:
-    for statement in module.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.ImportFrom) and isinstance(small.names, Sequence):
-                    for alias in small.names:
-                        bound = alias.asname.name if alias.asname else alias.name
-                        if isinstance(bound, cst.Name) and bound.value == name:
-                            return True
-    return False
 
 
 def _is_import_line(statement: cst.BaseStatement) -> bool:

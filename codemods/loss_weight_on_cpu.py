@@ -6,20 +6,10 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument, method_call
-from devfix.codemods._script_flow import (
-    calls_in,
-    device_moves,
-    in_model_method,
-    is_dtype,
-    latest_binding,
-    root_name,
-    scope_statements,
-    string_device,
-    visible_name,
-)
-from devfix.codemods._torch_names import (
-    LEGACY_CONSTRUCTORS,
-    TENSOR_FACTORIES,
+from devfix.codemods.analysis.moves import string_device
+from devfix.codemods.analysis.names import root_name
+from devfix.codemods.analysis.torch_names import (
+    CPU_SOURCES,
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
 )
@@ -28,7 +18,6 @@ from devfix.types import Applicability, Edit
 _CANDIDATE_TAILS = frozenset(
     name.rsplit(".", 1)[1] for name in (*WEIGHTED_LOSSES, *WEIGHTED_FUNCTIONAL_LOSSES)
 )
-_CPU_SOURCES = TENSOR_FACTORIES | LEGACY_CONSTRUCTORS | {"torch.from_numpy"}
 _MAX_DEPTH = 6
 
 
@@ -106,7 +95,7 @@ class LossWeightOnCpu(DevicePass):
             # `nn.CrossEntropyLoss(weight=w)(logits, y)`: built and used at once.
             self._fix_weights_for_input(node, parent, weights, f"`{short}`")
             return
-        if in_model_method(self, node):
+        if self.facts.modules.in_model_method(node):
             return  # `self.criterion = ...` moves with the model; other forms are DF101/DF102's
         if isinstance(parent, cst.Attribute) and parent.value is node:
             return  # `nn.CrossEntropyLoss(weight=w).to(device)` / `.cuda()`
@@ -122,7 +111,7 @@ class LossWeightOnCpu(DevicePass):
             return
         if self._moved_later(holder, node):
             return
-        devices = device_moves(self, node)
+        devices = self.facts.moves.moved_devices(node)
         if not devices:
             return  # the script never leaves the CPU: nothing to meet
         if len(devices) > 1:
@@ -144,7 +133,7 @@ class LossWeightOnCpu(DevicePass):
             fix = f"`{device}`"
         else:
             device_root = root_name(cst.parse_expression(device))
-            if device_root is not None and not visible_name(self, device_root, node):
+            if device_root is not None and not self.facts.scopes.visible_name(device_root, node):
                 self.report(
                     node,
                     message=(
@@ -184,7 +173,9 @@ class LossWeightOnCpu(DevicePass):
     def _moved_later(self, holder: str, node: cst.Call) -> bool:
         """`criterion.to(device)` / `criterion.cuda()` anywhere in the file."""
         module = self.context.module
-        for candidate in calls_in(module):
+        for candidate in self.context.subtree(module):
+            if not isinstance(candidate, cst.Call):
+                continue
             func = candidate.func
             if (
                 isinstance(func, cst.Attribute)
@@ -275,7 +266,7 @@ class LossWeightOnCpu(DevicePass):
             qualified = (
                 self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
             )
-            if qualified in _CPU_SOURCES:
+            if qualified in CPU_SOURCES:
                 device = keyword_argument(value, "device")
                 return device is None or string_device(device.value) == "cpu"
             if isinstance(func, cst.Attribute) and func.attr.value != "type":
@@ -292,7 +283,7 @@ class LossWeightOnCpu(DevicePass):
         if isinstance(value, cst.Subscript):
             return self._is_cpu_tensor(value.value, at, depth + 1)
         if isinstance(value, cst.Name):
-            bound = latest_binding(self, value.value, at)
+            bound = self.facts.scopes.latest_binding(value.value, at)
             return bound is not None and self._is_cpu_tensor(bound, bound, depth + 1)
         if (
             isinstance(value, cst.Attribute)
@@ -306,7 +297,7 @@ class LossWeightOnCpu(DevicePass):
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == "device":
                 return False
-            if arg.keyword is None and not is_dtype(self, arg.value):
+            if arg.keyword is None and not self.facts.names.is_dtype(arg.value):
                 return False
         return True
 
@@ -326,7 +317,7 @@ class LossWeightOnCpu(DevicePass):
                         isinstance(statement, cst.FunctionDef)
                         and statement.name.value == "__init__"
                     ):
-                        for inner in scope_statements(statement):
+                        for inner in self.facts.scopes.statements(statement):
                             if (
                                 isinstance(inner, cst.Assign)
                                 and len(inner.targets) == 1

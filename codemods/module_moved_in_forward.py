@@ -5,43 +5,12 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._module_state import (
-    layer_parameter_device,
-    move_to,
-    self_attribute,
-    self_name,
-    submodule_class,
-)
+from devfix.codemods._edits import move_to
+from devfix.codemods.analysis.modules import self_attribute, self_name
+from devfix.codemods.analysis.names import Names, code_of, dotted_name
 from devfix.types import Applicability, Edit
 
 _MOVES = frozenset({"to", "cuda"})
-_DTYPES = frozenset(
-    f"torch.{name}"
-    for name in (
-        "float16",
-        "half",
-        "float32",
-        "float",
-        "float64",
-        "double",
-        "bfloat16",
-        "int8",
-        "uint8",
-        "int16",
-        "short",
-        "int32",
-        "int",
-        "int64",
-        "long",
-        "bool",
-        "complex64",
-        "complex128",
-        "float8_e4m3fn",
-        "float8_e5m2",
-    )
-)
 _LITERALS = (
     cst.Integer,
     cst.Float,
@@ -134,7 +103,7 @@ class ModuleMovedInForward(DevicePass):
             self._statement(node)
 
     def _method_of_module(self, node: cst.CSTNode) -> tuple[cst.FunctionDef, cst.ClassDef] | None:
-        function = ModelCode.of(self).enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.name == "__init__":
             return None
         if function.owner is None or not function.owner.is_module:
@@ -152,7 +121,7 @@ class ModuleMovedInForward(DevicePass):
         attr = self_attribute(move.func.value, self_var or "")
         if attr is None or self_var is None:
             return None
-        if submodule_class(self, classdef, attr) is None:
+        if self.facts.modules.submodule_class(classdef, attr) is None:
             return None  # not provably a module: a tensor attribute (DF103's business) or unknown
         return self_var, attr, method, classdef
 
@@ -163,7 +132,7 @@ class ModuleMovedInForward(DevicePass):
         self_var, attr, _method, classdef = found
         assert isinstance(move.func, cst.Attribute)
         shown = f"{self_var}.{attr}.{move.func.attr.value}(...)"
-        if _only_casts(self, move):
+        if _only_casts(self.facts.names, move):
             return  # `.to(torch.float16)`: a dtype cast, no device move
         problem = self._casts(move)
         if problem is not None:
@@ -174,7 +143,7 @@ class ModuleMovedInForward(DevicePass):
                 ),
             )
             return
-        device = layer_parameter_device(self, classdef, attr, self_var)
+        device = self.facts.modules.layer_parameter_device(classdef, attr, self_var)
         if device is None:
             self.report(
                 call,
@@ -226,7 +195,7 @@ class ModuleMovedInForward(DevicePass):
             return
         self_var, attr, _method, _classdef = found
         assert isinstance(move.func, cst.Attribute)
-        if _method.name.value != "forward" or _only_casts(self, move):
+        if _method.name.value != "forward" or _only_casts(self.facts.names, move):
             return  # placing submodules in a set-up method is what it is for
         self.report(
             move,
@@ -250,14 +219,14 @@ class ModuleMovedInForward(DevicePass):
             if keywords & {"device"}:
                 return "it also casts the submodule's dtype"
             value = positional[0].value
-            if not _is_device_expression(self, value):
-                return f"`{_code(value)}` may be a dtype or a tensor (a cast), not only a device"
+            if not _is_device_expression(self.facts.names, value):
+                return f"`{code_of(value)}` may be a dtype or a tensor (a cast), not only a device"
         elif "device" not in keywords:
             return "it names no device"
         return None
 
 
-def _only_casts(checker: DevicePass, move: cst.Call) -> bool:
+def _only_casts(names: Names, move: cst.Call) -> bool:
     """`.to(torch.float16)` / `.to(dtype=...)`: no device is named."""
     assert isinstance(move.func, cst.Attribute)
     if move.func.attr.value != "to":
@@ -269,18 +238,18 @@ def _only_casts(checker: DevicePass, move: cst.Call) -> bool:
     if not positional:
         return "dtype" in keywords
     first = positional[0].value
-    return dotted_name(first) is not None and checker.qualified_name(first) in _DTYPES
+    return dotted_name(first) is not None and names.is_dtype(first)
 
 
-def _is_device_expression(checker: DevicePass, node: cst.BaseExpression) -> bool:
+def _is_device_expression(names: Names, node: cst.BaseExpression) -> bool:
     if isinstance(node, (cst.SimpleString, cst.Integer)):
         return True
     if isinstance(node, cst.Call):
-        return checker.qualified_name(node.func) == "torch.device"
+        return names.qualified_name(node.func) == "torch.device"
     dotted = dotted_name(node)
     if dotted is None:
         return False
-    if checker.qualified_name(node) in _DTYPES:
+    if names.is_dtype(node):
         return False
     last = dotted.rsplit(".", 1)[-1].lower()
     return "device" in last or last in ("dev", "gpu", "rank", "local_rank")
@@ -299,9 +268,5 @@ def _already_on(node: cst.BaseExpression, device: str) -> bool:
         and isinstance(node.func, cst.Attribute)
         and node.func.attr.value == "to"
         and len(node.args) == 1
-        and _code(node.args[0].value) == device
+        and code_of(node.args[0].value) == device
     )
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

@@ -6,10 +6,10 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name, keyword_argument
-from devfix.codemods._torch_names import NON_TENSOR_MEMBERS
-from devfix.codemods._training_loop import ScriptFlow, code_of, device_argument
-from devfix.codemods._tree import names_in_scope
-from devfix.types import Applicability, Edit, ImportSpec
+from devfix.codemods.analysis.moves import device_argument
+from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.codemods.analysis.torch_names import NON_TENSOR_MEMBERS
+from devfix.types import Applicability, Edit
 
 _NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
 #: Methods whose result is no longer a device tensor.
@@ -74,7 +74,7 @@ class NumpyOfDeviceTensor(DevicePass):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
             self._check_numpy(node, func)
-        elif isinstance(func, (cst.Attribute, cst.Name)) and _tail(func) in ("sum", "mean"):
+        elif isinstance(func, (cst.Attribute, cst.Name)) and call_tail(func) in ("sum", "mean"):
             qualified = self.qualified_name(func)
             if qualified in _NUMPY_REDUCTIONS:
                 self._check_reduction(node, _NUMPY_REDUCTIONS[qualified])
@@ -122,7 +122,7 @@ class NumpyOfDeviceTensor(DevicePass):
             return
         if origin is None:
             return
-        torch_name, imports = self._torch_name()
+        torch_name, imports = self.facts.names.torch_spelling()
         stacked = cst.Call(
             func=cst.Attribute(value=cst.parse_expression(torch_name), attr=cst.Name("stack")),
             args=[cst.Arg(values)],
@@ -143,14 +143,13 @@ class NumpyOfDeviceTensor(DevicePass):
 
     def _list_of_device_tensors(self, name: str, at: cst.CSTNode) -> str | None:
         """`losses = []` filled only by `losses.append(<device tensor>)`: the first origin."""
-        flow = ScriptFlow.of(self)
-        values = flow.assigned_values(name, at)
+        values = self.facts.scopes.assigned_values(name, at)
         if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
             return None
-        function = flow.function_of(at)
+        function = self.facts.scopes.enclosing_function(at)
         scope: cst.CSTNode = function if function is not None else self.context.module
         origin: str | None = None
-        for use in _names(scope, name):
+        for use in self.facts.scopes.names_in(scope, name):
             parent = self.context.parent(use)
             if isinstance(parent, cst.AssignTarget):
                 continue
@@ -170,26 +169,13 @@ class NumpyOfDeviceTensor(DevicePass):
                 return None
         return origin
 
-    def _torch_name(self) -> tuple[str, list[ImportSpec]]:
-        for statement in self.context.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if dotted_name(alias.name) == "torch":
-                            bound = alias.asname.name if alias.asname else alias.name
-                            if isinstance(bound, cst.Name):
-                                return bound.value, []
-        return "torch", [ImportSpec("torch")]
-
     # -- where a tensor lives --------------------------------------------------------------
 
     def device_origin(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
         """Why `expr` is a tensor on a device, or None when that is not known."""
         if depth > _MAX_DEPTH:
             return None
-        flow = ScriptFlow.of(self)
+        flow = self.facts.flow
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute):
@@ -200,7 +186,13 @@ class NumpyOfDeviceTensor(DevicePass):
                     return "moved with `.cuda()`"
                 if method == "to":
                     device = device_argument(expr)
-                    kind = flow.device_kind(device, flow.function_of(at)) if device else None
+                    kind = (
+                        self.facts.moves.device_kind(
+                            device, self.facts.scopes.enclosing_function(at)
+                        )
+                        if device
+                        else None
+                    )
                     if kind == "cpu":
                         return None
                     if kind is not None:
@@ -218,8 +210,8 @@ class NumpyOfDeviceTensor(DevicePass):
                 qualified = self.qualified_name(func)
                 if qualified is not None and qualified.startswith("torch."):
                     keyword = keyword_argument(expr, "device")
-                    if keyword is not None and flow.device_kind(
-                        keyword.value, flow.function_of(at)
+                    if keyword is not None and self.facts.moves.device_kind(
+                        keyword.value, self.facts.scopes.enclosing_function(at)
                     ) in ("accelerator", "device"):
                         return f"created with `device={code_of(keyword.value)}`"
                     return self._any_argument(expr, at, depth)
@@ -229,7 +221,7 @@ class NumpyOfDeviceTensor(DevicePass):
                 return self.device_origin(func.value, at, depth + 1)
             return None
         if isinstance(expr, cst.Name):
-            binding = flow.binding_before(expr.value, at)
+            binding = self.facts.scopes.binding_before(expr.value, at)
             if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
                 return None
             return self.device_origin(binding[1], at, depth + 1)
@@ -268,7 +260,7 @@ class NumpyOfDeviceTensor(DevicePass):
         """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
         if not isinstance(func, cst.Name):
             return False
-        binding = ScriptFlow.of(self).binding_before(func.value, at)
+        binding = self.facts.scopes.binding_before(func.value, at)
         if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
             return False
         value = binding[1]
@@ -282,14 +274,6 @@ class NumpyOfDeviceTensor(DevicePass):
         )
 
 
-def _tail(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
-
-
 def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
     return (
         isinstance(expr, cst.Call)
@@ -300,7 +284,3 @@ def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
 
 def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(name)))
-
-
-def _names(scope: cst.CSTNode, name: str) -> list[cst.Name]:
-    return list(names_in_scope(scope, name))

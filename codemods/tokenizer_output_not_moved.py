@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name, keyword_argument, method_call
-from devfix.codemods._training_loop import ModelDevice, ScriptFlow, code_of
-from devfix.codemods._tree import names_in_scope, walk
+from devfix.codemods.analysis import FileFacts
+from devfix.codemods.analysis.flow import ModelDevice, ScriptFlow
+from devfix.codemods.analysis.names import code_of
 from devfix.types import Applicability, Edit
 
 _MODEL_METHODS = ("generate", "forward")
@@ -75,7 +74,7 @@ class TokenizerOutputNotMoved(DevicePass):
             return
         if argument.value.evaluated_value != "pt":
             return
-        flow = ScriptFlow.of(self)
+        flow = self.facts.flow
         found = self._model_fed(node, flow)
         if found is None:
             return
@@ -134,14 +133,14 @@ class TokenizerOutputNotMoved(DevicePass):
     def _follow(
         self, name: str, assign: cst.CSTNode, flow: ScriptFlow, depth: int
     ) -> tuple[cst.Call, ModelDevice] | None:
-        scope = flow.function_of(assign) or self.context.module
+        scope = flow.scopes.enclosing_function(assign) or self.context.module
         start = self.context.position(assign).end
         result: tuple[cst.Call, ModelDevice] | None = None
-        for use in _uses(scope, name):
+        for use in self.facts.scopes.names_in(scope, name):
             position = self.context.position(use).start
             if (position.line, position.column) <= (start.line, start.column):
                 continue
-            if _moves(self, use):
+            if _moves(self.facts, use):
                 return None
             expression: cst.CSTNode = use
             parent = self.context.parent(use)
@@ -163,7 +162,9 @@ class TokenizerOutputNotMoved(DevicePass):
                 and isinstance(parent.targets[0].target, cst.Name)
             ):
                 derived = self._follow(parent.targets[0].target.value, parent, flow, depth + 1)
-                if derived is None and _any_move_of(self, scope, parent.targets[0].target.value):
+                if derived is None and _any_move_of(
+                    self.facts, scope, parent.targets[0].target.value
+                ):
                     return None
                 result = result or derived
             elif isinstance(parent, cst.Assign):
@@ -184,21 +185,18 @@ class TokenizerOutputNotMoved(DevicePass):
         return call, model
 
 
-def _uses(scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
-    return names_in_scope(scope, name)
-
-
-def _moves(checker: DevicePass, use: cst.Name) -> bool:
+def _moves(facts: FileFacts, use: cst.Name) -> bool:
     """`inputs.to(d)`, `inputs["x"].to(d)`, `{k: v.to(d) for k, v in inputs.items()}`,
     `to_device(inputs)`: the output is moved somewhere on the way."""
     current: cst.CSTNode = use
-    for ancestor in checker.context.ancestors(use):
+    for ancestor in facts.context.ancestors(use):
         if isinstance(ancestor, cst.Attribute) and ancestor.value is current:
             if ancestor.attr.value in _MOVES:
                 return True
         elif isinstance(ancestor, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
             return any(
-                isinstance(n, cst.Attribute) and n.attr.value in _MOVES for n in _walk(ancestor)
+                isinstance(n, cst.Attribute) and n.attr.value in _MOVES
+                for n in facts.context.subtree(ancestor)
             )
         elif isinstance(ancestor, cst.Call):
             tail = (dotted_name(ancestor.func) or "").rsplit(".", 1)[-1].lower()
@@ -210,8 +208,5 @@ def _moves(checker: DevicePass, use: cst.Name) -> bool:
     return False
 
 
-def _any_move_of(checker: DevicePass, scope: cst.CSTNode, name: str) -> bool:
-    return any(_moves(checker, use) for use in _uses(scope, name))
-
-
-_walk = walk
+def _any_move_of(facts: FileFacts, scope: cst.CSTNode, name: str) -> bool:
+    return any(_moves(facts, use) for use in facts.scopes.names_in(scope, name))

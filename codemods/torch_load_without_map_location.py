@@ -8,14 +8,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, call_tail, has_star_kwargs, keyword_argument
-from devfix.codemods._script_flow import (
-    SELECT_DEVICE,
-    device_names,
-    enclosing_scope,
-    is_distributed,
-    line_of,
-    scope_statements,
-)
+from devfix.codemods.analysis.moves import SELECT_DEVICE
 from devfix.types import Applicability, Edit
 
 #: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
@@ -115,12 +108,12 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     def _map_target(self, node: cst.Call, only_state: bool) -> tuple[str, str, bool]:
         """(map_location source, why, certain)."""
-        distributed = is_distributed(self)
-        for name in device_names(self, node):
+        distributed = self.facts.flow.is_distributed()
+        for name in self.facts.moves.device_names(node):
             if distributed and self._is_process_device(name, node):
                 return name, f"`{name}` is this process's device", True
         if not only_state and not distributed:
-            for name in device_names(self, node):
+            for name in self.facts.moves.device_names(node):
                 if self._is_script_device(name, node):
                     return (
                         name,
@@ -131,20 +124,12 @@ class TorchLoadWithoutMapLocation(DevicePass):
         return '"cpu"', reason, only_state
 
     def _bindings(self, name: str, node: cst.Call) -> list[cst.BaseExpression]:
-        scopes = [enclosing_scope(self, node)]
+        scopes = [self.facts.scopes.enclosing_scope(node)]
         if scopes[0] is not self.context.module:
             scopes.append(self.context.module)
-        values = []
-        for scope in scopes:
-            for statement in scope_statements(scope):
-                if (
-                    isinstance(statement, cst.Assign)
-                    and len(statement.targets) == 1
-                    and isinstance(statement.targets[0].target, cst.Name)
-                    and statement.targets[0].target.value == name
-                ):
-                    values.append(statement.value)
-        return values
+        return [
+            value for scope in scopes for value in self.facts.scopes.simple_assignments(scope, name)
+        ]
 
     def _is_process_device(self, name: str, node: cst.Call) -> bool:
         """`name` is bound from the process's rank or from the portable device helper."""
@@ -176,13 +161,13 @@ class TorchLoadWithoutMapLocation(DevicePass):
         ):
             return False
         name = parent.targets[0].target.value
-        start = line_of(self, parent)
+        start = self.facts.scopes.line_of(parent)
         uses = [
             candidate
-            for candidate in scope_statements(enclosing_scope(self, node))
+            for candidate in self.facts.scopes.statements(self.facts.scopes.enclosing_scope(node))
             if isinstance(candidate, cst.Name)
             and candidate.value == name
-            and line_of(self, candidate) > start
+            and self.facts.scopes.line_of(candidate) > start
         ]
         return all(self._harmless_use(use) for use in uses)
 

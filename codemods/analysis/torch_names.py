@@ -1,4 +1,6 @@
-"""Qualified names of the PyTorch (and neighbouring library) objects the passes look for."""
+"""The one table of PyTorch (and neighbouring library) names the analyses and passes look for:
+factories, dtypes, layers, losses, loaders, optimizers, trainers, and the tensor methods whose
+result stays on (or leaves) the receiver's device."""
 
 from __future__ import annotations
 
@@ -195,6 +197,17 @@ SAME_DEVICE_METHODS = frozenset(
         "index_select",
         "gather",
         "where",
+        "log_softmax",
+        "softmax",
+        "sigmoid",
+        "clamp",
+        "squeeze_",
+        "narrow",
+        "select",
+        "masked_select",
+        "mean",
+        "sum",
+        "argmax",
     }
 )
 #: torch functions that return a tensor on their first argument's device.
@@ -387,6 +400,8 @@ TORCH_DTYPES = frozenset(
         "complex128",
         "cfloat",
         "cdouble",
+        "float8_e4m3fn",
+        "float8_e5m2",
     )
 )
 #: Optimizers whose constructor creates per-parameter state on the parameter's current device.
@@ -419,3 +434,289 @@ WEIGHTED_FUNCTIONAL_LOSSES = {
     "torch.nn.functional.multilabel_soft_margin_loss": (("weight", 2),),
     "torch.nn.functional.multi_margin_loss": (("weight", 4),),
 }
+
+#: Tensor-producing torch functions beyond the factories (their result is a new tensor).
+TENSOR_PRODUCING_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "from_numpy",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "sin",
+        "cos",
+        "tan",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "outer",
+        "ger",
+        "cat",
+        "concat",
+        "concatenate",
+        "stack",
+        "hstack",
+        "vstack",
+        "triu",
+        "tril",
+        "matmul",
+        "mm",
+        "bmm",
+        "einsum",
+        "where",
+        "meshgrid",
+        "cartesian_prod",
+        "cumsum",
+        "cumprod",
+        "flip",
+        "roll",
+        "abs",
+        "neg",
+        "reciprocal",
+        "sigmoid",
+        "tanh",
+        "softmax",
+        "log_softmax",
+        "clamp",
+        "clip",
+        "floor",
+        "ceil",
+        "round",
+        "diag",
+        "diag_embed",
+        "block_diag",
+        "kron",
+        "repeat_interleave",
+        "tile",
+        "polar",
+        "complex",
+        "view_as_real",
+        "view_as_complex",
+        "fft.fft",
+        "fft.rfft",
+        "unsqueeze",
+        "squeeze",
+        "transpose",
+        "reshape",
+        "flatten",
+        "t",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "true_divide",
+        "maximum",
+        "minimum",
+        "logical_not",
+        "bernoulli",
+        "multinomial",
+        "normal",
+        "tensor_split",
+        "erf",
+        "sign",
+        "atan2",
+        "arccos",
+        "acos",
+        "asin",
+        "atan",
+    )
+)
+#: Tensor methods whose result is not a tensor.
+NON_TENSOR_METHODS = NON_TENSOR_MEMBERS | frozenset(
+    {
+        "numpy",
+        "tolist",
+        "item",
+        "data_ptr",
+        "storage",
+        "untyped_storage",
+        "is_contiguous",
+        "is_floating_point",
+        "equal",
+        "allclose",
+        "any_",
+        "__len__",
+        "chunk",
+        "split",
+        "unbind",
+    }
+)
+#: Factories whose result is on the CPU unless `device=` says otherwise.
+CPU_SOURCES = TENSOR_FACTORIES | LEGACY_CONSTRUCTORS | {"torch.from_numpy"}
+VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+#: torch functions whose list argument puts every element side by side on one device.
+CONCATENATIONS = frozenset(
+    f"torch.{name}"
+    for name in ("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack")
+)
+
+# -- modules -------------------------------------------------------------------------------------
+
+#: Methods of nn.Module that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "train",
+        "eval",
+        "requires_grad_",
+        "type",
+        "apply",
+        "xpu",
+        "mps",
+        "to_empty",
+    }
+)
+#: torch.nn classes that are not modules (or hold no device state worth a container).
+NON_MODULE_CLASSES = frozenset(
+    {
+        "torch.nn.Parameter",
+        "torch.nn.parameter.Parameter",
+        "torch.nn.UninitializedParameter",
+        "torch.nn.UninitializedBuffer",
+        "torch.nn.Buffer",
+        "torch.nn.parameter.Buffer",
+        "torch.nn.ParameterList",
+        "torch.nn.ParameterDict",
+    }
+)
+#: torch.nn layers with state (parameters or buffers) besides those in LAYER_PARAMETER.
+STATEFUL_LAYERS = frozenset(LAYER_PARAMETER) | frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "SyncBatchNorm",
+        "LayerNorm",
+        "GroupNorm",
+        "RMSNorm",
+        "LazyLinear",
+        "LazyConv1d",
+        "LazyConv2d",
+        "LazyConv3d",
+        "Transformer",
+        "TransformerEncoder",
+        "TransformerDecoder",
+        "TransformerEncoderLayer",
+        "TransformerDecoderLayer",
+        "Sequential",
+        "ModuleList",
+        "ModuleDict",
+    )
+)
+
+# -- losses --------------------------------------------------------------------------------------
+
+#: `nn.*Loss` classes called as `loss(input, target)`; CTC and the pairwise losses are left out.
+INPUT_TARGET_LOSS_CLASSES = frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "L1Loss",
+        "MSELoss",
+        "CrossEntropyLoss",
+        "NLLLoss",
+        "NLLLoss2d",
+        "PoissonNLLLoss",
+        "KLDivLoss",
+        "BCELoss",
+        "BCEWithLogitsLoss",
+        "HuberLoss",
+        "SmoothL1Loss",
+        "SoftMarginLoss",
+        "MultiLabelSoftMarginLoss",
+        "MultiLabelMarginLoss",
+        "MultiMarginLoss",
+        "HingeEmbeddingLoss",
+    )
+)
+#: `F.*` losses called as `loss(input, target, ...)`.
+INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
+    f"torch.nn.functional.{name}"
+    for name in (
+        "l1_loss",
+        "mse_loss",
+        "cross_entropy",
+        "nll_loss",
+        "poisson_nll_loss",
+        "kl_div",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "huber_loss",
+        "smooth_l1_loss",
+        "soft_margin_loss",
+        "multilabel_soft_margin_loss",
+        "multilabel_margin_loss",
+        "multi_margin_loss",
+        "hinge_embedding_loss",
+    )
+)
+
+# -- data, models and training scripts -----------------------------------------------------------
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+#: Calls that wrap a model and keep it on the device it was moved to.
+MODEL_WRAPPERS = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.compile",
+    }
+)
+#: Calls that pass an iterable through: `enumerate(loader)`, `tqdm(loader)`.
+ITERATION_WRAPPERS = frozenset(
+    {
+        "enumerate",
+        "builtins.enumerate",
+        "tqdm.tqdm",
+        "tqdm.auto.tqdm",
+        "tqdm.notebook.tqdm",
+        "tqdm.std.tqdm",
+        "tqdm",
+    }
+)
+#: Trainers that move every batch to the model's device themselves.
+SELF_MOVING_TRAINERS = frozenset(
+    {
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+        "transformers.trainer.Trainer",
+        "trl.SFTTrainer",
+        "trl.DPOTrainer",
+        "trl.RewardTrainer",
+        "pytorch_lightning.Trainer",
+        "lightning.Trainer",
+        "lightning.pytorch.Trainer",
+    }
+)
+#: Optimizers outside torch.optim that the script-order analysis knows.
+OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
+#: `torch.cuda.amp` names that DF304 rewrites to their device-generic `torch.amp` forms.
+CUDA_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+CUDA_GRAD_SCALERS = frozenset(
+    {"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"}
+)
+#: Hugging Face base classes of models that may be loaded over several devices (`device_map`).
+SPLIT_MODEL_BASES = frozenset(
+    {"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"}
+)
+#: Device types a string or `torch.device` may name.
+DEVICE_TYPES = ("cuda", "cpu", "mps", "xpu", "meta")
+#: Device types that are accelerators (a device string starting with one is not the CPU).
+ACCELERATORS = ("cuda", "mps", "xpu", "npu", "hpu", "xla", "gpu")

@@ -1,0 +1,417 @@
+"""Device inference: the device an expression lives on, or must live on, as a small symbolic
+value with its evidence (see shared/design/device-inference.md).
+
+| value | meaning |
+|---|---|
+| `CPU` | created or moved to the CPU |
+| `ParamsOf(m)` | the device of module `m`'s parameters (`self.emb` -> `self.emb.weight.device`) |
+| `SameAs(x)` | the device of input or local `x` |
+| `Named(d)` | a device held in a variable or attribute |
+| `Literal("cuda:1")` | a hard-coded device |
+| `Current` | CUDA's current device (bare `.cuda()`) |
+| `OneOf(...)` | differs by branch |
+| `Unknown` | nothing in scope tells |
+
+Every value carries its evidence (a few words, for messages) and whether that evidence proves
+it (`proof`) or is a judgement ("the first tensor argument"): passes make a fix safe on proof,
+unsafe on judgement, and report without a fix on `Unknown`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_attribute
+from devfix.codemods.analysis.names import Names, dotted_name, receiver_root
+from devfix.codemods.analysis.scopes import Scopes, target_names
+from devfix.codemods.analysis.torch_names import (
+    CONCATENATIONS,
+    LAYER_PARAMETER,
+    LEAVES_DEVICE_METHODS,
+    MOVE_METHODS,
+    NON_TENSOR_MEMBERS,
+    RECURRENT_LAYERS,
+    SAME_DEVICE_FUNCTIONS,
+    SHAPE_ARGUMENT_METHODS,
+)
+from devfix.context import FileContext
+
+_MAX_FLOW_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device value; subclasses are the lattice's members."""
+
+    #: Why: "it meets `x`", "it is fed to `self.pos_embedding`".
+    evidence: str = ""
+    #: The evidence proves the value (a fix built on it is safe); False: a judgement.
+    proof: bool = True
+
+    def expression(self) -> str | None:
+        """Source text that evaluates to this device where the evidence was found, if any."""
+        return None
+
+
+@dataclass(frozen=True)
+class CPU(Device):
+    def expression(self) -> str | None:
+        return '"cpu"'
+
+
+@dataclass(frozen=True)
+class ParamsOf(Device):
+    """The device of a module's parameters, read through a parameter it always has."""
+
+    module: str = "self"
+    parameter: str | None = None
+
+    def expression(self) -> str | None:
+        return f"{self.module}.{self.parameter}.device" if self.parameter else None
+
+
+@dataclass(frozen=True)
+class SameAs(Device):
+    name: str = ""
+
+    def expression(self) -> str | None:
+        return f"{self.name}.device"
+
+
+@dataclass(frozen=True)
+class Named(Device):
+    name: str = ""
+
+    def expression(self) -> str | None:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Literal(Device):
+    text: str = ""
+
+    def expression(self) -> str | None:
+        return repr(self.text)
+
+
+@dataclass(frozen=True)
+class Current(Device):
+    pass
+
+
+@dataclass(frozen=True)
+class OneOf(Device):
+    options: tuple[Device, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unknown(Device):
+    #: The value is only used as an index (a CPU index into a CUDA tensor is legal): no device
+    #: is owed at all.
+    as_index: bool = False
+
+
+#: The value only indexes other tensors: it may stay on the CPU.
+AS_INDEX = Unknown("used as an index", proof=False, as_index=True)
+NOTHING_TELLS = Unknown("no tensor or layer in scope tells", proof=False)
+
+
+class DeviceInference:
+    """Answers "which device does this value live on / must it live on?" for one file."""
+
+    def __init__(
+        self, context: FileContext, names: Names, scopes: Scopes, modules: ModuleFacts
+    ) -> None:
+        self.context = context
+        self.names = names
+        self.scopes = scopes
+        self.modules = modules
+
+    # -- the device a new value must live on ----------------------------------------------------
+
+    def needed_by(self, value: cst.BaseExpression, function: FunctionInfo) -> Device:
+        """The device the tensor computed by `value` must live on, read from the code that
+        consumes it, in this order of certainty: the tensor it meets in an operation, the layer
+        it is fed to; then (judgements) a name it meets in arithmetic, the function's first
+        tensor argument (or, without one, an input it meets in arithmetic), one of the module's
+        layers."""
+        line = self.scopes.statement_start(value)
+        evidence = list(self._flow(value, function, set(), line, 0))
+        proven = [e for e in evidence if e.proof and not isinstance(e, Unknown)]
+        if proven:
+            return proven[0]
+        if AS_INDEX in evidence:
+            return AS_INDEX
+        judged = [e for e in evidence if not isinstance(e, Unknown)]
+        if judged:
+            return judged[0]
+        if function.tensor_params:
+            first = function.tensor_params[0]
+            return SameAs(f"`{first}` is the first tensor argument", proof=False, name=first)
+        owner = function.owner
+        if owner is not None and owner.layers:
+            chosen = next((a for a, q in owner.layers.items() if q in RECURRENT_LAYERS), None)
+            chosen = chosen or next(iter(owner.layers))
+            return ParamsOf(
+                f"the module's layer `self.{chosen}` holds it",
+                proof=False,
+                module=f"self.{chosen}",
+                parameter=LAYER_PARAMETER[owner.layers[chosen]],
+            )
+        return NOTHING_TELLS
+
+    def _layer(self, function: FunctionInfo, attr: str | None, evidence: str) -> Device | None:
+        owner = function.owner
+        if attr is None or owner is None or attr not in owner.layers:
+            return None
+        return ParamsOf(
+            evidence, module=f"self.{attr}", parameter=LAYER_PARAMETER[owner.layers[attr]]
+        )
+
+    def _flow(
+        self,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """Evidence about the device that the value of `node` meets, in source order."""
+        if depth > _MAX_FLOW_DEPTH:
+            return
+        parent = self.context.parent(node)
+        if parent is None:
+            return
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = self.context.parent(parent)
+            if not (isinstance(call, cst.Call) and call.func is parent):
+                return  # `.shape`, `.device`: no tensor flows on
+            method = parent.attr.value
+            if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:
+                return
+            if method not in SHAPE_ARGUMENT_METHODS:
+                yield from self._meets_in_args(call, None, function, own_names, line)
+            yield from self._flow(call, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            if isinstance(call, cst.Call):
+                yield from self._into_call(call, parent, function, own_names, line, depth)
+        elif isinstance(parent, cst.Element):
+            container = self.context.parent(parent)
+            if isinstance(container, (cst.List, cst.Tuple)):
+                # Siblings meet only inside `torch.cat([...])`-like calls, not in any tuple
+                # (`return x.shape, t` or `h = (h0, c0)` put nothing on one device).
+                if self._is_concatenated(container):
+                    for element in container.elements:
+                        if element is not parent:
+                            yield from self._meet(element.value, function, own_names, line)
+                yield from self._flow(container, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            yield from self._meet(other, function, own_names, line, arithmetic=True)
+            yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.ComparisonTarget):
+            comparison = self.context.parent(parent)
+            if isinstance(comparison, cst.Comparison):
+                yield from self._meet(comparison.left, function, own_names, line)
+                yield from self._flow(comparison, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Comparison):
+            for target in parent.comparisons:
+                yield from self._meet(target.comparator, function, own_names, line)
+            yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, (cst.UnaryOperation, cst.IfExp)) or (
+            isinstance(parent, cst.Subscript) and parent.value is node
+        ):
+            yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Index):
+            # Used as an index: CPU indices into a CUDA tensor are legal, so no device is owed.
+            yield AS_INDEX
+        elif isinstance(parent, cst.AugAssign):
+            yield from self._meet(parent.target, function, own_names, line, arithmetic=True)
+        elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            targets = (
+                [t.target for t in parent.targets]
+                if isinstance(parent, cst.Assign)
+                else [parent.target]
+            )
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            own_names.update(names)
+            for name in names:
+                for use in self._uses_after(name, parent, function):
+                    yield from self._flow(use, function, own_names, line, depth + 1)
+
+    def _into_call(
+        self,
+        call: cst.Call,
+        arg: cst.Arg,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        yield from self._meets_in_args(call, arg, function, own_names, line)
+        if isinstance(call.func, cst.Attribute):
+            layer_attr = self_attribute(call.func)
+            layer = self._layer(function, layer_attr, f"it is fed to `self.{layer_attr}`")
+            if layer is not None:
+                yield layer
+                return
+            if layer_attr is None:
+                # `scores.masked_fill(mask, ...)`: the receiver is what the value meets.
+                yield from self._meet(call.func.value, function, own_names, line)
+        qualified = self.names.qualified_name(call.func)
+        if qualified in SAME_DEVICE_FUNCTIONS or qualified in ("torch.cat", "torch.stack"):
+            yield from self._flow(call, function, own_names, line, depth + 1)
+
+    def _meets_in_args(
+        self,
+        call: cst.Call,
+        skip: cst.Arg | None,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+    ) -> Iterator[Device]:
+        for other in call.args:
+            if other is not skip and other.keyword is None:
+                yield from self._meet(other.value, function, own_names, line)
+
+    def _meet(
+        self,
+        other: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        *,
+        arithmetic: bool = False,
+    ) -> Iterator[Device]:
+        """Evidence if `other` is a tensor whose device can be named at `line`. In arithmetic, a
+        name not proven to be a tensor is still taken as one (a judgement): `x + t` puts `t`
+        on `x`'s device whenever `x` is a tensor at all."""
+        root = receiver_root(other)
+        if isinstance(other, cst.Call):
+            layer_attr = self_attribute(other.func)
+            layer = self._layer(function, layer_attr, f"it meets the output of `self.{layer_attr}`")
+            if layer is not None:
+                yield layer
+                return
+        if root is None or root in own_names or root == "self":
+            return
+        shown = dotted_name(other) or root
+        if not self.is_tensor_expression(other, function):
+            if arithmetic and isinstance(other, cst.Name) and self._is_input(root, function, line):
+                yield SameAs(f"it meets the input `{shown}` in arithmetic", proof=False, name=root)
+            return
+        origin = self._tensor_origin(root, function, line, set())
+        if origin is not None:
+            yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _is_input(self, name: str, function: FunctionInfo, line: int) -> bool:
+        """`name` is a parameter not rebound before `line`, in a function where no parameter is
+        proven to be a tensor (otherwise the first tensor argument is the better judgement)."""
+        if function.tensor_params or name not in function.params:
+            return False
+        return not any(b < line for b in function.bindings.get(name, []))
+
+    def _tensor_origin(
+        self, name: str, function: FunctionInfo, line: int, seen: set[str]
+    ) -> str | None:
+        """A name bound before `line` whose device is the device of tensor `name`, or None."""
+        if name in seen:
+            return None
+        seen.add(name)
+        bound_lines = function.bindings.get(name, [])
+        if name in function.tensor_params and not any(b < line for b in bound_lines):
+            return name
+        if bound_lines and min(bound_lines) < line and self._is_local_tensor(name, function):
+            return name
+        return None
+
+    def _is_local_tensor(
+        self, name: str, function: FunctionInfo, seen: set[str] | None = None
+    ) -> bool:
+        """An assignment to local `name` computes a tensor from tensors of this function.
+
+        `seen` holds the names already being asked about, so `a = b + 1; b = a * 2` ends.
+        """
+        seen = {name} if seen is None else seen | {name}
+        values = [
+            assign.value
+            for assign in self.context.subtree(function.node.body)
+            if isinstance(assign, cst.Assign)
+            and any(bound.value == name for t in assign.targets for bound in target_names(t.target))
+        ]
+        return any(self.is_tensor_expression(value, function, seen) for value in values)
+
+    def is_tensor_expression(
+        self, node: cst.BaseExpression, function: FunctionInfo, seen: set[str] | None = None
+    ) -> bool:
+        """Whether `node` evaluates to a tensor derived from this function's tensors."""
+        seen = set() if seen is None else seen
+        if isinstance(node, cst.Name):
+            if node.value in function.tensor_params:
+                return True
+            if node.value in seen or node.value not in function.bindings:
+                return False
+            seen.add(node.value)
+            return self._is_local_tensor(node.value, function, seen)
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in NON_TENSOR_MEMBERS:
+                return False
+            return self.is_tensor_expression(node.value, function, seen)
+        if isinstance(node, cst.Subscript):
+            return self.is_tensor_expression(node.value, function, seen)
+        if isinstance(node, cst.BinaryOperation):
+            return self.is_tensor_expression(
+                node.left, function, seen
+            ) or self.is_tensor_expression(node.right, function, seen)
+        if isinstance(node, cst.UnaryOperation):
+            return self.is_tensor_expression(node.expression, function, seen)
+        if isinstance(node, cst.Call):
+            layer_attr = self_attribute(node.func)
+            if layer_attr is not None:
+                return function.owner is not None and layer_attr in function.owner.layers
+            if isinstance(node.func, cst.Attribute):
+                if node.func.attr.value in NON_TENSOR_MEMBERS:
+                    return False
+                if self.is_tensor_expression(node.func.value, function, seen):
+                    return True
+            qualified = self.names.qualified_name(node.func)
+            if qualified is not None and qualified.startswith("torch."):
+                return any(
+                    self.is_tensor_expression(arg.value, function, seen)
+                    or (
+                        isinstance(arg.value, (cst.List, cst.Tuple))
+                        and any(
+                            self.is_tensor_expression(e.value, function, seen)
+                            for e in arg.value.elements
+                        )
+                    )
+                    for arg in node.args
+                )
+        return False
+
+    def _is_concatenated(self, container: cst.CSTNode) -> bool:
+        arg = self.context.parent(container)
+        call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and self.names.qualified_name(call.func) in (
+            CONCATENATIONS
+        )
+
+    def _uses_after(
+        self, name: str, statement: cst.CSTNode, function: FunctionInfo
+    ) -> Iterator[cst.Name]:
+        end = self.context.order(statement)[1]
+        for candidate in self.context.subtree(function.node.body):
+            if not isinstance(candidate, cst.Name) or candidate.value != name:
+                continue
+            if self.context.order(candidate)[0] <= end:
+                continue
+            parent = self.context.parent(candidate)
+            if isinstance(parent, cst.AssignTarget) or (
+                isinstance(parent, cst.Attribute) and parent.attr is candidate
+            ):
+                continue
+            yield candidate
