@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import call_tail, dotted_name
+from devfix.codemods.analysis.names import call_tail, dotted_name, has_star_kwargs, keyword_argument
 
 __all__ = [
     "append_keyword",
@@ -67,17 +67,6 @@ def _line_indent_before(args: list[cst.Arg], call: cst.Call) -> cst.SimpleWhites
     if isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
         return call.whitespace_before_args.last_line
     return None
-
-
-def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-    return None
-
-
-def has_star_kwargs(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
 
 
 def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpression) -> cst.Call:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import call_tail, keyword_argument
 from devfix.codemods.analysis.devices import Unknown
-from devfix.codemods.analysis.modules import ClassInfo, FunctionInfo
-from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 
@@ -90,25 +91,8 @@ class DeviceFixedAtConstruction(DevicePass):
         device_arg = keyword_argument(node, "device") or next(
             (arg for arg in node.args if arg.keyword is None), None
         )
-        if device_arg is None:
-            return
-        function = self._model_function(node)
-        if function is None:
-            return
-        fixed = self._fixed_device(device_arg.value, function)
-        if fixed is None:
-            return
-        self._fix(
-            node,
-            function,
-            fixed,
-            lambda device: node.with_changes(
-                args=[
-                    arg.with_changes(value=device) if arg is device_arg else arg
-                    for arg in node.args
-                ]
-            ),
-        )
+        if device_arg is not None:
+            self._check_argument(node, device_arg)
 
     def _check_cuda(self, node: cst.Call) -> None:
         assert isinstance(node.func, cst.Attribute)
@@ -117,13 +101,11 @@ class DeviceFixedAtConstruction(DevicePass):
         function = self._model_function(node)
         if function is None:
             return
-        fixed = "`.cuda()` (the current CUDA device)"
-        assert isinstance(node.func, cst.Attribute)
         receiver = node.func.value
         self._fix(
             node,
             function,
-            fixed,
+            "`.cuda()` (the current CUDA device)",
             lambda device: cst.Call(
                 func=cst.Attribute(value=receiver, attr=cst.Name("to")), args=[cst.Arg(device)]
             ),
@@ -131,18 +113,21 @@ class DeviceFixedAtConstruction(DevicePass):
 
     def _check_factory(self, node: cst.Call) -> None:
         device_arg = keyword_argument(node, "device")
-        if device_arg is None or self.qualified_name(node.func) not in TENSOR_FACTORIES:
-            return
+        if device_arg is not None and self.qualified_name(node.func) in TENSOR_FACTORIES:
+            self._check_argument(node, device_arg)
+
+    def _check_argument(self, node: cst.Call, device_arg: cst.Arg) -> None:
+        """`.to(<device>)` / `device=<device>`: rewritten when the device is fixed outside."""
         function = self._model_function(node)
         if function is None:
             return
-        fixed = self._fixed_device(device_arg.value, function)
+        fixed = self.facts.devices.fixed_outside(device_arg.value, function)
         if fixed is None:
             return
         self._fix(
             node,
             function,
-            fixed,
+            fixed.evidence,
             lambda device: node.with_changes(
                 args=[
                     arg.with_changes(value=device) if arg is device_arg else arg
@@ -159,51 +144,12 @@ class DeviceFixedAtConstruction(DevicePass):
             return None
         return function
 
-    def _fixed_device(self, value: cst.BaseExpression, function: FunctionInfo) -> str | None:
-        """Describe why `value` is a device fixed outside the call, or None if it is not."""
-        if isinstance(value, cst.SimpleString):
-            text = value.evaluated_value
-            if isinstance(text, str) and text.startswith("cuda"):
-                return f"the literal {value.value}"
-            return None
-        if isinstance(value, cst.Call) and self.qualified_name(value.func) == "torch.device":
-            first = value.args[0].value if value.args else None
-            if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith(
-                "cuda"
-            ):
-                return f"`{code_of(value)}`"
-            return None
-        if isinstance(value, cst.Attribute):
-            return self._stored_attribute(value, function.owner)
-        if isinstance(value, cst.Name):
-            return self._global_device(value, function)
-        return None
-
-    def _stored_attribute(self, value: cst.Attribute, owner: ClassInfo | None) -> str | None:
-        if not (isinstance(value.value, cst.Name) and value.value.value == "self"):
-            return None
-        if owner is None or owner.has_device_property:
-            return None
-        if value.attr.value in owner.device_attrs:
-            return f"`self.{value.attr.value}`, stored in `__init__`"
-        return None
-
-    def _global_device(self, value: cst.Name, function: FunctionInfo) -> str | None:
-        if value.value in function.params or value.value in function.bindings:
-            return None
-        bindings = self.facts.scopes.module_bindings().get(value.value)
-        if not bindings:
-            return None
-        if "dev" in value.value.lower() or any(_assigns_device(node) for node in bindings):
-            return f"the global `{value.value}`"
-        return None
-
     def _fix(
         self,
         node: cst.Call,
         function: FunctionInfo,
         fixed: str,
-        rebuild: object,
+        rebuild: Callable[[cst.BaseExpression], cst.CSTNode],
     ) -> None:
         needed = self.facts.devices.needed_by(node, function)
         expression = needed.expression()
@@ -216,7 +162,6 @@ class DeviceFixedAtConstruction(DevicePass):
                 ),
             )
             return
-        assert callable(rebuild)
         replacement = rebuild(cst.parse_expression(expression))
         self.report(
             node,
@@ -239,8 +184,3 @@ def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
         and isinstance(receiver.value, cst.Name)
         and receiver.value.value == "self"
     )
-
-
-def _assigns_device(node: cst.CSTNode) -> bool:
-    code = code_of(node).lower()
-    return "torch.device" in code or "cuda" in code

@@ -11,7 +11,7 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import dotted_name, keyword_argument, remove_argument
 from devfix.codemods.analysis.flow import DATA_KEYWORDS, MAPPING_METHODS, ScriptFlow
 from devfix.codemods.analysis.moves import device_argument
-from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.names import argument, code_of
 from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
     SELF_MOVING_TRAINERS,
@@ -151,7 +151,9 @@ class DeviceInDataPipeline(DevicePass):
             if not code.class_info(cls).is_dataset:
                 continue
             consumers = [
-                c for c in loaders if self._dataset_class_of(_dataset_argument(c), c, flow) == name
+                c
+                for c in loaders
+                if self._dataset_class_of(argument(c, "dataset"), c, flow) == name
             ]
             for statement in cls.body.body:
                 if not isinstance(statement, cst.FunctionDef):
@@ -251,7 +253,7 @@ class DeviceInDataPipeline(DevicePass):
         return None
 
     def _mapped_from(self, loader: cst.Call, mapping: cst.Call, flow: ScriptFlow) -> bool:
-        value = _dataset_argument(loader)
+        value = argument(loader, "dataset")
         for _ in range(4):
             if value is None:
                 return False
@@ -428,14 +430,6 @@ def _hands_batch_on(context: FileContext, loop: cst.For) -> bool:
         ):
             return True
     return False
-
-
-def _dataset_argument(loader: cst.Call) -> cst.BaseExpression | None:
-    for arg in loader.args:
-        if arg.keyword is not None and arg.keyword.value == "dataset":
-            return arg.value
-    positional = [a for a in loader.args if a.keyword is None and not a.star]
-    return positional[0].value if positional else None
 
 
 def _without_device(call: cst.Call) -> cst.BaseExpression:

@@ -6,12 +6,9 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import keyword_argument, remove_argument
-from devfix.codemods.analysis.moves import string_device
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")
-#: Big Model Inference strategies that may spread the model over several devices.
-_SPREADING = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
 #: Names whose presence means a library places the model on the process's device itself.
 _PLACING_TAILS = frozenset({"prepare", "prepare_model"})
 
@@ -89,13 +86,13 @@ class DeviceMapInDistributedTraining(DevicePass):
         qualified = self.qualified_name(func)
         if qualified is None or not qualified.startswith(_LIBRARIES):
             return
-        kind = self._map_kind(arg.value, node)
+        kind = self.facts.moves.device_map_kind(arg.value, node)
         if kind is None:
             return
         if (
             isinstance(arg.value, cst.SimpleString)
             and arg.value.evaluated_value == "cuda"
-            and self._sets_current_device()
+            and self.facts.flow.sets_current_device()
         ):
             return  # "cuda" is the current device: the rank's GPU after `set_device(local_rank)`
         evidence = self.facts.flow.distributed_evidence()
@@ -113,9 +110,9 @@ class DeviceMapInDistributedTraining(DevicePass):
             if spread
             else ""
         )
-        model_name = self._bound_name(node)
+        model_name = self.facts.scopes.assigned_name(node)
         placed_by_library = evidence in ("Trainer", "accelerate") or (
-            model_name is not None and self._moved_later(model_name, node)
+            model_name is not None and self.facts.flow.moved_after(model_name, node)
         )
         if quantized or not placed_by_library:
             rank, imports = self._local_rank(node)
@@ -148,69 +145,6 @@ class DeviceMapInDistributedTraining(DevicePass):
             edits=[Edit(node, remove_argument(node, arg))],
             applicability=applicability,
         )
-
-    def _map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
-        """ "spread", "fixed" for a single literal device, else None (not ours to judge)."""
-        if isinstance(value, cst.Name):
-            bound = self.facts.scopes.latest_binding(value.value, node)
-            return None if bound is None else self._map_kind(bound, node)
-        if isinstance(value, cst.SimpleString):
-            text = value.evaluated_value
-            if text in _SPREADING:
-                return "spread"
-            device = string_device(value)
-            if device is not None and device.startswith("cuda"):
-                return "fixed"
-            return None
-        if isinstance(value, cst.Integer):
-            return "fixed"
-        if isinstance(value, cst.Dict) and len(value.elements) == 1:
-            element = value.elements[0]
-            if (
-                isinstance(element, cst.DictElement)
-                and isinstance(element.key, cst.SimpleString)
-                and element.key.evaluated_value == ""
-                and (
-                    isinstance(element.value, cst.Integer)
-                    or (
-                        isinstance(element.value, cst.SimpleString)
-                        and (string_device(element.value) or "").startswith("cuda")
-                    )
-                )
-            ):
-                return "fixed"
-        return None
-
-    def _sets_current_device(self) -> bool:
-        return any(
-            isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "set_device"
-            and self.qualified_name(call.func) == "torch.cuda.set_device"
-            for call in self.context.subtree(self.context.module)
-        )
-
-    def _bound_name(self, node: cst.Call) -> str | None:
-        parent = self.context.parent(node)
-        if (
-            isinstance(parent, cst.Assign)
-            and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)
-        ):
-            return parent.targets[0].target.value
-        return None
-
-    def _moved_later(self, name: str, node: cst.Call) -> bool:
-        """`name.to(...)` / `name.cuda(...)` somewhere after the load."""
-        after = self.context.position(node).end.line
-        for call in self.context.subtree(self.context.module):
-            if (
-                isinstance(call, cst.Call)
-                and self.facts.moves.moved_name(call) == name
-                and self.context.position(call).start.line > after
-            ):
-                return True
-        return False
 
     def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
         for candidate in ("local_rank", "LOCAL_RANK"):

@@ -5,16 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument
-from devfix.codemods.analysis.moves import device_argument
 from devfix.codemods.analysis.names import call_tail, code_of
-from devfix.codemods.analysis.torch_names import NON_TENSOR_MEMBERS
 from devfix.types import Applicability, Edit
 
 _NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
-#: Methods whose result is no longer a device tensor.
-_LEAVES_DEVICE = frozenset({"cpu", "numpy", "item", "tolist", "size", "dim", "numel", "__len__"})
-_MAX_DEPTH = 8
 
 
 class NumpyOfDeviceTensor(DevicePass):
@@ -83,7 +77,7 @@ class NumpyOfDeviceTensor(DevicePass):
 
     def _check_numpy(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
-        origin = self.device_origin(receiver, node, 0)
+        origin = self._origin(receiver, node)
         if origin is None:
             return
         if _ends_with(receiver, "detach") or (
@@ -101,6 +95,11 @@ class NumpyOfDeviceTensor(DevicePass):
             edits=[Edit(node, node.with_changes(func=func.with_changes(value=moved)))],
         )
 
+    def _origin(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """Why `expr` is a tensor on a device, or None when that is not known."""
+        placed = self.facts.devices.placed(expr, at)
+        return placed.evidence if placed is not None else None
+
     # -- np.sum / np.mean ------------------------------------------------------------------
 
     def _check_reduction(self, node: cst.Call, method: str) -> None:
@@ -110,9 +109,7 @@ class NumpyOfDeviceTensor(DevicePass):
         origin: str | None
         if isinstance(values, cst.List) and values.elements:
             origins = [
-                self.device_origin(e.value, node, 0)
-                if not isinstance(e, cst.StarredElement)
-                else None
+                self._origin(e.value, node) if not isinstance(e, cst.StarredElement) else None
                 for e in values.elements
             ]
             origin = origins[0] if all(origins) else None
@@ -157,7 +154,7 @@ class NumpyOfDeviceTensor(DevicePass):
                 call = self.context.parent(parent)
                 method = parent.attr.value
                 if method == "append" and isinstance(call, cst.Call) and len(call.args) == 1:
-                    found = self.device_origin(call.args[0].value, call, 0)
+                    found = self._origin(call.args[0].value, call)
                     if found is None:
                         return None
                     origin = origin or found
@@ -168,110 +165,6 @@ class NumpyOfDeviceTensor(DevicePass):
             if isinstance(parent, (cst.AugAssign, cst.Subscript)):
                 return None
         return origin
-
-    # -- where a tensor lives --------------------------------------------------------------
-
-    def device_origin(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
-        """Why `expr` is a tensor on a device, or None when that is not known."""
-        if depth > _MAX_DEPTH:
-            return None
-        flow = self.facts.flow
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute):
-                method = func.attr.value
-                if method in _LEAVES_DEVICE or method in NON_TENSOR_MEMBERS:
-                    return None
-                if method == "cuda":
-                    return "moved with `.cuda()`"
-                if method == "to":
-                    device = device_argument(expr)
-                    kind = (
-                        self.facts.moves.device_kind(
-                            device, self.facts.scopes.enclosing_function(at)
-                        )
-                        if device
-                        else None
-                    )
-                    if kind == "cpu":
-                        return None
-                    if kind is not None:
-                        return f"moved with `.to({code_of(device)})`" if device else None
-            if dotted_name(func) is not None:
-                model = flow.model_device(
-                    func.value
-                    if isinstance(func, cst.Attribute)
-                    and func.attr.value in ("generate", "forward")
-                    else func,
-                    expr,
-                )
-                if model is not None:
-                    return f"output of `{model.model}`, which is on a device"
-                qualified = self.qualified_name(func)
-                if qualified is not None and qualified.startswith("torch."):
-                    keyword = keyword_argument(expr, "device")
-                    if keyword is not None and self.facts.moves.device_kind(
-                        keyword.value, self.facts.scopes.enclosing_function(at)
-                    ) in ("accelerator", "device"):
-                        return f"created with `device={code_of(keyword.value)}`"
-                    return self._any_argument(expr, at, depth)
-                if qualified is not None and self._is_module_instance(func, at):
-                    return self._any_argument(expr, at, depth)
-            if isinstance(func, cst.Attribute):
-                return self.device_origin(func.value, at, depth + 1)
-            return None
-        if isinstance(expr, cst.Name):
-            binding = self.facts.scopes.binding_before(expr.value, at)
-            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
-                return None
-            return self.device_origin(binding[1], at, depth + 1)
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
-                "self."
-            ):
-                return None
-            return self.device_origin(expr.value, at, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.device_origin(expr.value, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.device_origin(expr.left, at, depth + 1) or self.device_origin(
-                expr.right, at, depth + 1
-            )
-        if isinstance(expr, cst.UnaryOperation):
-            return self.device_origin(expr.expression, at, depth + 1)
-        return None
-
-    def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> str | None:
-        for arg in call.args:
-            if arg.keyword is not None:
-                continue
-            values = (
-                [e.value for e in arg.value.elements]
-                if isinstance(arg.value, (cst.List, cst.Tuple))
-                else [arg.value]
-            )
-            for value in values:
-                origin = self.device_origin(value, at, depth + 1)
-                if origin is not None:
-                    return origin
-        return None
-
-    def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
-        if not isinstance(func, cst.Name):
-            return False
-        binding = self.facts.scopes.binding_before(func.value, at)
-        if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
-            return False
-        value = binding[1]
-        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
-            value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
-        qualified = self.qualified_name(value.func)
-        return (
-            qualified is not None
-            and qualified.startswith("torch.nn.")
-            and (not qualified.startswith("torch.nn.functional."))
-        )
 
 
 def _ends_with(expr: cst.BaseExpression, method: str) -> bool:

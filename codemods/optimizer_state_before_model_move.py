@@ -362,9 +362,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 if clash:
                     names = ", ".join(f"`{n}`" for n in sorted(clash))
                     line = self.facts.scopes.line_of(body[later])
-                    return (
-                        f"line {line} rebinds {names}, which the moved statements read"
-                    )
+                    return f"line {line} rebinds {names}, which the moved statements read"
         move_reads = self.facts.scopes.names_read(body[move_index])
         for index in moved:
             clash = move_reads & self.facts.scopes.names_bound(body[index])

@@ -73,5 +73,7 @@ class FileFacts:
     @property
     def devices(self) -> DeviceInference:
         if self._devices is None:
-            self._devices = DeviceInference(self.context, self.names, self.scopes, self.modules)
+            self._devices = DeviceInference(
+                self.context, self.names, self.scopes, self.modules, self.moves, self.flow
+            )
         return self._devices

@@ -24,8 +24,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_attribute
-from devfix.codemods.analysis.names import Names, dotted_name, receiver_root
+from devfix.codemods.analysis.moves import Moves, device_argument, string_device
+from devfix.codemods.analysis.names import (
+    Names,
+    code_of,
+    dotted_name,
+    keyword_argument,
+    receiver_root,
+)
 from devfix.codemods.analysis.scopes import Scopes, target_names
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
@@ -40,6 +48,7 @@ from devfix.codemods.analysis.torch_names import (
 from devfix.context import FileContext
 
 _MAX_FLOW_DEPTH = 6
+_MAX_PLACED_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -123,12 +132,20 @@ class DeviceInference:
     """Answers "which device does this value live on / must it live on?" for one file."""
 
     def __init__(
-        self, context: FileContext, names: Names, scopes: Scopes, modules: ModuleFacts
+        self,
+        context: FileContext,
+        names: Names,
+        scopes: Scopes,
+        modules: ModuleFacts,
+        moves: Moves,
+        flow: ScriptFlow,
     ) -> None:
         self.context = context
         self.names = names
         self.scopes = scopes
         self.modules = modules
+        self.moves = moves
+        self.flow = flow
 
     # -- the device a new value must live on ----------------------------------------------------
 
@@ -415,3 +432,155 @@ class DeviceInference:
             ):
                 continue
             yield candidate
+
+    # -- a device fixed outside the call -------------------------------------------------------
+
+    def fixed_outside(self, value: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+        """`value` names a device fixed before the call runs: a CUDA literal, a global device
+        variable, or a device attribute stored in `__init__` (a class without a `device`
+        property); None otherwise."""
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            if isinstance(text, str) and text.startswith("cuda"):
+                return Literal(f"the literal {value.value}", text=text)
+            return None
+        if isinstance(value, cst.Call) and self.names.qualified_name(value.func) == "torch.device":
+            first = value.args[0].value if value.args else None
+            if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith(
+                "cuda"
+            ):
+                return Literal(f"`{code_of(value)}`", text=str(first.evaluated_value))
+            return None
+        owner = function.owner
+        if isinstance(value, cst.Attribute):
+            attr = self_attribute(value)
+            if attr is None or owner is None or owner.has_device_property:
+                return None
+            if attr in owner.device_attrs:
+                return Named(f"`self.{attr}`, stored in `__init__`", name=f"self.{attr}")
+            return None
+        if isinstance(value, cst.Name):
+            name = value.value
+            if name in function.params or name in function.bindings:
+                return None
+            bindings = self.scopes.module_bindings().get(name)
+            if bindings and (
+                "dev" in name.lower()
+                or any(
+                    "torch.device" in code_of(node).lower() or "cuda" in code_of(node).lower()
+                    for node in bindings
+                )
+            ):
+                return Named(f"the global `{name}`", name=name)
+        return None
+
+    # -- where a value lives ----------------------------------------------------------------
+
+    def placed(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> Device | None:
+        """The device `expr` provably lives on as seen at `at`, when that is not the CPU: moved
+        there (`.cuda()` -> Current, `.to(d)` -> Named/Literal), the output of a model moved
+        there (ParamsOf), a factory with `device=`, or computed from one of these; None when
+        it is on the CPU or nothing says."""
+        if depth > _MAX_PLACED_DEPTH:
+            return None
+        flow = self.flow
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method in LEAVES_DEVICE_METHODS or method in NON_TENSOR_MEMBERS:
+                    return None
+                if method == "cuda":
+                    return Current("moved with `.cuda()`")
+                if method == "to":
+                    device = device_argument(expr)
+                    kind = (
+                        self.moves.device_kind(device, self.scopes.enclosing_function(at))
+                        if device
+                        else None
+                    )
+                    if kind == "cpu":
+                        return None
+                    if kind is not None and device is not None:
+                        text = code_of(device)
+                        evidence = f"moved with `.to({text})`"
+                        literal = string_device(device)
+                        if literal is not None:
+                            return Literal(evidence, text=literal)
+                        return Named(evidence, name=text)
+            if dotted_name(func) is not None:
+                model = flow.model_device(
+                    func.value
+                    if isinstance(func, cst.Attribute)
+                    and func.attr.value in ("generate", "forward")
+                    else func,
+                    expr,
+                )
+                if model is not None:
+                    return ParamsOf(
+                        f"output of `{model.model}`, which is on a device", module=model.model
+                    )
+                qualified = self.names.qualified_name(func)
+                if qualified is not None and qualified.startswith("torch."):
+                    keyword = keyword_argument(expr, "device")
+                    if keyword is not None and self.moves.device_kind(
+                        keyword.value, self.scopes.enclosing_function(at)
+                    ) in ("accelerator", "device"):
+                        text = code_of(keyword.value)
+                        return Named(f"created with `device={text}`", name=text)
+                    return self._any_argument(expr, at, depth)
+                if qualified is not None and self._is_module_instance(func, at):
+                    return self._any_argument(expr, at, depth)
+            if isinstance(func, cst.Attribute):
+                return self.placed(func.value, at, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            binding = self.scopes.binding_before(expr.value, at)
+            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
+                return None
+            return self.placed(binding[1], at, depth + 1)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
+                "self."
+            ):
+                return None
+            return self.placed(expr.value, at, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.placed(expr.value, at, depth + 1)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.placed(expr.expression, at, depth + 1)
+        return None
+
+    def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
+        for arg in call.args:
+            if arg.keyword is not None:
+                continue
+            values = (
+                [e.value for e in arg.value.elements]
+                if isinstance(arg.value, (cst.List, cst.Tuple))
+                else [arg.value]
+            )
+            for value in values:
+                origin = self.placed(value, at, depth + 1)
+                if origin is not None:
+                    return origin
+        return None
+
+    def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
+        if not isinstance(func, cst.Name):
+            return False
+        binding = self.scopes.binding_before(func.value, at)
+        if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
+            return False
+        value = binding[1]
+        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
+        qualified = self.names.qualified_name(value.func)
+        return (
+            qualified is not None
+            and qualified.startswith("torch.nn.")
+            and (not qualified.startswith("torch.nn.functional."))
+        )

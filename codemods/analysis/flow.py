@@ -10,6 +10,7 @@ needed, the answer carries the reason, and the passes report instead of guessing
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import cast
@@ -18,7 +19,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import DeviceMove, Moves
-from devfix.codemods.analysis.names import Names, code_of, dotted_name, root_name
+from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name, root_name
 from devfix.codemods.analysis.scopes import Binding, Scopes
 from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
@@ -32,6 +33,13 @@ from devfix.context import FileContext
 from devfix.types import Edit
 
 _MOVES = ("to", "cuda")
+#: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
+METADATA_KEY = re.compile(
+    r"^(epoch|epochs|start_epoch|step|steps|global_step|iteration|iter|it|best\w*|acc\w*|lr|"
+    r"args|config|cfg|hparams|hyper_parameters|version|arch|meta|metadata|n_\w+|num_\w+)$"
+)
+
+
 #: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
 MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
 #: Keywords whose value is data-preparation code.
@@ -713,6 +721,201 @@ class ScriptFlow:
         ) or qualified in OTHER_OPTIMIZERS:
             return "optimizer", qualified
         return None, None
+
+    # -- values fed to a model ----------------------------------------------------------------
+
+    def model_call_fed(self, node: cst.BaseExpression) -> tuple[cst.Call, ModelDevice] | None:
+        """The call of a model on a device that the value of `node` reaches without a move
+        (directly, through attributes and subscripts, or through names bound to it), and the
+        model's device."""
+        flow = self
+        value: cst.BaseExpression = node
+        while True:
+            parent = self.context.parent(value)
+            if isinstance(parent, cst.Attribute) and parent.value is value:
+                if parent.attr.value in _MOVES:
+                    return None
+                grand = self.context.parent(parent)
+                if isinstance(grand, cst.Call) and grand.func is parent:
+                    return None  # a method call on the output: leave it alone
+                value = parent
+            elif isinstance(parent, cst.Subscript) and parent.value is value:
+                value = parent
+            else:
+                break
+        parent = self.context.parent(value)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            if isinstance(call, cst.Call):
+                return self._as_model_call(call, flow)
+            return None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, cst.Name):
+                return self._follow(target.value, parent, flow, depth=0)
+        return None
+
+    def _follow(
+        self, name: str, assign: cst.CSTNode, flow: ScriptFlow, depth: int
+    ) -> tuple[cst.Call, ModelDevice] | None:
+        scope = flow.scopes.enclosing_function(assign) or self.context.module
+        start = self.context.position(assign).end
+        result: tuple[cst.Call, ModelDevice] | None = None
+        for use in self.scopes.names_in(scope, name):
+            position = self.context.position(use).start
+            if (position.line, position.column) <= (start.line, start.column):
+                continue
+            if self._moved_on_the_way(use):
+                return None
+            expression: cst.CSTNode = use
+            parent = self.context.parent(use)
+            while (
+                isinstance(parent, (cst.Attribute, cst.Subscript))
+                and parent.value is expression
+                and not (isinstance(parent, cst.Attribute) and parent.attr.value in _MOVES)
+            ):
+                expression, parent = parent, self.context.parent(parent)
+            if isinstance(parent, cst.Arg):
+                call = self.context.parent(parent)
+                if isinstance(call, cst.Call) and result is None:
+                    result = self._as_model_call(call, flow)
+            elif (
+                isinstance(parent, cst.Assign)
+                and depth == 0
+                and expression is not use
+                and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)
+            ):
+                derived = self._follow(parent.targets[0].target.value, parent, flow, depth + 1)
+                target = parent.targets[0].target.value
+                if derived is None and any(
+                    self._moved_on_the_way(other) for other in self.scopes.names_in(scope, target)
+                ):
+                    return None
+                result = result or derived
+            elif isinstance(parent, cst.Assign):
+                return None  # rebound from something else: unknown
+        return result
+
+    def _as_model_call(
+        self, call: cst.Call, flow: ScriptFlow
+    ) -> tuple[cst.Call, ModelDevice] | None:
+        callee = call.func
+        if isinstance(callee, cst.Attribute) and callee.attr.value in ("generate", "forward"):
+            callee = callee.value
+        if dotted_name(callee) is None:
+            return None
+        model = flow.model_device(callee, call)
+        if model is None or (model.move is None and not model.pretrained and not model.reason):
+            return None
+        return call, model
+
+    def _moved_on_the_way(self, use: cst.Name) -> bool:
+        """`inputs.to(d)`, `inputs["x"].to(d)`, `{k: v.to(d) for k, v in inputs.items()}`,
+        `to_device(inputs)`: the output is moved somewhere on the way."""
+        current: cst.CSTNode = use
+        for ancestor in self.context.ancestors(use):
+            if isinstance(ancestor, cst.Attribute) and ancestor.value is current:
+                if ancestor.attr.value in _MOVES:
+                    return True
+            elif isinstance(ancestor, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
+                return any(
+                    isinstance(n, cst.Attribute) and n.attr.value in _MOVES
+                    for n in self.context.subtree(ancestor)
+                )
+            elif isinstance(ancestor, cst.Call):
+                tail = (dotted_name(ancestor.func) or "").rsplit(".", 1)[-1].lower()
+                if "device" in tail or "cuda" in tail or tail.startswith(("to_", "move", "send")):
+                    return True
+            elif isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+            current = ancestor
+        return False
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def feeds_only_state_dicts(self, node: cst.Call) -> bool:
+        """Everything a loaded checkpoint (`torch.load(...)`) is used for is a
+        `load_state_dict(...)` argument or a metadata read (`ckpt["epoch"]`, `"k" in ckpt`)."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            return self._is_state_dict_argument(parent)
+        if not (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return False
+        name = parent.targets[0].target.value
+        start = self.scopes.line_of(parent)
+        uses = [
+            candidate
+            for candidate in self.scopes.statements(self.scopes.enclosing_scope(node))
+            if isinstance(candidate, cst.Name)
+            and candidate.value == name
+            and self.scopes.line_of(candidate) > start
+        ]
+        return all(self._harmless_use(use) for use in uses)
+
+    def _harmless_use(self, use: cst.Name) -> bool:
+        parent = self.context.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.attr is use:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is use:
+            key = parent.slice[0].slice if len(parent.slice) == 1 else None
+            if (
+                isinstance(key, cst.Index)
+                and isinstance(key.value, cst.SimpleString)
+                and isinstance(key.value.evaluated_value, str)
+                and METADATA_KEY.match(key.value.evaluated_value)
+            ):
+                return True
+        if isinstance(parent, cst.ComparisonTarget):
+            return True  # `"key" in checkpoint`
+        current: cst.CSTNode = use
+        for ancestor in self.context.ancestors(use):
+            if isinstance(ancestor, cst.Arg):
+                return self._is_state_dict_argument(ancestor)
+            if isinstance(ancestor, cst.BaseStatement):
+                return False
+            if (
+                isinstance(ancestor, cst.Attribute)
+                and ancestor.value is current
+                and ancestor.attr.value in ("keys", "items", "values")
+                and isinstance(self.context.parent(ancestor), cst.Call)
+            ):
+                return ancestor.attr.value == "keys"
+            current = ancestor
+        return False
+
+    def _is_state_dict_argument(self, arg: cst.Arg) -> bool:
+        call = self.context.parent(arg)
+        return isinstance(call, cst.Call) and call_tail(call.func) in (
+            "load_state_dict",
+            "load_state_dict_from_checkpoint",
+        )
+
+    def sets_current_device(self) -> bool:
+        """The script calls `torch.cuda.set_device(...)` (bare `"cuda"` is then its GPU)."""
+        return any(
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "set_device"
+            and self.names.qualified_name(call.func) == "torch.cuda.set_device"
+            for call in self.context.subtree(self.context.module)
+        )
+
+    def moved_after(self, name: str, node: cst.CSTNode) -> bool:
+        """`name.to(...)` / `name.cuda(...)` somewhere after `node`."""
+        after = self.context.position(node).end.line
+        for call in self.context.subtree(self.context.module):
+            if (
+                isinstance(call, cst.Call)
+                and self.moves.moved_name(call) == name
+                and self.context.position(call).start.line > after
+            ):
+                return True
+        return False
 
     def _root_names(self, expr: cst.CSTNode) -> set[str]:
         """Names an expression reads at its roots: `torch.device(args.gpu)` -> {"torch", "args"}."""

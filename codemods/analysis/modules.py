@@ -321,6 +321,26 @@ class ModuleFacts:
                 return self.constructed_module(node.value)
         return None
 
+    def submodule_moved(
+        self, move: cst.Call
+    ) -> tuple[str, str, cst.FunctionDef, cst.ClassDef] | None:
+        """(self variable, attribute, method, class) when `move` is `self.<submodule>.to(...)`
+        (or `.cuda()`) in a method of an `nn.Module` other than `__init__`, and `__init__`
+        provably builds `self.<submodule>` as a module."""
+        function = self.enclosing_function(move)
+        if function is None or function.name == "__init__":
+            return None
+        if function.owner is None or not function.owner.is_module:
+            return None
+        method, classdef = function.node, function.owner.node
+        self_var = self_name(method)
+        if self_var is None or not isinstance(move.func, cst.Attribute):
+            return None
+        attr = self_attribute(move.func.value, self_var)
+        if attr is None or self.submodule_class(classdef, attr) is None:
+            return None  # not provably a module: a tensor attribute or unknown
+        return self_var, attr, method, classdef
+
     def registered_otherwise(self, classdef: cst.ClassDef, attr: str) -> bool:
         """The class registers `attr` itself (`register_buffer("x", ...)`, `nn.Parameter`)."""
         for node in self.context.subtree(classdef):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import Names, code_of, dotted_name
+from devfix.codemods.analysis.names import Names, argument, code_of, dotted_name
 from devfix.codemods.analysis.scopes import Scopes, all_params
 from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES
 from devfix.context import FileContext
@@ -20,6 +20,8 @@ from devfix.context import FileContext
 #: The helper DF304 inserts once per script; the other passes treat it as a device source.
 SELECT_DEVICE = "select_device"
 #: Name parts that say a variable holds a device (`device`, `args.gpu`, `local_rank`).
+#: Big Model Inference strategies that may spread the model over several devices.
+SPREADING_DEVICE_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
 _DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "local_rank", "rank")
 
 
@@ -40,11 +42,7 @@ def cuda_string(node: cst.BaseExpression) -> bool:
 
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """The device of `x.to(device, ...)` / `x.to(device=...)` (or a dtype: ask `is_dtype`)."""
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == "device":
-            return arg.value
-    positional = [a for a in call.args if a.keyword is None and not a.star]
-    return positional[0].value if positional else None
+    return argument(call, "device")
 
 
 @dataclass(frozen=True)
@@ -266,3 +264,110 @@ class Moves:
                 continue
             found.append(name)
         return found
+
+    def _bindings(self, name: str, node: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Values of `name = value` in `node`'s function and at module level."""
+        scopes = [self.scopes.enclosing_scope(node)]
+        if scopes[0] is not self.context.module:
+            scopes.append(self.context.module)
+        return [value for scope in scopes for value in self.scopes.simple_assignments(scope, name)]
+
+    def is_process_device(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` is bound from the process's rank or from the portable device helper."""
+        for value in self._bindings(name, node):
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+                and value.func.value == SELECT_DEVICE
+            ):
+                return True
+            code = self.context.module.code_for_node(value)
+            if isinstance(value, (cst.Call, cst.IfExp)) and "rank" in code.lower():
+                return True
+        return False
+
+    def is_computed_device(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` holds a `torch.device` the script computes (not a fixed string)."""
+        values = self._bindings(name, node)
+        return bool(values) and all(isinstance(v, (cst.Call, cst.IfExp)) for v in values)
+
+    def device_map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
+        """A `from_pretrained(device_map=...)` value: "spread" (a Big Model Inference strategy),
+        "fixed" (a single literal device), else None (computed: not ours to judge)."""
+        if isinstance(value, cst.Name):
+            bound = self.scopes.latest_binding(value.value, node)
+            return None if bound is None else self.device_map_kind(bound, node)
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            if text in SPREADING_DEVICE_MAPS:
+                return "spread"
+            device = string_device(value)
+            if device is not None and device.startswith("cuda"):
+                return "fixed"
+            return None
+        if isinstance(value, cst.Integer):
+            return "fixed"
+        if isinstance(value, cst.Dict) and len(value.elements) == 1:
+            element = value.elements[0]
+            if (
+                isinstance(element, cst.DictElement)
+                and isinstance(element.key, cst.SimpleString)
+                and element.key.evaluated_value == ""
+                and (
+                    isinstance(element.value, cst.Integer)
+                    or (
+                        isinstance(element.value, cst.SimpleString)
+                        and (string_device(element.value) or "").startswith("cuda")
+                    )
+                )
+            ):
+                return "fixed"
+        return None
+
+    def casts_besides_moving(self, move: cst.Call) -> str | None:
+        """Why a module's `.to(...)` is more than a device move (a dtype cast, or an argument
+        that may be a dtype or a tensor), or None."""
+        assert isinstance(move.func, cst.Attribute)
+        if move.func.attr.value == "cuda":
+            return None
+        positional = [a for a in move.args if a.keyword is None]
+        keywords = {a.keyword.value for a in move.args if a.keyword is not None}
+        if keywords - {"device", "non_blocking"} or len(positional) > 1:
+            return "it also casts the submodule's dtype"
+        if positional:
+            if keywords & {"device"}:
+                return "it also casts the submodule's dtype"
+            value = positional[0].value
+            if not self.is_device_expression(value):
+                return f"`{code_of(value)}` may be a dtype or a tensor (a cast), not only a device"
+        elif "device" not in keywords:
+            return "it names no device"
+        return None
+
+    def only_casts(self, move: cst.Call) -> bool:
+        """`.to(torch.float16)` / `.to(dtype=...)`: no device is named."""
+        assert isinstance(move.func, cst.Attribute)
+        if move.func.attr.value != "to":
+            return False
+        positional = [a for a in move.args if a.keyword is None]
+        keywords = {a.keyword.value for a in move.args if a.keyword is not None}
+        if "device" in keywords:
+            return False
+        if not positional:
+            return "dtype" in keywords
+        first = positional[0].value
+        return dotted_name(first) is not None and self.names.is_dtype(first)
+
+    def is_device_expression(self, node: cst.BaseExpression) -> bool:
+        """A literal device, `torch.device(...)`, or a name that says it holds a device."""
+        if isinstance(node, (cst.SimpleString, cst.Integer)):
+            return True
+        if isinstance(node, cst.Call):
+            return self.names.qualified_name(node.func) == "torch.device"
+        dotted = dotted_name(node)
+        if dotted is None:
+            return False
+        if self.names.is_dtype(node):
+            return False
+        last = dotted.rsplit(".", 1)[-1].lower()
+        return "device" in last or last in ("dev", "gpu", "rank", "local_rank")

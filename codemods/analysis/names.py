@@ -64,6 +64,46 @@ def receiver_root(node: cst.BaseExpression) -> str | None:
             return None
 
 
+def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
+    """The argument passed as `keyword=...`, if any."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+    return None
+
+
+def argument(call: cst.Call, keyword: str, index: int = 0) -> cst.BaseExpression | None:
+    """The value passed as `keyword=...`, else the `index`-th plain positional argument."""
+    found = keyword_argument(call, keyword)
+    if found is not None:
+        return found.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if index < len(positional) else None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    """`f(**kwargs)`: any keyword may hide in it."""
+    return any(arg.star == "**" for arg in call.args)
+
+
+_CONSTANTS = (
+    cst.Integer,
+    cst.Float,
+    cst.Imaginary,
+    cst.SimpleString,
+    cst.ConcatenatedString,
+    cst.FormattedString,
+    cst.Lambda,
+)
+
+
+def is_constant(node: cst.BaseExpression) -> bool:
+    """A literal (number, string, lambda) or `None`/`True`/`False`: never a tensor."""
+    return isinstance(node, _CONSTANTS) or (
+        isinstance(node, cst.Name) and node.value in ("None", "True", "False")
+    )
+
+
 def code_of(node: cst.CSTNode) -> str:
     """The source text of a node (of this file or built by a fix)."""
     return cst.Module(body=[]).code_for_node(node)

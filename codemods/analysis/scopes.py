@@ -37,9 +37,11 @@ def bound_by(node: cst.CSTNode, *, comprehensions: bool = True) -> Iterator[cst.
     """The names one node binds by assignment: an assignment target, an annotated or augmented
     assignment, a `for` (and, unless told otherwise, comprehension) target, `:=`, or an `as`
     name."""
-    if isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For)) or (
-        comprehensions and isinstance(node, cst.CompFor)
-    ) or isinstance(node, cst.NamedExpr):
+    if (
+        isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For))
+        or (comprehensions and isinstance(node, cst.CompFor))
+        or isinstance(node, cst.NamedExpr)
+    ):
         yield from target_names(node.target)
     elif isinstance(node, cst.AsName):
         yield from target_names(node.name)
@@ -344,6 +346,17 @@ class Scopes:
             and isinstance(node.targets[0].target, cst.Name)
             and node.targets[0].target.value == name
         ]
+
+    def assigned_name(self, node: cst.CSTNode) -> str | None:
+        """`name = <node>`: the single plain name `node` is assigned to."""
+        parent = self.context.parent(node)
+        if (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return parent.targets[0].target.value
+        return None
 
     def module_bindings(self) -> dict[str, list[cst.CSTNode]]:
         """Names bound at module level (also under module-level `if`/`try`/`with`), with the
