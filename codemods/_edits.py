@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import call_tail, dotted_name, has_star_kwargs, keyword_argument
+# Readers live in codemods.analysis.names; DF401 still imports these two from here (remove the
+# re-export when it is ported onto the analysis layer).
+from devfix.codemods.analysis.names import call_tail, keyword_argument
 
 __all__ = [
     "append_keyword",
     "call_tail",
-    "dotted_name",
-    "has_star_kwargs",
     "keyword_argument",
     "method_call",
     "move_to",

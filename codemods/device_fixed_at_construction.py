@@ -7,9 +7,9 @@ from collections.abc import Callable
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, keyword_argument
 from devfix.codemods.analysis.devices import Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
+from devfix.codemods.analysis.names import call_tail, keyword_argument
 from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 

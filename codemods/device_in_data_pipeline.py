@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument, remove_argument
+from devfix.codemods._edits import remove_argument
 from devfix.codemods.analysis.flow import DATA_KEYWORDS, MAPPING_METHODS, ScriptFlow
 from devfix.codemods.analysis.moves import device_argument
-from devfix.codemods.analysis.names import argument, code_of
+from devfix.codemods.analysis.names import argument, code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
     SELF_MOVING_TRAINERS,

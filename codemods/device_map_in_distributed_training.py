@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import keyword_argument, remove_argument
+from devfix.codemods._edits import remove_argument
+from devfix.codemods.analysis.names import keyword_argument
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, keyword_argument
 from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, string_device
+from devfix.codemods.analysis.names import call_tail, keyword_argument
 from devfix.codemods.analysis.torch_names import CUDA_AUTOCAST, CUDA_GRAD_SCALERS
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -179,7 +179,7 @@ class HardCodedDevice(DevicePass):
         imports: list[ImportSpec],
     ) -> None:
         text = self._code(device)
-        other_gpu = self._explicit_indices() - {0}
+        other_gpu = self.facts.moves.explicit_gpu_indices() - {0}
         note = (
             f"; outside torchrun this moves the script from cuda:{min(other_gpu)} to GPU 0 "
             "(select the GPU with CUDA_VISIBLE_DEVICES)"
@@ -238,7 +238,7 @@ class HardCodedDevice(DevicePass):
             alias = "torch"
             imports.append(ImportSpec("torch"))
         helper = cst.parse_statement(_HELPER.format(name=SELECT_DEVICE, torch=alias))
-        anchor = _insertion_anchor(module)
+        anchor = self.facts.names.import_block_end()
         position = next(
             (i + 1 for i, statement in enumerate(module.body) if statement is anchor), 0
         )
@@ -281,7 +281,11 @@ class HardCodedDevice(DevicePass):
                 )
             ):
                 return name
-            if cuda_string(value) and "dev" in name.lower() and not self._compared_as_string(name):
+            if (
+                cuda_string(value)
+                and "dev" in name.lower()
+                and not self.facts.moves.compared_as_string(name)
+            ):
                 # A hard-coded device string that this pass turns into `select_device()`.
                 return name
         return None
@@ -391,37 +395,10 @@ class HardCodedDevice(DevicePass):
                 return True
         if self.facts.flow.in_data_pipeline(node):
             return True
-        return self._guarded_by_cuda_check(node)
-
-    def _guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
-        current: cst.CSTNode = node
-        for ancestor in self.context.ancestors(node):
-            if (
-                isinstance(ancestor, (cst.If, cst.IfExp))
-                and current is ancestor.body
-                and self._mentions_cuda_check(ancestor.test)
-            ):
-                return True
-            if isinstance(ancestor, cst.BooleanOperation) and self._mentions_cuda_check(
-                ancestor.left
-            ):
-                return True
-            current = ancestor
-        return False
-
-    def _mentions_cuda_check(self, test: cst.CSTNode) -> bool:
-        for inner in self.context.subtree(test):
-            if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
-                "is_available",
-                "device_count",
-            ):
-                name = self.qualified_name(inner)
-                if name in ("torch.cuda.is_available", "torch.cuda.device_count"):
-                    return True
-        return False
+        return self.facts.flow.guarded_by_cuda_check(node)
 
     def _decline_reason(self, node: cst.CSTNode, assign: cst.Assign | None) -> str | None:
-        indices = self._explicit_indices()
+        indices = self.facts.moves.explicit_gpu_indices()
         if len(indices) > 1:
             shown = ", ".join(f"cuda:{i}" for i in sorted(indices))
             return (
@@ -431,44 +408,9 @@ class HardCodedDevice(DevicePass):
         if assign is not None and cuda_string(assign.value):
             name = assign.targets[0].target
             assert isinstance(name, cst.Name)
-            if self._compared_as_string(name.value):
+            if self.facts.moves.compared_as_string(name.value):
                 return f"`{name.value}` is compared as a string; a `torch.device` would not match"
         return None
-
-    def _compared_as_string(self, name: str) -> bool:
-        for inner in self.context.subtree(self.context.module):
-            if isinstance(inner, cst.Comparison):
-                parts = [inner.left, *(target.comparator for target in inner.comparisons)]
-                if any(isinstance(p, cst.Name) and p.value == name for p in parts):
-                    return True
-            if (
-                isinstance(inner, cst.Attribute)
-                and isinstance(inner.value, cst.Name)
-                and inner.value.value == name
-                and inner.attr.value
-                in ("startswith", "endswith", "split", "replace", "upper", "lower", "format")
-            ):
-                return True
-        return False
-
-    def _explicit_indices(self) -> set[int]:
-        cached = self.context.shared.get("df304.indices")
-        if isinstance(cached, set):
-            return cached
-        indices: set[int] = set()
-        for inner in self.context.subtree(self.context.module):
-            if isinstance(inner, cst.SimpleString):
-                value = string_device(inner)
-                if value is not None and value.startswith("cuda:") and value[5:].isdigit():
-                    indices.add(int(value[5:]))
-            elif isinstance(inner, cst.Call) and call_tail(inner.func) in ("cuda", "device"):
-                for arg in inner.args:
-                    if isinstance(arg.value, cst.Integer) and (
-                        arg.keyword is None or arg.keyword.value in ("device", "index")
-                    ):
-                        indices.add(int(arg.value.value))
-        self.context.shared["df304.indices"] = indices
-        return indices
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
@@ -515,47 +457,3 @@ def _literal_cuda(call: cst.Call) -> bool:
     if not cuda_string(first.value):
         return False
     return all(isinstance(arg.value, cst.Integer) for arg in call.args[1:])
-
-
-def _is_import_line(statement: cst.BaseStatement) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(
-        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
-    )
-
-
-def _insertion_anchor(module: cst.Module) -> cst.BaseStatement | None:
-    """The last import of the script's leading import block (after its docstring)."""
-    anchor: cst.BaseStatement | None = None
-    for index, statement in enumerate(module.body):
-        if _is_import_line(statement):
-            anchor = statement
-            continue
-        is_docstring = (
-            index == 0
-            and isinstance(statement, cst.SimpleStatementLine)
-            and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr)
-            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-        )
-        if is_docstring:
-            anchor = statement  # no imports yet: the helper goes after the docstring
-            continue
-        break
-    # `import torch` / `import os` further down (after `sys.path` set-up): the helper needs them.
-    for statement in module.body:
-        if (
-            isinstance(statement, cst.SimpleStatementLine)
-            and _is_import_line(statement)
-            and any(
-                isinstance(small, cst.Import)
-                and any(
-                    isinstance(alias.name, cst.Name) and alias.name.value in ("torch", "os")
-                    for alias in small.names
-                )
-                for small in statement.body
-            )
-        ):
-            later = [s for s in module.body if s is statement or s is anchor]
-            if later and later[-1] is statement:
-                anchor = statement
-    return anchor

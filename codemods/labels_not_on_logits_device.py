@@ -5,21 +5,16 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import keyword_argument, move_to
+from devfix.codemods._edits import move_to
 from devfix.codemods.analysis import FileFacts
-from devfix.codemods.analysis.modules import self_attribute, self_name
-from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name
+from devfix.codemods.analysis.flow import PLACEMENT_WORDS
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.scopes import Scopes
 from devfix.codemods.analysis.torch_names import (
-    INPUT_TARGET_LOSS_CLASSES,
-    INPUT_TARGET_LOSS_FUNCTIONS,
     SAME_DEVICE_METHODS,
-    SPLIT_MODEL_BASES,
 )
-from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
-_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
 _MOVES = frozenset({"to", "cuda", "cpu", "type_as", "numpy", "tolist", "item"})
 #: Loss keywords that hold tensors combined with the logits.
 _TENSOR_KEYWORDS = ("weight", "pos_weight")
@@ -90,31 +85,12 @@ class LabelsNotOnLogitsDevice(DevicePass):
     @classmethod
     def wakes_on(cls, text: str) -> bool:
         # The pass reports only in files that place a model over several devices.
-        return super().wakes_on(text) and any(word in text for word in _PLACEMENT_WORDS)
-
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._global_losses: set[str] | None = None
-        self._multi_device: bool | None = None
-        self._local_tables: dict[int, set[str]] = {}
-
-    def _spans_devices(self) -> bool:
-        """Whether the file shows a model placed over several devices (see the docstring)."""
-        if self._multi_device is None and not any(
-            word in self.context.text for word in _PLACEMENT_WORDS
-        ):
-            self._multi_device = False
-        if self._multi_device is None:
-            self._multi_device = any(
-                _placement_evidence(self.facts.names, node)
-                for node in self.context.subtree(self.context.module)
-            )
-        return self._multi_device
+        return super().wakes_on(text) and any(word in text for word in PLACEMENT_WORDS)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._spans_devices():
+        if not self.facts.flow.places_over_devices():
             return
-        kind = self._loss_kind(node)
+        kind = self.facts.modules.loss_kind(node)
         if kind is None:
             return
         function = self.facts.modules.enclosing_function(node)
@@ -126,77 +102,6 @@ class LabelsNotOnLogitsDevice(DevicePass):
         if function.owner is not None and function.owner.is_dataset:
             return
         self._check(node, kind, function.node)
-
-    # -- is it a loss? ---------------------------------------------------------------------
-
-    def _loss_kind(self, node: cst.Call) -> str | None:
-        """ "function" for `F.*` losses, "module" for `nn.*Loss` instances, else None."""
-        func = node.func
-        if call_tail(func) in _FUNCTION_TAILS and dotted_name(func) is not None:
-            if self.qualified_name(func) in INPUT_TARGET_LOSS_FUNCTIONS:
-                return "function"
-            return None
-        if isinstance(func, cst.Call):
-            return (
-                "module"
-                if self.facts.modules.constructed_module(func) in INPUT_TARGET_LOSS_CLASSES
-                else None
-            )
-        if isinstance(func, cst.Name):
-            if func.value in self._module_level_losses():
-                return "module"
-            function = self.facts.modules.enclosing_function(node)
-            if function is not None and self._local_loss(func.value, function.node):
-                return "module"
-            return None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            function = self.facts.modules.enclosing_function(node)
-            if function is None or function.owner is None:
-                return None
-            attr = self_attribute(func, self_name(function.node) or "")
-            if attr is None:
-                return None
-            if (
-                self.facts.modules.submodule_class(function.owner.node, attr)
-                in INPUT_TARGET_LOSS_CLASSES
-            ):
-                return "module"
-        return None
-
-    def _module_level_losses(self) -> set[str]:
-        if self._global_losses is None:
-            names: set[str] = set()
-            for statement in self.context.module.body:
-                if not isinstance(statement, cst.SimpleStatementLine):
-                    continue
-                for small in statement.body:
-                    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-                        target = small.targets[0].target
-                        if isinstance(target, cst.Name) and (
-                            self.facts.modules.constructed_module(small.value)
-                            in INPUT_TARGET_LOSS_CLASSES
-                        ):
-                            names.add(target.value)
-            self._global_losses = names
-        return self._global_losses
-
-    def _local_loss(self, name: str, function: cst.FunctionDef) -> bool:
-        """Every binding of local `name` in `function` constructs an `nn.*Loss`."""
-        table = self._local_tables.get(id(function))
-        if table is None:
-            bindings: dict[str, list[bool]] = {}
-            for node in self.facts.scopes.nodes(function.body):
-                if isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        if isinstance(target.target, cst.Name):
-                            is_loss = (
-                                self.facts.modules.constructed_module(node.value)
-                                in INPUT_TARGET_LOSS_CLASSES
-                            )
-                            bindings.setdefault(target.target.value, []).append(is_loss)
-            table = {local for local, verdicts in bindings.items() if all(verdicts)}
-            self._local_tables[id(function)] = table
-        return name in table
 
     # -- the fix ---------------------------------------------------------------------------
 
@@ -298,33 +203,6 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
 
 _MOVED = object()
-_PLACEMENT_NAMES = frozenset(
-    {
-        "device_map",
-        "hf_device_map",
-        "dispatch_model",
-        "infer_auto_device_map",
-        "load_checkpoint_and_dispatch",
-        "parallelize",
-        "device_count",
-        "model_parallel",
-    }
-)
-#: Text that any placement evidence contains; a file without all of them is not walked.
-_PLACEMENT_WORDS = (*_PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
-
-
-def _placement_evidence(names: Names, node: cst.CSTNode) -> bool:
-    """`device_map=...`, `dispatch_model`, `"cuda:1"`, `torch.cuda.device_count()`, or a
-    Hugging Face `PreTrainedModel` subclass (any of which may be loaded with `device_map`)."""
-    if isinstance(node, cst.Name):
-        return node.value in _PLACEMENT_NAMES
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
-    if isinstance(node, cst.ClassDef):
-        return any(names.qualified_name(base.value) in SPLIT_MODEL_BASES for base in node.bases)
-    return False
 
 
 def _may_be_none(scopes: Scopes, name: str, function: cst.FunctionDef) -> bool:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, keyword_argument, method_call
+from devfix.codemods._edits import method_call
 from devfix.codemods.analysis.moves import string_device
-from devfix.codemods.analysis.names import root_name
+from devfix.codemods.analysis.names import call_tail, keyword_argument, root_name
 from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     WEIGHTED_FUNCTIONAL_LOSSES,

@@ -5,14 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import (
-    append_keyword,
-    call_tail,
-    has_star_kwargs,
-    keyword_argument,
-    method_call,
-)
+from devfix.codemods._edits import append_keyword, method_call
 from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import keyword_argument, method_call
-from devfix.codemods.analysis.names import code_of
+from devfix.codemods._edits import method_call
+from devfix.codemods.analysis.names import code_of, keyword_argument
 from devfix.types import Applicability, Edit
 
 

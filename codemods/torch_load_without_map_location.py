@@ -7,7 +7,8 @@ import re
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import append_keyword, call_tail, has_star_kwargs, keyword_argument
+from devfix.codemods._edits import append_keyword
+from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
 from devfix.types import Applicability, Edit
 
 _LOAD_WORD = re.compile(r"\bload\b")

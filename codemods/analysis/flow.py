@@ -28,6 +28,7 @@ from devfix.codemods.analysis.torch_names import (
     ITERATION_WRAPPERS,
     MODEL_WRAPPERS,
     OTHER_OPTIMIZERS,
+    SPLIT_MODEL_BASES,
 )
 from devfix.context import FileContext
 from devfix.types import Edit
@@ -44,6 +45,21 @@ METADATA_KEY = re.compile(
 MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
 #: Keywords whose value is data-preparation code.
 DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
+#: Names whose presence shows a model placed over several devices.
+PLACEMENT_NAMES = frozenset(
+    {
+        "device_map",
+        "hf_device_map",
+        "dispatch_model",
+        "infer_auto_device_map",
+        "load_checkpoint_and_dispatch",
+        "parallelize",
+        "device_count",
+        "model_parallel",
+    }
+)
+#: Text that any placement evidence contains; a file without all of them is not walked.
+PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
 _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
 _INSPECTING_BUILTINS = frozenset({"len", "print", "isinstance", "type", "str", "repr", "id"})
 
@@ -108,6 +124,7 @@ class ScriptFlow:
         self._distributed: str | None = None
         self._callbacks: frozenset[str] | None = None
         self._module_objects: dict[str, TrainingObject] | None = None
+        self._multi_device: bool | None = None
 
     def device_move(self, call: cst.Call, function: cst.FunctionDef | None) -> DeviceMove | None:
         """A move to a device known to be one (a literal, `.cuda()`, a device variable)."""
@@ -915,6 +932,64 @@ class ScriptFlow:
                 and self.context.position(call).start.line > after
             ):
                 return True
+        return False
+
+    def guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
+        """`node` runs only when `torch.cuda.is_available()` / `device_count()` says so."""
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if (
+                isinstance(ancestor, (cst.If, cst.IfExp))
+                and current is ancestor.body
+                and self._mentions_cuda_check(ancestor.test)
+            ):
+                return True
+            if isinstance(ancestor, cst.BooleanOperation) and self._mentions_cuda_check(
+                ancestor.left
+            ):
+                return True
+            current = ancestor
+        return False
+
+    def _mentions_cuda_check(self, test: cst.CSTNode) -> bool:
+        for inner in self.context.subtree(test):
+            if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
+                "is_available",
+                "device_count",
+            ):
+                name = self.names.qualified_name(inner)
+                if name in ("torch.cuda.is_available", "torch.cuda.device_count"):
+                    return True
+        return False
+
+    def places_over_devices(self) -> bool:
+        """Whether the file shows a model placed over several devices: `device_map`,
+        `dispatch_model`, `hf_device_map`, `parallelize`, `device_count()`, a GPU other than
+        `cuda:0`, or a Hugging Face `PreTrainedModel` subclass."""
+        if self._multi_device is None and not any(
+            word in self.context.text for word in PLACEMENT_WORDS
+        ):
+            self._multi_device = False
+        if self._multi_device is None:
+            self._multi_device = any(
+                self._placement_evidence(node) for node in self.context.subtree(self.context.module)
+            )
+        return self._multi_device
+
+    def _placement_evidence(self, node: cst.CSTNode) -> bool:
+        """`device_map=...`, `dispatch_model`, `"cuda:1"`, `torch.cuda.device_count()`, or a
+        Hugging Face `PreTrainedModel` subclass (which may be loaded with `device_map`)."""
+        if isinstance(node, cst.Name):
+            return node.value in PLACEMENT_NAMES
+        if isinstance(node, cst.SimpleString):
+            value = node.evaluated_value
+            return (
+                isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
+            )
+        if isinstance(node, cst.ClassDef):
+            return any(
+                self.names.qualified_name(base.value) in SPLIT_MODEL_BASES for base in node.bases
+            )
         return False
 
     def _root_names(self, expr: cst.CSTNode) -> set[str]:

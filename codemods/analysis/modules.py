@@ -9,11 +9,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import Names, code_of, dotted_name
+from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name
 from devfix.codemods.analysis.scopes import Scopes, bound_by, target_names
 from devfix.codemods.analysis.torch_names import (
     BASES_WITH_DEVICE_PROPERTY,
     DATASET_BASES,
+    INPUT_TARGET_LOSS_CLASSES,
+    INPUT_TARGET_LOSS_FUNCTIONS,
     LAYER_PARAMETER,
     LEGACY_CONSTRUCTORS,
     MODULE_BASES,
@@ -65,6 +67,9 @@ class FunctionInfo:
         if self.owner is not None and self.owner.is_module:
             return True
         return bool(self.tensor_params)
+
+
+_LOSS_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
 
 
 def self_name(function: cst.FunctionDef) -> str | None:
@@ -175,6 +180,8 @@ class ModuleFacts:
         self._classes: dict[int, ClassInfo] = {}
         self._functions: dict[int, FunctionInfo] = {}
         self._judges: dict[int, TensorJudge] = {}
+        self._global_losses: set[str] | None = None
+        self._local_tables: dict[int, set[str]] = {}
 
     # -- classes ---------------------------------------------------------------------------
 
@@ -480,6 +487,70 @@ class ModuleFacts:
                 if info.owner is not None and info.owner.is_module:
                     return True
         return False
+
+    # -- losses --------------------------------------------------------------------------------
+
+    def loss_kind(self, node: cst.Call) -> str | None:
+        """ "function" for a call of an `F.*` loss, "module" for a call of an `nn.*Loss`
+        instance (built inline, a module-level or local name, a `self.<attr>` built in
+        `__init__`), else None; only losses called as `loss(input, target)`."""
+        func = node.func
+        if call_tail(func) in _LOSS_FUNCTION_TAILS and dotted_name(func) is not None:
+            if self.names.qualified_name(func) in INPUT_TARGET_LOSS_FUNCTIONS:
+                return "function"
+            return None
+        if isinstance(func, cst.Call):
+            return "module" if self.constructed_module(func) in INPUT_TARGET_LOSS_CLASSES else None
+        if isinstance(func, cst.Name):
+            if func.value in self._module_level_losses():
+                return "module"
+            function = self.enclosing_function(node)
+            if function is not None and self._local_loss(func.value, function.node):
+                return "module"
+            return None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            function = self.enclosing_function(node)
+            if function is None or function.owner is None:
+                return None
+            attr = self_attribute(func, self_name(function.node) or "")
+            if attr is None:
+                return None
+            if self.submodule_class(function.owner.node, attr) in INPUT_TARGET_LOSS_CLASSES:
+                return "module"
+        return None
+
+    def _module_level_losses(self) -> set[str]:
+        if self._global_losses is None:
+            names: set[str] = set()
+            for statement in self.context.module.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                        target = small.targets[0].target
+                        if isinstance(target, cst.Name) and (
+                            self.constructed_module(small.value) in INPUT_TARGET_LOSS_CLASSES
+                        ):
+                            names.add(target.value)
+            self._global_losses = names
+        return self._global_losses
+
+    def _local_loss(self, name: str, function: cst.FunctionDef) -> bool:
+        """Every binding of local `name` in `function` constructs an `nn.*Loss`."""
+        table = self._local_tables.get(id(function))
+        if table is None:
+            bindings: dict[str, list[bool]] = {}
+            for node in self.scopes.nodes(function.body):
+                if isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if isinstance(target.target, cst.Name):
+                            is_loss = (
+                                self.constructed_module(node.value) in INPUT_TARGET_LOSS_CLASSES
+                            )
+                            bindings.setdefault(target.target.value, []).append(is_loss)
+            table = {local for local, verdicts in bindings.items() if all(verdicts)}
+            self._local_tables[id(function)] = table
+        return name in table
 
     def tensor_judge(self, function: cst.FunctionDef) -> TensorJudge:
         """Whether expressions of `function` are provably tensors (built once per function)."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import Names, argument, code_of, dotted_name
+from devfix.codemods.analysis.names import Names, argument, call_tail, code_of, dotted_name
 from devfix.codemods.analysis.scopes import Scopes, all_params
 from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES
 from devfix.context import FileContext
@@ -371,3 +371,41 @@ class Moves:
             return False
         last = dotted.rsplit(".", 1)[-1].lower()
         return "device" in last or last in ("dev", "gpu", "rank", "local_rank")
+
+    def compared_as_string(self, name: str) -> bool:
+        """The script compares `name` as a string (`device == "cuda"`, `device.startswith(...)`):
+        a `torch.device` in its place would change the comparison."""
+        for inner in self.context.subtree(self.context.module):
+            if isinstance(inner, cst.Comparison):
+                parts = [inner.left, *(target.comparator for target in inner.comparisons)]
+                if any(isinstance(p, cst.Name) and p.value == name for p in parts):
+                    return True
+            if (
+                isinstance(inner, cst.Attribute)
+                and isinstance(inner.value, cst.Name)
+                and inner.value.value == name
+                and inner.attr.value
+                in ("startswith", "endswith", "split", "replace", "upper", "lower", "format")
+            ):
+                return True
+        return False
+
+    def explicit_gpu_indices(self) -> set[int]:
+        """GPU indices the script names: `"cuda:1"`, `.cuda(0)`, `torch.device("cuda", 2)`."""
+        cached = self.context.shared.get("moves.gpu_indices")
+        if isinstance(cached, set):
+            return cached
+        indices: set[int] = set()
+        for inner in self.context.subtree(self.context.module):
+            if isinstance(inner, cst.SimpleString):
+                value = string_device(inner)
+                if value is not None and value.startswith("cuda:") and value[5:].isdigit():
+                    indices.add(int(value[5:]))
+            elif isinstance(inner, cst.Call) and call_tail(inner.func) in ("cuda", "device"):
+                for arg in inner.args:
+                    if isinstance(arg.value, cst.Integer) and (
+                        arg.keyword is None or arg.keyword.value in ("device", "index")
+                    ):
+                        indices.add(int(arg.value.value))
+        self.context.shared["moves.gpu_indices"] = indices
+        return indices

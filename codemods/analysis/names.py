@@ -225,3 +225,53 @@ class Names:
         if spelled is not None:
             return spelled, ()
         return name, (ImportSpec("torch.nn", name),)
+
+    def import_block_end(self) -> cst.BaseStatement | None:
+        """The statement after which code can use the script's imports: the last line of the
+        leading import block (or the docstring), moved down past a later `import torch` or
+        `import os` (scripts that set up `sys.path` first); None for the very top."""
+        return _import_block_end(self.context.module)
+
+
+def _is_import_line(statement: cst.BaseStatement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(
+        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+    )
+
+
+def _import_block_end(module: cst.Module) -> cst.BaseStatement | None:
+    """The last import of the script's leading import block (after its docstring)."""
+    anchor: cst.BaseStatement | None = None
+    for index, statement in enumerate(module.body):
+        if _is_import_line(statement):
+            anchor = statement
+            continue
+        is_docstring = (
+            index == 0
+            and isinstance(statement, cst.SimpleStatementLine)
+            and len(statement.body) == 1
+            and isinstance(statement.body[0], cst.Expr)
+            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+        )
+        if is_docstring:
+            anchor = statement  # no imports yet: the helper goes after the docstring
+            continue
+        break
+    # `import torch` / `import os` further down (after `sys.path` set-up): the helper needs them.
+    for statement in module.body:
+        if (
+            isinstance(statement, cst.SimpleStatementLine)
+            and _is_import_line(statement)
+            and any(
+                isinstance(small, cst.Import)
+                and any(
+                    isinstance(alias.name, cst.Name) and alias.name.value in ("torch", "os")
+                    for alias in small.names
+                )
+                for small in statement.body
+            )
+        ):
+            later = [s for s in module.body if s is statement or s is anchor]
+            if later and later[-1] is statement:
+                anchor = statement
+    return anchor
