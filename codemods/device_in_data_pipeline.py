@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
-from devfix.codemods.analysis.flow import DATA_KEYWORDS, MAPPING_METHODS, ScriptFlow
+from devfix.codemods.analysis.flow import DataFunction, ScriptFlow
 from devfix.codemods.analysis.moves import device_argument
-from devfix.codemods.analysis.names import argument, code_of, dotted_name, keyword_argument
+from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import (
-    DATALOADERS,
-    SELF_MOVING_TRAINERS,
     TENSOR_FACTORIES,
 )
-from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
-#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
-_PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
 _KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
 #: A file the pass can flag mentions data preparation it can find: Dataset and DataLoader resolve
 #: to `torch.*` names; callbacks are passed as one of `DATA_KEYWORDS` or to a method in
@@ -29,15 +23,6 @@ _KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
 _DATA_CONTEXT = re.compile(r"torch|collate_fn|data_collator|transform|\.[\s\\]*\b(?:map|filter)\b")
 #: ... and a move it flags: `.to(...)`, `.cuda()`, or a `torch.*` factory's `device=`.
 _MOVE = re.compile(r"torch|\.[\s\\]*\b(?:to|cuda)\b")
-
-
-@dataclass
-class _DataFunction:
-    node: cst.FunctionDef | cst.Lambda
-    role: str
-    #: DataLoader calls that consume it (empty: none found).
-    loaders: list[cst.Call] = field(default_factory=list)
-    preloads: bool = False
 
 
 class DeviceInDataPipeline(DevicePass):
@@ -116,160 +101,6 @@ class DeviceInDataPipeline(DevicePass):
             and _MOVE.search(text) is not None
         )
 
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._data: dict[int, _DataFunction] | None = None
-
-    # -- which code prepares data ----------------------------------------------------------
-
-    def _data_functions(self) -> dict[int, _DataFunction]:
-        if self._data is not None:
-            return self._data
-        found: dict[int, _DataFunction] = {}
-        module = self.context.module
-        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
-        classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
-        code = self.facts.modules
-        flow = self.facts.flow
-        # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
-        loaders = [
-            n
-            for n in (self.context.subtree(module) if "DataLoader" in self.context.text else ())
-            if isinstance(n, cst.Call)
-            and _is_name_chain(n.func)
-            and self.qualified_name(n.func) in DATALOADERS
-        ]
-
-        def add(node: cst.FunctionDef | cst.Lambda, role: str, consumers: list[cst.Call]) -> None:
-            entry = found.get(id(node))
-            if entry is None:
-                entry = found[id(node)] = _DataFunction(node, role)
-            entry.loaders.extend(c for c in consumers if c not in entry.loaders)
-
-        # Dataset classes and the loaders built on their instances.
-        for name, cls in classes.items():
-            if not code.class_info(cls).is_dataset:
-                continue
-            consumers = [
-                c
-                for c in loaders
-                if self._dataset_class_of(argument(c, "dataset"), c, flow) == name
-            ]
-            for statement in cls.body.body:
-                if not isinstance(statement, cst.FunctionDef):
-                    continue
-                method = statement.name.value
-                if method in _PER_ITEM_METHODS or not method.startswith("__"):
-                    add(statement, f"`{name}.{method}`", consumers)
-                elif method == "__init__":
-                    entry = _DataFunction(statement, f"`{name}.__init__`", list(consumers), True)
-                    found[id(statement)] = entry
-
-        # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
-        for call in (n for n in self.context.subtree(module) if isinstance(n, cst.Call)):
-            for arg in call.args:
-                keyword = arg.keyword.value if arg.keyword is not None else None
-                is_mapping = (
-                    isinstance(call.func, cst.Attribute)
-                    and call.func.attr.value in MAPPING_METHODS
-                    and arg is call.args[0]
-                    and keyword is None
-                )
-                if keyword not in DATA_KEYWORDS and not is_mapping:
-                    continue
-                target = self._callable(arg.value, functions, classes, flow, call)
-                if target is None:
-                    continue
-                if is_mapping:
-                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
-                    role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
-                elif keyword == "collate_fn":
-                    consumers = [call] if call in loaders else []
-                    role = "the `collate_fn`"
-                elif keyword == "data_collator":
-                    consumers = []
-                    role = "the `data_collator`"
-                else:
-                    # `CIFAR10(..., transform=f)`: the loaders built on that dataset.
-                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
-                    role = f"the `{keyword}`"
-                add(target, role, consumers)
-
-        # Module functions those call, one level down.
-        for entry in list(found.values()):
-            for inner in (n for n in self.context.subtree(entry.node) if isinstance(n, cst.Call)):
-                if isinstance(inner.func, cst.Name) and inner.func.value in functions:
-                    helper = functions[inner.func.value]
-                    if id(helper) not in found:
-                        add(
-                            helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders
-                        )
-        self._data = found
-        return found
-
-    def _callable(
-        self,
-        value: cst.BaseExpression,
-        functions: dict[str, cst.FunctionDef],
-        classes: dict[str, cst.ClassDef],
-        flow: ScriptFlow,
-        at: cst.CSTNode,
-    ) -> cst.FunctionDef | cst.Lambda | None:
-        if isinstance(value, cst.Lambda):
-            return value
-        if isinstance(value, cst.Name) and value.value in functions:
-            return functions[value.value]
-        instance = value
-        if isinstance(value, cst.Name):
-            values = flow.scopes.assigned_values(value.value, at)
-            if len(values) == 1:
-                instance = values[0]
-        if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
-            cls = classes.get(instance.func.value)
-            if cls is not None:
-                for statement in cls.body.body:
-                    if (
-                        isinstance(statement, cst.FunctionDef)
-                        and statement.name.value == "__call__"
-                    ):
-                        return statement
-        return None
-
-    def _dataset_class_of(
-        self, value: cst.BaseExpression | None, at: cst.CSTNode, flow: ScriptFlow
-    ) -> str | None:
-        for _ in range(4):
-            if value is None:
-                return None
-            if isinstance(value, cst.Call):
-                return value.func.value if isinstance(value.func, cst.Name) else None
-            name = dotted_name(value)
-            if name is None:
-                return None
-            values = flow.scopes.assigned_values(name, at)
-            if len(values) != 1:
-                return None
-            value = values[0]
-        return None
-
-    def _mapped_from(self, loader: cst.Call, mapping: cst.Call, flow: ScriptFlow) -> bool:
-        value = argument(loader, "dataset")
-        for _ in range(4):
-            if value is None:
-                return False
-            if any(node is mapping for node in self.context.subtree(value)):
-                return True
-            name = dotted_name(value)
-            if name is None:
-                return False
-            values = flow.scopes.assigned_values(name, loader)
-            if not values:
-                return False
-            value = values[-1]
-        return False
-
-    # -- the moves -------------------------------------------------------------------------
-
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
             kind = "move"
@@ -277,7 +108,7 @@ class DeviceInDataPipeline(DevicePass):
             kind = "factory"
         else:
             return
-        entry = self._owner(node)
+        entry = self.facts.flow.data_function_of(node)
         if entry is None:
             return
         flow = self.facts.flow
@@ -317,7 +148,7 @@ class DeviceInDataPipeline(DevicePass):
         node: cst.Call,
         replacement: cst.BaseExpression,
         base: str,
-        entry: _DataFunction,
+        entry: DataFunction,
         flow: ScriptFlow,
     ) -> None:
         removal = Edit(node, replacement)
@@ -330,7 +161,7 @@ class DeviceInDataPipeline(DevicePass):
                 for call in flow.dataloader_calls(loop.iter, flow.scopes.enclosing_function(loop))
             )
         ]
-        trainer = self._has_self_moving_trainer()
+        trainer = self.facts.flow.has_self_moving_trainer()
         if not loops:
             if trainer:
                 self.report(
@@ -353,7 +184,7 @@ class DeviceInDataPipeline(DevicePass):
         statements: list[str] = []
         for loop in loops:
             plan = flow.loop_plan(loop)
-            if plan is None and not _hands_batch_on(self.context, loop):
+            if plan is None and not flow.hands_batch_on(loop):
                 continue  # the loop only inspects the batch (or does nothing with it)
             if plan is None:
                 self.report(
@@ -381,55 +212,6 @@ class DeviceInDataPipeline(DevicePass):
                 edits=edits,
                 applicability=Applicability.SAFE,
             )
-
-    def _has_self_moving_trainer(self) -> bool:
-        key = "df201_trainer"
-        cached = self.context.shared.get(key)
-        if isinstance(cached, bool):
-            return cached
-        result = any(
-            isinstance(n, cst.Call)
-            and _is_name_chain(n.func)
-            and self.qualified_name(n.func) in SELF_MOVING_TRAINERS
-            for n in self.context.subtree(self.context.module)
-        )
-        self.context.shared[key] = result
-        return result
-
-    def _owner(self, node: cst.CSTNode) -> _DataFunction | None:
-        data = self._data_functions()
-        if not data:
-            return None
-        for ancestor in self.context.ancestors(node):
-            entry = data.get(id(ancestor))
-            if entry is not None:
-                return entry
-            if isinstance(ancestor, cst.ClassDef):
-                return None
-        return None
-
-
-_INSPECTING = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
-
-
-def _hands_batch_on(context: FileContext, loop: cst.For) -> bool:
-    """Whether the loop passes one of its target names to a call (other than `print`, `len`)."""
-    targets = {n.value for n in context.subtree(loop.target) if isinstance(n, cst.Name)}
-    for node in context.subtree(loop.body):
-        if not isinstance(node, cst.Call):
-            continue
-        if isinstance(node.func, cst.Name) and node.func.value in _INSPECTING:
-            continue
-        for arg in node.args:
-            if any(
-                isinstance(n, cst.Name) and n.value in targets for n in context.subtree(arg.value)
-            ):
-                return True
-        if isinstance(node.func, cst.Attribute) and any(
-            isinstance(n, cst.Name) and n.value in targets for n in context.subtree(node.func.value)
-        ):
-            return True
-    return False
 
 
 def _without_device(call: cst.Call) -> cst.BaseExpression:

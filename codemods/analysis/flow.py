@@ -19,7 +19,14 @@ import libcst as cst
 
 from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import DeviceMove, Moves
-from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name, root_name
+from devfix.codemods.analysis.names import (
+    Names,
+    argument,
+    call_tail,
+    code_of,
+    dotted_name,
+    root_name,
+)
 from devfix.codemods.analysis.scopes import Binding, Scopes
 from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
@@ -28,6 +35,7 @@ from devfix.codemods.analysis.torch_names import (
     ITERATION_WRAPPERS,
     MODEL_WRAPPERS,
     OTHER_OPTIMIZERS,
+    SELF_MOVING_TRAINERS,
     SPLIT_MODEL_BASES,
 )
 from devfix.context import FileContext
@@ -60,6 +68,9 @@ PLACEMENT_NAMES = frozenset(
 )
 #: Text that any placement evidence contains; a file without all of them is not walked.
 PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
+#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
+PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
+_INSPECTING_CALLS = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
 _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
 _INSPECTING_BUILTINS = frozenset({"len", "print", "isinstance", "type", "str", "repr", "id"})
 
@@ -84,6 +95,18 @@ class TrainingObject:
     models: set[str] = field(default_factory=set)
     #: For a scheduler: the optimizer names it was built on.
     optimizers: set[str] = field(default_factory=set)
+
+
+@dataclass
+class DataFunction:
+    """A function (or lambda) that prepares data, the role it plays, and the DataLoaders that
+    consume it; `preloads`: it runs once when the dataset is built (`__init__`)."""
+
+    node: cst.FunctionDef | cst.Lambda
+    role: str
+    #: DataLoader calls that consume it (empty: none found).
+    loaders: list[cst.Call] = field(default_factory=list)
+    preloads: bool = False
 
 
 @dataclass
@@ -125,6 +148,7 @@ class ScriptFlow:
         self._callbacks: frozenset[str] | None = None
         self._module_objects: dict[str, TrainingObject] | None = None
         self._multi_device: bool | None = None
+        self._data: dict[int, DataFunction] | None = None
 
     def device_move(self, call: cst.Call, function: cst.FunctionDef | None) -> DeviceMove | None:
         """A move to a device known to be one (a literal, `.cuda()`, a device variable)."""
@@ -990,6 +1014,207 @@ class ScriptFlow:
             return any(
                 self.names.qualified_name(base.value) in SPLIT_MODEL_BASES for base in node.bases
             )
+        return False
+
+    # -- which code prepares data -------------------------------------------------------------
+
+    def data_functions(self) -> dict[int, DataFunction]:
+        """Dataset per-item methods, collate functions and collator classes, functions mapped
+        over datasets, transforms, and module functions those call, by `id(node)`."""
+        if self._data is not None:
+            return self._data
+        found: dict[int, DataFunction] = {}
+        module = self.context.module
+        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+        classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
+        code = self.modules
+        flow = self
+        # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
+        loaders = [
+            n
+            for n in (self.context.subtree(module) if "DataLoader" in self.context.text else ())
+            if isinstance(n, cst.Call)
+            and dotted_name(n.func) is not None
+            and self.names.qualified_name(n.func) in DATALOADERS
+        ]
+
+        def add(node: cst.FunctionDef | cst.Lambda, role: str, consumers: list[cst.Call]) -> None:
+            entry = found.get(id(node))
+            if entry is None:
+                entry = found[id(node)] = DataFunction(node, role)
+            entry.loaders.extend(c for c in consumers if c not in entry.loaders)
+
+        # Dataset classes and the loaders built on their instances.
+        for name, cls in classes.items():
+            if not code.class_info(cls).is_dataset:
+                continue
+            consumers = [
+                c
+                for c in loaders
+                if self._dataset_class_of(argument(c, "dataset"), c, flow) == name
+            ]
+            for statement in cls.body.body:
+                if not isinstance(statement, cst.FunctionDef):
+                    continue
+                method = statement.name.value
+                if method in PER_ITEM_METHODS or not method.startswith("__"):
+                    add(statement, f"`{name}.{method}`", consumers)
+                elif method == "__init__":
+                    entry = DataFunction(statement, f"`{name}.__init__`", list(consumers), True)
+                    found[id(statement)] = entry
+
+        # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
+        for call in (n for n in self.context.subtree(module) if isinstance(n, cst.Call)):
+            for arg in call.args:
+                keyword = arg.keyword.value if arg.keyword is not None else None
+                is_mapping = (
+                    isinstance(call.func, cst.Attribute)
+                    and call.func.attr.value in MAPPING_METHODS
+                    and arg is call.args[0]
+                    and keyword is None
+                )
+                if keyword not in DATA_KEYWORDS and not is_mapping:
+                    continue
+                target = self._callable(arg.value, functions, classes, flow, call)
+                if target is None:
+                    continue
+                if is_mapping:
+                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
+                    role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
+                elif keyword == "collate_fn":
+                    consumers = [call] if call in loaders else []
+                    role = "the `collate_fn`"
+                elif keyword == "data_collator":
+                    consumers = []
+                    role = "the `data_collator`"
+                else:
+                    # `CIFAR10(..., transform=f)`: the loaders built on that dataset.
+                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
+                    role = f"the `{keyword}`"
+                add(target, role, consumers)
+
+        # Module functions those call, one level down.
+        for entry in list(found.values()):
+            for inner in (n for n in self.context.subtree(entry.node) if isinstance(n, cst.Call)):
+                if isinstance(inner.func, cst.Name) and inner.func.value in functions:
+                    helper = functions[inner.func.value]
+                    if id(helper) not in found:
+                        add(
+                            helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders
+                        )
+        self._data = found
+        return found
+
+    def _callable(
+        self,
+        value: cst.BaseExpression,
+        functions: dict[str, cst.FunctionDef],
+        classes: dict[str, cst.ClassDef],
+        flow: ScriptFlow,
+        at: cst.CSTNode,
+    ) -> cst.FunctionDef | cst.Lambda | None:
+        if isinstance(value, cst.Lambda):
+            return value
+        if isinstance(value, cst.Name) and value.value in functions:
+            return functions[value.value]
+        instance = value
+        if isinstance(value, cst.Name):
+            values = self.scopes.assigned_values(value.value, at)
+            if len(values) == 1:
+                instance = values[0]
+        if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
+            cls = classes.get(instance.func.value)
+            if cls is not None:
+                for statement in cls.body.body:
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == "__call__"
+                    ):
+                        return statement
+        return None
+
+    def _dataset_class_of(
+        self, value: cst.BaseExpression | None, at: cst.CSTNode, flow: ScriptFlow
+    ) -> str | None:
+        for _ in range(4):
+            if value is None:
+                return None
+            if isinstance(value, cst.Call):
+                return value.func.value if isinstance(value.func, cst.Name) else None
+            name = dotted_name(value)
+            if name is None:
+                return None
+            values = self.scopes.assigned_values(name, at)
+            if len(values) != 1:
+                return None
+            value = values[0]
+        return None
+
+    def _mapped_from(self, loader: cst.Call, mapping: cst.Call, flow: ScriptFlow) -> bool:
+        value = argument(loader, "dataset")
+        for _ in range(4):
+            if value is None:
+                return False
+            if any(node is mapping for node in self.context.subtree(value)):
+                return True
+            name = dotted_name(value)
+            if name is None:
+                return False
+            values = self.scopes.assigned_values(name, loader)
+            if not values:
+                return False
+            value = values[-1]
+        return False
+
+    # -- the moves -------------------------------------------------------------------------
+
+    def data_function_of(self, node: cst.CSTNode) -> DataFunction | None:
+        """The data-preparation function `node` is in (not across a class boundary)."""
+        data = self.data_functions()
+        if not data:
+            return None
+        for ancestor in self.context.ancestors(node):
+            entry = data.get(id(ancestor))
+            if entry is not None:
+                return entry
+            if isinstance(ancestor, cst.ClassDef):
+                return None
+        return None
+
+    def has_self_moving_trainer(self) -> bool:
+        """A Hugging Face / Lightning trainer that moves batches to the model itself."""
+        key = "flow.self_moving_trainer"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, bool):
+            return cached
+        result = any(
+            isinstance(n, cst.Call)
+            and dotted_name(n.func) is not None
+            and self.names.qualified_name(n.func) in SELF_MOVING_TRAINERS
+            for n in self.context.subtree(self.context.module)
+        )
+        self.context.shared[key] = result
+        return result
+
+    def hands_batch_on(self, loop: cst.For) -> bool:
+        """Whether the loop passes one of its target names to a call (other than `print`, `len`)."""
+        targets = {n.value for n in self.context.subtree(loop.target) if isinstance(n, cst.Name)}
+        for node in self.context.subtree(loop.body):
+            if not isinstance(node, cst.Call):
+                continue
+            if isinstance(node.func, cst.Name) and node.func.value in _INSPECTING_CALLS:
+                continue
+            for arg in node.args:
+                if any(
+                    isinstance(n, cst.Name) and n.value in targets
+                    for n in self.context.subtree(arg.value)
+                ):
+                    return True
+            if isinstance(node.func, cst.Attribute) and any(
+                isinstance(n, cst.Name) and n.value in targets
+                for n in self.context.subtree(node.func.value)
+            ):
+                return True
         return False
 
     def _root_names(self, expr: cst.CSTNode) -> set[str]:
