@@ -6,10 +6,8 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_call
-from devfix.codemods.analysis.moves import string_device
 from devfix.codemods.analysis.names import call_tail, keyword_argument, root_name
 from devfix.codemods.analysis.torch_names import (
-    CPU_SOURCES,
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
 )
@@ -18,7 +16,6 @@ from devfix.types import Applicability, Edit
 _CANDIDATE_TAILS = frozenset(
     name.rsplit(".", 1)[1] for name in (*WEIGHTED_LOSSES, *WEIGHTED_FUNCTIONAL_LOSSES)
 )
-_MAX_DEPTH = 6
 
 
 class LossWeightOnCpu(DevicePass):
@@ -248,86 +245,9 @@ class LossWeightOnCpu(DevicePass):
             arg = keyword_argument(node, keyword)
             if arg is None and index < len(positional):
                 arg = positional[index]
-            if arg is not None and self._is_cpu_tensor(arg.value, node, 0):
+            if arg is not None and self.facts.devices.on_cpu(arg.value, node):
                 found.append((keyword, arg))
         return found
-
-    def _is_cpu_tensor(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
-        if depth > _MAX_DEPTH:
-            return False
-        if isinstance(value, cst.Call):
-            func = value.func
-            if isinstance(func, cst.Attribute) and call_tail(func) in ("to", "cuda", "cpu"):
-                if func.attr.value == "cpu":
-                    return True
-                if func.attr.value == "to" and self._to_is_dtype_only(value):
-                    return self._is_cpu_tensor(func.value, at, depth + 1)
-                return False
-            qualified = (
-                self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-            )
-            if qualified in CPU_SOURCES:
-                device = keyword_argument(value, "device")
-                return device is None or string_device(device.value) == "cpu"
-            if isinstance(func, cst.Attribute) and func.attr.value != "type":
-                # A tensor method on a CPU tensor: `w.float()`, `torch.tensor(..).sqrt()`.
-                return self._is_cpu_tensor(func.value, at, depth + 1)
-            return False
-        if isinstance(value, cst.BinaryOperation):
-            sides = [value.left, value.right]
-            if any(self._is_moved(side) for side in sides):
-                return False
-            return any(self._is_cpu_tensor(side, at, depth + 1) for side in sides)
-        if isinstance(value, cst.UnaryOperation):
-            return self._is_cpu_tensor(value.expression, at, depth + 1)
-        if isinstance(value, cst.Subscript):
-            return self._is_cpu_tensor(value.value, at, depth + 1)
-        if isinstance(value, cst.Name):
-            bound = self.facts.scopes.latest_binding(value.value, at)
-            return bound is not None and self._is_cpu_tensor(bound, bound, depth + 1)
-        if (
-            isinstance(value, cst.Attribute)
-            and isinstance(value.value, cst.Name)
-            and value.value.value == "self"
-        ):
-            return self._self_attribute_is_cpu(value.attr.value, at, depth)
-        return False
-
-    def _to_is_dtype_only(self, call: cst.Call) -> bool:
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "device":
-                return False
-            if arg.keyword is None and not self.facts.names.is_dtype(arg.value):
-                return False
-        return True
-
-    def _is_moved(self, node: cst.BaseExpression) -> bool:
-        return (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in ("to", "cuda")
-        )
-
-    def _self_attribute_is_cpu(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
-        """`self.attr = <CPU tensor>` in `__init__` of the class around `at` (not a buffer)."""
-        for ancestor in self.context.ancestors(at):
-            if isinstance(ancestor, cst.ClassDef):
-                for statement in ancestor.body.body:
-                    if (
-                        isinstance(statement, cst.FunctionDef)
-                        and statement.name.value == "__init__"
-                    ):
-                        for inner in self.facts.scopes.statements(statement):
-                            if (
-                                isinstance(inner, cst.Assign)
-                                and len(inner.targets) == 1
-                                and isinstance(inner.targets[0].target, cst.Attribute)
-                                and self.context.module.code_for_node(inner.targets[0].target)
-                                == f"self.{attr}"
-                            ):
-                                return self._is_cpu_tensor(inner.value, inner.value, depth + 1)
-                return False
-        return False
 
 
 def _repeatable(node: cst.BaseExpression) -> bool:

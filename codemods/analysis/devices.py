@@ -29,6 +29,7 @@ from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_att
 from devfix.codemods.analysis.moves import Moves, device_argument, string_device
 from devfix.codemods.analysis.names import (
     Names,
+    call_tail,
     code_of,
     dotted_name,
     keyword_argument,
@@ -37,6 +38,7 @@ from devfix.codemods.analysis.names import (
 from devfix.codemods.analysis.scopes import Scopes, target_names
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
+    CPU_SOURCES,
     LAYER_PARAMETER,
     LEAVES_DEVICE_METHODS,
     MOVE_METHODS,
@@ -49,6 +51,7 @@ from devfix.context import FileContext
 
 _MAX_FLOW_DEPTH = 6
 _MAX_PLACED_DEPTH = 8
+_MAX_CPU_DEPTH = 6
 
 
 @dataclass(frozen=True)
@@ -584,3 +587,88 @@ class DeviceInference:
             and qualified.startswith("torch.nn.")
             and (not qualified.startswith("torch.nn.functional."))
         )
+
+    # -- values on the CPU ---------------------------------------------------------------------
+
+    def on_cpu(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """`value` is provably a CPU tensor: a factory without `device=` (or with "cpu"),
+        `.cpu()`, `torch.from_numpy`, tensor methods, arithmetic and dtype-only `.to` of one,
+        a name last bound to one, or a `self.<attr>` `__init__` sets to one."""
+        if depth > _MAX_CPU_DEPTH:
+            return False
+        if isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute) and call_tail(func) in ("to", "cuda", "cpu"):
+                if func.attr.value == "cpu":
+                    return True
+                if func.attr.value == "to" and self._to_is_dtype_only(value):
+                    return self.on_cpu(func.value, at, depth + 1)
+                return False
+            qualified = (
+                self.names.qualified_name(func)
+                if isinstance(func, (cst.Name, cst.Attribute))
+                else None
+            )
+            if qualified in CPU_SOURCES:
+                device = keyword_argument(value, "device")
+                return device is None or string_device(device.value) == "cpu"
+            if isinstance(func, cst.Attribute) and func.attr.value != "type":
+                # A tensor method on a CPU tensor: `w.float()`, `torch.tensor(..).sqrt()`.
+                return self.on_cpu(func.value, at, depth + 1)
+            return False
+        if isinstance(value, cst.BinaryOperation):
+            sides = [value.left, value.right]
+            if any(_is_move(side) for side in sides):
+                return False
+            return any(self.on_cpu(side, at, depth + 1) for side in sides)
+        if isinstance(value, cst.UnaryOperation):
+            return self.on_cpu(value.expression, at, depth + 1)
+        if isinstance(value, cst.Subscript):
+            return self.on_cpu(value.value, at, depth + 1)
+        if isinstance(value, cst.Name):
+            bound = self.scopes.latest_binding(value.value, at)
+            return bound is not None and self.on_cpu(bound, bound, depth + 1)
+        if (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == "self"
+        ):
+            return self._self_attribute_is_cpu(value.attr.value, at, depth)
+        return False
+
+    def _to_is_dtype_only(self, call: cst.Call) -> bool:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "device":
+                return False
+            if arg.keyword is None and not self.names.is_dtype(arg.value):
+                return False
+        return True
+
+    def _self_attribute_is_cpu(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
+        """`self.attr = <CPU tensor>` in `__init__` of the class around `at` (not a buffer)."""
+        for ancestor in self.context.ancestors(at):
+            if isinstance(ancestor, cst.ClassDef):
+                for statement in ancestor.body.body:
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == "__init__"
+                    ):
+                        for inner in self.scopes.statements(statement):
+                            if (
+                                isinstance(inner, cst.Assign)
+                                and len(inner.targets) == 1
+                                and isinstance(inner.targets[0].target, cst.Attribute)
+                                and self.context.module.code_for_node(inner.targets[0].target)
+                                == f"self.{attr}"
+                            ):
+                                return self.on_cpu(inner.value, inner.value, depth + 1)
+                return False
+        return False
+
+
+def _is_move(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("to", "cuda")
+    )

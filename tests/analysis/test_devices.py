@@ -113,3 +113,23 @@ def test_where_script_values_are_placed() -> None:
     assert placed[3] is None
     assert isinstance(placed[4], ParamsOf)  # computed from the model's output
     assert CPU().expression() == '"cpu"'
+
+
+def test_values_proven_to_be_on_the_cpu() -> None:
+    parsed = parse(
+        """
+        import torch
+        import numpy as np
+        w = torch.tensor([1.0, 2.0])
+        v = torch.from_numpy(np.ones(3)).float() / 2
+        g = torch.ones(3, device="cuda")
+        m = w.to(torch.float16)
+        n = w.to("cuda")
+        u = unknown()
+        w, v, g, m, n, u
+        """
+    )
+    devices = parsed.facts.devices
+    values = [element.value for element in parsed.all(cst.Tuple)[-1].elements]
+    verdicts = [devices.on_cpu(value, value) for value in values]
+    assert verdicts == [True, True, False, True, False, False]
