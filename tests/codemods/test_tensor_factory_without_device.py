@@ -370,3 +370,37 @@ def test_arithmetic_with_a_number_argument_keeps_the_tensor_argument() -> None:
         unsafe=True,
     )
     assert findings[0].applicability is Applicability.SAFE
+
+
+def test_an_accumulator_added_to_an_input_later_follows_the_input() -> None:
+    """A zero accumulator filled by `+=` and finally added to an input tensor (a loss passed in):
+    the accumulator meets the input in arithmetic, so it is made on the input's device."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Regularized(nn.Module):
+            def add_penalties(self, loss, weights):
+                penalty = torch.zeros(1)
+                for w in weights:
+                    penalty += w.abs().sum()
+                loss = loss + penalty
+                return loss
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Regularized(nn.Module):
+            def add_penalties(self, loss, weights):
+                penalty = torch.zeros(1, device=loss.device)
+                for w in weights:
+                    penalty += w.abs().sum()
+                loss = loss + penalty
+                return loss
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
