@@ -7,10 +7,10 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import move_to
 from devfix.codemods.analysis import FileFacts
-from devfix.codemods.analysis.flow import PLACEMENT_WORDS
 from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.scopes import Scopes
 from devfix.codemods.analysis.torch_names import (
+    PLACEMENT_WORDS,
     SAME_DEVICE_METHODS,
 )
 from devfix.types import Applicability, Edit

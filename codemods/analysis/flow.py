@@ -29,12 +29,17 @@ from devfix.codemods.analysis.names import (
 )
 from devfix.codemods.analysis.scopes import Binding, Scopes
 from devfix.codemods.analysis.torch_names import (
+    DATA_KEYWORDS,
     DATALOADERS,
     DISTRIBUTED_MARKERS,
     GRAD_SCALERS,
     ITERATION_WRAPPERS,
+    MAPPING_METHODS,
     MODEL_WRAPPERS,
     OTHER_OPTIMIZERS,
+    PER_ITEM_METHODS,
+    PLACEMENT_NAMES,
+    PLACEMENT_WORDS,
     SELF_MOVING_TRAINERS,
     SPLIT_MODEL_BASES,
 )
@@ -49,27 +54,6 @@ METADATA_KEY = re.compile(
 )
 
 
-#: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
-MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
-#: Keywords whose value is data-preparation code.
-DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
-#: Names whose presence shows a model placed over several devices.
-PLACEMENT_NAMES = frozenset(
-    {
-        "device_map",
-        "hf_device_map",
-        "dispatch_model",
-        "infer_auto_device_map",
-        "load_checkpoint_and_dispatch",
-        "parallelize",
-        "device_count",
-        "model_parallel",
-    }
-)
-#: Text that any placement evidence contains; a file without all of them is not walked.
-PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
-#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
-PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
 _INSPECTING_CALLS = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
 _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
 _INSPECTING_BUILTINS = frozenset({"len", "print", "isinstance", "type", "str", "repr", "id"})

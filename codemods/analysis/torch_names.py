@@ -100,50 +100,55 @@ RECURRENT_LAYERS = frozenset(
     f"torch.nn.{name}" for name in ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell")
 )
 
-#: Tensor attributes and methods whose use marks a name as a tensor.
-TENSOR_MEMBERS = frozenset(
+#: Tensor attributes and methods that read metadata (sizes, device, dtype), not values.
+_TENSOR_METADATA = frozenset(
     {
-        "shape",
-        "size",
         "device",
-        "dtype",
         "dim",
+        "dtype",
+        "get_device",
+        "is_cuda",
         "ndim",
         "ndimension",
         "numel",
-        "unsqueeze",
-        "squeeze",
-        "view",
-        "reshape",
-        "transpose",
-        "permute",
+        "shape",
+        "size",
+    }
+)
+#: Tensor attributes and methods whose use marks a name as a tensor.
+TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
+    {
+        "bmm",
+        "chunk",
         "contiguous",
+        "expand",
+        "expand_as",
+        "flatten",
         "float",
-        "long",
         "half",
+        "long",
         "masked_fill",
         "masked_fill_",
         "matmul",
-        "softmax",
-        "sum",
         "mean",
-        "new_zeros",
-        "new_ones",
-        "new_full",
-        "new_empty",
-        "new_tensor",
-        "expand",
-        "expand_as",
-        "type_as",
-        "is_cuda",
-        "get_device",
-        "flatten",
-        "chunk",
-        "split",
-        "repeat",
         "narrow",
-        "bmm",
+        "new_empty",
+        "new_full",
+        "new_ones",
+        "new_tensor",
+        "new_zeros",
+        "permute",
+        "repeat",
+        "reshape",
+        "softmax",
+        "split",
+        "squeeze",
+        "sum",
         "t",
+        "transpose",
+        "type_as",
+        "unsqueeze",
+        "view",
     }
 )
 #: Methods that return a tensor on the receiver's device: the value flows through them.
@@ -238,26 +243,16 @@ LEAVES_DEVICE_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 #: Calls that state a device explicitly; a factory already moved by them is not DF101's business.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
 #: Tensor members whose value is not a tensor (sizes, metadata, Python numbers).
-NON_TENSOR_MEMBERS = frozenset(
+NON_TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
     {
-        "shape",
-        "size",
-        "device",
-        "dtype",
-        "dim",
-        "ndim",
-        "ndimension",
-        "numel",
-        "item",
-        "tolist",
-        "is_cuda",
-        "get_device",
         "data_ptr",
-        "stride",
-        "requires_grad",
-        "layout",
         "element_size",
+        "item",
+        "layout",
         "nelement",
+        "requires_grad",
+        "stride",
+        "tolist",
     }
 )
 #: Methods whose arguments are sizes, dims or dtypes, never tensors the value meets.
@@ -720,3 +715,27 @@ SPLIT_MODEL_BASES = frozenset(
 DEVICE_TYPES = ("cuda", "cpu", "mps", "xpu", "meta")
 #: Device types that are accelerators (a device string starting with one is not the CPU).
 ACCELERATORS = ("cuda", "mps", "xpu", "npu", "hpu", "xla", "gpu")
+
+# -- data pipelines and model placement ---------------------------------------------------
+
+#: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
+MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
+#: Keywords whose value is data-preparation code.
+DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
+#: Names whose presence shows a model placed over several devices.
+PLACEMENT_NAMES = frozenset(
+    {
+        "device_map",
+        "hf_device_map",
+        "dispatch_model",
+        "infer_auto_device_map",
+        "load_checkpoint_and_dispatch",
+        "parallelize",
+        "device_count",
+        "model_parallel",
+    }
+)
+#: Text that any placement evidence contains; a file without all of them is not walked.
+PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
+#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
+PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
