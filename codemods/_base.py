@@ -8,6 +8,7 @@ from typing import ClassVar
 
 import libcst as cst
 
+from devfix.codemods.analysis import FileFacts
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit, Finding, ImportSpec, TextEdit
 
@@ -46,12 +47,9 @@ class DevicePass(cst.CSTVisitor):
     def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context
+        #: What the analysis layer knows about the file (shared by every pass of the file).
+        self.facts = FileFacts.of(context)
         self.findings: list[Finding] = []
-
-    def release(self) -> None:
-        """Forget everything once the findings are taken: passes cache helpers that point back
-        at the pass (a cycle holding the whole tree that only the garbage collector frees)."""
-        vars(self).clear()
 
     # -- what passes call ------------------------------------------------------------------
 
@@ -104,38 +102,7 @@ class DevicePass(cst.CSTVisitor):
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """The single fully resolved dotted name of `node`, or None if absent or ambiguous."""
-        names = {qn.name for qn in self.context.qualified_names(node)}
-        return names.pop() if len(names) == 1 else None
-
-    def imported_aliases(self, *modules: str) -> frozenset[str]:
-        """Local names bound by `from <module> import x [as y]` for the given modules.
-
-        A cheap way to recognise `from torch import zeros as z; z(3)` as a candidate before
-        resolving names.
-        """
-        key = "imported_aliases:" + ",".join(modules)
-        cached = self.context.shared.get(key)
-        if isinstance(cached, frozenset):
-            return cached
-        names: set[str] = set()
-        for node in self.context.module.body:
-            if not isinstance(node, cst.SimpleStatementLine):
-                continue
-            for statement in node.body:
-                if not isinstance(statement, cst.ImportFrom) or statement.module is None:
-                    continue
-                module_name = cst.Module(body=[]).code_for_node(statement.module)
-                if not any(module_name == m or module_name.startswith(m + ".") for m in modules):
-                    continue
-                if isinstance(statement.names, cst.ImportStar):
-                    continue
-                for alias in statement.names:
-                    bound = alias.asname.name if alias.asname else alias.name
-                    if isinstance(bound, cst.Name):
-                        names.add(bound.value)
-        result = frozenset(names)
-        self.context.shared[key] = result
-        return result
+        return self.facts.names.qualified_name(node)
 
     # -- documentation ---------------------------------------------------------------------
 

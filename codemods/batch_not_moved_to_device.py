@@ -5,7 +5,6 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._training_loop import ScriptFlow
 from devfix.types import Applicability
 
 
@@ -73,7 +72,7 @@ class BatchNotMovedToDevice(DevicePass):
     def visit_For(self, node: cst.For) -> None:
         if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):
             return
-        plan = ScriptFlow.of(self).loop_plan(node)
+        plan = self.facts.flow.loop_plan(node)
         if plan is None or not plan.unmoved:
             return
         names = ", ".join(f"`{n}`" for n in plan.unmoved)

@@ -5,16 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument
-from devfix.codemods._torch_names import NON_TENSOR_MEMBERS
-from devfix.codemods._training_loop import ScriptFlow, code_of, device_argument
-from devfix.codemods._tree import names_in_scope
-from devfix.types import Applicability, Edit, ImportSpec
+from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.types import Applicability, Edit
 
 _NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
-#: Methods whose result is no longer a device tensor.
-_LEAVES_DEVICE = frozenset({"cpu", "numpy", "item", "tolist", "size", "dim", "numel", "__len__"})
-_MAX_DEPTH = 8
 
 
 class NumpyOfDeviceTensor(DevicePass):
@@ -75,7 +69,7 @@ class NumpyOfDeviceTensor(DevicePass):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
             self._check_numpy(node, func)
-        elif isinstance(func, (cst.Attribute, cst.Name)) and _tail(func) in ("sum", "mean"):
+        elif isinstance(func, (cst.Attribute, cst.Name)) and call_tail(func) in ("sum", "mean"):
             qualified = self.qualified_name(func)
             if qualified in _NUMPY_REDUCTIONS:
                 self._check_reduction(node, _NUMPY_REDUCTIONS[qualified])
@@ -84,7 +78,7 @@ class NumpyOfDeviceTensor(DevicePass):
 
     def _check_numpy(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
-        origin = self.device_origin(receiver, node, 0)
+        origin = self._origin(receiver, node)
         if origin is None:
             return
         if _ends_with(receiver, "detach") or (
@@ -102,6 +96,11 @@ class NumpyOfDeviceTensor(DevicePass):
             edits=[Edit(node, node.with_changes(func=func.with_changes(value=moved)))],
         )
 
+    def _origin(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """Why `expr` is a tensor on a device, or None when that is not known."""
+        placed = self.facts.devices.placed(expr, at)
+        return placed.evidence if placed is not None else None
+
     # -- np.sum / np.mean ------------------------------------------------------------------
 
     def _check_reduction(self, node: cst.Call, method: str) -> None:
@@ -111,9 +110,7 @@ class NumpyOfDeviceTensor(DevicePass):
         origin: str | None
         if isinstance(values, cst.List) and values.elements:
             origins = [
-                self.device_origin(e.value, node, 0)
-                if not isinstance(e, cst.StarredElement)
-                else None
+                self._origin(e.value, node) if not isinstance(e, cst.StarredElement) else None
                 for e in values.elements
             ]
             origin = origins[0] if all(origins) else None
@@ -123,7 +120,7 @@ class NumpyOfDeviceTensor(DevicePass):
             return
         if origin is None:
             return
-        torch_name, imports = self._torch_name()
+        torch_name, imports = self.facts.names.torch_spelling()
         stacked = cst.Call(
             func=cst.Attribute(value=cst.parse_expression(torch_name), attr=cst.Name("stack")),
             args=[cst.Arg(values)],
@@ -144,14 +141,13 @@ class NumpyOfDeviceTensor(DevicePass):
 
     def _list_of_device_tensors(self, name: str, at: cst.CSTNode) -> str | None:
         """`losses = []` filled only by `losses.append(<device tensor>)`: the first origin."""
-        flow = ScriptFlow.of(self)
-        values = flow.assigned_values(name, at)
+        values = self.facts.scopes.assigned_values(name, at)
         if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
             return None
-        function = flow.function_of(at)
+        function = self.facts.scopes.enclosing_function(at)
         scope: cst.CSTNode = function if function is not None else self.context.module
         origin: str | None = None
-        for use in _names(scope, name):
+        for use in self.facts.scopes.names_in(scope, name):
             parent = self.context.parent(use)
             if isinstance(parent, cst.AssignTarget):
                 continue
@@ -159,7 +155,7 @@ class NumpyOfDeviceTensor(DevicePass):
                 call = self.context.parent(parent)
                 method = parent.attr.value
                 if method == "append" and isinstance(call, cst.Call) and len(call.args) == 1:
-                    found = self.device_origin(call.args[0].value, call, 0)
+                    found = self._origin(call.args[0].value, call)
                     if found is None:
                         return None
                     origin = origin or found
@@ -170,125 +166,6 @@ class NumpyOfDeviceTensor(DevicePass):
             if isinstance(parent, (cst.AugAssign, cst.Subscript)):
                 return None
         return origin
-
-    def _torch_name(self) -> tuple[str, list[ImportSpec]]:
-        for statement in self.context.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if dotted_name(alias.name) == "torch":
-                            bound = alias.asname.name if alias.asname else alias.name
-                            if isinstance(bound, cst.Name):
-                                return bound.value, []
-        return "torch", [ImportSpec("torch")]
-
-    # -- where a tensor lives --------------------------------------------------------------
-
-    def device_origin(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
-        """Why `expr` is a tensor on a device, or None when that is not known."""
-        if depth > _MAX_DEPTH:
-            return None
-        flow = ScriptFlow.of(self)
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute):
-                method = func.attr.value
-                if method in _LEAVES_DEVICE or method in NON_TENSOR_MEMBERS:
-                    return None
-                if method == "cuda":
-                    return "moved with `.cuda()`"
-                if method == "to":
-                    device = device_argument(expr)
-                    kind = flow.device_kind(device, flow.function_of(at)) if device else None
-                    if kind == "cpu":
-                        return None
-                    if kind is not None:
-                        return f"moved with `.to({code_of(device)})`" if device else None
-            if dotted_name(func) is not None:
-                model = flow.model_device(
-                    func.value
-                    if isinstance(func, cst.Attribute)
-                    and func.attr.value in ("generate", "forward")
-                    else func,
-                    expr,
-                )
-                if model is not None:
-                    return f"output of `{model.model}`, which is on a device"
-                qualified = self.qualified_name(func)
-                if qualified is not None and qualified.startswith("torch."):
-                    keyword = keyword_argument(expr, "device")
-                    if keyword is not None and flow.device_kind(
-                        keyword.value, flow.function_of(at)
-                    ) in ("accelerator", "device"):
-                        return f"created with `device={code_of(keyword.value)}`"
-                    return self._any_argument(expr, at, depth)
-                if qualified is not None and self._is_module_instance(func, at):
-                    return self._any_argument(expr, at, depth)
-            if isinstance(func, cst.Attribute):
-                return self.device_origin(func.value, at, depth + 1)
-            return None
-        if isinstance(expr, cst.Name):
-            binding = flow.binding_before(expr.value, at)
-            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
-                return None
-            return self.device_origin(binding[1], at, depth + 1)
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
-                "self."
-            ):
-                return None
-            return self.device_origin(expr.value, at, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.device_origin(expr.value, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.device_origin(expr.left, at, depth + 1) or self.device_origin(
-                expr.right, at, depth + 1
-            )
-        if isinstance(expr, cst.UnaryOperation):
-            return self.device_origin(expr.expression, at, depth + 1)
-        return None
-
-    def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> str | None:
-        for arg in call.args:
-            if arg.keyword is not None:
-                continue
-            values = (
-                [e.value for e in arg.value.elements]
-                if isinstance(arg.value, (cst.List, cst.Tuple))
-                else [arg.value]
-            )
-            for value in values:
-                origin = self.device_origin(value, at, depth + 1)
-                if origin is not None:
-                    return origin
-        return None
-
-    def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
-        if not isinstance(func, cst.Name):
-            return False
-        binding = ScriptFlow.of(self).binding_before(func.value, at)
-        if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
-            return False
-        value = binding[1]
-        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
-            value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
-        qualified = self.qualified_name(value.func)
-        return (
-            qualified is not None
-            and qualified.startswith("torch.nn.")
-            and (not qualified.startswith("torch.nn.functional."))
-        )
-
-
-def _tail(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
@@ -301,7 +178,3 @@ def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
 
 def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(name)))
-
-
-def _names(scope: cst.CSTNode, name: str) -> list[cst.Name]:
-    return list(names_in_scope(scope, name))

@@ -13,6 +13,7 @@ from typing import Union
 
 import libcst as cst
 
+from devfix.tree import children_of
 from devfix.types import Edit, Finding, ImportSpec, Replacement
 
 #: A statement of a module's or a block's body.
@@ -21,7 +22,7 @@ Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
 
 def _subtree_ids(node: cst.CSTNode) -> set[int]:
     ids = {id(node)}
-    for child in node.children:
+    for child in children_of(node):
         ids |= _subtree_ids(child)
     return ids
 

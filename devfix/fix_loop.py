@@ -29,7 +29,7 @@ from devfix.parsing import deep_recursion as _deep_recursion
 from devfix.parsing import parse, with_deep_recursion
 from devfix.settings import OptionsLike, Settings
 from devfix.suppression import is_suppressed as _is_suppressed
-from devfix.tree import _Dispatcher
+from devfix.tree import visit_all
 from devfix.types import Finding, Fixability, SourceResult
 from devfix.wrapping import line_length_for, wrap_long_lines
 
@@ -258,28 +258,17 @@ def same_finding(finding: Finding, candidates: Sequence[Finding], moved: LineMap
 
 def _run_passes(module: cst.Module, text: str, path: str, options: Settings) -> list[Finding]:
     context = FileContext(module, path, text)
-    findings: list[Finding] = []
     checkers = [
         pass_class(context, **options.pass_options.get(pass_class.CODE, {}))
         for pass_class in _woken_passes(text, options)
     ]
-    # One traversal for all passes (each full libcst traversal costs more than the parse).
     try:
         with _deep_recursion():
-            if checkers:
-                dispatcher = _Dispatcher(checkers)
-                if dispatcher.attribute_visitors:
-                    module.visit(dispatcher)  # only libcst's own traversal calls those hooks
-                else:
-                    dispatcher.run(module, context.children_table())
+            visit_all(module, checkers, context.tables)
     except RecursionError:
         # libcst nests e.g. implicitly concatenated strings: thousands of pieces exceed the stack.
         raise InputError("nested too deeply to analyse") from None
-    finally:
-        for checker in checkers:
-            findings.extend(checker.findings)
-            checker.release()
-        context.release()
+    findings = [finding for checker in checkers for finding in checker.findings]
     lines = text.splitlines()
     findings = [finding for finding in findings if not _is_suppressed(finding, lines)]
     findings.sort(key=lambda f: (f.line, f.col, f.code))

@@ -13,12 +13,13 @@ from devfix.errors import UnknownRuleError
 
 @functools.cache
 def all_passes() -> tuple[type[DevicePass], ...]:
-    """Every pass class, sorted by code. One public module in the package = one pass."""
+    """Every pass class, sorted by code. One public module in the package = one pass; `_`
+    modules and packages (the `analysis` layer) hold what passes share."""
     import devfix.codemods as package
 
     found: list[type[DevicePass]] = []
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_"):
+        if info.name.startswith("_") or info.ispkg:
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         classes = [

@@ -1,4 +1,7 @@
-"""A parsed module's tree as plain tables (the engine's pass loop runs over them).
+"""A parsed module's tree as plain tables, and the pass loop that runs over them.
+
+This module alone knows how to get a node's children (:func:`children_of`) and owns the
+per-file tables built from it (:func:`build_tables`); libcst itself is never patched.
 
 libcst walks a tree by rebuilding every node (`_visit_and_replace_children` constructs and
 validates a copy even for a read-only visitor), and `node.children` is computed the same way.
@@ -22,7 +25,7 @@ from typing import cast
 
 import libcst as cst
 
-#: libcst's own `CSTNode.children` (devfix.context replaces the property with a table lookup).
+#: libcst's own `CSTNode.children` (rebuilds the node on every call; used to learn field orders).
 LIBCST_CHILDREN: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = cst.CSTNode.children.fget  # type: ignore[attr-defined]
 
 #: Per value type, whether it is a libcst node (CSTNode is an ABC: isinstance is slow).
@@ -148,10 +151,22 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
     return TreeTables(parents, children, order, nodes)
 
 
-# -- running several passes in one traversal --------------------------------------------------
+def visit_all(root: cst.CSTNode, visitors: Sequence[cst.CSTVisitor], tables: TreeTables) -> None:
+    """Run every visitor over `root` in one traversal, as `root.visit(visitor)` would each.
+
+    One traversal serves all passes (each full libcst traversal costs more than the parse);
+    visitors with per-attribute hooks need libcst's own traversal, which calls those.
+    """
+    if not visitors:
+        return
+    dispatcher = Dispatcher(visitors)
+    if dispatcher.attribute_visitors:
+        root.visit(dispatcher)
+    else:
+        dispatcher.run(root, tables.children)
 
 
-class _Dispatcher(cst.CSTVisitor):
+class Dispatcher(cst.CSTVisitor):
     """Runs several visitors in one traversal, each seeing exactly what it would see alone.
 
     A visitor whose visit method returns False skips that node's children (the others do not)

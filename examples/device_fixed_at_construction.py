@@ -1,6 +1,6 @@
 # A GRU decoder sends its initial state to the script's global DEVICE (cuda:0); under
 # nn.DataParallel replica 1 sees "cuda:1 and cuda:0" (bentrevett/pytorch-seq2seq#57 style).
-# Try: devfix apply --diff examples/
+# Run on 2 GPUs: python global_device_rnn_state.before.py
 import torch
 import torch.nn as nn
 
