@@ -27,6 +27,7 @@ SOURCES = {
     "labels_not_on_logits_device": "causal_lm_shifted_labels",
     "loss_weight_on_cpu": "class_weights_from_counts",
     "module_moved_in_forward": "bare_cuda_head",
+    "move_result_discarded": "from_numpy_batch",
     "numpy_of_device_tensor": "epoch_loss_np_mean",
     "optimizer_state_before_model_move": "adagrad_built_before_move",
     "tensor_attribute_not_buffer": "seed001_dataparallel_scale",

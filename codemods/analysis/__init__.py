@@ -9,6 +9,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `moves`: `.to`/`.cuda` moves, device values and the names that hold a device.
 - `flow`: the script around the model: model moves, DataLoader loops, data pipelines,
   multi-process markers.
+- `values`: what a name holds where it is used: a tensor, or an object whose `.to()` works in
+  place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
 
@@ -26,6 +28,7 @@ from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
 from devfix.codemods.analysis.scopes import Scopes
+from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
 
 _KEY = "analysis"
@@ -43,6 +46,7 @@ class FileFacts:
         self._moves: Moves | None = None
         self._flow: ScriptFlow | None = None
         self._devices: DeviceInference | None = None
+        self._values: HeldValues | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -77,3 +81,9 @@ class FileFacts:
                 self.context, self.names, self.scopes, self.modules, self.moves, self.flow
             )
         return self._devices
+
+    @property
+    def values(self) -> HeldValues:
+        if self._values is None:
+            self._values = HeldValues(self.context, self.names, self.scopes, self.modules)
+        return self._values
