@@ -24,17 +24,16 @@ import libcst as cst
 from devfix import sources
 from devfix.cache import ResultCache, content_key
 from devfix.context import FileContext
+from devfix.edit_plan import EditSet
 from devfix.errors import InputError, InternalError
 from devfix.registry import select_passes
 from devfix.tree import children_of
 from devfix.types import (
     Applicability,
-    Edit,
     FileResult,
     FileStatus,
     Finding,
     Options,
-    Replacement,
     SourceResult,
 )
 
@@ -371,50 +370,19 @@ class _SearchedText(str):
         return found
 
 
-def _subtree_ids(node: cst.CSTNode) -> set[int]:
-    ids = {id(node)}
-    for child in node.children:
-        ids |= _subtree_ids(child)
-    return ids
-
-
-class _Replacer(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, Replacement]) -> None:
-        super().__init__()
-        self.replacements = replacements
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) not in self.replacements
-
-    # libcst types on_leave per node class through a TypeVar; a replacer returns any node.
-    def on_leave(  # type: ignore[override]
-        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
-        return self.replacements.get(id(original_node), updated_node)
-
-
 def apply_findings(
     module: cst.Module, findings: Iterable[Finding]
 ) -> tuple[cst.Module, list[Finding]]:
-    """Apply each finding's edit group whole, skipping groups that overlap one already taken.
+    """Apply each finding's edit group whole, skipping groups that conflict with one already
+    taken (:mod:`devfix.edit_plan` says when groups conflict and how reused nodes compose).
 
     Skipped groups are found again, on the rewritten code, by the next round.
     """
-    claimed: set[int] = set()
-    replacements: dict[int, Replacement] = {}
-    applied: list[Finding] = []
-    for finding in findings:
-        touched: set[int] = set()
-        for edit in finding.edits:
-            touched |= _subtree_ids(edit.target)
-        if touched & claimed:
-            continue
-        claimed |= touched
-        replacements.update(_replacement_map(finding.edits))
-        applied.append(finding)
+    edit_set = EditSet(module)
+    applied = [finding for finding in findings if edit_set.add(finding.edits)]
     if not applied:
         return module, []
-    rewritten = module.visit(_Replacer(replacements))
+    rewritten = edit_set.apply()
     imports = [spec for finding in applied for spec in finding.imports]
     if imports:
         # libcst.codemod pulls in libcst.matchers (over a second to import): only when needed.
@@ -428,10 +396,6 @@ def apply_findings(
             context, [ImportItem(s.module, s.name, s.alias) for s in imports]
         ).transform_module(rewritten)
     return rewritten, applied
-
-
-def _replacement_map(edits: Iterable[Edit]) -> dict[int, Replacement]:
-    return {id(edit.target): edit.replacement for edit in edits}
 
 
 def _wanted(finding: Finding, options: Options, accept: Accept | None) -> bool:
