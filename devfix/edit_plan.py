@@ -5,10 +5,12 @@ replacement may contain nodes *of the original tree*: a statement wrapped in `if
 statements inserted before or after a statement (`FlattenSentinel([new, statement])`), a
 statement moved elsewhere (removed at its place, reused at the new one), a block of statements
 moved under `if __name__ == "__main__":`. Every reused node is taken *with the edits made
-inside it* (by the same finding or by another one applied in the same round), never with its
-own edit: a node that one edit removes and another reuses is moved. So a finding can report
-one edit per statement and still compose with the expression-level edits inside those
-statements, and with other passes' fixes.
+inside it* (by the same finding or by another one applied in the same round) and with its own
+edit, except where that makes no sense: a target reused in its own replacement is taken
+without it (a statement with another one inserted after it), and so is a node that its edit
+removes (removed at its place and reused at another, it is moved). So a finding can report one
+edit per statement and still compose with the expression-level edits inside those statements,
+and with other passes' fixes.
 
 Two findings conflict (the second waits for the next round) when one edits a node that the
 other replaces wholesale, or when one edits or reuses a node that the other edits itself.
@@ -148,7 +150,7 @@ class _Applier(cst.CSTTransformer):
             return updated_node
         if key not in self.reusing:
             return replacement
-        return self._with_reused(replacement)
+        return self._with_reused(replacement, key)
 
     def inner_of(self, node: cst.CSTNode) -> cst.CSTNode:
         found = self.inner.get(id(node))
@@ -162,37 +164,50 @@ class _Applier(cst.CSTTransformer):
             found = self.inner[id(node)]
         return found
 
-    def _with_reused(self, replacement: Replacement) -> Replacement:
-        substitute = _Substitute(self)
+    def reused_form(self, node: cst.CSTNode, target: int) -> Replacement:
+        """What a reused node becomes inside the replacement of `target` (see the module doc)."""
+        replacement = self.replacements.get(id(node))
+        if (
+            replacement is None
+            or id(node) == target
+            or isinstance(replacement, cst.RemovalSentinel)
+        ):
+            return self.inner_of(node)
+        if id(node) in self.reusing:
+            return self._with_reused(replacement, id(node))
+        return replacement
+
+    def _with_reused(self, replacement: Replacement, target: int) -> Replacement:
+        substitute = _Substitute(self, target)
         if isinstance(replacement, cst.RemovalSentinel):
             return replacement
         if isinstance(replacement, cst.FlattenSentinel):
-            nodes = [_visit_node(node, substitute) for node in replacement.nodes]
-            return cst.FlattenSentinel(nodes)
-        return _visit_node(replacement, substitute)
+            return cst.FlattenSentinel([_visit(node, substitute) for node in replacement.nodes])
+        return _visit(replacement, substitute)
 
 
-def _visit_node(node: cst.CSTNode, visitor: cst.CSTTransformer) -> cst.CSTNode:
+def _visit(node: cst.CSTNode, visitor: cst.CSTTransformer) -> cst.CSTNode:
     result = node.visit(visitor)
     assert isinstance(result, cst.CSTNode)
     return result
 
 
 class _Substitute(cst.CSTTransformer):
-    """Rebuilds a replacement with each reused original node swapped for its updated self."""
+    """Rebuilds a replacement with each reused original node swapped for what it becomes."""
 
-    def __init__(self, applier: _Applier) -> None:
+    def __init__(self, applier: _Applier, target: int) -> None:
         super().__init__()
         self.applier = applier
+        self.target = target
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         return id(node) not in self.applier.reused
 
     def on_leave(  # type: ignore[override]
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> cst.CSTNode:
+    ) -> Replacement:
         if id(original_node) in self.applier.reused:
-            return self.applier.inner_of(original_node)
+            return self.applier.reused_form(original_node, self.target)
         return updated_node
 
 

@@ -89,9 +89,7 @@ def test_two_groups_editing_the_same_node_conflict() -> None:
     save = _statements(module)[3]
     edit_set = EditSet(module)
     assert edit_set.add([Edit(save, cst.FlattenSentinel([save, cst.parse_statement("a()\n")]))])
-    assert not edit_set.add(
-        [Edit(save, cst.FlattenSentinel([cst.parse_statement("b()\n"), save]))]
-    )
+    assert not edit_set.add([Edit(save, cst.FlattenSentinel([cst.parse_statement("b()\n"), save]))])
 
 
 def test_reusing_a_node_that_another_group_edits_itself_conflicts() -> None:
@@ -119,6 +117,22 @@ def test_a_moved_statement_carries_the_edits_inside_it_even_when_moved_ahead() -
     )
     assert rewritten.code.index('torch.save(x, "y.pt")') < rewritten.code.index("for step")
     assert rewritten.code.count("torch.save") == 1
+
+
+def test_a_reused_node_keeps_its_own_edit_of_the_same_group() -> None:
+    module = _module()
+    save = _statements(module)[3]
+    path = _string(module, '"x.pt"')
+    # A new statement built around the original argument, which has an edit of its own.
+    call = cst.Call(func=cst.Name("save_on_rank_zero"), args=[cst.Arg(path)])
+    rewritten = apply_edits(
+        module,
+        [
+            Edit(save, cst.SimpleStatementLine([cst.Expr(call)])),
+            Edit(path, cst.SimpleString('"y.pt"')),
+        ],
+    )
+    assert rewritten.code.endswith('save_on_rank_zero("y.pt")\n')
 
 
 def test_consecutive_statements_gated_as_one_block() -> None:
