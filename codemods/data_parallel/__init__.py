@@ -184,10 +184,14 @@ class DataParallelTraining(DevicePass):
         try:
             plan = convert(script, calls, keep_per_process_batch=self.keep_per_process_batch)
         except Decline as reason:
-            self.report(
-                calls[0],
-                message=f"`nn.DataParallel` is not converted to DistributedDataParallel: {reason}",
-            )
+            # Each wrap gets the reason: each is a place the user looks at.
+            for call in calls:
+                self.report(
+                    call,
+                    message=(
+                        f"`nn.DataParallel` is not converted to DistributedDataParallel: {reason}"
+                    ),
+                )
             return False
         edits = plan.edits()
         self.report(calls[0], edits=edits)

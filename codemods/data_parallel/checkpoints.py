@@ -37,12 +37,30 @@ def unwrapped(target: str, *, in_run: bool) -> cst.BaseExpression:
     )
 
 
+#: Statements that write files: rank 0 writes, the others would race it.
+_FILE_WRITES = frozenset(
+    {
+        "torch.save",
+        "os.mkdir",
+        "os.makedirs",
+        "shutil.copyfile",
+        "shutil.copy",
+        "shutil.copy2",
+        "torchvision.utils.save_image",
+        "numpy.save",
+        "numpy.savez",
+        "matplotlib.pyplot.savefig",
+    }
+)
+
+
 def plan_checkpoints(script: Script, plan: Plan) -> None:
     if LOADED in script.bound:
         raise Decline(f"the script already uses the name `{LOADED}`")
     wraps = {wrap.target: wrap for wrap in script.wraps}
     _plan_model_reads(script, plan, wraps)
     _plan_isinstance(script, plan)
+    savers = _plan_savers(script, plan)
     loads_after = [
         script.line(call)
         for call in nodes_of(script.module, cst.Call)
@@ -52,22 +70,92 @@ def plan_checkpoints(script: Script, plan: Plan) -> None:
     ]
     for statement in nodes_of(script.module, cst.SimpleStatementLine):
         call = statement_call(statement)
-        if call is None:
+        if call is None or plan.change_of(statement) is not None:
+            continue
+        if not isinstance(script.parent(statement), (cst.IndentedBlock, cst.Module)):
             continue
         run = script.in_run(statement)
-        if call_tail(call.func) == "save" and script.qualified(call.func) == "torch.save":
+        if _writes_file(script, call):
             if run:
                 plan.statement(statement).gate = RANK0
-                if any(line > script.line(statement) for line in loads_after):
+                if call_tail(call.func) == "save" and any(
+                    line > script.line(statement) for line in loads_after
+                ):
                     plan.statement(statement).after += parse_statements(
                         "if distributed:\n"
                         "    dist.barrier()  # devfix DF401: the other processes read this file\n"
                     )
-            elif script.in_helper(statement):
+            elif script.in_helper(statement) and not _inside(script, statement, savers):
                 plan.statement(statement).gate = RANK0_ANYWHERE
                 plan.need("os")
         elif run and _loads_into_model(call, wraps):
             _plan_strip(script, plan, statement, call)
+
+
+def _writes_file(script: Script, call: cst.Call) -> bool:
+    qualified = script.qualified(call.func)
+    if call_tail(call.func) == "save_pretrained" and isinstance(call.func, cst.Attribute):
+        return True
+    if qualified not in _FILE_WRITES:
+        return False
+    # `os.makedirs(d, exist_ok=True)` may run everywhere.
+    exist_ok = next((a for a in call.args if a.keyword and a.keyword.value == "exist_ok"), None)
+    return exist_ok is None
+
+
+def _plan_savers(script: Script, plan: Plan) -> list[cst.FunctionDef]:
+    """Functions of the file that only write checkpoints (`save_checkpoint(state, is_best)`):
+    their whole body runs on rank 0, so what they do after `torch.save` (copy the file, log it)
+    never runs ahead of the write on another process."""
+    savers: list[cst.FunctionDef] = []
+    for function in script.module.body:
+        if not isinstance(function, cst.FunctionDef) or not isinstance(
+            function.body, cst.IndentedBlock
+        ):
+            continue
+        if function is script.scope.function or function is script.scope.wrapper:
+            continue
+        if not _only_writes(script, function):
+            continue
+        savers.append(function)
+        for statement in function.body.body:
+            if _is_docstring(statement):
+                continue
+            plan.statement(statement).gate = RANK0_ANYWHERE
+        plan.need("os")
+    return savers
+
+
+def _only_writes(script: Script, function: cst.FunctionDef) -> bool:
+    """Saves a checkpoint, returns nothing, runs no model (no call of a parameter, no loop, no
+    `.backward()`), so no other process needs to run it with rank 0."""
+    body = function.body
+    if not any(script.qualified(call.func) == "torch.save" for call in nodes_of(body, cst.Call)):
+        return False
+    if any(r.value is not None for r in nodes_of(body, cst.Return, skip_defs=True)):
+        return False
+    if any(True for _ in nodes_of(body, (cst.For, cst.While, cst.Yield))):
+        return False
+    parameters = {p.name.value for p in function.params.params}
+    for call in nodes_of(body, cst.Call):
+        if isinstance(call.func, cst.Name) and call.func.value in parameters:
+            return False
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
+            return False
+    return True
+
+
+def _inside(script: Script, node: cst.CSTNode, functions: list[cst.FunctionDef]) -> bool:
+    return any(a is f for a in script.ancestors(node) for f in functions)
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
 
 
 def _plan_model_reads(script: Script, plan: Plan, wraps: dict[str, Wrap]) -> None:

@@ -1,8 +1,9 @@
 """Devices: `"cuda:0"` becomes `"cuda"` and `.cuda(0)` becomes `.cuda()`.
 
 After `torch.cuda.set_device(local_rank)` plain `"cuda"` is the process's own GPU (and still
-GPU 0 when the script runs as one process). A script that hard-codes another GPU, or already
-selects its GPU with `set_device`, is not converted.
+GPU 0 when the script runs as one process). The script's own `torch.cuda.set_device(...)` in
+the training code goes (the setup selects the process's GPU); a script that hard-codes another
+GPU, or selects one elsewhere, is not converted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import libcst as cst
 
 from devfix.codemods._edits import call_tail
 from devfix.codemods.data_parallel.plan import Plan
-from devfix.codemods.data_parallel.script import Decline, Script, nodes_of
+from devfix.codemods.data_parallel.script import Decline, Script, nodes_of, statement_call
 
 _CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
 
@@ -33,6 +34,16 @@ def plan_devices(script: Script, plan: Plan) -> None:
             call_tail(call.func) == "set_device"
             and script.qualified(call.func) == "torch.cuda.set_device"
         ):
+            # The script's own choice of GPU (`gpus[0]`, `args.gpu`) gives way to the setup's.
+            statement = script.parent(script.parent(call) or call)
+            if (
+                isinstance(statement, cst.SimpleStatementLine)
+                and statement_call(statement) is call
+                and (script.in_run(call) or _in_wrapper(script, call))
+                and isinstance(script.parent(statement), (cst.IndentedBlock, cst.Module))
+            ):
+                plan.statement(statement).remove = True
+                continue
             raise Decline("the script already selects its GPU with `torch.cuda.set_device`")
         if (
             isinstance(call.func, cst.Attribute)
@@ -44,3 +55,8 @@ def plan_devices(script: Script, plan: Plan) -> None:
             if call.args[0].value.value != "0":
                 raise Decline(f"the script hard-codes GPU {call.args[0].value.value}")
             plan.replace(call, call.with_changes(args=[]))
+
+
+def _in_wrapper(script: Script, node: cst.CSTNode) -> bool:
+    wrapper = script.scope.wrapper
+    return wrapper is not None and any(a is wrapper for a in script.ancestors(node))

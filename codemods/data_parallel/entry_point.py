@@ -19,6 +19,7 @@ from devfix.codemods.data_parallel.script import (
     Decline,
     RunScope,
     Script,
+    has_backward,
     is_main_guard,
     nodes_of,
 )
@@ -97,13 +98,25 @@ def plan_entry_point(script: Script, plan: Plan) -> RunScope:
         and script.parent(owner) is script.module
         and isinstance(owner.body, cst.IndentedBlock)
     ):
-        entry = _entry_call(script, owner, body, guard)
-        run = RunScope(owner, [owner], owner.body)
-        if guard is None and script.parent(entry) is script.module:
-            # A bare `main()` at module level: it moves under a main block with what follows.
-            run.main_from = body[_run_start(script, body, body.index(entry))]
-        if _returns_early(owner):
-            run.teardown_after = entry
+        entry, chain = _entry_call(script, owner, guard)
+        # The training runs in the innermost function of the chain with a training loop; the
+        # function that wraps may be a factory it calls (`model = build_model(args)`).
+        runner = next((f for f in chain if _trains(script, f)), None)
+        wrapper = owner if runner is not owner else None
+        if runner is None and guard is not None and script.parent(entry) is guard.body:
+            assert isinstance(guard.body, cst.IndentedBlock)
+            run = RunScope(None, [guard], guard.body, wrapper=wrapper)
+        elif runner is None:
+            start = _run_start(script, body, body.index(entry))
+            run = RunScope(None, body[start:], None, main_from=body[start], wrapper=wrapper)
+        else:
+            assert isinstance(runner.body, cst.IndentedBlock)
+            run = RunScope(runner, [runner], runner.body, wrapper=wrapper)
+            if guard is None and script.parent(entry) is script.module:
+                # A bare `main()` at module level: it moves under a main block with what follows.
+                run.main_from = body[_run_start(script, body, body.index(entry))]
+            if _returns_early(runner):
+                run.teardown_after = entry
     else:
         raise Decline("DataParallel is applied in a nested function or block")
     plan.main_from = run.main_from
@@ -120,11 +133,21 @@ def _returns_early(function: cst.FunctionDef) -> bool:
     )
 
 
+def _trains(script: Script, function: cst.FunctionDef) -> bool:
+    """A loop in `function` that calls `.backward()` (itself or through the file's functions)."""
+    return any(
+        has_backward(loop.body, script.module)
+        for loop in nodes_of(function.body, (cst.For, cst.While), skip_defs=True)
+    )
+
+
 def _entry_call(
-    script: Script, function: cst.FunctionDef, body: list[cst.BaseStatement], guard: cst.If | None
-) -> cst.BaseStatement:
-    """The entry-point statement that (through a chain of single calls) runs `function`."""
+    script: Script, function: cst.FunctionDef, guard: cst.If | None
+) -> tuple[cst.BaseStatement, list[cst.FunctionDef]]:
+    """The entry-point statement that (through a chain of single calls) runs `function`, and
+    the chain of functions from `function` out to the entry point."""
     current = function
+    chain = [function]
     for _step in range(_MAX_CHAIN):
         name = current.name.value
         sites = _call_sites(script, name)
@@ -152,8 +175,9 @@ def _entry_call(
                     break
                 statement = ancestor
             assert isinstance(statement, cst.BaseStatement)
-            return statement
+            return statement, chain
         current = caller
+        chain.append(caller)
     raise Decline(
         f"`{function.name.value}` is reached through more than {_MAX_CHAIN} calls from the entry "
         "point"

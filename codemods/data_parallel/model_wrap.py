@@ -47,11 +47,36 @@ def data_parallel_calls(script: Script) -> list[cst.Call]:
             target = alias.asname.name
             if isinstance(target, cst.Name):
                 names.add(target.value)
+    star = _star_imports_torch(script)
     return [
         call
         for call in nodes_of(script.module, cst.Call)
-        if call_tail(call.func) in names and script.qualified(call.func) in DATA_PARALLEL
+        if call_tail(call.func) in names
+        and (
+            script.qualified(call.func) in DATA_PARALLEL
+            or (star and script.qualified(call.func) is None and _spelled_torch(call.func))
+        )
     ]
+
+
+def _star_imports_torch(script: Script) -> bool:
+    """`from package import *`, and torch's names not bound otherwise: the star import is
+    where `torch` / `nn` come from (they cannot be resolved)."""
+    star = any(
+        isinstance(node.names, cst.ImportStar) for node in nodes_of(script.module, cst.ImportFrom)
+    )
+    return star and not ({"torch", "nn"} & script.bound)
+
+
+def _spelled_torch(func: cst.BaseExpression) -> bool:
+    """`torch.nn.DataParallel`, `nn.DataParallel`, `torch.nn.parallel.DataParallel`."""
+    code = cst.Module([]).code_for_node(func)
+    return code in (
+        "torch.nn.DataParallel",
+        "nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "nn.parallel.DataParallel",
+    )
 
 
 def read_wraps(script: Script, calls: Sequence[cst.Call]) -> list[Wrap]:
@@ -215,18 +240,24 @@ def plan_wraps(script: Script, plan: Plan) -> None:
 
 
 def ddp_block(script: Script, targets: Sequence[str]) -> list[cst.BaseStatement]:
-    """`if distributed:` wrap of each target in DistributedDataParallel."""
+    """`if distributed:` wrap of each target in DistributedDataParallel. In a factory the
+    training code calls, the process group and the current device (set by the setup) say it."""
     what = "one replica per process" if len(targets) == 1 else "one replica of each per process"
+    condition = "distributed"
+    device = 'torch.device("cuda", local_rank)'
+    device_ids = "[local_rank], output_device=local_rank"
+    if script.scope.wrapper is not None:
+        condition = "dist.is_initialized()"
+        device, device_ids = "torch.cuda.current_device()", "[torch.cuda.current_device()]"
     cuda = "".join(
-        f'        {t} = {t}.to(torch.device("cuda", local_rank))\n'
-        f"        {t} = DistributedDataParallel("
-        f"{t}, device_ids=[local_rank], output_device=local_rank)\n"
+        f"        {t} = {t}.to({device})\n"
+        f"        {t} = DistributedDataParallel({t}, device_ids={device_ids})\n"
         for t in targets
     )
     cpu = "".join(f"        {t} = DistributedDataParallel({t})\n" for t in targets)
     return parse_statements(
         script.t(
-            f"if distributed:  # devfix DF401: {what}; DDP averages the gradients\n"
+            f"if {condition}:  # devfix DF401: {what}; DDP averages the gradients\n"
             "    if torch.cuda.is_available():\n"
             f"{cuda}"
             "    else:\n"

@@ -17,6 +17,8 @@ def plan_output(script: Script, plan: Plan) -> None:
     for statement in nodes_of(script.module, cst.SimpleStatementLine):
         if plan.change_of(statement) is not None or not script.is_log_statement(statement):
             continue
+        if _gated_around(script, plan, statement):
+            continue
         if not isinstance(script.parent(statement), (cst.IndentedBlock, cst.Module)):
             continue
         if script.in_run(statement):
@@ -38,3 +40,13 @@ def _in_caller(script: Script, statement: cst.BaseStatement) -> bool:
         if ancestor is run.function:
             return False
     return True
+
+
+def _gated_around(script: Script, plan: Plan, statement: cst.BaseStatement) -> bool:
+    """A statement inside one that is already gated (a checkpoint writer's body)."""
+    for ancestor in script.ancestors(statement):
+        if isinstance(ancestor, cst.BaseStatement):
+            change = plan.change_of(ancestor)
+            if change is not None and change.gate is not None:
+                return True
+    return False

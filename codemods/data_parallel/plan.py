@@ -36,6 +36,8 @@ class StatementChange:
     gate: str | None = None
     #: A blank line between the statements inserted before it and the statement.
     space_before: bool = False
+    #: A comment (without `# `) right above the statement.
+    note: str | None = None
 
 
 def parse_statements(code: str) -> list[cst.BaseStatement]:
@@ -231,6 +233,10 @@ class Plan:
                 main[0] = (first, [statement])
             else:
                 main = [(statement, [statement])]
+            if change.note is not None:
+                node, carried = main[0]
+                note = layout.comment_lines([change.note], (self.limit or 10_000) - len(indent))
+                main[0] = (_with_exact_leading(node, [*_leading(node), *note]), carried)
             if change.before:
                 node, carried = main[0]
                 lines = _leading(node)

@@ -84,6 +84,9 @@ class RunScope:
     #: The statement after which teardown goes when the function returns early (else: the
     #: end of `block`).
     teardown_after: cst.BaseStatement | None = None
+    #: The function that wraps the model when it is not `function`: a factory the training
+    #: code calls (`model = build_model(args)`), where `local_rank` and friends are not bound.
+    wrapper: cst.FunctionDef | None = None
 
 
 class Script:
@@ -209,7 +212,9 @@ class Script:
 # -- tree helpers (DF401's own until the shared analysis layer offers them) -------------------
 
 
-def nodes_of(root: cst.CSTNode, kind: type[_N], *, skip_defs: bool = False) -> Iterator[_N]:
+def nodes_of(
+    root: cst.CSTNode, kind: type[_N] | tuple[type[_N], ...], *, skip_defs: bool = False
+) -> Iterator[_N]:
     """Every node of type `kind` under `root` (with `skip_defs`, not inside nested defs)."""
     if not skip_defs:
         for node in walk(root):
