@@ -22,7 +22,16 @@ import pytest
 torch = pytest.importorskip("torch")
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "data_parallel"
-CASES = ["seed001_transformer", "cifar_checkpoints", "argparse_main", "resume_dp_checkpoint"]
+CASES = [
+    "seed001_transformer",
+    "cifar_checkpoints",
+    "argparse_main",
+    "resume_dp_checkpoint",
+    "gan_two_models",
+    "teacher_student",
+    "hf_train_function",
+    "factories_cpu_fallback",
+]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -81,6 +90,7 @@ def _assert_same(before: Path, after: Path) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_converted_script_trains_to_the_same_weights(case: str, tmp_path: Path) -> None:
     before = GOLDEN / f"{case}.before.py"

@@ -98,11 +98,7 @@ class DataParallelTraining(DevicePass):
                 ...
             if rank == 0:
                 print(epoch, loss.item())
-                torch.save(
-                    (model.module if isinstance(model, DistributedDataParallel) else model)
-                    .state_dict(),
-                    "model.pt",
-                )
+                torch.save((model.module if distributed else model).state_dict(), "model.pt")
         if distributed:
             dist.barrier()  # all work done before teardown (avoids a gloo abort at exit)
             dist.destroy_process_group()
@@ -111,31 +107,37 @@ class DataParallelTraining(DevicePass):
     CUDA tensor; the backend is `nccl` on CUDA and `gloo` on CPU; the model is moved to the
     process's device and wrapped (with `device_ids` only on CUDA); `DataParallel` and its
     `device_ids=[0, 1]` go. The condition around the wrap (`if torch.cuda.device_count() > 1:`,
-    `if n_gpu > 1:`, `if len(device_ids) > 1:`, `if args.multi_gpu:`, a one-line `if`,
-    `model = DP(model) if n_gpu > 1 else model`, `if torch.cuda.is_available(): ... else:` with
-    a CPU branch) keeps whatever else it does (a `print` of the GPU count stays) and the DDP
-    wrap follows it: under torchrun the launch decides. Several wrapped models (a GAN's
-    generator and discriminator) each become a DDP model under the one process group; a
-    wrapped model that no optimizer trains (a frozen teacher) is only unwrapped. An optimizer
-    built from a wrapped model before its wrap moves after it, and the DataParallel idiom
-    `if n_gpu > 1: loss = loss.mean()` goes. Every training `DataLoader` (one iterated in a
-    loop that calls `.backward()`) gets a `DistributedSampler` with the loader's former
-    `shuffle`, the same seed on every rank, and `sampler.set_epoch(epoch)` at the start of each
-    epoch. DataParallel's `batch_size` was the global batch, so each process takes
-    `batch_size // world_size` (a comment says what happens when it does not divide).
-    Checkpoints are written on rank 0 only, from the unwrapped module (`model.module` and
-    `model.state_dict()` read it, `isinstance(model, nn.DataParallel)` asks about DDP),
-    followed by `dist.barrier()` when the script reads them back; `load_state_dict` strips the
-    `module.` prefix of DataParallel-era checkpoints. `print`, `logging` and `torch.save` run
-    on rank 0 only. Evaluation loaders are left whole: every process evaluates the full
-    evaluation set, so metrics, early stopping and "save the best model" decisions agree on
-    every rank and no collective can hang. Hard-coded `"cuda:0"` and `.cuda(0)` become
-    `"cuda"` / `.cuda()` (after `set_device` that is the process's own GPU). The setup goes at
-    the start of the code that trains: a flat script moves under
-    `if __name__ == "__main__":`; training in `main()` or `train(args)` (called once from the
-    entry point, directly or through other functions) gets it at the top of that function.
-    The end of that code gets `dist.destroy_process_group()`, the top of the file the launch
-    command; imports join the file's imports, and new lines respect the file's line length.
+    `if n_gpu > 1:`, `if len(device_ids) > 1:`, `if args.multi_gpu:`, a one-line `if`, `model =
+    DP(model) if n_gpu > 1 else model`, `if torch.cuda.is_available(): ... else:` with a CPU
+    branch) keeps whatever else it does (a `print` of the GPU count stays) and the DDP wrap
+    follows it: under torchrun the launch decides. Several wrapped models (a GAN's generator and
+    discriminator) each become a DDP model under the one process group; a wrapped model that no
+    optimizer trains (a frozen teacher) is only unwrapped. An optimizer built from a wrapped
+    model before its wrap moves after it, and the DataParallel idiom `if n_gpu > 1: loss =
+    loss.mean()` goes. Every training `DataLoader` (one iterated in a loop that calls
+    `.backward()`, passed to a function that does, looped over as a global by a flat script's
+    `train(epoch)`, or returned by a factory such as `set_loader(opt)`) gets a
+    `DistributedSampler` with the loader's former `shuffle`, the same seed on every rank, and
+    `sampler.set_epoch(epoch)` at the start of each epoch; the `train_sampler = None`
+    placeholder of ImageNet-style scripts becomes that sampler. DataParallel's `batch_size` was
+    the global batch, so each process takes `batch_size // world_size` (a comment says what
+    happens when it does not divide). Checkpoints are written on rank 0 only, from the unwrapped
+    module (`model.module` and `model.state_dict()` read it, `isinstance(model,
+    nn.DataParallel)` asks about DDP), followed by `dist.barrier()` when the script reads them
+    back; `load_state_dict` strips the `module.` prefix of DataParallel-era checkpoints.
+    `print`, `logging`, `torch.save` and other file writes (`os.makedirs`, `shutil.copyfile`,
+    `save_image`) run on rank 0 only, and so does a function of the file that only writes
+    checkpoints. Evaluation loaders are left whole: every process evaluates the full evaluation
+    set, so metrics, early stopping and "save the best model" decisions agree on every rank and
+    no collective can hang. Hard-coded `"cuda:0"` and `.cuda(0)` become `"cuda"` / `.cuda()`
+    (after `set_device` that is the process's own GPU). The setup goes at the start of the code
+    that trains: a flat script moves under `if __name__ == "__main__":`; training in `main()` or
+    `train(args)` (called once from the entry point, directly or through other functions) gets
+    it at the top of that function, and a model wrapped in a factory it calls (`model =
+    set_model(opt)`) is wrapped there once the process group exists. The script's own
+    `torch.cuda.set_device(...)` goes. The end of that code gets `dist.destroy_process_group()`,
+    the top of the file the launch command; imports join the file's imports, and new lines
+    respect the file's line length.
 
     Not converted (reported without a fix, with the reason): notebooks (torchrun cannot launch
     them: the message says what to do instead), `DataParallel` inside a class or a function
@@ -143,9 +145,10 @@ class DataParallelTraining(DevicePass):
     functions, scripts that already use `mp.spawn`, `init_process_group` or
     `DistributedDataParallel`, Hugging Face `Trainer` scripts (the Trainer runs DDP itself
     under torchrun), a wrap inside a loop, `with` or `try`, training data not read through a
-    `DataLoader`, a hard-coded GPU other than 0, a script that already calls `set_device`, no
-    optimizer at all (inference), and names the conversion needs (`rank`, `world_size`,
-    `dist`, ...) already used for something else.
+    `DataLoader` (or only through loaders with samplers of their own, or built by the caller of
+    the function that wraps the model), a hard-coded GPU other than 0, `set_device` outside
+    the training code, no optimizer at all (inference), and names the conversion needs
+    (`rank`, `world_size`, `dist`, ...) already used for something else.
 
     ## Fix safety
     Unsafe: the script must now be launched with `torchrun`, per-process quantities change

@@ -521,9 +521,15 @@ def test_a_notebook_is_reported_with_what_to_do_instead() -> None:
     assert "notebook_launcher" in findings[0].message
 
 
-def test_declines_a_function_called_twice() -> None:
-    assert_declined(
-        RULE,
+@pytest.mark.parametrize(
+    ("entry", "reason"),
+    [
+        ("    train(0)\n    train(1)\n", "`train` is called 2 times"),
+        ("    for fold in range(5):\n        train(fold)\n", "`train` is called in a loop"),
+    ],
+)
+def test_declines_a_function_run_more_than_once(entry: str, reason: str) -> None:
+    source = textwrap.dedent(
         """
         import torch
         from torch.utils.data import DataLoader
@@ -537,34 +543,9 @@ def test_declines_a_function_called_twice() -> None:
                 opt.step()
 
         if __name__ == "__main__":
-            train(0)
-            train(1)
-        """,
-        reason="`train` is called 2 times",
-    )
-
-
-def test_declines_a_function_called_in_a_loop() -> None:
-    assert_declined(
-        RULE,
         """
-        import torch
-        from torch.utils.data import DataLoader
-
-        def train(fold):
-            loader = DataLoader(folds[fold], batch_size=16)
-            model = torch.nn.DataParallel(Net())
-            opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for x, y in loader:
-                model(x).sum().backward()
-                opt.step()
-
-        if __name__ == "__main__":
-            for fold in range(5):
-                train(fold)
-        """,
-        reason="`train` is called in a loop",
     )
+    assert_declined(RULE, source + entry, reason=reason)
 
 
 def test_declines_inference_only() -> None:
