@@ -369,6 +369,12 @@ def _convert(
         plan.statement(loader.statement).before += statements
     # Out of the factory, the sampler is the loader's.
     holder = f"{loader.outer_name}.sampler" if loader.outer_name is not None else sampler
+    if not loader.epoch_loops and shuffle != "False":
+        # Step-based training (`for x in recycle(loader)`): no loop says where an epoch starts.
+        plan.statement(loader.statement).note = (
+            f"devfix DF401: call `{holder}.set_epoch(n)` when pass n over the data starts, or "
+            "every pass repeats the first one's order"
+        )
     for loop in loader.epoch_loops:
         if not isinstance(loop.target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
             raise Decline("cannot place `sampler.set_epoch` in the epoch loop")

@@ -150,3 +150,20 @@ def test_a_loader_built_by_the_caller_of_the_training_function() -> None:
     )
     with pytest.raises(Decline, match="built in `main`"):
         _plan_loaders(script, plan)
+
+
+def test_a_shuffled_loader_without_an_epoch_loop_says_where_set_epoch_goes() -> None:
+    out = planned(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(ds, batch_size=8, shuffle=True)
+        model = torch.nn.DataParallel(Net())
+        for step, x in enumerate(recycle(loader)):
+            model(x).sum().backward()
+        """,
+        _plan_loaders,
+    )
+    assert "# devfix DF401: call `sampler.set_epoch(n)` when pass n" in out
+    assert "sampler.set_epoch(epoch)" not in out
