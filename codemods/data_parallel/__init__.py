@@ -124,17 +124,17 @@ class DataParallelTraining(DevicePass):
     happens when it does not divide). Checkpoints are written on rank 0 only, from the unwrapped
     module (`model.module` and `model.state_dict()` read it, `isinstance(model,
     nn.DataParallel)` asks about DDP), followed by `dist.barrier()` when the script reads them
-    back; `load_state_dict` strips the `module.` prefix of DataParallel-era checkpoints.
-    `print`, `logging`, `torch.save` and other file writes (`os.makedirs`, `shutil.copyfile`,
-    `save_image`) run on rank 0 only, and so does a function of the file that only writes
-    checkpoints. Evaluation loaders are left whole: every process evaluates the full evaluation
-    set, so metrics, early stopping and "save the best model" decisions agree on every rank and
-    no collective can hang. Hard-coded `"cuda:0"` and `.cuda(0)` become `"cuda"` / `.cuda()`
-    (after `set_device` that is the process's own GPU). The setup goes at the start of the code
-    that trains: a flat script moves under `if __name__ == "__main__":`; training in `main()` or
-    `train(args)` (called once from the entry point, directly or through other functions) gets
-    it at the top of that function, and a model wrapped in a factory it calls (`model =
-    set_model(opt)`) is wrapped there once the process group exists. The script's own
+    back; `load_state_dict` after the wrap strips the `module.` prefix of DataParallel-era
+    checkpoints. `print`, `logging`, `torch.save` and other file writes (`os.makedirs`,
+    `shutil.copyfile`, `save_image`) run on rank 0 only, and so does a function of the file that
+    only writes checkpoints. Evaluation loaders are left whole: every process evaluates the full
+    evaluation set, so metrics, early stopping and "save the best model" decisions agree on
+    every rank and no collective can hang. Hard-coded `"cuda:0"` and `.cuda(0)` become `"cuda"`
+    / `.cuda()` (after `set_device` that is the process's own GPU). The setup goes at the start
+    of the code that trains: a flat script moves under `if __name__ == "__main__":`; training in
+    `main()` or `train(args)` (called once from the entry point, directly or through other
+    functions) gets it at the top of that function, and a model wrapped in a factory it calls
+    (`model = set_model(opt)`) is wrapped there once the process group exists. The script's own
     `torch.cuda.set_device(...)` goes. The end of that code gets `dist.destroy_process_group()`,
     the top of the file the launch command; imports join the file's imports, and new lines
     respect the file's line length.

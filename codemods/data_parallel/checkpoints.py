@@ -2,9 +2,10 @@
 
 `torch.save` runs on rank 0 only (followed by `dist.barrier()` when the script reads the file
 back), and `model.state_dict()` / `model.module` read the unwrapped model, so keys carry no
-`module.` prefix. `model.load_state_dict(sd)` strips the prefix of a DataParallel-era
-checkpoint. `isinstance(model, nn.DataParallel)` asks about DistributedDataParallel instead.
-A model that is no longer wrapped at all (a frozen one) loses its `.module`.
+`module.` prefix. `model.load_state_dict(sd)` after the wrap strips the prefix of a
+DataParallel-era checkpoint. `isinstance(model, nn.DataParallel)` asks about
+DistributedDataParallel instead. A model that is no longer wrapped at all (a frozen one) loses
+its `.module`.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def plan_checkpoints(script: Script, plan: Plan) -> None:
             elif script.in_helper(statement) and not _inside(script, statement, savers):
                 plan.statement(statement).gate = RANK0_ANYWHERE
                 plan.need("os")
-        elif run and _loads_into_model(call, wraps):
+        elif run and _loads_into_wrapped(script, call, wraps):
             _plan_strip(script, plan, statement, call)
 
 
@@ -217,12 +218,18 @@ def _refers_to_wrapped(script: Script, name: cst.Name, wrap: Wrap) -> bool:
     return False
 
 
-def _loads_into_model(call: cst.Call, wraps: dict[str, Wrap]) -> bool:
+def _loads_into_wrapped(script: Script, call: cst.Call, wraps: dict[str, Wrap]) -> bool:
+    """`model.load_state_dict(sd)` into the wrapped model: DataParallel took keys with its
+    `module.` prefix there, the unwrapped model does not. (Loaded before the wrap, the keys
+    never had it: the script could not have loaded them.)"""
+    receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
     return (
         isinstance(call.func, cst.Attribute)
         and call.func.attr.value == "load_state_dict"
-        and isinstance(call.func.value, cst.Name)
-        and any(call.func.value.value in wrap.names for wrap in wraps.values())
+        and isinstance(receiver, cst.Name)
+        and receiver.value in wraps
+        and wraps[receiver.value].trained
+        and _refers_to_wrapped(script, receiver, wraps[receiver.value])
         and bool(call.args)
         and call.args[0].keyword is None
     )

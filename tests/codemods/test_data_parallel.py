@@ -364,7 +364,9 @@ def test_loading_into_the_bare_model_before_the_wrap() -> None:
         "model = Net().to(device)\nmodel.load_state_dict(torch.load(path))\n",
     )
     out = _convert(source)
-    assert "    model.load_state_dict(loaded_state)\n" in out
+    # Loaded before the wrap, the keys never had DataParallel's prefix: nothing to strip.
+    assert "    model.load_state_dict(torch.load(path))\n" in out
+    assert "consume_prefix_in_state_dict_if_present" not in out
 
 
 def test_logging_goes_to_rank_zero() -> None:
