@@ -185,11 +185,46 @@ def _training_uses(script: Script, name: str) -> list[cst.For] | None:
         elif loop is None and _passed_to_trainer(script, node):
             training = True
             outer = _enclosing_for(script, node)
+        elif loop is None and _drawn_by_next(script, node):
+            # `batches = iter(loader)` ... `next(batches)` in the step loop: no epoch loop.
+            training = True
+            continue
         else:
             continue
         if outer is not None and outer not in epochs:
             epochs.append(outer)
     return epochs if training else None
+
+
+def _drawn_by_next(script: Script, node: cst.Name) -> bool:
+    """`batches = iter(loader)`, and a loop that calls `.backward()` draws `next(batches)`."""
+    arg = script.parent(node)
+    call = script.parent(arg) if isinstance(arg, cst.Arg) else None
+    assign = script.parent(call) if isinstance(call, cst.Call) else None
+    if not (
+        isinstance(call, cst.Call)
+        and script.qualified(call.func) in ("builtins.iter", "iter")
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+    ):
+        return False
+    name = assign.targets[0].target.value
+    for draw in nodes_of(script.module, cst.Call):
+        if not (
+            script.qualified(draw.func) in ("builtins.next", "next")
+            and draw.args
+            and isinstance(draw.args[0].value, cst.Name)
+            and draw.args[0].value.value == name
+            and script.in_run(draw)
+        ):
+            continue
+        for ancestor in script.ancestors(draw):
+            if isinstance(ancestor, (cst.For, cst.While)) and has_backward(
+                ancestor.body, script.module
+            ):
+                return True
+    return False
 
 
 def _loop_over(script: Script, node: cst.Name) -> cst.For | None:

@@ -233,10 +233,6 @@ class Plan:
                 main[0] = (first, [statement])
             else:
                 main = [(statement, [statement])]
-            if change.note is not None:
-                node, carried = main[0]
-                note = layout.comment_lines([change.note], (self.limit or 10_000) - len(indent))
-                main[0] = (_with_exact_leading(node, [*_leading(node), *note]), carried)
             if change.before:
                 node, carried = main[0]
                 lines = _leading(node)
@@ -247,6 +243,10 @@ class Plan:
                 if change.space_before:
                     node, carried = main[0]
                     main[0] = (with_leading(node, [cst.EmptyLine(indent=False)]), carried)
+            if change.note is not None:
+                node, carried = main[0]
+                note = layout.comment_lines([change.note], (self.limit or 10_000) - len(indent))
+                main[0] = (_with_exact_leading(node, [*_leading(node), *note]), carried)
             emit(main, change.gate)
             emit([(self._fit(node, indent), []) for node in change.after], None)
         flush()

@@ -167,3 +167,27 @@ def test_a_shuffled_loader_without_an_epoch_loop_says_where_set_epoch_goes() -> 
     )
     assert "# devfix DF401: call `sampler.set_epoch(n)` when pass n" in out
     assert "sampler.set_epoch(epoch)" not in out
+
+
+def test_a_loader_drawn_with_next_in_the_step_loop_trains() -> None:
+    out = planned(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        data_loader = DataLoader(ds, 32, shuffle=True)
+        net = torch.nn.DataParallel(Net())
+        batch_iterator = iter(data_loader)
+        for iteration in range(1000):
+            images = next(batch_iterator)
+            net(images).sum().backward()
+        """,
+        _plan_loaders,
+    )
+    assert "DataLoader(ds, 32 // world_size, sampler=sampler)" in out
+    # The note sits on the loader, below the sampler the loader now reads.
+    assert (
+        "    # devfix DF401: call `sampler.set_epoch(n)` when pass n over the data starts, or\n"
+        in out
+    )
+    assert out.index("sampler = DistributedSampler(") < out.index("call `sampler.set_epoch(n)`")
