@@ -186,8 +186,6 @@ def test_a_loader_drawn_with_next_in_the_step_loop_trains() -> None:
     )
     assert "DataLoader(ds, 32 // world_size, sampler=sampler)" in out
     # The note sits on the loader, below the sampler the loader now reads.
-    assert (
-        "    # devfix DF401: call `sampler.set_epoch(n)` when pass n over the data starts, or\n"
-        in out
-    )
+    assert "    # devfix DF401: call `sampler.set_epoch(n)` when pass n over the data\n" in out
     assert out.index("sampler = DistributedSampler(") < out.index("call `sampler.set_epoch(n)`")
+    assert out.index("call `sampler.set_epoch(n)`") < out.index("data_loader = DataLoader(")
