@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devfix.codemods.analysis.torch_names import DATA_PARALLEL
 from devfix.codemods.data_parallel.plan import Plan, parse_statements
-from devfix.codemods.data_parallel.script import DATA_PARALLEL, Decline, Script, nodes_of
+from devfix.codemods.data_parallel.script import Decline, Script
 
 #: Name -> (what it must resolve to when the file already binds it, the import statement).
 IMPORTS = {
@@ -140,7 +141,7 @@ def _plan_unused(script: Script, plan: Plan) -> None:
     """`from torch.nn import DataParallel [as DP]` goes when no use of the name is left."""
     consumed = {id(wrap.call.func) for wrap in script.wraps} | set(plan.expressions)
     uses: dict[str, list[cst.Name]] = {}
-    for name in nodes_of(script.module, cst.Name):
+    for name in script.scopes.find(script.module, cst.Name):
         if not isinstance(script.parent(name), (cst.ImportAlias, cst.AsName)):
             uses.setdefault(name.value, []).append(name)
     for statement in script.module.body:

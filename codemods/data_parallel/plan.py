@@ -16,6 +16,7 @@ from typing import Union
 
 import libcst as cst
 
+from devfix.codemods.analysis.names import is_docstring
 from devfix.codemods.data_parallel import layout
 from devfix.context import FileContext
 from devfix.types import Edit
@@ -258,7 +259,7 @@ class Plan:
         if start:
             # A docstring stays first.
             first = 0
-            if items and _is_docstring(items[0][0]):
+            if items and is_docstring(items[0][0]):
                 first = 1
             rest = items[first:]
             first_lines = _leading(rest[0][0]) if rest else ()
@@ -442,13 +443,4 @@ def _pass() -> cst.SimpleStatementLine:
 def _is_return(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and any(
         isinstance(small, cst.Return) for small in statement.body
-    )
-
-
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    if not isinstance(statement, cst.SimpleStatementLine) or not statement.body:
-        return False
-    first = statement.body[0]
-    return isinstance(first, cst.Expr) and isinstance(
-        first.value, (cst.SimpleString, cst.ConcatenatedString)
     )
