@@ -193,7 +193,7 @@ class DataParallelTraining(DevicePass):
                     ),
                 )
             return False
-        self.report(calls[0], edits=plan.edits())
+        self.report(calls[0], edits=plan.edits(), imports=plan.imports)
         return False
 
 

@@ -19,7 +19,7 @@ import libcst as cst
 from devfix.codemods.analysis.names import is_docstring
 from devfix.codemods.data_parallel import layout
 from devfix.context import FileContext
-from devfix.types import Edit
+from devfix.types import Edit, ImportSpec
 
 Block = Union[cst.Module, cst.IndentedBlock]
 
@@ -72,6 +72,8 @@ class Plan:
         self.file_comment: list[str] = []
         #: Names the conversion needs imported (`dist`, `DistributedSampler`, ...).
         self.needed: list[str] = []
+        #: ... and the imports of those the file lacks (the engine places them).
+        self.imports: list[ImportSpec] = []
 
     # -- what planners call ----------------------------------------------------------------
 
