@@ -100,21 +100,26 @@ class Plan:
         self, block: cst.IndentedBlock | None, statements: Sequence[cst.BaseStatement]
     ) -> None:
         """Statements at the start of `block` (None: the new main block), after a docstring."""
-        if block is None:
-            self.main_start.extend(statements)
-        else:
-            self._blocks[id(block)] = block
-            self.block_start.setdefault(id(block), []).extend(statements)
+        self._at_edge(block, statements, self.main_start, self.block_start)
 
     def append(
         self, block: cst.IndentedBlock | None, statements: Sequence[cst.BaseStatement]
     ) -> None:
         """Statements at the end of `block` (None: the new main block), before a last `return`."""
+        self._at_edge(block, statements, self.main_end, self.block_end)
+
+    def _at_edge(
+        self,
+        block: cst.IndentedBlock | None,
+        statements: Sequence[cst.BaseStatement],
+        main: list[cst.BaseStatement],
+        blocks: dict[int, list[cst.BaseStatement]],
+    ) -> None:
         if block is None:
-            self.main_end.extend(statements)
+            main.extend(statements)
         else:
             self._blocks[id(block)] = block
-            self.block_end.setdefault(id(block), []).extend(statements)
+            blocks.setdefault(id(block), []).extend(statements)
 
     def need(self, name: str) -> None:
         if name not in self.needed:
