@@ -19,7 +19,7 @@ other replaces wholesale, or when one edits or reuses a node that the other edit
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
@@ -46,6 +46,40 @@ def _replacement_nodes(replacement: Replacement) -> Sequence[cst.CSTNode]:
     return (replacement,)
 
 
+def _reused(edits: Iterable[Edit], original: Container[int]) -> tuple[set[int], set[int]]:
+    """(ids of `original` nodes the replacements reuse, ids of the targets that reuse some)."""
+    reused: set[int] = set()
+    reusing: set[int] = set()
+    for edit in edits:
+        for top in _replacement_nodes(edit.replacement):
+            stack = [top]
+            while stack:
+                node = stack.pop()
+                if id(node) in original:
+                    reused.add(id(node))
+                    reusing.add(id(edit.target))
+                else:
+                    stack.extend(children_of(node))
+    return reused, reusing
+
+
+def renders_alone(edits: Sequence[Edit], order: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether each edit of a group can be shown as text on its own: no target lies inside
+    another one and no replacement reuses a node of the file. `order` holds the file's nodes
+    (id -> the pre-order span of its subtree, as `devfix.tree.TreeTables.order`)."""
+    spans = []
+    for edit in edits:
+        span = order.get(id(edit.target))
+        if span is None:
+            return False
+        spans.append(span)
+    spans.sort()
+    if any(later[0] <= earlier[1] for earlier, later in zip(spans, spans[1:])):
+        return False
+    reused, _ = _reused(edits, order)
+    return not reused
+
+
 class EditSet:
     """Edit groups (one per finding) accepted one at a time, then applied in one traversal."""
 
@@ -66,20 +100,7 @@ class EditSet:
 
     def reused_by(self, edits: Iterable[Edit]) -> tuple[set[int], set[int]]:
         """(ids of original nodes the replacements reuse, ids of the targets that reuse some)."""
-        original = self._original_ids()
-        reused: set[int] = set()
-        reusing: set[int] = set()
-        for edit in edits:
-            for top in _replacement_nodes(edit.replacement):
-                stack = [top]
-                while stack:
-                    node = stack.pop()
-                    if id(node) in original:
-                        reused.add(id(node))
-                        reusing.add(id(edit.target))
-                    else:
-                        stack.extend(children_of(node))
-        return reused, reusing
+        return _reused(edits, self._original_ids())
 
     def claims(self, edits: Sequence[Edit], reused: set[int]) -> set[int]:
         """The nodes a group needs for itself: each target and what it replaces wholesale
@@ -220,7 +241,8 @@ def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
 
 def text_edits(module: cst.Module, edits: Sequence[Edit]) -> tuple[TextEdit, ...]:
     """The group's effect as whole-line text replacements that do not overlap (one per changed
-    run of lines), for formats that carry fixes as text (SARIF) when the group's edits nest."""
+    run of lines), for findings whose edits nest or reuse the file's nodes (see
+    :func:`renders_alone`)."""
     before = module.code.splitlines(keepends=True)
     after = apply_edits(module, edits).code.splitlines(keepends=True)
     found: list[TextEdit] = []

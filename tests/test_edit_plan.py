@@ -6,7 +6,8 @@ import textwrap
 
 import libcst as cst
 
-from devfix.edit_plan import EditSet, apply_edits, text_edits
+from devfix.edit_plan import EditSet, apply_edits, renders_alone, text_edits
+from devfix.tree import build_tables
 from devfix.types import Edit
 
 SOURCE = textwrap.dedent(
@@ -211,3 +212,20 @@ def test_a_group_without_reuse_is_applied_as_before() -> None:
     assert apply_edits(module, [Edit(path, cst.SimpleString('"z.pt"'))]).code == SOURCE.replace(
         "x.pt", "z.pt"
     )
+
+
+def test_a_group_renders_alone_unless_its_edits_nest_or_reuse_the_files_nodes() -> None:
+    module = _module()
+    order = build_tables(module).order
+    save = _statements(module)[3]
+    path = _string(module, '"x.pt"')
+    first = _statements(module)[1]
+    assert renders_alone([Edit(path, cst.SimpleString('"y.pt"'))], order)
+    other = Edit(first, cst.parse_statement("y = 1\n"))
+    assert renders_alone([Edit(path, cst.SimpleString('"y.pt"')), other], order)
+    # `path` lies inside `save`: rendered one by one, the two texts would overlap.
+    nested = [Edit(save, cst.parse_statement("pass\n")), Edit(path, cst.SimpleString('"y.pt"'))]
+    assert not renders_alone(nested, order)
+    # The replacement reuses `save`: its text is the statement with the edits made inside it.
+    assert not renders_alone([Edit(save, _gated("rank == 0", [save]))], order)
+    assert not renders_alone([Edit(cst.Name("elsewhere"), cst.Name("x"))], order)

@@ -26,6 +26,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     root_name,
+    statement_call,
 )
 from devfix.codemods.analysis.scopes import Binding, Scopes
 from devfix.codemods.analysis.torch_names import (
@@ -34,8 +35,10 @@ from devfix.codemods.analysis.torch_names import (
     DISTRIBUTED_MARKERS,
     GRAD_SCALERS,
     ITERATION_WRAPPERS,
+    LOGGING_METHODS,
     MAPPING_METHODS,
     MODEL_WRAPPERS,
+    OPTIMIZER_CLASS_NAMES,
     OTHER_OPTIMIZERS,
     PER_ITEM_METHODS,
     PLACEMENT_NAMES,
@@ -133,6 +136,7 @@ class ScriptFlow:
         self._module_objects: dict[str, TrainingObject] | None = None
         self._multi_device: bool | None = None
         self._data: dict[int, DataFunction] | None = None
+        self._loggers: set[str] | None = None
 
     def device_move(self, call: cst.Call, function: cst.FunctionDef | None) -> DeviceMove | None:
         """A move to a device known to be one (a literal, `.cuda()`, a device variable)."""
@@ -1278,6 +1282,76 @@ class ScriptFlow:
                 return False
         return True
 
+    # -- training, optimizers and output, as a script-level judgement sees them ---------------
+
+    def calls_backward(self, root: cst.CSTNode, _depth: int = 0) -> bool:
+        """A `.backward()` call under `root`, or in a module-level function called there
+        (followed two calls deep): the code under `root` trains."""
+        module = self.context.module
+        for call in self.scopes.find(root, cst.Call):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
+                return True
+            if _depth < 2 and isinstance(call.func, cst.Name):
+                for statement in module.body:
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == call.func.value
+                        and statement.body is not root
+                        and self.calls_backward(statement.body, _depth + 1)
+                    ):
+                        return True
+        return False
+
+    def builds_optimizer(self, call: cst.Call) -> bool:
+        """An optimizer is built here: one of torch.optim (schedulers aside), a known optimizer
+        class of another library (`FusedAdam`), or a factory named for one
+        (`build_optimizer(cfg, model)`). Looser than :meth:`training_objects`: enough to tell
+        which models a script trains."""
+        qualified = self.names.qualified_name(call.func) or ""
+        if qualified.startswith("torch.optim.") and ".lr_scheduler" not in qualified:
+            return True
+        tail = call_tail(call.func) or ""
+        return tail in OPTIMIZER_CLASS_NAMES or "optimizer" in tail.lower()
+
+    def logs(self, statement: cst.BaseStatement) -> bool:
+        """`print(...)`, `logging.info(...)` or `logger.info(...)` alone on its line."""
+        call = statement_call(statement)
+        if call is None:
+            return False
+        qualified = self.names.qualified_name(call.func) or ""
+        if qualified in ("builtins.print", "print") or (
+            qualified.startswith("logging.") and call_tail(call.func) in LOGGING_METHODS
+        ):
+            return True
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in LOGGING_METHODS
+            and isinstance(call.func.value, cst.Name)
+        ):
+            return call.func.value.value in self.loggers()
+        return False
+
+    def in_log_statement(self, node: cst.CSTNode) -> bool:
+        """`node` is part of a statement that :meth:`logs` (a string that is printed)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.SimpleStatementLine):
+                return self.logs(ancestor)
+        return False
+
+    def loggers(self) -> set[str]:
+        """Names bound to `logging.getLogger(...)` anywhere in the file."""
+        if self._loggers is None:
+            self._loggers = set()
+            for assign in self.scopes.find(self.context.module, cst.Assign):
+                if (
+                    isinstance(assign.value, cst.Call)
+                    and self.names.qualified_name(assign.value.func) == "logging.getLogger"
+                ):
+                    for target in assign.targets:
+                        if isinstance(target.target, cst.Name):
+                            self._loggers.add(target.target.value)
+        return self._loggers
+
 
 # -- small helpers ----------------------------------------------------------------------------
 
@@ -1349,3 +1423,18 @@ def _moved_whole(receiver: cst.BaseExpression, name: str) -> bool:
             receiver = receiver.value
         else:
             return False
+
+
+def is_main_guard(node: cst.CSTNode) -> bool:
+    """`if __name__ == "__main__":` (either operand order): the script's entry point."""
+    if not isinstance(node, cst.If):
+        return False
+    test = node.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    parts = [test.left, test.comparisons[0].comparator]
+    names = [p for p in parts if isinstance(p, cst.Name) and p.value == "__name__"]
+    strings = [
+        p for p in parts if isinstance(p, cst.SimpleString) and p.evaluated_value == "__main__"
+    ]
+    return bool(names and strings) and isinstance(test.comparisons[0].operator, cst.Equal)

@@ -739,3 +739,55 @@ PLACEMENT_NAMES = frozenset(
 PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
 #: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
 PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
+
+# -- data-parallel training scripts (DF401) -------------------------------------------------
+
+#: `nn.DataParallel` under each of its names.
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+#: `DistributedDataParallel` under each of its names.
+DISTRIBUTED_DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+    }
+)
+#: Calls that start a script's worker processes themselves.
+PROCESS_SPAWNERS = frozenset(
+    {
+        "torch.multiprocessing.spawn",
+        "torch.multiprocessing.start_processes",
+        "torch.multiprocessing.spawn.spawn",
+    }
+)
+#: Calls that write files: in a multi-process run, one process writes and the others would race.
+FILE_WRITES = frozenset(
+    {
+        "torch.save",
+        "os.mkdir",
+        "os.makedirs",
+        "shutil.copyfile",
+        "shutil.copy",
+        "shutil.copy2",
+        "torchvision.utils.save_image",
+        "numpy.save",
+        "numpy.savez",
+        "matplotlib.pyplot.savefig",
+    }
+)
+#: Names scripts give the number of GPUs (`if n_gpu > 1:`, `args.n_gpu`).
+GPU_COUNT_NAMES = frozenset({"n_gpu", "n_gpus", "ngpu", "ngpus", "num_gpus", "gpu_count"})
+#: Optimizer classes by their last name, from torch.optim and beyond (apex, timm, DeepSpeed).
+OPTIMIZER_CLASS_NAMES = frozenset(
+    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "LBFGS", "NAdam",
+     "RAdam", "SparseAdam", "Rprop", "ASGD", "Adafactor", "FusedAdam", "FusedLAMB", "Lamb"}
+)  # fmt: skip
+#: Methods of `logging` and of its loggers that write a record.
+LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
+)

@@ -9,8 +9,6 @@ review shows it hunk by hunk while accepting it as one change set.
 
 from __future__ import annotations
 
-import dataclasses
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
@@ -28,7 +26,6 @@ from devfix.codemods.data_parallel import (
 from devfix.codemods.data_parallel.plan import Plan
 from devfix.codemods.data_parallel.script import Decline, Script
 from devfix.context import FileContext
-from devfix.edit_plan import text_edits
 from devfix.types import Applicability
 
 
@@ -196,12 +193,7 @@ class DataParallelTraining(DevicePass):
                     ),
                 )
             return False
-        edits = plan.edits()
-        self.report(calls[0], edits=edits)
-        # The edits nest (statements reused inside gates and blocks): as text, one hunk each.
-        self.findings[-1] = dataclasses.replace(
-            self.findings[-1], text_edits=text_edits(node, edits)
-        )
+        self.report(calls[0], edits=plan.edits(), imports=plan.imports)
         return False
 
 

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods._edits import call_tail
+from devfix.codemods.analysis.names import call_tail, is_docstring, statement_call
+from devfix.codemods.analysis.torch_names import DATA_PARALLEL, FILE_WRITES
 from devfix.codemods.data_parallel.plan import Plan, parse_statements
 from devfix.codemods.data_parallel.script import (
-    DATA_PARALLEL,
     RANK0,
     RANK0_ANYWHERE,
     Decline,
     Script,
     Wrap,
-    nodes_of,
-    statement_call,
 )
 
 LOADED = "loaded_state"
@@ -38,23 +36,6 @@ def unwrapped(target: str, *, in_run: bool) -> cst.BaseExpression:
     )
 
 
-#: Statements that write files: rank 0 writes, the others would race it.
-_FILE_WRITES = frozenset(
-    {
-        "torch.save",
-        "os.mkdir",
-        "os.makedirs",
-        "shutil.copyfile",
-        "shutil.copy",
-        "shutil.copy2",
-        "torchvision.utils.save_image",
-        "numpy.save",
-        "numpy.savez",
-        "matplotlib.pyplot.savefig",
-    }
-)
-
-
 def plan_checkpoints(script: Script, plan: Plan) -> None:
     if LOADED in script.bound:
         raise Decline(f"the script already uses the name `{LOADED}`")
@@ -62,14 +43,15 @@ def plan_checkpoints(script: Script, plan: Plan) -> None:
     _plan_model_reads(script, plan, wraps)
     _plan_isinstance(script, plan)
     savers = _plan_savers(script, plan)
+    line_of = script.scopes.line_of
     loads_after = [
-        script.line(call)
-        for call in nodes_of(script.module, cst.Call)
+        line_of(call)
+        for call in script.scopes.find(script.module, cst.Call)
         if call_tail(call.func) == "load"
         and script.in_run(call)
-        and script.qualified(call.func) == "torch.load"
+        and script.names.qualified_name(call.func) == "torch.load"
     ]
-    for statement in nodes_of(script.module, cst.SimpleStatementLine):
+    for statement in script.scopes.find(script.module, cst.SimpleStatementLine):
         call = statement_call(statement)
         if call is None or plan.change_of(statement) is not None:
             continue
@@ -80,7 +62,7 @@ def plan_checkpoints(script: Script, plan: Plan) -> None:
             if run:
                 plan.statement(statement).gate = RANK0
                 if call_tail(call.func) == "save" and any(
-                    line > script.line(statement) for line in loads_after
+                    line > line_of(statement) for line in loads_after
                 ):
                     plan.statement(statement).after += parse_statements(
                         "if distributed:\n"
@@ -94,10 +76,10 @@ def plan_checkpoints(script: Script, plan: Plan) -> None:
 
 
 def _writes_file(script: Script, call: cst.Call) -> bool:
-    qualified = script.qualified(call.func)
+    qualified = script.names.qualified_name(call.func)
     if call_tail(call.func) == "save_pretrained" and isinstance(call.func, cst.Attribute):
         return True
-    if qualified not in _FILE_WRITES:
+    if qualified not in FILE_WRITES:
         return False
     # `os.makedirs(d, exist_ok=True)` may run everywhere.
     exist_ok = next((a for a in call.args if a.keyword and a.keyword.value == "exist_ok"), None)
@@ -120,7 +102,7 @@ def _plan_savers(script: Script, plan: Plan) -> list[cst.FunctionDef]:
             continue
         savers.append(function)
         for statement in function.body.body:
-            if _is_docstring(statement):
+            if is_docstring(statement):
                 continue
             plan.statement(statement).gate = RANK0_ANYWHERE
         plan.need("os")
@@ -131,14 +113,15 @@ def _only_writes(script: Script, function: cst.FunctionDef) -> bool:
     """Saves a checkpoint, returns nothing, runs no model (no call of a parameter, no loop, no
     `.backward()`), so no other process needs to run it with rank 0."""
     body = function.body
-    if not any(script.qualified(call.func) == "torch.save" for call in nodes_of(body, cst.Call)):
+    find, qualified = script.scopes.find, script.names.qualified_name
+    if not any(qualified(call.func) == "torch.save" for call in find(body, cst.Call)):
         return False
-    if any(r.value is not None for r in nodes_of(body, cst.Return, skip_defs=True)):
+    if any(r.value is not None for r in find(body, cst.Return, own_scope=True)):
         return False
-    if any(True for _ in nodes_of(body, (cst.For, cst.While, cst.Yield))):
+    if any(True for _ in find(body, (cst.For, cst.While, cst.Yield))):
         return False
     parameters = {p.name.value for p in function.params.params}
-    for call in nodes_of(body, cst.Call):
+    for call in find(body, cst.Call):
         if isinstance(call.func, cst.Name) and call.func.value in parameters:
             return False
         if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
@@ -150,18 +133,9 @@ def _inside(script: Script, node: cst.CSTNode, functions: list[cst.FunctionDef])
     return any(a is f for a in script.ancestors(node) for f in functions)
 
 
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    return (
-        isinstance(statement, cst.SimpleStatementLine)
-        and len(statement.body) == 1
-        and isinstance(statement.body[0], cst.Expr)
-        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-    )
-
-
 def _plan_model_reads(script: Script, plan: Plan, wraps: dict[str, Wrap]) -> None:
     """`model.module` and `model.state_dict()` read the model inside the wrapper."""
-    for node in nodes_of(script.module, cst.Attribute):
+    for node in script.scopes.find(script.module, cst.Attribute):
         if not isinstance(node.value, cst.Name) or node.value.value not in wraps:
             continue
         wrap = wraps[node.value.value]
@@ -196,13 +170,13 @@ def _guarded_unwrap(script: Script, node: cst.Attribute) -> bool:
 
 def _plan_isinstance(script: Script, plan: Plan) -> None:
     """`isinstance(model, nn.DataParallel)` -> `isinstance(model, DistributedDataParallel)`."""
-    for call in nodes_of(script.module, cst.Call):
+    for call in script.scopes.find(script.module, cst.Call):
         if call_tail(call.func) != "isinstance" or len(call.args) != 2:
             continue
         kinds = call.args[1].value
         elements = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
         for kind in elements:
-            if call_tail(kind) is not None and script.qualified(kind) in DATA_PARALLEL:
+            if call_tail(kind) is not None and script.names.qualified_name(kind) in DATA_PARALLEL:
                 plan.replace(kind, cst.Name("DistributedDataParallel"))
                 plan.need("DistributedDataParallel")
 
@@ -211,7 +185,7 @@ def _refers_to_wrapped(script: Script, name: cst.Name, wrap: Wrap) -> bool:
     """`name` is the wrapped model: in the training code after the wrap, or in a helper of a
     flat script that reads the global."""
     if script.in_run(name):
-        return script.line(name) > script.context.position(wrap.unit).end.line
+        return script.scopes.line_of(name) > script.context.position(wrap.unit).end.line
     if script.scope.function is None and script.in_helper(name):
         scope = script.context.scope(name)
         return scope is not None and wrap.target not in scope.assignments

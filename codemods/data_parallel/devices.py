@@ -12,27 +12,27 @@ import re
 
 import libcst as cst
 
-from devfix.codemods._edits import call_tail
+from devfix.codemods.analysis.names import call_tail, statement_call
 from devfix.codemods.data_parallel.plan import Plan
-from devfix.codemods.data_parallel.script import Decline, Script, nodes_of, statement_call
+from devfix.codemods.data_parallel.script import Decline, Script
 
 _CUDA_INDEX = re.compile(r"^cuda:(\d+)$")
 
 
 def plan_devices(script: Script, plan: Plan) -> None:
-    for string in nodes_of(script.module, cst.SimpleString):
+    for string in script.scopes.find(script.module, cst.SimpleString):
         value = string.evaluated_value
         match = _CUDA_INDEX.match(value) if isinstance(value, str) else None
-        if match is None or script.in_log_call(string):
+        if match is None or script.flow.in_log_statement(string):
             continue
         if match.group(1) != "0":
             raise Decline(f"the script hard-codes GPU `{match.group(0)}`")
         quote = string.quote
         plan.replace(string, string.with_changes(value=f"{string.prefix}{quote}cuda{quote}"))
-    for call in nodes_of(script.module, cst.Call):
+    for call in script.scopes.find(script.module, cst.Call):
         if (
             call_tail(call.func) == "set_device"
-            and script.qualified(call.func) == "torch.cuda.set_device"
+            and script.names.qualified_name(call.func) == "torch.cuda.set_device"
         ):
             # The script's own choice of GPU (`gpus[0]`, `args.gpu`) gives way to the setup's.
             statement = script.parent(script.parent(call) or call)

@@ -11,29 +11,20 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods._edits import call_tail, keyword_argument
-from devfix.codemods.data_parallel.plan import Plan
-from devfix.codemods.data_parallel.script import (
-    DATA_LOADERS,
+from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.torch_names import (
+    DATALOADERS,
     DISTRIBUTED_DATA_PARALLEL,
-    Decline,
-    RunScope,
-    Script,
-    has_backward,
-    is_main_guard,
-    nodes_of,
+    PROCESS_SPAWNERS,
 )
+from devfix.codemods.data_parallel.plan import Plan
+from devfix.codemods.data_parallel.script import Decline, RunScope, Script
 
-_SPAWN = frozenset(
-    {
-        "torch.multiprocessing.spawn",
-        "torch.multiprocessing.start_processes",
-        "torch.multiprocessing.spawn.spawn",
-    }
-)
 _ALREADY_DISTRIBUTED = DISTRIBUTED_DATA_PARALLEL | {"torch.distributed.init_process_group"}
+#: The last names of those (and of the spawners): only such a name is worth resolving.
 _IRREGULAR_TAILS = frozenset(
-    {"DistributedDataParallel", "init_process_group", "spawn", "start_processes"}
+    name.rsplit(".", 1)[1] for name in _ALREADY_DISTRIBUTED | PROCESS_SPAWNERS
 )
 _LOOPS = (cst.For, cst.While, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 #: How many calls deep the entry point may reach the function that wraps the model.
@@ -51,16 +42,16 @@ def check_launchable(script: Script) -> None:
     """Decline scripts that torchrun cannot launch as they are, or that need no conversion."""
     if script.path.endswith(".ipynb"):
         raise Decline(NOTEBOOK_REASON)
-    names: list[cst.Name | cst.Attribute] = [*nodes_of(script.module, cst.Name)]
-    names += nodes_of(script.module, cst.Attribute)
+    names: list[cst.Name | cst.Attribute] = [*script.scopes.find(script.module, cst.Name)]
+    names += script.scopes.find(script.module, cst.Attribute)
     for node in names:
         tail = call_tail(node)
         if tail is None or not (tail in _IRREGULAR_TAILS or tail.endswith("Trainer")):
             continue
-        qualified = script.qualified(node)
+        qualified = script.names.qualified_name(node)
         if qualified is None:
             continue
-        if qualified in _SPAWN:
+        if qualified in PROCESS_SPAWNERS:
             raise Decline("the script already starts its processes with `mp.spawn`")
         if qualified in _ALREADY_DISTRIBUTED:
             raise Decline("the script already uses torch.distributed")
@@ -115,7 +106,7 @@ def plan_entry_point(script: Script, plan: Plan) -> RunScope:
             if guard is None and script.parent(entry) is script.module:
                 # A bare `main()` at module level: it moves under a main block with what follows.
                 run.main_from = body[_run_start(script, body, body.index(entry))]
-            if _returns_early(runner):
+            if _returns_early(script, runner):
                 run.teardown_after = entry
     else:
         raise Decline("DataParallel is applied in a nested function or block")
@@ -124,20 +115,20 @@ def plan_entry_point(script: Script, plan: Plan) -> RunScope:
     return run
 
 
-def _returns_early(function: cst.FunctionDef) -> bool:
+def _returns_early(script: Script, function: cst.FunctionDef) -> bool:
     assert isinstance(function.body, cst.IndentedBlock)
     last = function.body.body[-1] if function.body.body else None
     return any(
         not (isinstance(last, cst.SimpleStatementLine) and node in last.body)
-        for node in nodes_of(function.body, cst.Return, skip_defs=True)
+        for node in script.scopes.find(function.body, cst.Return, own_scope=True)
     )
 
 
 def _trains(script: Script, function: cst.FunctionDef) -> bool:
     """A loop in `function` that calls `.backward()` (itself or through the file's functions)."""
     return any(
-        has_backward(loop.body, script.module)
-        for loop in nodes_of(function.body, (cst.For, cst.While), skip_defs=True)
+        script.flow.calls_backward(loop.body)
+        for loop in script.scopes.find(function.body, (cst.For, cst.While), own_scope=True)
     )
 
 
@@ -150,7 +141,7 @@ def _entry_call(
     chain = [function]
     for _step in range(_MAX_CHAIN):
         name = current.name.value
-        sites = _call_sites(script, name)
+        sites = _call_sites(script, current)
         if not sites:
             raise Decline(
                 f"DataParallel is applied in `{function.name.value}`, which this file never "
@@ -184,13 +175,13 @@ def _entry_call(
     )
 
 
-def _call_sites(script: Script, name: str) -> list[tuple[cst.Call, cst.FunctionDef | None]]:
-    """Calls of the module-level function `name`, each with the module-level function that
-    holds it (None: module-level code or the main block); calls inside classes are ignored."""
+def _call_sites(
+    script: Script, function: cst.FunctionDef
+) -> list[tuple[cst.Call, cst.FunctionDef | None]]:
+    """Calls of the module-level `function`, each with the module-level function that holds it
+    (None: module-level code or the main block); calls inside classes are ignored."""
     sites: list[tuple[cst.Call, cst.FunctionDef | None]] = []
-    for call in nodes_of(script.module, cst.Call):
-        if not (isinstance(call.func, cst.Name) and call.func.value == name):
-            continue
+    for call, _innermost in script.flow.call_sites(function):
         holder: cst.FunctionDef | None = None
         inside_class = False
         for ancestor in script.ancestors(call):
@@ -228,13 +219,13 @@ def _run_start(script: Script, body: list[cst.BaseStatement], limit: int) -> int
 
 
 def _touches_training(script: Script, statement: cst.BaseStatement) -> bool:
-    for call in nodes_of(statement, cst.Call):
+    for call in script.scopes.find(statement, cst.Call):
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("cuda", "to"):
             return True
         if keyword_argument(call, "device") is not None:
             return True
-        qualified = script.qualified(call.func) or ""
-        if qualified in DATA_LOADERS or qualified.startswith("torch.optim"):
+        qualified = script.names.qualified_name(call.func) or ""
+        if qualified in DATALOADERS or qualified.startswith("torch.optim"):
             return True
     return False
 
@@ -259,8 +250,11 @@ def _is_definition(script: Script, small: cst.BaseSmallStatement) -> bool:
     ):
         return True
     if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is not None:
-        for call in nodes_of(small.value, cst.Call):
-            if script.qualified(call.func) not in ("torch.device", "torch.cuda.is_available"):
+        for call in script.scopes.find(small.value, cst.Call):
+            if script.names.qualified_name(call.func) not in (
+                "torch.device",
+                "torch.cuda.is_available",
+            ):
                 return False
         return True
     return False

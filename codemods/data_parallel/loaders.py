@@ -13,16 +13,11 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods._edits import append_keyword, call_tail, keyword_argument
+from devfix.codemods._edits import append_keyword
+from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.torch_names import DATALOADERS
 from devfix.codemods.data_parallel.plan import Plan, parse_statements
-from devfix.codemods.data_parallel.script import (
-    DATA_LOADERS,
-    Decline,
-    Script,
-    contains,
-    has_backward,
-    nodes_of,
-)
+from devfix.codemods.data_parallel.script import Decline, Script
 
 
 @dataclass
@@ -41,10 +36,11 @@ def training_loaders(script: Script) -> list[Loader]:
     built by a function of the file that returns them to it (`train_loader, val_loader =
     set_loader(args)`)."""
     loaders: list[Loader] = []
-    for call in nodes_of(script.module, cst.Call):
-        if call_tail(call.func) != "DataLoader" and script.qualified(call.func) not in DATA_LOADERS:
+    qualified = script.names.qualified_name
+    for call in script.scopes.find(script.module, cst.Call):
+        if call_tail(call.func) != "DataLoader" and qualified(call.func) not in DATALOADERS:
             continue
-        if script.qualified(call.func) not in DATA_LOADERS or not script.in_run(call):
+        if qualified(call.func) not in DATALOADERS or not script.in_run(call):
             continue
         found = _assigned(script, call)
         if found is None:
@@ -77,14 +73,15 @@ def _factory_loaders(script: Script) -> list[Loader]:
     """Loaders a function of the file builds and returns to the training code, which trains
     on them (`train_loader, val_loader = set_loader(opt)`)."""
     found: list[Loader] = []
-    for assign in nodes_of(script.module, cst.Assign):
+    functions = script.scopes.module_functions()
+    for assign in script.scopes.find(script.module, cst.Assign):
         if not script.in_run(assign) or not isinstance(assign.value, cst.Call):
             continue
         func = assign.value.func
-        factory = script.function_named(func.value) if isinstance(func, cst.Name) else None
+        factory = functions.get(func.value) if isinstance(func, cst.Name) else None
         if factory is None or factory is script.scope.function or len(assign.targets) != 1:
             continue
-        returned = _returned_names(factory)
+        returned = _returned_names(script, factory)
         target = assign.targets[0].target
         names = [target] if isinstance(target, cst.Name) else []
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -98,8 +95,8 @@ def _factory_loaders(script: Script) -> list[Loader]:
             uses = _training_uses(script, outer.value)
             if uses is None or inner is None:
                 continue
-            for call in nodes_of(factory.body, cst.Call, skip_defs=True):
-                if script.qualified(call.func) not in DATA_LOADERS:
+            for call in script.scopes.find(factory.body, cst.Call, own_scope=True):
+                if script.names.qualified_name(call.func) not in DATALOADERS:
                     continue
                 assigned = _assigned(script, call)
                 if assigned is not None and assigned[1] == inner:
@@ -107,10 +104,10 @@ def _factory_loaders(script: Script) -> list[Loader]:
     return found
 
 
-def _returned_names(function: cst.FunctionDef) -> list[str | None] | None:
+def _returned_names(script: Script, function: cst.FunctionDef) -> list[str | None] | None:
     """The names the function's last statement returns (None for a part that is not a name),
     when that is its only `return`."""
-    returns = list(nodes_of(function.body, cst.Return, skip_defs=True))
+    returns = list(script.scopes.find(function.body, cst.Return, own_scope=True))
     if len(returns) != 1 or returns[0].value is None:
         return None
     value = returns[0].value
@@ -154,7 +151,7 @@ def plan_loaders(script: Script, plan: Plan, *, keep_per_process_batch: bool) ->
 
 def _feeds_training(script: Script, call: cst.Call) -> bool:
     for ancestor in script.ancestors(call):
-        if isinstance(ancestor, cst.For) and has_backward(ancestor.body, script.module):
+        if isinstance(ancestor, cst.For) and script.flow.calls_backward(ancestor.body):
             return True
     return False
 
@@ -168,7 +165,7 @@ def _training_uses(script: Script, name: str) -> list[cst.For] | None:
     """
     epochs: list[cst.For] = []
     training = False
-    for node in nodes_of(script.module, cst.Name):
+    for node in script.scopes.find(script.module, cst.Name):
         if node.value != name:
             continue
         if not script.in_run(node):
@@ -179,7 +176,7 @@ def _training_uses(script: Script, name: str) -> list[cst.For] | None:
                     epochs.append(outer)
             continue
         loop = _loop_over(script, node)
-        if loop is not None and has_backward(loop.body, script.module):
+        if loop is not None and script.flow.calls_backward(loop.body):
             training = True
             outer = _enclosing_for(script, loop)
         elif loop is None and _passed_to_trainer(script, node):
@@ -203,16 +200,16 @@ def _drawn_by_next(script: Script, node: cst.Name) -> bool:
     assign = script.parent(call) if isinstance(call, cst.Call) else None
     if not (
         isinstance(call, cst.Call)
-        and script.qualified(call.func) in ("builtins.iter", "iter")
+        and script.names.qualified_name(call.func) in ("builtins.iter", "iter")
         and isinstance(assign, cst.Assign)
         and len(assign.targets) == 1
         and isinstance(assign.targets[0].target, cst.Name)
     ):
         return False
     name = assign.targets[0].target.value
-    for draw in nodes_of(script.module, cst.Call):
+    for draw in script.scopes.find(script.module, cst.Call):
         if not (
-            script.qualified(draw.func) in ("builtins.next", "next")
+            script.names.qualified_name(draw.func) in ("builtins.next", "next")
             and draw.args
             and isinstance(draw.args[0].value, cst.Name)
             and draw.args[0].value.value == name
@@ -220,8 +217,8 @@ def _drawn_by_next(script: Script, node: cst.Name) -> bool:
         ):
             continue
         for ancestor in script.ancestors(draw):
-            if isinstance(ancestor, (cst.For, cst.While)) and has_backward(
-                ancestor.body, script.module
+            if isinstance(ancestor, (cst.For, cst.While)) and script.flow.calls_backward(
+                ancestor.body
             ):
                 return True
     return False
@@ -229,7 +226,7 @@ def _drawn_by_next(script: Script, node: cst.Name) -> bool:
 
 def _loop_over(script: Script, node: cst.Name) -> cst.For | None:
     for ancestor in script.ancestors(node):
-        if isinstance(ancestor, cst.For) and contains(ancestor.iter, node):
+        if isinstance(ancestor, cst.For) and script.scopes.within(node, ancestor.iter):
             return ancestor
     return None
 
@@ -244,11 +241,11 @@ def _global_use(script: Script, node: cst.Name) -> list[cst.Call]:
     if scope is None or node.value in scope.assignments:
         return []
     loop = _loop_over(script, node)
-    if loop is None or not has_backward(loop.body, script.module):
+    if loop is None or not script.flow.calls_backward(loop.body):
         return []
     return [
         call
-        for call in nodes_of(script.module, cst.Call)
+        for call in script.scopes.find(script.module, cst.Call)
         if isinstance(call.func, cst.Name)
         and call.func.value == function.name.value
         and script.in_run(call)
@@ -270,8 +267,8 @@ def _passed_to_trainer(script: Script, node: cst.Name) -> bool:
     call = script.parent(arg) if isinstance(arg, cst.Arg) else None
     if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name):
         return False
-    function = script.function_named(call.func.value)
-    return function is not None and has_backward(function.body, script.module)
+    function = script.scopes.module_functions().get(call.func.value)
+    return function is not None and script.flow.calls_backward(function.body)
 
 
 def sampler_name(loader: str) -> str:
@@ -434,11 +431,11 @@ def _loader_outside(script: Script) -> str | None:
     function = script.scope.function
     if function is None:
         return None
-    for call in nodes_of(script.module, cst.Call):
-        if script.qualified(call.func) not in DATA_LOADERS or script.in_run(call):
+    for call in script.scopes.find(script.module, cst.Call):
+        if script.names.qualified_name(call.func) not in DATALOADERS or script.in_run(call):
             continue
         holder = next((a for a in script.ancestors(call) if isinstance(a, cst.FunctionDef)), None)
-        if holder is not None and has_backward(holder.body, script.module):
+        if holder is not None and script.flow.calls_backward(holder.body):
             return holder.name.value
     return None
 
@@ -467,7 +464,7 @@ def _placeholder(script: Script, call: cst.Call) -> tuple[cst.SimpleStatementLin
         cst.For,
         cst.NamedExpr,
     )
-    bindings = [node for node in nodes_of(root, binders) if _binds(node, name)]
+    bindings = [node for node in script.scopes.find(root, binders) if _binds(node, name)]
     if len(bindings) != 1 or not isinstance(bindings[0], cst.AssignTarget):
         return None
     assign = script.parent(bindings[0])

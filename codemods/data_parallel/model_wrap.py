@@ -17,44 +17,35 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from devfix.codemods._edits import call_tail
-from devfix.codemods.data_parallel.plan import Plan, parse_statements
-from devfix.codemods.data_parallel.script import (
+from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.names import argument, call_tail, code_of
+from devfix.codemods.analysis.torch_names import (
     DATA_PARALLEL,
-    Decline,
-    Script,
-    Wrap,
-    is_main_guard,
-    mentions,
-    nodes_of,
-    replace_node,
-    wrapped_argument,
+    GPU_COUNT_NAMES,
+    MODULE_SELF_METHODS,
 )
-
-_GPU_COUNT_NAMES = frozenset({"n_gpu", "n_gpus", "ngpu", "ngpus", "num_gpus", "gpu_count"})
-_CHAINED = frozenset({"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval"})
-_OPTIMIZER_TAILS = frozenset(
-    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "LBFGS", "NAdam",
-     "RAdam", "SparseAdam", "Rprop", "ASGD", "Adafactor", "FusedAdam", "FusedLAMB", "Lamb"}
-)  # fmt: skip
+from devfix.codemods.data_parallel import layout
+from devfix.codemods.data_parallel.plan import Plan, parse_statements
+from devfix.codemods.data_parallel.script import Decline, Script, Wrap
 
 
 def data_parallel_calls(script: Script) -> list[cst.Call]:
     """Every `DataParallel(...)` call of torch's, whatever it is imported as."""
     names = {"DataParallel"}
-    for alias in nodes_of(script.module, cst.ImportAlias):
+    for alias in script.scopes.find(script.module, cst.ImportAlias):
         if alias.asname is not None and call_tail(alias.name) == "DataParallel":
             target = alias.asname.name
             if isinstance(target, cst.Name):
                 names.add(target.value)
     star = _star_imports_torch(script)
+    qualified = script.names.qualified_name
     return [
         call
-        for call in nodes_of(script.module, cst.Call)
+        for call in script.scopes.find(script.module, cst.Call)
         if call_tail(call.func) in names
         and (
-            script.qualified(call.func) in DATA_PARALLEL
-            or (star and script.qualified(call.func) is None and _spelled_torch(call.func))
+            qualified(call.func) in DATA_PARALLEL
+            or (star and qualified(call.func) is None and _spelled_torch(call.func))
         )
     ]
 
@@ -63,15 +54,15 @@ def _star_imports_torch(script: Script) -> bool:
     """`from package import *`, and torch's names not bound otherwise: the star import is
     where `torch` / `nn` come from (they cannot be resolved)."""
     star = any(
-        isinstance(node.names, cst.ImportStar) for node in nodes_of(script.module, cst.ImportFrom)
+        isinstance(node.names, cst.ImportStar)
+        for node in script.scopes.find(script.module, cst.ImportFrom)
     )
     return star and not ({"torch", "nn"} & script.bound)
 
 
 def _spelled_torch(func: cst.BaseExpression) -> bool:
     """`torch.nn.DataParallel`, `nn.DataParallel`, `torch.nn.parallel.DataParallel`."""
-    code = cst.Module([]).code_for_node(func)
-    return code in (
+    return code_of(func) in (
         "torch.nn.DataParallel",
         "nn.DataParallel",
         "torch.nn.parallel.DataParallel",
@@ -111,7 +102,7 @@ def _read_wrap(script: Script, call: cst.Call) -> Wrap:
         and isinstance(small.targets[0].target, cst.Name)
     ):
         raise Decline("the DataParallel model is not assigned to a plain name")
-    inner = wrapped_argument(call)
+    inner = argument(call, "module")
     if inner is None:
         raise Decline("the DataParallel call has no model argument")
     for arg in call.args:
@@ -162,7 +153,7 @@ def _chain_holds(value: cst.BaseExpression, call: cst.Call) -> bool:
         if (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in _CHAINED
+            and value.func.attr.value in MODULE_SELF_METHODS
         ):
             value = value.func.value
         else:
@@ -173,7 +164,12 @@ def _chain_holds(value: cst.BaseExpression, call: cst.Call) -> bool:
 def _mark_trained(script: Script, wraps: list[Wrap]) -> None:
     """A model is trained when an optimizer is built from it (directly or through a name
     assigned from it); when no optimizer shows which, all are, unless frozen in the script."""
-    optimizers = [call for call in nodes_of(script.module, cst.Call) if _is_optimizer(script, call)]
+    optimizers = [
+        call
+        for call in script.scopes.find(script.module, cst.Call)
+        if script.flow.builds_optimizer(call)
+    ]
+    mentions = script.scopes.mentions
     seen = set()
     for wrap in wraps:
         names = wrap.names | _derived_names(script, wrap.names)
@@ -183,19 +179,11 @@ def _mark_trained(script: Script, wraps: list[Wrap]) -> None:
         wrap.trained = wrap.target in seen if seen else not _frozen(script, wrap.names)
 
 
-def _is_optimizer(script: Script, call: cst.Call) -> bool:
-    qualified = script.qualified(call.func) or ""
-    if qualified.startswith("torch.optim.") and ".lr_scheduler" not in qualified:
-        return True
-    tail = call_tail(call.func) or ""
-    return tail in _OPTIMIZER_TAILS or "optimizer" in tail.lower()
-
-
 def _derived_names(script: Script, names: set[str]) -> set[str]:
     """Names assigned from an expression that mentions one of `names` (`params = ...`)."""
     derived: set[str] = set()
-    for assign in nodes_of(script.module, cst.Assign):
-        if any(mentions(assign.value, name) for name in names):
+    for assign in script.scopes.find(script.module, cst.Assign):
+        if any(script.scopes.mentions(assign.value, name) for name in names):
             for target in assign.targets:
                 if isinstance(target.target, cst.Name) and target.target.value not in names:
                     derived.add(target.target.value)
@@ -204,7 +192,8 @@ def _derived_names(script: Script, names: set[str]) -> set[str]:
 
 def _frozen(script: Script, names: set[str]) -> bool:
     """`model.requires_grad_(False)` or `p.requires_grad = False` over `model.parameters()`."""
-    for call in nodes_of(script.module, cst.Call):
+    find, mentions = script.scopes.find, script.scopes.mentions
+    for call in find(script.module, cst.Call):
         func = call.func
         if (
             isinstance(func, cst.Attribute)
@@ -216,10 +205,10 @@ def _frozen(script: Script, names: set[str]) -> bool:
             and call.args[0].value.value == "False"
         ):
             return True
-    for loop in nodes_of(script.module, cst.For):
+    for loop in find(script.module, cst.For):
         if any(mentions(loop.iter, name) for name in names) and any(
             isinstance(t.target, cst.Attribute) and t.target.attr.value == "requires_grad"
-            for t in nodes_of(loop.body, cst.AssignTarget)
+            for t in find(loop.body, cst.AssignTarget)
         ):
             return True
     return False
@@ -273,11 +262,10 @@ def _unwrapped_statement(plan: Plan, wrap: Wrap) -> cst.SimpleStatementLine | No
     small = wrap.statement.body[0]
     assert isinstance(small, cst.Assign)
     value = small.value
-    code = cst.Module([]).code_for_node
     if isinstance(value, cst.IfExp):
         # `model = nn.DataParallel(model) if n_gpu > 1 else model`
-        body = replace_node(value.body, wrap.call, wrap.inner)
-        if code(body) == code(value.orelse):
+        body = layout.substitute(value.body, {id(wrap.call): wrap.inner})
+        if code_of(body) == code_of(value.orelse):
             if isinstance(value.orelse, cst.Name) and value.orelse.value == wrap.target:
                 return None
             plan.replace(value, value.orelse)
@@ -387,6 +375,7 @@ def _plan_optimizers(script: Script, plan: Plan, wraps: list[Wrap]) -> None:
     names = {name for wrap in wraps if wrap.trained for name in wrap.names}
     index = body.index(unit)
     moved: list[cst.BaseStatement] = []
+    mentions = script.scopes.mentions
     for position, statement in enumerate(body[:index]):
         name = _optimizer_name(script, statement)
         if name is None or not any(mentions(statement, model) for model in names):
@@ -412,7 +401,7 @@ def _optimizer_name(script: Script, statement: cst.BaseStatement) -> str | None:
         and isinstance(small.value, cst.Call)
     ):
         return None
-    if _is_optimizer(script, small.value):
+    if script.flow.builds_optimizer(small.value):
         return small.targets[0].target.value
     return None
 
@@ -430,16 +419,20 @@ def is_gpu_count_guard(script: Script, test: cst.BaseExpression) -> bool:
     )
     left = test.left
     if isinstance(left, cst.Call):
-        counts = script.qualified(left.func) in ("torch.cuda.device_count", "builtins.len", "len")
+        counts = script.names.qualified_name(left.func) in (
+            "torch.cuda.device_count",
+            "builtins.len",
+            "len",
+        )
     else:
-        counts = call_tail(left) in _GPU_COUNT_NAMES
+        counts = call_tail(left) in GPU_COUNT_NAMES
     return limit and counts
 
 
 def _plan_loss_mean(script: Script, plan: Plan) -> None:
     """`if n_gpu > 1: loss = loss.mean()`: DataParallel's per-replica losses; DDP has one."""
     units = {id(wrap.unit) for wrap in script.wraps}
-    for node in nodes_of(script.module, cst.If):
+    for node in script.scopes.find(script.module, cst.If):
         if node.orelse is not None or id(node) in units:
             continue
         if not is_gpu_count_guard(script, node.test) or not isinstance(

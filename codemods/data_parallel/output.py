@@ -10,12 +10,12 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.data_parallel.plan import Plan
-from devfix.codemods.data_parallel.script import RANK0, RANK0_ANYWHERE, Script, nodes_of
+from devfix.codemods.data_parallel.script import RANK0, RANK0_ANYWHERE, Script
 
 
 def plan_output(script: Script, plan: Plan) -> None:
-    for statement in nodes_of(script.module, cst.SimpleStatementLine):
-        if plan.change_of(statement) is not None or not script.is_log_statement(statement):
+    for statement in script.scopes.find(script.module, cst.SimpleStatementLine):
+        if plan.change_of(statement) is not None or not script.flow.logs(statement):
             continue
         if _gated_around(script, plan, statement):
             continue

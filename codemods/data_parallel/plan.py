@@ -16,9 +16,10 @@ from typing import Union
 
 import libcst as cst
 
+from devfix.codemods.analysis.names import is_docstring
 from devfix.codemods.data_parallel import layout
 from devfix.context import FileContext
-from devfix.types import Edit
+from devfix.types import Edit, ImportSpec
 
 Block = Union[cst.Module, cst.IndentedBlock]
 
@@ -71,6 +72,8 @@ class Plan:
         self.file_comment: list[str] = []
         #: Names the conversion needs imported (`dist`, `DistributedSampler`, ...).
         self.needed: list[str] = []
+        #: ... and the imports of those the file lacks (the engine places them).
+        self.imports: list[ImportSpec] = []
 
     # -- what planners call ----------------------------------------------------------------
 
@@ -97,21 +100,26 @@ class Plan:
         self, block: cst.IndentedBlock | None, statements: Sequence[cst.BaseStatement]
     ) -> None:
         """Statements at the start of `block` (None: the new main block), after a docstring."""
-        if block is None:
-            self.main_start.extend(statements)
-        else:
-            self._blocks[id(block)] = block
-            self.block_start.setdefault(id(block), []).extend(statements)
+        self._at_edge(block, statements, self.main_start, self.block_start)
 
     def append(
         self, block: cst.IndentedBlock | None, statements: Sequence[cst.BaseStatement]
     ) -> None:
         """Statements at the end of `block` (None: the new main block), before a last `return`."""
+        self._at_edge(block, statements, self.main_end, self.block_end)
+
+    def _at_edge(
+        self,
+        block: cst.IndentedBlock | None,
+        statements: Sequence[cst.BaseStatement],
+        main: list[cst.BaseStatement],
+        blocks: dict[int, list[cst.BaseStatement]],
+    ) -> None:
         if block is None:
-            self.main_end.extend(statements)
+            main.extend(statements)
         else:
             self._blocks[id(block)] = block
-            self.block_end.setdefault(id(block), []).extend(statements)
+            blocks.setdefault(id(block), []).extend(statements)
 
     def need(self, name: str) -> None:
         if name not in self.needed:
@@ -258,7 +266,7 @@ class Plan:
         if start:
             # A docstring stays first.
             first = 0
-            if items and _is_docstring(items[0][0]):
+            if items and is_docstring(items[0][0]):
                 first = 1
             rest = items[first:]
             first_lines = _leading(rest[0][0]) if rest else ()
@@ -442,13 +450,4 @@ def _pass() -> cst.SimpleStatementLine:
 def _is_return(statement: cst.BaseStatement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and any(
         isinstance(small, cst.Return) for small in statement.body
-    )
-
-
-def _is_docstring(statement: cst.BaseStatement) -> bool:
-    if not isinstance(statement, cst.SimpleStatementLine) or not statement.body:
-        return False
-    first = statement.body[0]
-    return isinstance(first, cst.Expr) and isinstance(
-        first.value, (cst.SimpleString, cst.ConcatenatedString)
     )

@@ -881,6 +881,22 @@ def test_imports_join_the_files_groups() -> None:
     )
 
 
+def test_a_first_standard_library_import_opens_the_imports_after_docstring_and_future() -> None:
+    out = _convert('"""Training."""\nfrom __future__ import annotations\n' + FLAT)
+    assert out.startswith(
+        "# devfix DF401: launch with\n"
+        "# `torchrun --standalone --nproc_per_node=<GPUs> train.py` (`python train.py`\n"
+        "# runs one process)\n"
+        '"""Training."""\n'
+        "from __future__ import annotations\n"
+        "\n"
+        "import os\n"
+        "\n"
+        "import torch\n"
+        "import torch.distributed as dist\n"
+    )
+
+
 def test_no_wrapping_in_a_file_with_long_lines() -> None:
     source = FLAT.replace(
         "device = torch.device(",

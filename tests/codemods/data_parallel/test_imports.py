@@ -1,4 +1,4 @@
-"""Imports: each new import joins its group, in sorted position."""
+"""Imports: the ones the conversion needs and the file lacks; the DataParallel import it ends."""
 
 from __future__ import annotations
 
@@ -7,78 +7,75 @@ import pytest
 from devfix.codemods.data_parallel import imports
 from devfix.codemods.data_parallel.plan import Plan
 from devfix.codemods.data_parallel.script import Decline, Script
+from devfix.types import ImportSpec
 from tests.codemods.data_parallel.planning import planned, script_of
 
 
-def _needing(*names: str):  # type: ignore[no-untyped-def]
-    def planner(script: Script, plan: Plan) -> None:
-        for name in names:
-            plan.need(name)
-        imports.plan_imports(script, plan)
+def _needed(source: str, *names: str) -> list[ImportSpec]:
+    script, plan = script_of(source)
+    for name in names:
+        plan.need(name)
+    imports.plan_imports(script, plan)
+    return plan.imports
 
-    return planner
 
-
-def test_standard_library_and_torch_groups() -> None:
-    out = planned(
+def test_the_names_the_file_lacks_are_asked_for() -> None:
+    needed = _needed(
         """
-        import argparse
         import sys
-
         import torch
-        import torch.nn as nn
         from torch.utils.data import DataLoader
 
         model = torch.nn.DataParallel(Net())
         """,
-        _needing("os", "dist", "DistributedDataParallel", "DistributedSampler"),
+        "os",
+        "dist",
+        "DistributedDataParallel",
+        "DistributedSampler",
     )
-    assert out.startswith(
-        "\nimport argparse\nimport os\nimport sys\n\n"
-        "import torch\nimport torch.distributed as dist\nimport torch.nn as nn\n"
-        "from torch.nn.parallel import DistributedDataParallel\n"
-        "from torch.utils.data import DataLoader\n"
-        "from torch.utils.data.distributed import DistributedSampler\n"
-    )
+    assert needed == [
+        ImportSpec("os"),
+        ImportSpec("torch.distributed", alias="dist"),
+        ImportSpec("torch.nn.parallel", "DistributedDataParallel"),
+        ImportSpec("torch.utils.data.distributed", "DistributedSampler"),
+    ]
 
 
-def test_a_first_standard_library_import_opens_the_block() -> None:
-    out = planned(
-        '''
-        """Docstring."""
-        from __future__ import annotations
-        import torch
-
-        model = torch.nn.DataParallel(Net())
-        ''',
-        _needing("os"),
-    )
-    assert (
-        '"""Docstring."""\nfrom __future__ import annotations\nimport os\n\nimport torch\n' in out
-    )
-
-
-def test_names_already_imported_are_not_imported_again() -> None:
-    out = planned(
+def test_names_already_imported_in_any_form_are_not_imported_again() -> None:
+    needed = _needed(
         """
         import os
-        import torch.distributed as dist
-        import torch
-        model = torch.nn.DataParallel(Net())
+        from torch import distributed as dist
+        import torch as t
+        model = t.nn.DataParallel(Net())
         """,
-        _needing("os", "dist"),
+        "os",
+        "dist",
     )
-    assert out.count("import os") == 1 and out.count("import torch.distributed") == 1
+    assert needed == []
+
+
+def test_torch_itself_when_the_file_only_reaches_it_through_a_from_import() -> None:
+    needed = _needed(
+        """
+        from torch.nn import DataParallel
+        model = DataParallel(Net())
+        """
+    )
+    assert needed == [ImportSpec("torch")]
 
 
 def test_the_data_parallel_import_goes_with_its_last_use() -> None:
+    def planner(script: Script, plan: Plan) -> None:
+        imports.plan_imports(script, plan)
+
     out = planned(
         """
         import torch
         from torch.nn import DataParallel, Module
         model = DataParallel(Net())
         """,
-        _needing(),
+        planner,
     )
     assert "from torch.nn import Module\n" in out
 

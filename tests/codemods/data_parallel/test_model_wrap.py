@@ -30,6 +30,12 @@ def test_a_plain_wrap_becomes_the_ddp_block() -> None:
     assert "device_ids=[0, 1]" not in out
 
 
+@pytest.mark.parametrize("method", ["to(device)", "cuda()", "train()", "apply(init_weights)"])
+def test_a_method_that_returns_the_model_may_follow_the_wrap(method: str) -> None:
+    out = _wrapped(f"model = nn.DataParallel(Net()).{method}\n")
+    assert f"    model = Net().{method}\n    if distributed:" in out
+
+
 def test_a_guard_that_only_wraps_goes() -> None:
     out = _wrapped(
         "model = Net()\nif torch.cuda.device_count() >= 2:\n    model = nn.DataParallel(model)\n"
