@@ -10,7 +10,7 @@ see :mod:`devfix.edit_plan`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -124,6 +124,28 @@ class Plan:
     def need(self, name: str) -> None:
         if name not in self.needed:
             self.needed.append(name)
+
+    def new_code(self, inside: Callable[[cst.CSTNode], bool], *, main_block: bool) -> str:
+        """The code the plan adds where `inside` holds (and in the new main block if
+        `main_block`): statements before, after, instead of or at the edges of statements and
+        blocks there, the gates put around statements there, and the expression replacements
+        there."""
+        new: list[cst.CSTNode] = []
+        gates: list[str] = []
+        for key, change in self.changes.items():
+            if inside(self._statements[key]):
+                new += [*change.before, *change.after, *(change.replace or [])]
+                gates += [change.gate] if change.gate is not None else []
+        for edges in (self.block_start, self.block_end):
+            for key, statements in edges.items():
+                if inside(self._blocks[key]):
+                    new += statements
+        if main_block:
+            new += [*self.main_start, *self.main_end]
+        for edit in self.expressions.values():
+            if isinstance(edit.replacement, cst.CSTNode) and inside(edit.target):
+                new.append(edit.replacement)
+        return "\n".join([*gates, *(self.module.code_for_node(node) for node in new)])
 
     # -- the edits -------------------------------------------------------------------------
 

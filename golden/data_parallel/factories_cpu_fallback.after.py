@@ -97,7 +97,6 @@ def main():
     # without them (plain `python`) this runs as one process, without a process group.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank)  # before the process group and any CUDA tensor

@@ -240,6 +240,38 @@ def test_function_entry_point_gets_setup_and_teardown() -> None:
     assert out.count('if __name__ == "__main__":') == 1
 
 
+def test_setup_binds_only_the_names_the_training_code_reads() -> None:
+    """The loader comes from a factory (which reads its own share), nothing in `main` prints:
+    `main` reads neither `rank` nor `world_size`, so binding them would be dead code (F841)."""
+    out = _convert(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def get_loader(bs):
+            loader = DataLoader(ds, batch_size=bs, shuffle=True)
+            return loader
+
+        def main():
+            loader = get_loader(64)
+            model = torch.nn.DataParallel(Net()).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(3):
+                for x, y in loader:
+                    model(x).sum().backward()
+                    opt.step()
+
+        if __name__ == "__main__":
+            main()
+        """
+    )
+    factory, main = out.split("def main():")
+    assert 'world_size = int(os.environ.get("WORLD_SIZE", "1"))' in factory
+    assert "local_rank = int(" in main
+    assert "world_size" not in main.split("if __name__")[0]
+    assert "rank = int(" not in main.replace("local_rank = int(", "")
+
+
 def test_bare_call_of_main_moves_under_a_main_guard() -> None:
     out = _convert(
         """
