@@ -41,9 +41,9 @@ from devfix.codemods.analysis.torch_names import (
     PLACEMENT_NAMES,
     PLACEMENT_WORDS,
     SELF_MOVING_TRAINERS,
-    SPLIT_MODEL_BASES,
 )
 from devfix.context import FileContext
+from devfix.notebooks import is_notebook
 from devfix.types import Edit
 
 _MOVES = ("to", "cuda")
@@ -57,6 +57,8 @@ METADATA_KEY = re.compile(
 _INSPECTING_CALLS = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
 _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
 _INSPECTING_BUILTINS = frozenset({"len", "print", "isinstance", "type", "str", "repr", "id"})
+#: The comment that opens each code cell of a notebook in the module devfix analyses.
+_CELL_MARKER = "# ~~devfix-cell~~ "
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,17 @@ class DataFunction:
     #: DataLoader calls that consume it (empty: none found).
     loaders: list[cst.Call] = field(default_factory=list)
     preloads: bool = False
+    #: It is mapped over a `datasets` dataset (`ds.map(f)`), not run by a DataLoader.
+    mapping: bool = False
+
+
+@dataclass(frozen=True)
+class DataHazard:
+    """Why a move inside data preparation breaks (`text`), and whether the device it moves to
+    is the right one for the batch (then the training loop can move the batch there instead)."""
+
+    text: str
+    right_device: bool
 
 
 @dataclass
@@ -165,8 +178,35 @@ class ScriptFlow:
                     )
             self._call_sites = sites
         if self.scopes.module_functions().get(function.name.value) is not function:
-            return []
+            return self._method_call_sites(function)
         return self._call_sites.get(function.name.value, [])
+
+    def _method_call_sites(
+        self, method: cst.FunctionDef
+    ) -> list[tuple[cst.Call, cst.FunctionDef | None]]:
+        """Calls `self.m(...)` of a private method `m` (`_train`) from its own class: only the
+        class calls it, so these are all its callers. [] for other functions."""
+        owner = self.scopes.class_of(method)
+        params = method.params.params
+        if (
+            owner is None
+            or not method.name.value.startswith("_")
+            or method.name.value.startswith("__")
+            or not params
+            or params[0].name.value != "self"
+            or method.decorators
+        ):
+            return []
+        sites: list[tuple[cst.Call, cst.FunctionDef | None]] = []
+        for node in self.context.subtree(owner):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == method.name.value
+                and _is_name(node.func.value, "self")
+            ):
+                sites.append((node, self.scopes.enclosing_function(node)))
+        return sites
 
     def _argument_for(
         self, call: cst.Call, function: cst.FunctionDef, param: str
@@ -177,6 +217,13 @@ class ScriptFlow:
             if arg.keyword is not None and arg.keyword.value == param:
                 return arg.value
         names = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if (
+            names
+            and names[0] == "self"
+            and isinstance(call.func, cst.Attribute)
+            and _is_name(call.func.value, "self")
+        ):
+            names = names[1:]  # `self.m(a)`: `a` fills the parameter after `self`
         if param not in names:
             return None
         index = names.index(param)
@@ -393,13 +440,20 @@ class ScriptFlow:
         self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0
     ) -> list[cst.Call]:
         """The `DataLoader(...)` calls an iterable comes from; [] if anything else may feed it."""
-        if depth > 4:
+        if depth > 6:
             return []
+        if isinstance(expr, cst.IfExp):
+            # `None if val is None else DataLoader(...)`: a `None` is never iterated.
+            branches = [b for b in (expr.body, expr.orelse) if not _is_name(b, "None")]
+            found_in = [self.dataloader_calls(b, function, depth + 1) for b in branches]
+            return [c for calls in found_in for c in calls] if all(found_in) else []
         if isinstance(expr, cst.Call):
             qualified = self.names.qualified_name(expr.func)
             if qualified in DATALOADERS:
                 return [expr]
-            if qualified in ITERATION_WRAPPERS and expr.args and expr.args[0].keyword is None:
+            if (qualified in ITERATION_WRAPPERS or _names_an_iterator(expr.func)) and (
+                expr.args and expr.args[0].keyword is None
+            ):
                 return self.dataloader_calls(expr.args[0].value, function, depth + 1)
             return []
         name = dotted_name(expr)
@@ -514,6 +568,131 @@ class ScriptFlow:
         group = [anchor, new_line] if after_anchor else [new_line, anchor]
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
+
+    def batch_move(
+        self, loop: cst.For, move: DeviceMove, origin: cst.FunctionDef | None, data: DataFunction
+    ) -> tuple[Edit, str] | str:
+        """The statement that moves the batch of `loop` (a loop over a DataLoader that runs
+        `data`) to the device `move` (written in `origin`) put it on before, at the head of the
+        loop: the edit and the statement, or why there is none. The batch's shape comes from
+        what `data` returns (a tuple of tensors, `None`s and lists is moved element by element
+        where it is a tensor), else from how the loop reads it."""
+        function = self.scopes.enclosing_function(loop)
+        expressed = self.express(move, origin, function)
+        if isinstance(expressed, str):
+            return expressed
+        target: cst.BaseExpression = loop.target
+        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
+            "enumerate",
+            "builtins.enumerate",
+        ):
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                return "the loop's target is not a batch"
+            target = target.elements[1].value
+        if not isinstance(target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
+            return "the loop unpacks the batch in its header"
+        name = target.value
+        if self._is_moved(loop.body, name):
+            return ""  # the loop moves the batch already
+        if not any(
+            not _is_inspected(self.context.parent(use), self.context)
+            for use in self.scopes.names_in(loop.body, name)
+        ):
+            return ""  # the loop does not use the batch (it counts or prints it)
+        shape = self._returned_shape(data.node)
+        if shape is None:
+            statement = self._single_move(loop.body, name, expressed)
+            if statement is None:
+                return f"cannot tell whether `{name}` is a tensor, a sequence or a dict"
+        else:
+            kind, mixed = shape
+            item = "t" if "t" not in self._root_names_of_move(expressed) else "item"
+            moved = code_of(expressed.apply(cst.Name(item)))
+            torch_name, _ = self.names.torch_spelling()
+            guarded = f"{moved} if isinstance({item}, {torch_name}.Tensor) else {item}"
+            if kind == "tensor":
+                statement = f"{name} = {code_of(expressed.apply(cst.Name(name)))}"
+            elif kind == "dict":
+                key = "k" if "k" not in self._root_names_of_move(expressed) else "key"
+                value = guarded if mixed else moved
+                statement = f"{name} = {{{key}: {value} for {key}, {item} in {name}.items()}}"
+            elif mixed:
+                # Tensors move; `None`s and lists of other objects stay as they are.
+                statement = f"{name} = tuple({guarded} for {item} in {name})"
+                source = f"{name} = tuple(\n    {guarded}\n    for {item} in {name}\n)\n"
+            else:
+                statement = f"{name} = [{moved} for {item} in {name}]"
+        anchor = loop.body.body[0]
+        new_line = cst.parse_statement(
+            source if shape is not None and shape == ("sequence", True) else statement + "\n",
+            config=self.context.module.config_for_parsing,
+        )
+        return Edit(anchor, cst.FlattenSentinel([new_line, anchor])), statement
+
+    def _returned_shape(self, function: cst.FunctionDef | cst.Lambda) -> tuple[str, bool] | None:
+        """What a collate function returns: ("sequence" | "dict" | "tensor", whether some
+        elements are not tensors: `None`, lists); None when it cannot be told."""
+        if not isinstance(function, cst.FunctionDef) or not isinstance(
+            function.body, cst.IndentedBlock
+        ):
+            return None
+        shapes: set[tuple[str, bool]] = set()
+        for node in self._scope_nodes(function.body):
+            if isinstance(node, cst.Return):
+                if node.value is None:
+                    return None
+                shape = self._shape_of(node.value, node)
+                if shape is None:
+                    return None
+                shapes.add(shape)
+        if len(shapes) != 1:
+            return None
+        return shapes.pop()
+
+    def _shape_of(self, value: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, bool] | None:
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return "sequence", any(_not_a_tensor(e.value) for e in value.elements)
+        if isinstance(value, cst.Dict):
+            return "dict", any(
+                isinstance(e, cst.DictElement) and _not_a_tensor(e.value) for e in value.elements
+            )
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value in ("tuple", "list")
+            and len(value.args) == 1
+        ):
+            inner = value.args[0].value
+            if isinstance(inner, cst.Name):
+                return "sequence", self._filled_with_non_tensors(inner.value, at)
+            return None
+        if isinstance(value, cst.Call):
+            qualified = self.names.qualified_name(value.func) or ""
+            if qualified.startswith("torch.") and call_tail(value.func) in (
+                "stack",
+                "cat",
+                "tensor",
+                "as_tensor",
+                "from_numpy",
+            ):
+                return "tensor", False
+        return None
+
+    def _filled_with_non_tensors(self, name: str, at: cst.CSTNode) -> bool:
+        """`name = []` appended to in the function: whether it gets `None`s or lists too."""
+        function = self.scopes.enclosing_function(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        for node in self.context.subtree(scope):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "append"
+                and _is_name(node.func.value, name)
+                and node.args
+                and _not_a_tensor(node.args[0].value)
+            ):
+                return True
+        return False
 
     def _single_move(self, body: cst.BaseSuite, name: str, move: DeviceMove) -> str | None:
         """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used."""
@@ -653,6 +832,41 @@ class ScriptFlow:
     def is_distributed(self) -> bool:
         """The script runs as one of several processes (torchrun, DDP, accelerate, `Trainer`)."""
         return self.distributed_evidence() is not None
+
+    def is_notebook(self) -> bool:
+        """The file is a Jupyter notebook (its code cells joined into one module)."""
+        return is_notebook(self.context.path) or _CELL_MARKER in self.context.text
+
+    def one_process_reason(self) -> str | None:
+        """Why the file runs as a single process whatever it imports, or None: a notebook is one
+        kernel process (unless it starts workers with `notebook_launcher`)."""
+        if not self.is_notebook():
+            return None
+        launches = any(
+            isinstance(node, (cst.Name, cst.Attribute))
+            and (call_tail(node) or "") == "notebook_launcher"
+            and self.names.qualified_name(node) == "accelerate.notebook_launcher"
+            for node in self.context.subtree(self.context.module)
+        )
+        return None if launches else "a notebook runs in one process"
+
+    def declares_model_parallelism(self, model: str) -> cst.CSTNode | None:
+        """`model.model_parallel = True` / `model.is_parallelizable = True`: the script states
+        that `model` is split over the GPUs of one process on purpose (a `Trainer` then neither
+        moves nor wraps it). The assignment, or None."""
+        for node in self.context.subtree(self.context.module):
+            if not isinstance(node, cst.Assign) or not (
+                isinstance(node.value, cst.Name) and node.value.value == "True"
+            ):
+                continue
+            for target in node.targets:
+                if (
+                    isinstance(target.target, cst.Attribute)
+                    and target.target.attr.value in ("model_parallel", "is_parallelizable")
+                    and dotted_name(target.target.value) == model
+                ):
+                    return node
+        return None
 
     def data_callbacks(self) -> frozenset[str]:
         """Names of functions handed to `ds.map(f)`, `DataLoader(collate_fn=f)`, `transform=f`."""
@@ -995,9 +1209,7 @@ class ScriptFlow:
                 isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
             )
         if isinstance(node, cst.ClassDef):
-            return any(
-                self.names.qualified_name(base.value) in SPLIT_MODEL_BASES for base in node.bases
-            )
+            return any(self.modules.is_pretrained_model_base(base.value) for base in node.bases)
         return False
 
     # -- which code prepares data -------------------------------------------------------------
@@ -1028,9 +1240,10 @@ class ScriptFlow:
                 entry = found[id(node)] = DataFunction(node, role)
             entry.loaders.extend(c for c in consumers if c not in entry.loaders)
 
-        # Dataset classes and the loaders built on their instances.
+        # Dataset classes (torch's, or the project's own `...Dataset` bases that define
+        # `__getitem__`) and the loaders built on their instances.
         for name, cls in classes.items():
-            if not code.class_info(cls).is_dataset:
+            if not (code.class_info(cls).is_dataset or self._project_dataset(cls)):
                 continue
             consumers = [
                 c
@@ -1065,6 +1278,9 @@ class ScriptFlow:
                 if is_mapping:
                     consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
                     role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
+                    add(target, role, consumers)
+                    found[id(target)].mapping = True
+                    continue
                 elif keyword == "collate_fn":
                     consumers = [call] if call in loaders else []
                     role = "the `collate_fn`"
@@ -1077,17 +1293,71 @@ class ScriptFlow:
                     role = f"the `{keyword}`"
                 add(target, role, consumers)
 
-        # Module functions those call, one level down.
+        # `loader.collate_fn = f` installs a collate function after the loader is built.
+        for assign in (n for n in self.context.subtree(module) if isinstance(n, cst.Assign)):
+            for assign_target in assign.targets:
+                target_node = assign_target.target
+                if not (
+                    isinstance(target_node, cst.Attribute)
+                    and target_node.attr.value == "collate_fn"
+                ):
+                    continue
+                target = self._callable(assign.value, functions, classes, flow, assign)
+                if target is not None:
+                    consumers = self.dataloader_calls(
+                        target_node.value, self.scopes.enclosing_function(assign)
+                    )
+                    add(target, "the `collate_fn`", consumers)
+
+        # Functions and methods named as collate functions (`collate`, `pad_collate`,
+        # `_batch_collate_fn`): a library hands them to DataLoaders its users build.
+        for node in self.context.subtree(module):
+            if not isinstance(node, cst.FunctionDef) or "collate" not in node.name.value.lower():
+                continue
+            if id(node) in found:
+                continue
+            owner = self.scopes.class_of(node)
+            where = f"{owner.name.value}.{node.name.value}" if owner else node.name.value
+            add(node, f"the collate function `{where}`", [])
+
+        # Functions those call, one level down: module functions, and methods of the same
+        # class called on `self`.
         for entry in list(found.values()):
+            owner = (
+                self.scopes.class_of(entry.node)
+                if isinstance(entry.node, cst.FunctionDef)
+                else None
+            )
             for inner in (n for n in self.context.subtree(entry.node) if isinstance(n, cst.Call)):
+                helper: cst.FunctionDef | None = None
                 if isinstance(inner.func, cst.Name) and inner.func.value in functions:
                     helper = functions[inner.func.value]
-                    if id(helper) not in found:
-                        add(
-                            helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders
-                        )
+                elif (
+                    owner is not None
+                    and isinstance(inner.func, cst.Attribute)
+                    and _is_name(inner.func.value, "self")
+                ):
+                    helper = _method_of(owner, inner.func.attr.value)
+                if helper is not None and id(helper) not in found:
+                    add(helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders)
         self._data = found
         return found
+
+    def _project_dataset(self, cls: cst.ClassDef) -> bool:
+        """A dataset class of the project: it defines `__getitem__` and derives from a class
+        named as a dataset (`DataFrameDataset`, `BaseDataset`) that is not a torch name."""
+        if _method_of(cls, "__getitem__") is None:
+            return False
+        for base in cls.bases:
+            name = dotted_name(base.value)
+            qualified = self.names.qualified_name(base.value) or ""
+            if (
+                name is not None
+                and name.rsplit(".", 1)[-1].endswith("Dataset")
+                and not qualified.startswith("torch.")
+            ):
+                return True
+        return False
 
     def _callable(
         self,
@@ -1101,6 +1371,11 @@ class ScriptFlow:
             return value
         if isinstance(value, cst.Name) and value.value in functions:
             return functions[value.value]
+        if isinstance(value, cst.Attribute) and _is_name(value.value, "self"):
+            # `collate_fn=self._collate`: a method of the class the call is in.
+            function = self.scopes.enclosing_function(at)
+            owner = self.scopes.class_of(function) if function is not None else None
+            return _method_of(owner, value.attr.value) if owner is not None else None
         instance = value
         if isinstance(value, cst.Name):
             values = self.scopes.assigned_values(value.value, at)
@@ -1164,6 +1439,111 @@ class ScriptFlow:
             if isinstance(ancestor, cst.ClassDef):
                 return None
         return None
+
+    def consuming_loops(self, entry: DataFunction) -> list[cst.For]:
+        """The `for` loops over a DataLoader that runs `entry`."""
+        if not entry.loaders:
+            return []
+        return [
+            loop
+            for loop in self.context.subtree(self.context.module)
+            if isinstance(loop, cst.For)
+            and any(
+                call in entry.loaders
+                for call in self.dataloader_calls(loop.iter, self.scopes.enclosing_function(loop))
+            )
+        ]
+
+    def data_move_hazard(
+        self, entry: DataFunction, node: cst.CSTNode, move: DeviceMove
+    ) -> DataHazard | None:
+        """Where `move` inside data preparation `entry` breaks, or None where it cannot (then it
+        is not a bug): the function runs in DataLoader worker processes (`num_workers`, or
+        loaders this file does not show), its loader pins memory, it is mapped over a
+        `datasets` dataset, the script runs as several processes and the device is not each
+        process's own, or the model is on another device. A function that feeds a model itself
+        (feature extraction inside `ds.map`) needs its moves."""
+        if self._feeds_a_model(entry.node):
+            return None
+        right_device = move.kind == "device"
+        if entry.mapping:
+            return DataHazard(
+                "a mapped dataset is stored on the CPU, and with `num_proc` the function runs "
+                "in worker processes, which cannot use CUDA",
+                False,
+            )
+        model_devices = {
+            plan.move.code
+            for loop in self.consuming_loops(entry)
+            if (plan := self.loop_plan(loop)) is not None and plan.move is not None
+        }
+        evidence = self.distributed_evidence()
+        if evidence is not None and not self._is_process_device(move, node, model_devices):
+            return DataHazard(
+                f"the script runs as several processes ({evidence}) and {move.describe()} is not "
+                "each process's own device",
+                False,
+            )
+        right_device = right_device and not (model_devices - {move.code})
+        for loader in entry.loaders:
+            workers = argument(loader, "num_workers", 5)
+            if workers is not None and not (
+                isinstance(workers, cst.Integer) and workers.evaluated_value == 0
+            ):
+                return DataHazard(
+                    "its DataLoader runs it in worker processes "
+                    f"(`num_workers={code_of(workers)}`), which cannot use CUDA",
+                    right_device,
+                )
+            pinned = argument(loader, "pin_memory", 7)
+            if pinned is not None and not _is_name(pinned, "False"):
+                return DataHazard(
+                    f"its DataLoader pins the batches (`pin_memory={code_of(pinned)}`), which "
+                    "works only on CPU tensors",
+                    right_device,
+                )
+        if not entry.loaders:
+            return DataHazard(
+                "no DataLoader in this file is known to run it: with `num_workers > 0` it runs "
+                "in worker processes, which cannot use CUDA",
+                right_device,
+            )
+        if evidence is not None or move.kind != "accelerator":
+            return None  # each process's own device, or the script's choice in one process
+        others = sorted(model_devices - {move.code})
+        if others:
+            return DataHazard(
+                f"the model is on `{others[0]}`, the data on {move.describe()}", False
+            )
+        return None
+
+    def _is_process_device(
+        self, move: DeviceMove, node: cst.CSTNode, model_devices: set[str]
+    ) -> bool:
+        """The move is to each process's own device: the rank's (`cuda:{local_rank}`), the
+        current device after `set_device(local_rank)`, or the device every process moves its
+        model to."""
+        if move.code in model_devices:
+            return True
+        if move.method == "cuda":
+            return not move.cuda_args and self.sets_current_device()
+        device = move.expression
+        return isinstance(device, cst.Name) and self.moves.is_process_device(device.value, node)
+
+    def _feeds_a_model(self, function: cst.FunctionDef | cst.Lambda) -> bool:
+        """`function` calls a model that is on a device (`model(**inputs)`, `model.generate`)."""
+        for call in self.context.subtree(function):
+            if not isinstance(call, cst.Call):
+                continue
+            callee = call.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value in ("forward", "generate"):
+                callee = callee.value
+            if dotted_name(callee) is None:
+                continue
+            found = self.model_device(callee, call)
+            if found is not None and (found.move is not None or found.pretrained or found.reason):
+                return True
+        return False
 
     def has_self_moving_trainer(self) -> bool:
         """A Hugging Face / Lightning trainer that moves batches to the model itself."""
@@ -1330,6 +1710,41 @@ def _unpacking(statement: cst.BaseStatement, name: str) -> list[str] | None:
     ):
         return None
     return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+
+
+def _is_inspected(parent: cst.CSTNode | None, context: FileContext) -> bool:
+    """A use of a name as the argument of `len(...)`, `print(...)` and the like."""
+    if not isinstance(parent, cst.Arg):
+        return False
+    call = context.parent(parent)
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value in _INSPECTING_CALLS
+    )
+
+
+def _names_an_iterator(func: cst.BaseExpression) -> bool:
+    """A project's own progress-bar or iterator wrapper (`_build_tqdm_iterator(loader)`,
+    `make_iter(loader)`), named as one: it yields what its first argument yields."""
+    tail = (call_tail(func) or "").lower()
+    return (
+        isinstance(func, (cst.Name, cst.Attribute))
+        and any(word in tail for word in ("tqdm", "iter", "progress"))
+        and tail not in ("iter", "next")
+    )
+
+
+def _not_a_tensor(value: cst.BaseExpression) -> bool:
+    """`None`, a string, a list or list comprehension: what a collate returns next to tensors."""
+    return _is_name(value, "None") or isinstance(value, (cst.SimpleString, cst.List, cst.ListComp))
+
+
+def _method_of(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
 
 
 def _device_helper(call: cst.Call) -> bool:
