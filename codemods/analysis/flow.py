@@ -41,6 +41,7 @@ from devfix.codemods.analysis.torch_names import (
     PLACEMENT_NAMES,
     PLACEMENT_WORDS,
     SELF_MOVING_TRAINERS,
+    TENSOR_DATASETS,
 )
 from devfix.context import FileContext
 from devfix.notebooks import is_notebook
@@ -110,10 +111,14 @@ class DataHazard:
 class LoopPlan:
     """What DF204 (and DF201) make of one `for` loop over a DataLoader."""
 
-    loop: cst.For
+    #: The `for` loop, or the `x, y = next(iter(loader))` statement that takes one batch.
+    loop: cst.CSTNode
     loaders: list[cst.Call]
     model: str | None = None
     move: DeviceMove | None = None
+    #: The project's own helper that moves a batch (`self._batch_to_device`), when another
+    #: loop feeding the same callee moves its batch with it.
+    helper: str = ""
     #: Batch names that reach the model unmoved, in target order.
     unmoved: list[str] = field(default_factory=list)
     #: The statement that moves them, and where it goes; None when the plan has a reason.
@@ -455,7 +460,7 @@ class ScriptFlow:
                 expr.args and expr.args[0].keyword is None
             ):
                 return self.dataloader_calls(expr.args[0].value, function, depth + 1)
-            return []
+            return self._returned_loaders(expr, None, depth)
         name = dotted_name(expr)
         if name is None:
             return []
@@ -478,9 +483,42 @@ class ScriptFlow:
                         return []
                     found.extend(calls)
                 continue
+            if binding.kind == "unpack" and isinstance(binding.value, cst.Call):
+                # `train_loader, test_loader = load_data()`: that element of what it returns.
+                index = _unpacked_index(self.context, binding.value, name)
+                calls = (
+                    self._returned_loaders(binding.value, index, depth) if index is not None else []
+                )
+                if not calls:
+                    return []
+                found.extend(calls)
+                continue
             if binding.kind != "assign" or binding.value is None:
                 return []
             calls = self.dataloader_calls(binding.value, table_function, depth + 1)
+            if not calls:
+                return []
+            found.extend(calls)
+        return found
+
+    def _returned_loaders(self, call: cst.Call, index: int | None, depth: int) -> list[cst.Call]:
+        """The DataLoaders a module function returns (`return DataLoader(...)`), or the
+        `index`-th element of the tuple it returns; [] when any return is something else."""
+        if not isinstance(call.func, cst.Name):
+            return []
+        function = self.scopes.module_functions().get(call.func.value)
+        if function is None or not isinstance(function.body, cst.IndentedBlock):
+            return []
+        found: list[cst.Call] = []
+        for node in self._scope_nodes(function.body):
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value: cst.BaseExpression = node.value
+            if index is not None:
+                if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+                    return []
+                value = value.elements[index].value
+            calls = self.dataloader_calls(value, function, depth + 1)
             if not calls:
                 return []
             found.extend(calls)
@@ -496,7 +534,9 @@ class ScriptFlow:
     def _make_plan(self, loop: cst.For) -> LoopPlan | None:
         function = self.scopes.enclosing_function(loop)
         loaders = self.dataloader_calls(loop.iter, function)
-        if not loaders:
+        if loaders and all(self.yields_device_batches(loader) for loader in loaders):
+            return None
+        if not loaders and not self._typed_loader(loop.iter, function):
             return None
         target: cst.BaseExpression = loop.target
         if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
@@ -534,33 +574,35 @@ class ScriptFlow:
             found = self.model_device(callee, call)
             if found is not None and (found.move is not None or found.reason):
                 model_calls.append((call, found))
-        if not model_calls:
-            return None
         plan = LoopPlan(loop, loaders)
-        devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
-        first = model_calls[0][1]
-        plan.model = first.model
-        if len(devices) > 1:
-            plan.reason = "the loop feeds models on different devices"
-        elif first.move is None:
-            plan.reason = first.reason
+        if model_calls:
+            devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
+            first = model_calls[0][1]
+            plan.model = first.model
+            if len(devices) > 1:
+                plan.reason = "the loop feeds models on different devices"
+            elif first.move is None:
+                plan.reason = first.reason
+            else:
+                plan.move = first.move
+            fed = [c for c, _ in model_calls]
         else:
-            plan.move = first.move
-        bound = self._device_bound(loop, names, [c for c, _ in model_calls])
+            sibling = self._sibling_feed(loop, calls, names, function)
+            if sibling is None:
+                return None
+            fed, plan.model, plan.move, plan.helper = sibling
+        nodes = list(self._scope_nodes(loop.body))
+        bound = self._device_bound(nodes, names, fed)
         plan.unmoved = [n for n in names if n in bound and not self._is_moved(loop.body, n)]
         if one_line and not plan.reason:
             plan.reason = "the loop body is on the `for` line"
-        if not plan.unmoved or plan.reason or plan.move is None:
+        if not plan.unmoved or plan.reason or (plan.move is None and not plan.helper):
             return plan
         anchor = body[0]
-        if single is not None:
-            statement = self._single_move(loop.body, single, plan.move)
-            if statement is None:
-                plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
-                return plan
-        else:
-            moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
-            statement = f"{', '.join(plan.unmoved)} = {moved}"
+        statement = self._move_statement(loop.body, plan, single)
+        if statement is None:
+            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+            return plan
         plan.statement_code = statement
         new_line = cst.parse_statement(
             statement + "\n", config=self.context.module.config_for_parsing
@@ -568,6 +610,247 @@ class ScriptFlow:
         group = [anchor, new_line] if after_anchor else [new_line, anchor]
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
+
+    def _move_statement(
+        self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
+    ) -> str | None:
+        """The statement that moves `plan.unmoved`: `x, y = x.to(d), y.to(d)`, the project's
+        helper (`batch = self._batch_to_device(batch)`), or by how a single batch name is read."""
+        if plan.helper:
+            moved = ", ".join(f"{plan.helper}({n})" for n in plan.unmoved)
+            return f"{', '.join(plan.unmoved)} = {moved}"
+        assert plan.move is not None
+        if single is not None:
+            return self._single_move(body, single, plan.move)
+        moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
+        return f"{', '.join(plan.unmoved)} = {moved}"
+
+    def next_batch_plan(self, assign: cst.Assign) -> LoopPlan | None:
+        """`x, y = next(iter(loader))` (one batch taken from a DataLoader): the plan to move
+        the names the statements after it hand to a model on a device, right after it."""
+        value = assign.value
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "next"
+            and len(value.args) == 1
+            and isinstance(value.args[0].value, cst.Call)
+            and isinstance(value.args[0].value.func, cst.Name)
+            and value.args[0].value.func.value == "iter"
+            and len(value.args[0].value.args) == 1
+            and len(assign.targets) == 1
+        ):
+            return None
+        function = self.scopes.enclosing_function(assign)
+        source = value.args[0].value.args[0].value
+        loaders = self.dataloader_calls(source, function)
+        if loaders and all(self.yields_device_batches(loader) for loader in loaders):
+            return None
+        if not loaders and not self._typed_loader(source, function):
+            return None
+        target = assign.targets[0].target
+        if isinstance(target, cst.Name):
+            names, single = [target.value], target.value
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+            single = None
+        else:
+            return None
+        line = self.context.parent(assign)
+        block = self.context.parent(line) if line is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(
+            block, (cst.IndentedBlock, cst.Module)
+        ):
+            return None
+        following = list(block.body)[list(block.body).index(line) + 1 :]
+        nodes: list[cst.CSTNode] = []
+        for after in following:
+            nodes.append(after)
+            nodes.extend(self._scope_nodes(after))
+        calls = [n for n in nodes if isinstance(n, cst.Call)]
+        plan = LoopPlan(assign, loaders)
+        fed: list[cst.Call] = []
+        for call in calls:
+            callee = call.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
+                callee = callee.value
+            if dotted_name(callee) is None or dotted_name(callee) in names:
+                continue
+            found = self.model_device(callee, call)
+            if found is not None and found.move is not None:
+                fed.append(call)
+                plan.model, plan.move = found.model, found.move
+        if not fed:
+            sibling = self._sibling_feed(assign, calls, names, function)
+            if sibling is None:
+                return None
+            fed, plan.model, plan.move, plan.helper = sibling
+        bound = self._device_bound(nodes, names, fed)
+        plan.unmoved = [
+            n
+            for n in names
+            if n in bound and not any(self._is_moved(after, n) for after in following)
+        ]
+        if not plan.unmoved:
+            return plan
+        statement = self._move_statement(cst.IndentedBlock(body=following), plan, single)
+        if statement is None:
+            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+            return plan
+        plan.statement_code = statement
+        new_line = cst.parse_statement(
+            statement + "\n", config=self.context.module.config_for_parsing
+        )
+        plan.edit = Edit(line, cst.FlattenSentinel([line, new_line]))
+        return plan
+
+    def _typed_loader(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """`expr` is a parameter annotated as a DataLoader (`loader: DataLoader`), or an
+        attribute `__init__` sets from one (`self.valid_dataloader = valid_dataloader`)."""
+        for _ in range(4):
+            if (
+                isinstance(expr, cst.Call)
+                and (
+                    self.names.qualified_name(expr.func) in ITERATION_WRAPPERS
+                    or _names_an_iterator(expr.func)
+                )
+                and expr.args
+            ):
+                expr = expr.args[0].value
+                continue
+            name = dotted_name(expr)
+            if name is None:
+                return False
+            if name.startswith("self.") and function is not None:
+                owner = self.scopes.class_of(function)
+                init = _method_of(owner, "__init__") if owner is not None else None
+                if owner is None or init is None:
+                    return False
+                bindings = self.scopes.table(owner).bindings.get(name, [])
+                if len(bindings) != 1 or bindings[0].value is None:
+                    return False
+                expr, function = bindings[0].value, init
+                continue
+            if function is None:
+                return False
+            for param in (*function.params.posonly_params, *function.params.params):
+                if param.name.value == name and param.annotation is not None:
+                    return any(
+                        self.names.qualified_name(node) in DATALOADERS
+                        for node in self.context.subtree(param.annotation.annotation)
+                        if isinstance(node, (cst.Name, cst.Attribute))
+                    )
+            return False
+        return False
+
+    def _sibling_feed(
+        self,
+        site: cst.CSTNode,
+        calls: list[cst.Call],
+        names: list[str],
+        function: cst.FunctionDef | None,
+    ) -> tuple[list[cst.Call], str, DeviceMove | None, str] | None:
+        """Evidence from another loop over a DataLoader in the same class (or module): it
+        moves its batch first (`x, y = x.to(DEVICE), y.to(DEVICE)`, `batch =
+        self._batch_to_device(batch)`) and then hands it to a callee (`self.model`,
+        `self._step`) that the batch names of `site` reach unmoved. Returns the calls of that
+        callee here, its name, and the move (as written here) or the helper."""
+        owner = self.scopes.class_of(function) if function is not None else None
+        scope: cst.CSTNode = owner if owner is not None else self.context.module
+        wanted = {dotted_name(c.func) for c in calls} - {None} - set(names)
+        for loop in self.context.subtree(scope):
+            if (
+                not isinstance(loop, cst.For)
+                or loop is site
+                or not isinstance(loop.body, cst.IndentedBlock)
+            ):
+                continue
+            first, last = self.context.order(loop)
+            if first <= self.context.order(site)[0] <= last:
+                continue  # `site` is inside this loop
+            loop_function = self.scopes.enclosing_function(loop)
+            if not (
+                self.dataloader_calls(loop.iter, loop_function)
+                or self._typed_loader(loop.iter, loop_function)
+            ):
+                continue
+            found = self._moving_head(loop)
+            if found is None:
+                continue
+            moved_names, move, helper = found
+            callees = {
+                dotted_name(call.func)
+                for call in self._scope_nodes(loop.body)
+                if isinstance(call, cst.Call)
+                and any(moved_names & self.scopes.names_read(arg.value) for arg in call.args)
+            } & wanted
+            here = [c for c in calls if dotted_name(c.func) in callees]
+            if not here:
+                continue
+            # Name the model rather than a torch function it shares the batch with.
+            model = next(
+                (
+                    code_of(c.func)
+                    for c in here
+                    if not (self.names.qualified_name(c.func) or "").startswith("torch.")
+                ),
+                code_of(here[0].func),
+            )
+            if helper:
+                return here, model, None, helper
+            assert move is not None
+            expressed = self.express(move, loop_function, function)
+            if isinstance(expressed, str):
+                return None
+            return here, model, expressed, ""
+        return None
+
+    def _moving_head(self, loop: cst.For) -> tuple[set[str], DeviceMove | None, str] | None:
+        """The first statements of a loop that move its batch: the names moved, and the move
+        (`.to(d)`/`.cuda()`) or the helper's name (`self._batch_to_device`)."""
+        body = cast(cst.IndentedBlock, loop.body).body
+        for statement in body[:3]:
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                continue
+            assign = statement.body[0]
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            target = assign.targets[0].target
+            values = (
+                [e.value for e in assign.value.elements]
+                if isinstance(assign.value, cst.Tuple)
+                else [assign.value]
+            )
+            targets = (
+                [e.value for e in target.elements]
+                if isinstance(target, (cst.Tuple, cst.List))
+                else [target]
+            )
+            if len(values) != len(targets) or not all(isinstance(t, cst.Name) for t in targets):
+                continue
+            moved = {t.value for t in targets if isinstance(t, cst.Name)}
+            moves = [v for v in values if isinstance(v, cst.Call)]
+            if len(moves) != len(values):
+                continue
+            first = moves[0]
+            if isinstance(first.func, cst.Attribute) and first.func.attr.value in _MOVES:
+                move = self.device_move(first, self.scopes.enclosing_function(loop))
+                if move is not None and all(
+                    _moved_whole(v.func.value, t.value)
+                    for v, t in zip(moves, targets)
+                    if isinstance(v.func, cst.Attribute) and isinstance(t, cst.Name)
+                ):
+                    return moved, move, ""
+            elif (
+                _device_helper(first)
+                and len(moves) == 1
+                and len(first.args) == 1
+                and _is_name(first.args[0].value, cast(cst.Name, targets[0]).value)
+            ):
+                return moved, None, code_of(first.func)
+        return None
 
     def batch_move(
         self, loop: cst.For, move: DeviceMove, origin: cst.FunctionDef | None, data: DataFunction
@@ -694,7 +977,36 @@ class ScriptFlow:
                 return True
         return False
 
-    def _single_move(self, body: cst.BaseSuite, name: str, move: DeviceMove) -> str | None:
+    def yields_device_batches(self, loader: cst.Call) -> bool:
+        """The DataLoader serves tensors already on a device: its dataset is a
+        `TensorDataset` of tensors moved there (`TensorDataset(x.to(device), y.to(device))`)."""
+        dataset = argument(loader, "dataset")
+        at: cst.CSTNode = loader
+        for _ in range(3):
+            if not isinstance(dataset, cst.Name):
+                break
+            bound = self.scopes.latest_binding(dataset.value, at)
+            if bound is None:
+                return False
+            dataset = bound
+        if not (
+            isinstance(dataset, cst.Call)
+            and self.names.qualified_name(dataset.func) in TENSOR_DATASETS
+            and dataset.args
+        ):
+            return False
+        for arg in dataset.args:
+            value = arg.value
+            if isinstance(value, cst.Name):
+                bound = self.scopes.latest_binding(value.value, loader)
+                if bound is None:
+                    return False
+                value = bound
+            if arg.star or not _is_move_call(value):
+                return False
+        return True
+
+    def _single_move(self, body: cst.CSTNode, name: str, move: DeviceMove) -> str | None:
         """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used."""
         as_dict = as_sequence = as_tensor = False
         for node in self._scope_nodes(body):
@@ -739,11 +1051,12 @@ class ScriptFlow:
         return f"{name} = {code_of(move.apply(cst.Name(name)))}"
 
     def _device_bound(
-        self, loop: cst.For, names: list[str], model_calls: list[cst.Call]
+        self, nodes: list[cst.CSTNode], names: list[str], model_calls: list[cst.Call]
     ) -> set[str]:
-        """Batch names passed to the model, or meeting its output in a call or an operation."""
+        """Batch names passed to the model, or meeting its output in a call or an operation,
+        in `nodes` (a loop body's)."""
         wanted = set(names)
-        assigns = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Assign)]
+        assigns = [n for n in nodes if isinstance(n, cst.Assign)]
         # `x = batch[0]`, `inp = x.float()`: names that hold (part of) a batch name unmoved.
         aliases: dict[str, set[str]] = {n: {n} for n in names}
         for _ in range(3):
@@ -754,6 +1067,16 @@ class ScriptFlow:
                 for target in assign.targets:
                     for bound_name in self.scopes.names_read(target.target) - wanted:
                         aliases.setdefault(bound_name, set()).update(origin)
+        # `img = img_list[j]` then `img = img.cuda()`: the alias is moved before it is used.
+        for assign in assigns:
+            if _is_move_call(assign.value) and len(assign.targets) == 1:
+                target_node = assign.targets[0].target
+                if (
+                    isinstance(target_node, cst.Name)
+                    and target_node.value not in wanted
+                    and _moved_whole(assign.value, target_node.value)
+                ):
+                    aliases.pop(target_node.value, None)
 
         def batch_of(node: cst.BaseExpression) -> set[str]:
             return {b for r in _tensor_roots(node) for b in aliases.get(r, ())}
@@ -776,7 +1099,7 @@ class ScriptFlow:
                 if from_model(assign.value):
                     for target in assign.targets:
                         derived |= self.scopes.names_read(target.target)
-        for node in self._scope_nodes(loop.body):
+        for node in nodes:
             parts: list[cst.BaseExpression] = []
             if isinstance(node, cst.Call) and id(node) not in model_ids:
                 if isinstance(node.func, cst.Attribute):
@@ -1310,11 +1633,12 @@ class ScriptFlow:
                     add(target, "the `collate_fn`", consumers)
 
         # Functions and methods named as collate functions (`collate`, `pad_collate`,
-        # `_batch_collate_fn`): a library hands them to DataLoaders its users build.
+        # `_batch_collate_fn`): a library hands them to DataLoaders its users build. One the
+        # file only ever calls itself runs in the caller's process.
         for node in self.context.subtree(module):
             if not isinstance(node, cst.FunctionDef) or "collate" not in node.name.value.lower():
                 continue
-            if id(node) in found:
+            if id(node) in found or self._only_called_directly(node):
                 continue
             owner = self.scopes.class_of(node)
             where = f"{owner.name.value}.{node.name.value}" if owner else node.name.value
@@ -1342,6 +1666,25 @@ class ScriptFlow:
                     add(helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders)
         self._data = found
         return found
+
+    def _only_called_directly(self, function: cst.FunctionDef) -> bool:
+        """Every other mention of the function's name calls it (`f(batch)`), and there is one:
+        nothing hands it on as a value."""
+        mentions = [
+            use
+            for use in self.scopes.names_in(self.context.module, function.name.value)
+            if use is not function.name
+        ]
+        for use in mentions:
+            parent = self.context.parent(use)
+            if isinstance(parent, cst.Attribute) and parent.attr is use:
+                parent = self.context.parent(parent)
+                use_node: cst.CSTNode = self.context.parent(use) or use
+            else:
+                use_node = use
+            if not (isinstance(parent, cst.Call) and parent.func is use_node):
+                return False
+        return bool(mentions)
 
     def _project_dataset(self, cls: cst.ClassDef) -> bool:
         """A dataset class of the project: it defines `__getitem__` and derives from a class
@@ -1381,6 +1724,14 @@ class ScriptFlow:
             values = self.scopes.assigned_values(value.value, at)
             if len(values) == 1:
                 instance = values[0]
+        if (
+            isinstance(instance, cst.Call)
+            and self.names.qualified_name(instance.func) == "functools.partial"
+            and instance.args
+            and instance.args[0].keyword is None
+        ):
+            # `collate = partial(custom_collate, device=device)`: the function it wraps.
+            return self._callable(instance.args[0].value, functions, classes, flow, at)
         if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
             cls = classes.get(instance.func.value)
             if cls is not None:
@@ -1487,6 +1838,8 @@ class ScriptFlow:
         right_device = right_device and not (model_devices - {move.code})
         for loader in entry.loaders:
             workers = argument(loader, "num_workers", 5)
+            if isinstance(workers, cst.Name):
+                workers = self.scopes.latest_binding(workers.value, loader) or workers
             if workers is not None and not (
                 isinstance(workers, cst.Integer) and workers.evaluated_value == 0
             ):
@@ -1496,6 +1849,8 @@ class ScriptFlow:
                     right_device,
                 )
             pinned = argument(loader, "pin_memory", 7)
+            if isinstance(pinned, cst.Name) and pinned.value not in ("True", "False"):
+                pinned = self.scopes.latest_binding(pinned.value, loader) or pinned
             if pinned is not None and not _is_name(pinned, "False"):
                 return DataHazard(
                     f"its DataLoader pins the batches (`pin_memory={code_of(pinned)}`), which "
@@ -1609,7 +1964,7 @@ class ScriptFlow:
             return self._root_names(move.expression)
         return set()
 
-    def _is_moved(self, body: cst.BaseSuite, name: str) -> bool:
+    def _is_moved(self, body: cst.CSTNode, name: str) -> bool:
         """Whether the loop moves `name` itself (`.to`, `.cuda`, a device helper, a comprehension)
         or rebinds it from something that may have moved it."""
         for node in self._scope_nodes(body):
@@ -1618,6 +1973,7 @@ class ScriptFlow:
                     isinstance(node.func, cst.Attribute)
                     and node.func.attr.value in _MOVES
                     and _moved_whole(node.func.value, name)
+                    and self._bound_result(node)
                 ):
                     return True
                 if _device_helper(node) and any(
@@ -1640,13 +1996,26 @@ class ScriptFlow:
                 return True
         return False
 
+    def _bound_result(self, call: cst.Call) -> bool:
+        """The move's result is assigned (`x = x.to(d)`, `x, y = x.to(d), y.to(d)`), not used
+        once inline (`criterion(out, y.to(d))` leaves `y` itself where it was)."""
+        node: cst.CSTNode = call
+        parent = self.context.parent(node)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+            node, parent = parent, self.context.parent(parent)
+        return isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node
+
     def _keeps_device(self, value: cst.BaseExpression) -> bool:
         """A rebinding computed by tensor methods and torch functions only (it stays where it
         was)."""
         for node in self.context.subtree(value):
             if isinstance(node, cst.Call):
-                if isinstance(node.func, cst.Attribute) and not dotted_name(node.func):
-                    continue
+                if (
+                    isinstance(node.func, cst.Attribute)
+                    and not dotted_name(node.func)
+                    and node.func.attr.value not in _MOVES
+                ):
+                    continue  # `batch[0].float()`; but `data[0].to(d)` moves
                 qualified = self.names.qualified_name(node.func)
                 if qualified is not None and qualified.startswith("torch."):
                     continue
@@ -1722,6 +2091,22 @@ def _is_inspected(parent: cst.CSTNode | None, context: FileContext) -> bool:
         and isinstance(call.func, cst.Name)
         and call.func.value in _INSPECTING_CALLS
     )
+
+
+def _unpacked_index(context: FileContext, value: cst.BaseExpression, name: str) -> int | None:
+    """In `a, name = value`: the position of `name` (1)."""
+    assign = context.parent(value)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for index, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            return None
+        if _is_name(element.value, name):
+            return index
+    return None
 
 
 def _names_an_iterator(func: cst.BaseExpression) -> bool:

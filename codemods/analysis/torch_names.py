@@ -664,6 +664,10 @@ INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
 # -- data, models and training scripts -----------------------------------------------------------
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+#: Datasets that serve slices of the tensors they are given, on those tensors' device.
+TENSOR_DATASETS = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
 #: Calls that wrap a model and keep it on the device it was moved to.
 MODEL_WRAPPERS = frozenset(
     {
