@@ -576,6 +576,42 @@ MODULE_SELF_METHODS = frozenset(
         "to_empty",
     }
 )
+#: Methods only an `nn.Module` has: an object they are called on is a model.
+MODULE_ONLY_METHODS = frozenset(
+    {"load_state_dict", "state_dict", "parameters", "named_parameters", "zero_grad"}
+)
+#: NumPy functions that read their first argument as an array (a CUDA tensor fails there).
+NUMPY_ARRAY_FUNCTIONS = frozenset(
+    f"numpy.{name}"
+    for name in (
+        "sqrt",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "abs",
+        "absolute",
+        "square",
+        "array",
+        "asarray",
+        "sum",
+        "mean",
+        "std",
+        "var",
+        "median",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "round",
+        "clip",
+        "squeeze",
+        "transpose",
+        "ravel",
+        "isnan",
+        "isinf",
+    )
+)
 #: torch.nn classes that are not modules (or hold no device state worth a container).
 NON_MODULE_CLASSES = frozenset(
     {
