@@ -19,6 +19,7 @@ unsafe on judgement, and report without a fix on `Unknown`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     LAYER_PARAMETER,
     LEAVES_DEVICE_METHODS,
+    MODULE_ONLY_METHODS,
     MOVE_METHODS,
     NON_TENSOR_MEMBERS,
     RECURRENT_LAYERS,
@@ -538,10 +540,12 @@ class DeviceInference:
                 return self.placed(func.value, at, depth + 1)
             return None
         if isinstance(expr, cst.Name):
-            binding = self.scopes.binding_before(expr.value, at)
-            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
-                return None
-            return self.placed(binding[1], at, depth + 1)
+            binding = self._reaching(expr.value, at)
+            if binding is not None and binding[0] in ("assign", "unpack") and binding[1]:
+                found = self.placed(binding[1], at, depth + 1)
+                if found is not None:
+                    return found
+            return self._accumulated(expr.value, at, depth)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
                 "self."
@@ -554,6 +558,47 @@ class DeviceInference:
             return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
             return self.placed(expr.expression, at, depth + 1)
+        return None
+
+    def _reaching(self, name: str, at: cst.CSTNode) -> tuple[str, cst.BaseExpression | None] | None:
+        """(kind, value) of the binding of `name` that `at` reads: the last one before it, not
+        counting the assignment `at` is the value of (`x = f(x)` reads the previous `x`)."""
+        function = self.scopes.enclosing_function(at)
+        table, table_function = self.scopes.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if table_function is function:
+            position = self.context.order(at)[0]
+            bindings = [
+                b
+                for b in bindings
+                if b.position < position
+                and not (
+                    b.value is not None
+                    and self.context.order(b.value)[0] <= position <= self.context.order(b.value)[1]
+                )
+            ]
+        if not bindings:
+            return None
+        return bindings[-1].kind, bindings[-1].value
+
+    def _accumulated(self, name: str, at: cst.CSTNode, depth: int) -> Device | None:
+        """`total = 0` then `total += loss` (a device tensor) before `at`: the sum is a tensor
+        on that device."""
+        function = self.scopes.enclosing_function(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        position = self.context.order(at)[0]
+        for node in self.scopes.nodes(scope):
+            if (
+                isinstance(node, cst.AugAssign)
+                and isinstance(node.target, cst.Name)
+                and node.target.value == name
+                and self.context.order(node)[1] < position
+            ):
+                found = self.placed(node.value, node, depth + 1)
+                if found is not None:
+                    return dataclasses.replace(
+                        found, evidence=f"`{name}` adds up a tensor {found.evidence}"
+                    )
         return None
 
     def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
@@ -572,12 +617,16 @@ class DeviceInference:
         return None
 
     def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
+        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module), or
+        `model(...)` where `model = handpose_model()` is used as one (`model.load_state_dict`,
+        `model.eval()`): its output is where its input is."""
         if not isinstance(func, cst.Name):
             return False
         binding = self.scopes.binding_before(func.value, at)
         if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
             return False
+        if self._used_as_module(func.value, at):
+            return True
         value = binding[1]
         while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
             value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
@@ -587,6 +636,24 @@ class DeviceInference:
             and qualified.startswith("torch.nn.")
             and (not qualified.startswith("torch.nn.functional."))
         )
+
+    def _used_as_module(self, name: str, at: cst.CSTNode) -> bool:
+        """The scope of `at` (or the module) calls a method only modules have on `name`."""
+        function = self.scopes.enclosing_function(at)
+        scopes: list[cst.CSTNode] = [self.context.module]
+        if function is not None:
+            scopes.insert(0, function)
+        for scope in scopes:
+            for node in self.scopes.nodes(scope):
+                if (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in MODULE_ONLY_METHODS
+                    and isinstance(node.func.value, cst.Name)
+                    and node.func.value.value == name
+                ):
+                    return True
+        return False
 
     # -- values on the CPU ---------------------------------------------------------------------
 

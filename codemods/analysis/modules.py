@@ -23,6 +23,7 @@ from devfix.codemods.analysis.torch_names import (
     NON_MODULE_CLASSES,
     NON_TENSOR_METHODS,
     PARAMETER,
+    SPLIT_MODEL_BASES,
     TENSOR_FACTORIES,
     TENSOR_FUNCTIONS,
     TENSOR_MEMBERS,
@@ -198,8 +199,9 @@ class ModuleFacts:
             bases |= {qn.name for qn in self.context.qualified_names(base.value)}
         info = ClassInfo(node)
         info.is_dataset = bool(bases & DATASET_BASES)
-        info.is_module = not info.is_dataset and any(
-            name in MODULE_BASES or name.startswith("torch.nn.") for name in bases
+        info.is_module = not info.is_dataset and (
+            any(name in MODULE_BASES or name.startswith("torch.nn.") for name in bases)
+            or any(self.is_pretrained_model_base(base.value) for base in node.bases)
         )
         if not info.is_module:
             # A subclass of another model class in the same file is model code too.
@@ -222,6 +224,23 @@ class ModuleFacts:
                 if member.name.value == "__init__":
                     self._read_init(member, info)
         return info
+
+    def is_pretrained_model_base(self, base: cst.BaseExpression) -> bool:
+        """A Hugging Face model base class: `transformers.PreTrainedModel` (however imported),
+        a model family's base (`transformers...LlamaPreTrainedModel`), or `PreTrainedModel`
+        imported relatively from a `modeling_utils` module (a vendored copy of transformers, or
+        a model's remote code shipped next to it)."""
+        qualified = self.names.qualified_name(base)
+        if qualified in SPLIT_MODEL_BASES or (
+            qualified is not None
+            and qualified.startswith("transformers.")
+            and qualified.endswith("PreTrainedModel")
+        ):
+            return True
+        if isinstance(base, cst.Name) and base.value == "PreTrainedModel":
+            source = self.names.relative_import_source(base.value)
+            return source is not None and source.rsplit(".", 1)[-1] == "modeling_utils"
+        return False
 
     def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
         for assign in self.context.subtree(init.body):

@@ -230,6 +230,24 @@ class Names:
             self._aliases[modules] = cached
         return cached
 
+    def relative_import_source(self, name: str) -> str | None:
+        """The module a top-level relative import binds `name` from, without its dots:
+        `from ...modeling_utils import PreTrainedModel` -> "modeling_utils"; None otherwise."""
+        for line in self.context.module.body:
+            if not isinstance(line, cst.SimpleStatementLine):
+                continue
+            for small in line.body:
+                if (
+                    isinstance(small, cst.ImportFrom)
+                    and small.relative
+                    and not isinstance(small.names, cst.ImportStar)
+                ):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        if isinstance(bound, cst.Name) and bound.value == name:
+                            return dotted_name(small.module) if small.module else ""
+        return None
+
     def binds_from_import(self, name: str) -> bool:
         """A top-level `from ... import name` binds `name`."""
         return any(r.name is not None and r.bound == name for r in self.imports())

@@ -576,6 +576,42 @@ MODULE_SELF_METHODS = frozenset(
         "to_empty",
     }
 )
+#: Methods only an `nn.Module` has: an object they are called on is a model.
+MODULE_ONLY_METHODS = frozenset(
+    {"load_state_dict", "state_dict", "parameters", "named_parameters", "zero_grad"}
+)
+#: NumPy functions that read their first argument as an array (a CUDA tensor fails there).
+NUMPY_ARRAY_FUNCTIONS = frozenset(
+    f"numpy.{name}"
+    for name in (
+        "sqrt",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "abs",
+        "absolute",
+        "square",
+        "array",
+        "asarray",
+        "sum",
+        "mean",
+        "std",
+        "var",
+        "median",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "round",
+        "clip",
+        "squeeze",
+        "transpose",
+        "ravel",
+        "isnan",
+        "isinf",
+    )
+)
 #: torch.nn classes that are not modules (or hold no device state worth a container).
 NON_MODULE_CLASSES = frozenset(
     {
@@ -664,6 +700,10 @@ INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
 # -- data, models and training scripts -----------------------------------------------------------
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+#: Datasets that serve slices of the tensors they are given, on those tensors' device.
+TENSOR_DATASETS = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
 #: Calls that wrap a model and keep it on the device it was moved to.
 MODEL_WRAPPERS = frozenset(
     {
