@@ -638,13 +638,15 @@ class DeviceInference:
     def device_list_element(
         self, expr: cst.BaseExpression | None, function: FunctionInfo
     ) -> str | None:
-        """`self.device_ids[k]`: an element of a list of devices the module stores in
-        `__init__`; the list's name, else None."""
+        """`self.device_ids[k]` (as a move's device): an element of a list of devices the
+        module stores; the list's name, else None."""
         if not isinstance(expr, cst.Subscript) or function.owner is None:
             return None
         self_var = _self(function)
         attr = self_attribute(expr.value, self_var)
-        if attr is None or attr not in function.owner.device_attrs:
+        if attr is None or attr in function.owner.layers:
+            return None
+        if attr in self.modules.tensor_attributes(function.owner.node):
             return None
         return f"{self_var}.{attr}"
 
@@ -672,8 +674,10 @@ class DeviceInference:
             return
         placed: set[str] = set()
         for node in self.context.subtree(function.node.body):
+            # Put there by a move, or computed from what was (`torch.zeros_like(logits)`).
             if isinstance(node, cst.Assign) and any(
                 self.device_list_element(_move_target(inner), function) == owner
+                or (isinstance(inner, cst.Name) and inner.value in placed)
                 for inner in self.context.subtree(node.value)
             ):
                 for target in node.targets:

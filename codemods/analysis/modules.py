@@ -4,6 +4,7 @@ the tensors and device attributes `__init__` stores, and which functions are mod
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -117,13 +118,18 @@ def class_level_names(classdef: cst.ClassDef) -> set[str]:
 
 
 def _hands_back(value: cst.BaseExpression | None, name: str) -> bool:
-    """`name`, or a call whose first argument is `name`."""
+    """`name`, or a call (not of a builtin such as `str`) whose first argument is `name`."""
     if isinstance(value, cst.Name):
         return value.value == name
     if isinstance(value, cst.Call) and value.args and value.args[0].keyword is None:
+        if isinstance(value.func, cst.Name) and value.func.value in _BUILTIN_NAMES:
+            return False
         first = value.args[0].value
         return isinstance(first, cst.Name) and first.value == name
     return False
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 def _is_static(function: cst.FunctionDef) -> bool:
@@ -690,7 +696,10 @@ class ModuleFacts:
                     isinstance(node.func, cst.Attribute)
                     and isinstance(node.func.value, cst.Name)
                     and any(a.keyword is not None and a.keyword.value == "dim" for a in node.args)
-                    and self.names.qualified_name(node.func) is None
+                    and (self.names.qualified_name(node.func) or node.func.value.value).split(".")[
+                        0
+                    ]
+                    == node.func.value.value
                 ):
                     names.add(node.func.value.value)  # `x.argmax(dim=1)`: NumPy says `axis=`
                 # Keyword arguments of torch functions are mostly numbers (`min=`, `max=`,
