@@ -89,3 +89,23 @@ def test_values_the_file_treats_as_possibly_none() -> None:
     assert moves.compared_with_none("self.rank")  # passed as `rank=None`
     assert moves.compared_with_none("local")
     assert not moves.compared_with_none("device")
+
+
+def test_a_helper_that_moves_its_argument() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        def to_var(x):
+            if torch.cuda.is_available():
+                x = x.cuda()
+            return x
+
+        def describe(x):
+            y = x.cuda()
+            return str(x)
+        """
+    )
+    moves = parsed.facts.moves
+    assert moves.is_move_helper(parsed.function("to_var"))
+    assert not moves.is_move_helper(parsed.function("describe"))
