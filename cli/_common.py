@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import sys
@@ -12,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from devfix import engine
+from devfix import engine, limits
 from devfix.config import ConfigError, find_config, load_config
 from devfix.errors import UnknownRuleError
 from devfix.formats import migration_report
@@ -97,7 +98,7 @@ def run_options(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        kwargs["options"] = build_options(
+        settings = build_options(
             paths=kwargs.get("paths", ()),
             select=kwargs.pop("select"),
             extend_select=kwargs.pop("extend_select"),
@@ -109,9 +110,15 @@ def run_options(function: F) -> F:
             config=kwargs.pop("config"),
             no_cache=kwargs.pop("no_cache"),
         )
+        kwargs["options"] = dataclasses.replace(
+            settings,
+            timeout_per_file=kwargs.pop("timeout_per_file"),
+            max_memory_mib=kwargs.pop("max_memory"),
+        )
         return function(*args, **kwargs)
 
     decorators = [
+        *limit_options,
         click.option("--config", type=click.Path(dir_okay=False), help="Configuration file."),
         click.option("--no-cache", is_flag=True, help="Do not read or write the result cache."),
         click.option(
@@ -138,6 +145,27 @@ def run_options(function: F) -> F:
     for decorator in decorators:
         decorated = decorator(decorated)
     return decorated  # type: ignore[no-any-return]
+
+
+#: `--timeout-per-file` and `--max-memory` (devfix.limits, devfix.isolation).
+limit_options = [
+    click.option(
+        "--max-memory",
+        type=click.IntRange(min=0),
+        default=limits.DEFAULT_MAX_MEMORY_MIB,
+        show_default=True,
+        metavar="MIB",
+        help="Memory budget of one file; a file that needs more is refused (0: no budget).",
+    ),
+    click.option(
+        "--timeout-per-file",
+        type=click.FloatRange(min=0),
+        default=limits.DEFAULT_TIMEOUT_SECONDS,
+        show_default=True,
+        metavar="SECONDS",
+        help="CPU seconds one file may take; a file that takes longer is stopped (0: no limit).",
+    ),
+]
 
 
 def build_options(

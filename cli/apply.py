@@ -19,9 +19,10 @@ from devfix.cli._common import (
 from devfix.engine import fix_paths, fix_source
 from devfix.errors import InputError, InternalError
 from devfix.formats import summary_table
-from devfix.migrate import EXIT_INTERRUPTED, RunState, commit_per_rule
+from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
 from devfix.sources import decode
+from devfix.state import RunRecord
 from devfix.types import FileResult, FileStatus, Options
 
 
@@ -95,7 +96,7 @@ def apply_command(
     tally = Tally()
     results: list[FileResult] = []
     progress = progress_printer()
-    state = RunState(options.cache_dir) if not diff and options.cache_dir else None
+    state = RunRecord(options.cache_dir) if not diff and options.cache_dir else None
     try:
         for result in fix_paths(
             targets, options, write=not diff, want_diff=diff, progress=progress

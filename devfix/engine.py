@@ -16,12 +16,11 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import libcst as cst
 
-from devfix import sources
+from devfix import isolation, limits, sources
 from devfix.cache import ResultCache, content_key
 from devfix.context import FileContext
 from devfix.errors import InputError, InternalError
@@ -50,13 +49,15 @@ _SUPPRESSION = re.compile(r"#\s*devfix:\s*ignore(?:\[(?P<rules>[^\]]*)\])?", re.
 
 
 def parse(text: str, path: str) -> cst.Module:
+    # Cheap refusals first (devfix.limits): libcst can crash or take minutes on what they catch.
+    limits.check_parsable(text)
+    _reject_what_python_rejects(text, path)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
         raise InputError(_describe_syntax_error(text, path, error)) from None
     except RecursionError:
         raise InputError("nested too deeply to parse") from None
-    _reject_what_python_rejects(text, path)
     return module
 
 
@@ -70,7 +71,7 @@ def _reject_what_python_rejects(text: str, path: str) -> None:
         raise InputError(
             f"does not parse (line {error.lineno}, column {error.offset}): {error.msg}"
         ) from None
-    except (ValueError, RecursionError, MemoryError):
+    except (ValueError, RecursionError):
         raise InputError("nested too deeply to parse") from None
 
 
@@ -330,7 +331,8 @@ def check_source(
     options = options or Options()
     if not _mentions_trigger(text, options):
         return []
-    return _run_passes(parse(text, path), text, path, options)
+    module = parse(text, path)
+    return limits.mark_unfixable(module, text, _run_passes(module, text, path, options))
 
 
 def analyse_source(
@@ -553,7 +555,12 @@ def fix_file(
                     1 for f in found if f.applicability is Applicability.UNSAFE and f.edits
                 )
             return FileResult(
-                path, FileStatus.UNCHANGED, findings=found, hidden_unsafe=hidden, remaining=found
+                path,
+                FileStatus.UNCHANGED,
+                findings=found,
+                hidden_unsafe=hidden,
+                remaining=found,
+                fingerprint=document.fingerprint or "",
             )
         result = fix_source(document.text, options, path=path)
     except InputError as error:
@@ -587,6 +594,7 @@ def fix_file(
         hidden_unsafe=result.hidden_unsafe,
         remaining=result.remaining,
         diff=diff,
+        fingerprint=document.fingerprint or "",
     )
 
 
@@ -622,16 +630,15 @@ def fix_paths(
             files.append(entry)
     mode = "check" if check_only else ("apply" if write else "diff")
     store = ResultCache(options.cache_dir, options, mode) if options.cache_dir else None
-    keys: dict[str, str] = {}
     cached: dict[str, FileResult] = {}
     if store is not None and not want_diff:
         for file in files:
             try:
                 with open(file, "rb") as handle:
-                    keys[file] = content_key(handle.read())
+                    key = content_key(handle.read())
             except OSError:
                 continue
-            hit = store.lookup(file, keys[file])
+            hit = store.lookup(file, key)
             if hit is not None:
                 cached[file] = hit
     todo = [file for file in files if file not in cached]
@@ -640,8 +647,10 @@ def fix_paths(
     try:
         for file in files:
             result = cached.get(file) or next(results)
-            if store is not None and file in keys and file not in cached:
-                store.store(keys[file], result)
+            if store is not None and file not in cached and result.fingerprint:
+                # Under the hash of the bytes that were parsed: an edit after the lookup
+                # above must not file this result under the new content.
+                store.store(result.fingerprint, result)
             done += 1
             if progress is not None:
                 progress(done, len(files))
@@ -667,11 +676,12 @@ def tune_collector() -> None:
 def _run_jobs(
     files: list[str], options: Options, write: bool, want_diff: bool, check_only: bool
 ) -> Iterator[FileResult]:
-    jobs = options.jobs or os.cpu_count() or 1
-    work = [(file, options, write, want_diff, check_only) for file in files]
-    if jobs <= 1 or len(files) < 4:
-        for job in work:
-            yield _fix_one(job)
-        return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files)), initializer=tune_collector) as pool:
-        yield from pool.map(_fix_one, work, chunksize=max(1, len(files) // (jobs * 8)))
+    """Each file in a worker process (devfix.isolation): a crash or a hang costs that file."""
+    work = [(file, (file, options, write, want_diff, check_only)) for file in files]
+    yield from isolation.run_isolated(
+        _fix_one,
+        work,
+        workers=options.jobs or os.cpu_count() or 1,
+        per_file=isolation.Limits(options.timeout_per_file, options.max_memory_mib),
+        initializer=tune_collector,
+    )

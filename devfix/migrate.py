@@ -1,16 +1,12 @@
-"""Bulk migration: a record of finished files, and one git commit per rule."""
+"""Bulk migration: one git commit per rule (the record of finished files is devfix.state)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
 import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import IO
 
 from devfix.engine import fix_paths
 from devfix.gitops import GitError, commit, dirty_files, start_branch
@@ -20,36 +16,6 @@ from devfix.types import FileResult, FileStatus, Options
 
 #: What a shell reports for a run stopped with Ctrl-C.
 EXIT_INTERRUPTED = 130
-
-
-class RunState:
-    """`run-state.jsonl` in the cache folder: one line per finished file, flushed as it goes.
-
-    After a kill, the lines say which files were done; every other file is as it was, since
-    each write is a single atomic rename.
-    """
-
-    def __init__(self, directory: str | None) -> None:
-        self.path = os.path.join(directory or ".devfix_cache", "run-state.jsonl")
-        self._stream: IO[str] | None = None
-        with contextlib.suppress(OSError):
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
-            self._write({"started": time.time(), "argv": sys.argv[1:]})
-
-    def _write(self, record: dict[str, object]) -> None:
-        if self._stream is not None:
-            self._stream.write(json.dumps(record) + "\n")
-            self._stream.flush()
-
-    def done(self, result: FileResult) -> None:
-        self._write({"path": result.path, "status": result.status.value})
-
-    def finish(self, *, interrupted: bool) -> None:
-        self._write({"finished": not interrupted, "interrupted": interrupted})
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
 
 
 def _message(code: str, name: str, results: Sequence[FileResult]) -> str:
