@@ -74,6 +74,15 @@ def echo_err(message: str) -> None:
     click.echo(message, err=True)
 
 
+class OneLineError(click.ClickException):
+    """`devfix: error: MESSAGE` on stderr and exit status 2, without click's usage lines."""
+
+    exit_code = EXIT_FAILED
+
+    def show(self, file: Any = None) -> None:
+        echo_err(f"devfix: error: {self.format_message()}")
+
+
 def fail(message: str) -> int:
     echo_err(f"devfix: error: {message}")
     return EXIT_FAILED
@@ -189,7 +198,7 @@ def build_options(
             start = next((Path(p) for p in paths if p != "-" and os.path.exists(p)), Path.cwd())
             settings = load_config(find_config(start))
     except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+        raise OneLineError(str(error)) from None
     chosen = _split(select) or settings.select or ()
     extra = _split(extend_select) + settings.extend_select
     if chosen and extra:

@@ -623,7 +623,7 @@ def fix_paths(
     options = options or Options()
     files: list[str] = []
     excludes = sources.Excludes(options.exclude, options.extend_exclude, options.root)
-    for entry in sources.discover(paths, excludes):
+    for entry in sources.discover(paths, excludes, report_links=True):
         if isinstance(entry, FileResult):
             yield entry
         else:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import urllib.parse
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +45,14 @@ def _region(line: int, col: int, end_line: int, end_col: int) -> dict[str, int]:
     return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
 
 
+def _uri(path: str) -> str:
+    """A path as a SARIF `uri`: an RFC 3986 reference, so spaces, `%`, `#`, `?` and non-ASCII
+    letters are percent-encoded (UTF-8); an absolute path becomes a `file://` URI."""
+    posix = path.replace(os.sep, "/")
+    encoded = urllib.parse.quote(os.fsencode(posix), safe="/")
+    return f"file://{encoded}" if posix.startswith("/") else encoded
+
+
 def sarif_log(results: Iterable[FileResult]) -> str:
     """A SARIF 2.1.0 log with one run, every rule, every finding and its fix as replacements."""
     rules = [
@@ -60,7 +70,7 @@ def sarif_log(results: Iterable[FileResult]) -> str:
     sarif_results: list[dict[str, object]] = []
     notifications: list[dict[str, object]] = []
     for result in results:
-        location = {"artifactLocation": {"uri": result.path.replace("\\", "/")}}
+        location = {"artifactLocation": {"uri": _uri(result.path)}}
         if result.status is FileStatus.FAILED:
             notifications.append(
                 {

@@ -195,7 +195,7 @@ def mark_unfixable(module: cst.Module, text: str, findings: Sequence[Finding]) -
     if not any(finding.has_fix for finding in findings) or module.code == text:
         return list(findings)
     reason = (
-        "its CR-only line endings"
+        "CR-only line endings"
         if _LONE_CR.search(text)
         else "libcst does not reproduce it byte for byte"
     )
@@ -206,7 +206,7 @@ def mark_unfixable(module: cst.Module, text: str, findings: Sequence[Finding]) -
             edits=(),
             imports=(),
             text_edits=(),
-            message=f"{finding.message} (devfix cannot rewrite this file: {reason})",
+            message=f"{finding.message}; devfix cannot rewrite this file ({reason})",
         )
         if finding.has_fix
         else finding

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 
 from devfix.engine import fix_paths
-from devfix.gitops import GitError, commit, dirty_files, start_branch
+from devfix.gitops import GitError, dirty_among, start_branch
 from devfix.registry import select_passes
 from devfix.report import EXIT_CLEAN, EXIT_FAILED
 from devfix.types import FileResult, FileStatus, Options
@@ -47,10 +46,7 @@ def commit_per_rule(
         if not planned:
             print("devfix: nothing to fix; no branch created.", file=sys.stderr)
             return EXIT_CLEAN
-        dirty = set(dirty_files(paths))
-        touched = [
-            p for p in planned if any(os.path.abspath(p).endswith(os.sep + d) for d in dirty)
-        ]
+        touched = dirty_among(paths, planned)
         if touched and not allow_dirty:
             print(
                 "devfix: error: uncommitted changes in files devfix would rewrite: "
@@ -59,7 +55,7 @@ def commit_per_rule(
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        start_branch(paths, branch)
+        started = start_branch(paths, branch, planned)
         failed = False
         for pass_class in select_passes(options.select, options.ignore):
             rule_options = replace(options, select=(pass_class.CODE,), ignore=())
@@ -67,7 +63,7 @@ def commit_per_rule(
             failed = failed or any(r.status is FileStatus.FAILED for r in results)
             changed = [r.path for r in results if r.status is FileStatus.CHANGED]
             if changed:
-                commit(paths, changed, _message(pass_class.CODE, pass_class.NAME, results))
+                started.commit(changed, _message(pass_class.CODE, pass_class.NAME, results))
                 print(
                     f"devfix: committed {pass_class.CODE} ({len(changed)} files) on {branch}",
                     file=sys.stderr,

@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from devfix.names import shown
+from devfix.sources import LINK_OUT_OF_TREE
 from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
 
 EXIT_CLEAN = 0
@@ -26,17 +28,19 @@ def finding_line(path: str, finding: Finding, options: Options, *, applied: bool
         suffix = " (unsafe fix: needs --unsafe-fixes)"
     if applied:
         suffix = " (fixed)"
+    path = shown(path)  # escaped as git does: a name cannot break the line or the terminal
     where = f"{path}:cell {finding.cell}" if finding.cell is not None else path  # notebooks
     return f"{where}:{finding.line}:{finding.col}: {finding.code}{marker} {finding.message}{suffix}"
 
 
 def failure_line(result: FileResult) -> str:
+    path = shown(result.path)
     if result.internal_error:
         return (
-            f"{result.path}: INTERNAL ERROR: {result.reason}. Nothing was written; please report "
+            f"{path}: INTERNAL ERROR: {result.reason}. Nothing was written; please report "
             "this as a devfix bug with the file attached."
         )
-    return f"{result.path}: error: {result.reason}"
+    return f"{path}: error: {result.reason}"
 
 
 @dataclass
@@ -47,6 +51,8 @@ class Tally:
     changed: int = 0
     failed: int = 0
     skipped: int = 0
+    #: Symbolic links to files outside the folders walked (not followed).
+    links: int = 0
     findings: int = 0
     applied: int = 0
     remaining: int = 0
@@ -54,6 +60,9 @@ class Tally:
     failures: list[FileResult] = field(default_factory=list)
 
     def add(self, result: FileResult) -> None:
+        if result.status is FileStatus.SKIPPED and result.reason == LINK_OUT_OF_TREE:
+            self.links += 1  # not a file of the tree: not counted among its files
+            return
         self.files += 1
         if result.status is FileStatus.FAILED:
             self.failed += 1
@@ -75,9 +84,15 @@ class Tally:
             )
         if self.skipped:
             parts.append(f"{self.skipped} generated file{_s(self.skipped)} skipped")
+        parts.extend(self._links())
         if self.failed:
             parts.append(f"{self.failed} file{_s(self.failed)} failed")
         return "devfix: " + ", ".join(parts) + "."
+
+    def _links(self) -> list[str]:
+        if not self.links:
+            return []
+        return [f"{self.links} symbolic link{_s(self.links)} to files outside the folder skipped"]
 
     def apply_summary(self, *, dry_run: bool) -> str:
         verb = "would change" if dry_run else "changed"
@@ -94,6 +109,7 @@ class Tally:
             parts.append(f"{left} finding{_s(left)} left to fix by hand")
         if self.skipped:
             parts.append(f"{self.skipped} generated file{_s(self.skipped)} skipped")
+        parts.extend(self._links())
         if self.failed:
             parts.append(f"{self.failed} file{_s(self.failed)} failed")
         return "devfix: " + ", ".join(parts) + "."

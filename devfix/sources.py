@@ -273,12 +273,19 @@ class Excludes:
         return self.spec.match_file(relative + "/" if is_dir else relative)
 
 
-def discover(paths: Iterable[str], excludes: Excludes | None = None) -> Iterator[str | FileResult]:
+#: The reason of a SKIPPED result for a symbolic link, found in a folder, to a file outside it.
+LINK_OUT_OF_TREE = "symbolic link to a file outside the folder; not followed"
+
+
+def discover(
+    paths: Iterable[str], excludes: Excludes | None = None, *, report_links: bool = False
+) -> Iterator[str | FileResult]:
     """Source files under `paths` (each once), or a FAILED result for a path that is unusable.
 
     A file named explicitly is always taken; folders are walked without following symbolic
     links, skipping excluded folders (EXCLUDED_DIRS unless configured otherwise), virtual
-    environments and what `.gitignore` files exclude.
+    environments and what `.gitignore` files exclude. A link to a file outside the folder
+    walked is not followed; with `report_links`, each is a SKIPPED result (LINK_OUT_OF_TREE).
     """
     excludes = excludes or Excludes()
     seen: set[str] = set()
@@ -295,10 +302,12 @@ def discover(paths: Iterable[str], excludes: Excludes | None = None) -> Iterator
             )
             yield FileResult(given, FileStatus.FAILED, reason=reason)
             continue
-        yield from _walk(given, seen, excludes)
+        yield from _walk(given, seen, excludes, report_links)
 
 
-def _walk(root: str, seen: set[str], excludes: Excludes) -> Iterator[str]:
+def _walk(
+    root: str, seen: set[str], excludes: Excludes, report_links: bool
+) -> Iterator[str | FileResult]:
     rules = _IgnoreRules()
     absolute_root = os.path.abspath(root)
     # .gitignore files above the root still apply inside it, up to the repository's top.
@@ -337,6 +346,9 @@ def _walk(root: str, seen: set[str], excludes: Excludes) -> Iterator[str]:
                 continue
             real = os.path.realpath(full)
             if os.path.islink(full) and not real.startswith(absolute_root + os.sep):
+                if report_links:
+                    where = os.path.join(root, os.path.relpath(full, absolute_root))
+                    yield FileResult(where, FileStatus.SKIPPED, reason=LINK_OUT_OF_TREE)
                 continue
             if real in seen:
                 continue
