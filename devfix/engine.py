@@ -648,8 +648,8 @@ def fix_paths(
         for file in files:
             result = cached.get(file) or next(results)
             if store is not None and file not in cached and result.fingerprint:
-                # Under the hash of the bytes that were parsed: an edit after the lookup
-                # above must not file this result under the new content.
+                # Keyed on the bytes that were parsed, which differ from those hashed above
+                # if the file was edited in between.
                 store.store(result.fingerprint, result)
             done += 1
             if progress is not None:

@@ -313,7 +313,7 @@ def _over_budget(path: str, per_file: Limits) -> FileResult:
     return FileResult(
         path,
         FileStatus.FAILED,
-        reason=f"needs more memory than the budget of {per_file.max_memory_mib:,} MiB per file "
+        reason=f"needs more than the memory budget of {per_file.max_memory_mib:,} MiB per file "
         "(--max-memory); nothing was written",
     )
 

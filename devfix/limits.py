@@ -49,8 +49,9 @@ MAX_NESTING = 1000
 DEFAULT_MAX_MEMORY_MIB = 2048
 
 #: Bytes one token (outside strings and comments) costs at most once parsed, analysed and
-#: fixed (measured on dense generated code, docs/robustness.md).
-BYTES_PER_TOKEN = 4500
+#: fixed: torch's largest file needs 6,864 for `apply`, dense generated code 2,600 to 3,600
+#: (docs/robustness.md).
+BYTES_PER_TOKEN = 7000
 
 #: Default CPU seconds for one file (`--timeout-per-file`): torch's largest file needs about
 #: 100 s of CPU for `apply`.
@@ -82,7 +83,14 @@ _TRAILER = re.compile(r"([(\[])(?<=[\w)\]}\x01][(\[])")
 _NOT_STRUCTURE = re.compile(r"[=!<>]=|\\\r?\n|[^(\[{)\]},;:=\n.+\-*/%@&|^~]+")
 _CHAIN_CHARACTERS = "([{.+-*/%@&|^~"
 _CHAIN_WORDS = ("and", "or", "not", "if", "else", "lambda", "await")
-_TOKEN = re.compile(r"\w+|[^\w\s]")
+_TOKEN_SHAPE = bytes(
+    ord("a")
+    if chr(byte).isalnum() or byte == ord("_") or byte >= 0x80  # UTF-8 letters too
+    else ord(" ")
+    if chr(byte).isspace()
+    else ord(".")
+    for byte in range(256)
+)
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 #: The memory budget (MiB, 0: none) of parses in this process; a worker sets its own.
@@ -96,8 +104,8 @@ def check_parsable(text: str) -> None:
             f"has {len(text) / 2**20:.1f} MiB of code; devfix parses up to "
             f"{MAX_SOURCE_BYTES // 2**20} MiB"
         )
-    check_nesting(text)
     check_memory(text, memory_budget_mib)
+    check_nesting(text)
 
 
 def _chain_bound(text: str) -> int:
@@ -169,9 +177,12 @@ def check_json_nesting(text: str) -> None:
 
 def estimated_memory(text: str) -> int:
     """Bytes a parse of `text` with the passes and fixes may need: its tokens outside strings
-    and comments times :data:`BYTES_PER_TOKEN`."""
-    code = _STRING_OR_COMMENT.sub(" ", text)
-    return _TOKEN.subn("", code)[1] * BYTES_PER_TOKEN
+    and comments (runs of word characters, and each other character but spaces) times
+    :data:`BYTES_PER_TOKEN`."""
+    code = _STRING_OR_COMMENT.sub(" ", text).encode("utf-8", "surrogatepass")
+    shape = code.translate(_TOKEN_SHAPE)  # word bytes -> "a", spaces -> " ", the rest -> "."
+    tokens = shape.count(b".") + len(shape.replace(b".", b" ").split())
+    return tokens * BYTES_PER_TOKEN
 
 
 def check_memory(text: str, budget_mib: int) -> None:

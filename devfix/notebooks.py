@@ -486,7 +486,12 @@ def fix_notebook_file(
                     1 for f in found if f.applicability is Applicability.UNSAFE and f.edits
                 )
             return FileResult(
-                path, FileStatus.UNCHANGED, findings=found, hidden_unsafe=hidden, remaining=found
+                path,
+                FileStatus.UNCHANGED,
+                findings=found,
+                hidden_unsafe=hidden,
+                remaining=found,
+                fingerprint=document.fingerprint or "",
             )
         result = fix_source(notebook.code, options, path=path)
         output = notebook.rebuild(result.output)
@@ -513,4 +518,5 @@ def fix_notebook_file(
         hidden_unsafe=result.hidden_unsafe,
         remaining=tuple(notebook.remap(f, result.output) for f in result.remaining),
         diff=diff,
+        fingerprint=document.fingerprint or "",
     )
