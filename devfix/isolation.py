@@ -88,7 +88,7 @@ def run_isolated(
 
 
 @dataclass
-class _Worker(Generic[J]):
+class _Worker:
     process: Any  # multiprocessing's Process (its fork flavour has no public type)
     connection: Connection
     #: (index, path) of the file being worked on, and the worker's CPU seconds when it began.
@@ -112,9 +112,9 @@ class _Pool(Generic[J]):
         self.initializer = initializer
         self.size = size
         self.context = multiprocessing.get_context("fork")
-        self.workers: list[_Worker[J]] = []
+        self.workers: list[_Worker] = []
 
-    def _start(self) -> _Worker[J]:
+    def _start(self) -> _Worker:
         ours, theirs = self.context.Pipe(duplex=True)
         process = self.context.Process(
             target=_worker_main,
@@ -123,7 +123,7 @@ class _Pool(Generic[J]):
         )
         process.start()
         theirs.close()
-        worker: _Worker[J] = _Worker(process, ours)
+        worker: _Worker = _Worker(process, ours)
         self.workers.append(worker)
         return worker
 
@@ -155,10 +155,10 @@ class _Pool(Generic[J]):
                 yield finished.pop(next_index)
                 next_index += 1
 
-    def _busy(self) -> list[_Worker[J]]:
+    def _busy(self) -> list[_Worker]:
         return [w for w in self.workers if w.job is not None]
 
-    def _collect(self, worker: _Worker[J], finished: dict[int, FileResult]) -> None:
+    def _collect(self, worker: _Worker, finished: dict[int, FileResult]) -> None:
         """Take the worker's replies; notice if it has died (and on which file)."""
         self._read_replies(worker, finished)
         if worker.process.is_alive():
@@ -171,16 +171,18 @@ class _Pool(Generic[J]):
         self._forget(worker)
 
     @staticmethod
-    def _read_replies(worker: _Worker[J], finished: dict[int, FileResult]) -> None:
-        try:
-            while worker.connection.poll():
+    def _read_replies(worker: _Worker, finished: dict[int, FileResult]) -> None:
+        while True:
+            try:
+                if not worker.connection.poll():
+                    return
                 kind, index, payload, worker.retiring = worker.connection.recv()
-                if kind == "raise":
-                    raise payload
-                finished[index] = payload
-                worker.job = None
-        except (EOFError, OSError):
-            pass
+            except (EOFError, OSError):
+                return  # it has gone: the caller sees that from its exit
+            if kind == "raise":
+                raise payload
+            finished[index] = payload
+            worker.job = None
 
     def _stop_overdue(self, finished: dict[int, FileResult]) -> None:
         limit = self.per_file.timeout_seconds
@@ -206,7 +208,7 @@ class _Pool(Generic[J]):
             )
             self._forget(worker)
 
-    def _forget(self, worker: _Worker[J]) -> None:
+    def _forget(self, worker: _Worker) -> None:
         with contextlib.suppress(OSError):
             worker.connection.close()
         self.workers.remove(worker)

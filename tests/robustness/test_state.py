@@ -48,9 +48,10 @@ def test_state_files_are_never_written_through_links(tmp_path: Path, linked: str
             for name in names:
                 (state / name).unlink()
                 (state / name).symlink_to(outside / "victim.txt")
-        else:
+        elif linked == "run-state.jsonl":  # to a file that exists: overwritten before
             (state / linked).symlink_to(outside / "victim.txt")
-            (state / "dangling").symlink_to(outside / "created-by-devfix")
+        else:  # to a file that does not exist yet: created before
+            (state / linked).symlink_to(outside / "created-by-devfix")
     before = _files(outside)
     for command in (("check", "src"), ("apply", "src"), ("check", "src")):
         completed = devfix(*command, cwd=project)
