@@ -17,7 +17,10 @@ environment under the cache folder (``~/.cache/devfix-bench/torchfix-venv``) on 
 
 Prints a Markdown table, the ratios against the targets of issue 8 (devfix at least 2x
 TorchFix's files/s on the torch corpus, at least 5x on the mostly clean ones) and the command
-line that produced it. Timings on a shared machine are noisy; CPU seconds are steadier.
+line that produced it. Every corpus is also parsed by libcst alone (`libcst-parse`, in a child
+process with the same job count: the floor of any libcst tool), and devfix `check`'s wall time
+is given as a multiple of it (issue 14: within 2x with every pass on). Timings on a shared
+machine are noisy; CPU seconds are steadier.
 """
 
 from __future__ import annotations
@@ -150,6 +153,34 @@ def torchfix_command(cache: Path, python: str | None) -> list[str]:
     return [str(exe)]
 
 
+#: The parse-only baseline: read every .py file under a folder and parse it with libcst.
+PARSE_ONLY = """
+import os, sys
+from concurrent.futures import ProcessPoolExecutor
+import libcst
+
+def parse(path):
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    try:
+        libcst.parse_module(text)
+    except Exception:
+        return 0
+    return 1
+
+root, jobs = sys.argv[1], int(sys.argv[2])
+files = sorted(
+    os.path.join(d, n) for d, _, names in os.walk(root) for n in names if n.endswith(".py")
+)
+if jobs <= 1:
+    parsed = sum(parse(f) for f in files)
+else:
+    with ProcessPoolExecutor(jobs) as pool:
+        parsed = sum(pool.map(parse, files, chunksize=max(1, len(files) // (jobs * 8))))
+print(f"libcst parsed {parsed} of {len(files)} files", file=sys.stderr)
+"""
+
+
 def tool_version(command: list[str]) -> str:
     try:
         result = subprocess.run(
@@ -165,6 +196,8 @@ def tool_version(command: list[str]) -> str:
 def build_command(
     tool: str, mode: str, jobs: int, root: Path, exes: dict[str, list[str]]
 ) -> list[str]:
+    if tool == "libcst-parse":
+        return [sys.executable, "-c", PARSE_ONLY, str(root), str(jobs)]
     if tool == "devfix":
         # --no-cache: every run must parse every file, or later runs would only read the cache.
         if mode == "check":
@@ -186,8 +219,18 @@ def build_command(
 # -- report -------------------------------------------------------------------------------------
 
 
+def _parse_ratio(run: Run, runs: list[Run]) -> str:
+    """devfix's wall time as a multiple of libcst's parse-only time on the same corpus."""
+    if run.tool != "devfix":
+        return ""
+    for other in runs:
+        if (other.tool, other.corpus, other.jobs) == ("libcst-parse", run.corpus, run.jobs):
+            return f"{run.wall / other.wall:.2f}×" if other.wall else "—"
+    return "—"
+
+
 def _ratio(run: Run, runs: list[Run]) -> str:
-    if run.tool == "torchfix":
+    if run.tool != "devfix":
         return ""
     for other in runs:
         if (other.tool, other.corpus, other.mode, other.jobs) == (
@@ -204,16 +247,16 @@ def table(runs: list[Run], corpora: dict[str, _corpus.Corpus]) -> str:
     head = (
         "| corpus | tool | command | jobs | files | wall s | files/s | CPU s | "
         "peak RSS, largest process (MiB) | peak RSS, all processes (MiB) | exit | "
-        "files/s vs TorchFix |"
+        "files/s vs TorchFix | wall vs libcst parse-only |"
     )
-    rows = [head, "|" + "---|" * 12]
+    rows = [head, "|" + "---|" * 13]
     for run in runs:
         corpus = corpora[run.corpus]
         rows.append(
             f"| {run.corpus} ({corpus.files} files) | {run.tool} | {run.mode} | {run.jobs} | "
             f"{run.files} | {run.wall:.1f} | {run.files_per_s:.1f} | {run.cpu:.1f} | "
             f"{run.max_rss_mib:.0f} | {run.tree_rss_mib:.0f} | {run.exit_code} | "
-            f"{_ratio(run, runs)} |"
+            f"{_ratio(run, runs)} | {_parse_ratio(run, runs)} |"
         )
     return "\n".join(rows)
 
@@ -234,6 +277,15 @@ def targets(runs: list[Run]) -> list[str]:
             f"- {run.corpus} `{run.mode}` with {run.jobs} job(s): {value:.1f}× TorchFix "
             f"(target ≥ {goal:.0f}×: {verdict})"
         )
+    for run in runs:
+        ratio = _parse_ratio(run, runs)
+        if run.mode == "check" and ratio.endswith("×"):
+            value = float(ratio[:-1])
+            verdict = "met" if value <= 2.0 else "NOT met"
+            lines.append(
+                f"- {run.corpus} `check` with {run.jobs} job(s): {value:.2f}× libcst's "
+                f"parse-only time (target ≤ 2×: {verdict})"
+            )
     return lines
 
 
@@ -396,10 +448,11 @@ def main(argv: list[str] | None = None) -> int:
         runs: list[Run] = []
         for name, corpus in corpora.items():
             for mode in modes:
-                for tool in tools:
+                mode_tools = ["libcst-parse", *tools] if mode == modes[0] else tools
+                for tool in mode_tools:
                     for job_count in jobs:
                         root = corpus.root
-                        if mode == "apply":
+                        if mode == "apply" and tool != "libcst-parse":
                             root = _corpus.fresh_copy(corpus, work / "apply-copy")
                         command = build_command(tool, mode, job_count, root, exes)
                         log = work / f"{name}-{tool}-{mode}-{job_count}.log"
@@ -408,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
                         run = Run(
                             name,
                             tool,
-                            mode,
+                            "parse" if tool == "libcst-parse" else mode,
                             job_count,
                             corpus.files,
                             wall,

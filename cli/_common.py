@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from devfix import engine, limits
+from devfix.cache import CACHE_FOLDER
 from devfix.config import ConfigError, find_config, load_config
 from devfix.errors import UnknownRuleError
 from devfix.formats import migration_report
 from devfix.gitops import GitError, changed_since
-from devfix.registry import select_passes
 from devfix.report import EXIT_FAILED
+from devfix.settings import Settings
 from devfix.sources import SOURCE_SUFFIXES
 from devfix.types import FileResult, Options
 
@@ -45,18 +45,6 @@ def rule_options(function: F) -> F:
         help="Run only these rules (code, code prefix such as DF1, or name).",
     )(function)
     return function
-
-
-def resolve_rules(
-    select: tuple[str, ...], ignore: tuple[str, ...]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Validate selectors early so a typo is one clear usage error, not a failure per file."""
-    chosen, skipped = _split(select), _split(ignore)
-    try:
-        select_passes(chosen, skipped)
-    except UnknownRuleError as error:
-        raise click.UsageError(str(error)) from None
-    return chosen, skipped
 
 
 def exits(function: Callable[..., int]) -> Callable[..., None]:
@@ -88,7 +76,7 @@ def fail(message: str) -> int:
     return EXIT_FAILED
 
 
-#: Options of both `check` and `apply` that are not part of the run's Options.
+#: Options of both `check` and `apply` that are not part of the run's Settings.
 report_option = click.option(
     "--report", type=click.Path(dir_okay=False), help="Write a .json or .md report."
 )
@@ -97,63 +85,68 @@ changed_since_option = click.option(
 )
 
 
-def run_options(function: F) -> F:
-    """The options every run over files shares, turned into one `options: Options` argument.
+def run_options(unsafe_fixes_help: str) -> Callable[[F], F]:
+    """The options every run over files shares, turned into one `settings: Settings` argument.
 
-    `--select`, `--extend-select`, `--ignore`, `--unsafe-fixes`, `--exclude`,
-    `--extend-exclude`, `--jobs`, `--config`, `--no-cache`. Flags override the configuration file
-    (`[tool.devfix]` in pyproject.toml, or devfix.toml, found from the first path upwards).
+    `--select`, `--extend-select`, `--ignore`, `--unsafe-fixes` (its help: `unsafe_fixes_help`),
+    `--exclude`, `--extend-exclude`, `--jobs`, `--config`, `--no-cache`, `--timeout-per-file`,
+    `--max-memory`. Flags override the configuration file (`[tool.devfix]` in pyproject.toml,
+    or devfix.toml, found from the first path upwards).
     """
 
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        settings = build_options(
-            paths=kwargs.get("paths", ()),
-            select=kwargs.pop("select"),
-            extend_select=kwargs.pop("extend_select"),
-            ignore=kwargs.pop("ignore"),
-            unsafe_fixes=kwargs.pop("unsafe_fixes"),
-            exclude=kwargs.pop("exclude"),
-            extend_exclude=kwargs.pop("extend_exclude"),
-            jobs=kwargs.pop("jobs"),
-            config=kwargs.pop("config"),
-            no_cache=kwargs.pop("no_cache"),
-        )
-        kwargs["options"] = dataclasses.replace(
-            settings,
-            timeout_per_file=kwargs.pop("timeout_per_file"),
-            max_memory_mib=kwargs.pop("max_memory"),
-        )
-        return function(*args, **kwargs)
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            kwargs["settings"] = build_settings(
+                paths=kwargs.get("paths", ()),
+                select=kwargs.pop("select"),
+                extend_select=kwargs.pop("extend_select"),
+                ignore=kwargs.pop("ignore"),
+                unsafe_fixes=kwargs.pop("unsafe_fixes"),
+                exclude=kwargs.pop("exclude"),
+                extend_exclude=kwargs.pop("extend_exclude"),
+                jobs=kwargs.pop("jobs"),
+                config=kwargs.pop("config"),
+                no_cache=kwargs.pop("no_cache"),
+                timeout_per_file=kwargs.pop("timeout_per_file"),
+                max_memory_mib=kwargs.pop("max_memory"),
+            )
+            return function(*args, **kwargs)
 
-    decorators = [
-        *limit_options,
-        click.option("--config", type=click.Path(dir_okay=False), help="Configuration file."),
-        click.option("--no-cache", is_flag=True, help="Do not read or write the result cache."),
-        click.option(
-            "-j", "--jobs", type=int, default=0, help="Worker processes (0 = one per core)."
-        ),
-        click.option(
-            "--extend-exclude",
-            multiple=True,
-            metavar="PATTERNS",
-            help="More gitignore-style patterns to skip.",
-        ),
-        click.option(
-            "--exclude",
-            multiple=True,
-            metavar="PATTERNS",
-            help="Gitignore-style patterns to skip, replacing the default excludes.",
-        ),
-        click.option(
-            "--unsafe-fixes", is_flag=True, default=None, help="Also apply fixes marked unsafe."
-        ),
-        click.option("--extend-select", multiple=True, metavar="RULES", help="Add these rules."),
-    ]
-    decorated: Any = rule_options(wrapper)
-    for decorator in decorators:
-        decorated = decorator(decorated)
-    return decorated  # type: ignore[no-any-return]
+        decorators = [
+            *limit_options,
+            click.option("--config", type=click.Path(dir_okay=False), help="Configuration file."),
+            click.option("--no-cache", is_flag=True, help="Do not read or write the result cache."),
+            click.option(
+                "-j",
+                "--jobs",
+                type=click.IntRange(min=0),
+                default=0,
+                help="Worker processes (default 0: one per core).",
+            ),
+            click.option(
+                "--extend-exclude",
+                multiple=True,
+                metavar="PATTERNS",
+                help="More gitignore-style patterns to skip.",
+            ),
+            click.option(
+                "--exclude",
+                multiple=True,
+                metavar="PATTERNS",
+                help="Gitignore-style patterns to skip, replacing the default excludes.",
+            ),
+            click.option("--unsafe-fixes", is_flag=True, default=None, help=unsafe_fixes_help),
+            click.option(
+                "--extend-select", multiple=True, metavar="RULES", help="Add these rules."
+            ),
+        ]
+        decorated: Any = rule_options(wrapper)
+        for decorator in decorators:
+            decorated = decorator(decorated)
+        return decorated  # type: ignore[no-any-return]
+
+    return decorate
 
 
 #: `--timeout-per-file` and `--max-memory` (devfix.limits, devfix.isolation).
@@ -177,7 +170,7 @@ limit_options = [
 ]
 
 
-def build_options(
+def build_settings(
     *,
     paths: tuple[str, ...],
     select: tuple[str, ...],
@@ -189,38 +182,51 @@ def build_options(
     jobs: int,
     config: str | None,
     no_cache: bool,
-) -> Options:
-    """Merge command-line flags over the configuration file into one frozen Options."""
+    timeout_per_file: float = limits.DEFAULT_TIMEOUT_SECONDS,
+    max_memory_mib: int = limits.DEFAULT_MAX_MEMORY_MIB,
+) -> Settings:
+    """Merge command-line flags over the configuration file, resolved once into Settings."""
     try:
         if config is not None:
-            settings = load_config(Path(config))
+            found = load_config(Path(config))
         else:
             start = next((Path(p) for p in paths if p != "-" and os.path.exists(p)), Path.cwd())
-            settings = load_config(find_config(start))
+            found = load_config(find_config(start))
     except ConfigError as error:
         raise OneLineError(str(error)) from None
-    chosen = _split(select) or settings.select or ()
-    extra = _split(extend_select) + settings.extend_select
+    chosen = _split(select) or found.select or ()
+    extra = _split(extend_select) + found.extend_select
     if chosen and extra:
         chosen = chosen + extra
-    skipped = _split(ignore) or settings.ignore or ()
-    chosen, skipped = resolve_rules(chosen, skipped)
-    use_cache = not no_cache and settings.cache is not False
-    return Options(
+    use_cache = not no_cache and found.cache is not False
+    options = Options(
         select=chosen,
-        ignore=skipped,
-        unsafe_fixes=bool(unsafe_fixes if unsafe_fixes is not None else settings.unsafe_fixes),
+        ignore=_split(ignore) or found.ignore or (),
+        unsafe_fixes=bool(unsafe_fixes if unsafe_fixes is not None else found.unsafe_fixes),
         jobs=jobs,
-        pass_options=settings.pass_options,
-        exclude=_split(exclude) or settings.exclude,
-        extend_exclude=_split(extend_exclude) + settings.extend_exclude,
-        root=str(settings.root),
-        cache_dir=str(settings.root / ".devfix_cache") if use_cache else None,
+        pass_options=found.pass_options,
+        exclude=_split(exclude) or found.exclude,
+        extend_exclude=_split(extend_exclude) + found.extend_exclude,
+        root=str(found.root),
+        cache_dir=str(found.root / CACHE_FOLDER) if use_cache else None,
+        timeout_per_file=timeout_per_file,
+        max_memory_mib=max_memory_mib,
     )
+    try:
+        return Settings.resolve(options)
+    except UnknownRuleError as error:
+        # One clear usage error for a typo, not a failure per file.
+        raise click.UsageError(str(error)) from None
+
+
+#: The rate and ETA are shown once this much time has passed and this many files are done:
+#: before that, start-up (worker processes, imports) dominates and the estimate is nonsense.
+ETA_AFTER_SECONDS = 3.0
+ETA_AFTER_FILES = 5
 
 
 def progress_printer() -> Callable[[int, int], None]:
-    """A progress line (files, files/s, ETA) on a terminal's stderr; nothing on a pipe.
+    """A progress line (files, then files/s and ETA) on a terminal's stderr; nothing on a pipe.
 
     Call it with (0, 0) at the end to clear the line.
     """
@@ -235,10 +241,12 @@ def progress_printer() -> Callable[[int, int], None]:
             stream.write("\r\033[K")
             stream.flush()
             return
+        line = f"{done}/{total} files"
         elapsed = max(time.monotonic() - started, 1e-6)
-        rate = done / elapsed
-        eta = (total - done) / rate if rate > 0 else 0.0
-        stream.write(f"\r\033[K{done}/{total} files  {rate:.1f} files/s  ETA {eta:.0f}s")
+        if elapsed >= ETA_AFTER_SECONDS and done >= ETA_AFTER_FILES:
+            rate = done / elapsed
+            line += f"  {rate:.1f} files/s  ETA {(total - done) / rate:.0f}s"
+        stream.write(f"\r\033[K{line}")
         stream.flush()
 
     return show
@@ -253,10 +261,21 @@ def restrict_to_changed(ref: str, paths: list[str]) -> list[str]:
     return [path for path in changed if path.endswith(SOURCE_SUFFIXES)]
 
 
-def write_report(path: str, results: list[FileResult]) -> None:
+def say_empty_folders(paths: Iterable[str], results: Iterable[FileResult]) -> None:
+    """One line for each folder given that holds nothing to look at."""
+    found = [result.path for result in results]
+    for path in paths:
+        if not os.path.isdir(path):
+            continue
+        prefix = os.path.join(path, "")
+        if not any(name.startswith(prefix) for name in found):
+            echo_err(f"devfix: no Python files or notebooks under {path}")
+
+
+def write_report(path: str, results: list[FileResult], settings: Settings) -> None:
     if not path.endswith((".json", ".md")):
         raise click.UsageError("--report must name a .json or .md file")
-    text = migration_report(results, markdown=path.endswith(".md"))
+    text = migration_report(results, settings, markdown=path.endswith(".md"))
     try:
         with open(path, "w", encoding="utf-8") as handle:
             handle.write(text)

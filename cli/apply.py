@@ -1,8 +1,9 @@
-"""`devfix apply`: write the fixes (or show them with --diff)."""
+"""`devfix apply`: write the fixes (or show them with --diff, or commit them with --commit)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 import click
 
@@ -14,22 +15,25 @@ from devfix.cli._common import (
     report_option,
     restrict_to_changed,
     run_options,
+    say_empty_folders,
     write_report,
 )
 from devfix.engine import fix_paths, fix_source
 from devfix.errors import InputError, InternalError
 from devfix.formats import summary_table
-from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule
+from devfix.gitops import GitError, toplevel
+from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
+from devfix.settings import Settings
 from devfix.sources import decode
 from devfix.state import RunRecord
-from devfix.types import FileResult, FileStatus, Options
+from devfix.types import FileResult, FileStatus
 
 
 @click.command("apply")
 @click.argument("paths", nargs=-1, type=click.Path())
-@run_options
-@click.option("--diff", is_flag=True, help="Print unified diffs; write nothing.")
+@run_options("Also apply fixes marked unsafe.")
+@click.option("--diff", is_flag=True, help="Print unified diffs (for `git apply`); write nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
 @click.option(
     "-i",
@@ -58,7 +62,7 @@ from devfix.types import FileResult, FileStatus, Options
 @exits
 def apply_command(
     paths: tuple[str, ...],
-    options: Options,
+    settings: Settings,
     diff: bool,
     quiet: bool,
     interactive: bool,
@@ -74,7 +78,7 @@ def apply_command(
     With no PATHS there is nothing to do and the exit code is 0 (as pre-commit expects).
     """
     if paths == ("-",):
-        return _apply_stdin(options)
+        return _apply_stdin(settings)
     if "-" in paths:
         raise click.UsageError("`-` (stdin) cannot be combined with other paths")
     targets = list(paths)
@@ -88,80 +92,133 @@ def apply_command(
             raise click.UsageError("--interactive and --diff cannot be combined")
         from devfix.cli.review import run_review
 
-        return run_review(targets, options, resume=resume)
+        return run_review(targets, settings, resume=resume)
     if commit:
         if diff:
             raise click.UsageError("--commit and --diff cannot be combined")
-        return commit_per_rule(targets, options, branch=branch, allow_dirty=allow_dirty)
-    tally = Tally()
+        return _apply_and_commit(targets, settings, branch, allow_dirty, quiet, report)
+    tally = Tally(settings)
     results: list[FileResult] = []
     progress = progress_printer()
-    state = RunRecord(options.cache_dir) if not diff and options.cache_dir else None
+    state = RunRecord(settings.cache_dir) if not diff and settings.cache_dir else None
     try:
         for result in fix_paths(
-            targets, options, write=not diff, want_diff=diff, progress=progress
+            targets, settings, write=not diff, want_diff=diff, progress=progress
         ):
             if state is not None:
                 state.done(result)
             results.append(result)
             tally.add(result)
-            if result.status is FileStatus.FAILED:
+            if result.status is FileStatus.FAILED or (not quiet and result.findings):
                 progress(0, 0)
-                echo_err(failure_line(result))
-                continue
-            if not quiet and (result.findings or result.diff):
-                progress(0, 0)
-                _echo_findings(result, options)
+            _echo_result(result, settings, quiet=quiet, written=not diff)
             if diff and result.diff:
                 click.echo(result.diff, nl=False)
     except KeyboardInterrupt:
         progress(0, 0)
         where = f"; finished files are listed in {state.path}" if state is not None else ""
-        echo_err(f"devfix: interrupted after {tally.files} files{where}. No file is half-written.")
+        echo_err(
+            f"devfix: interrupted after {tally.files} file{'s' * (tally.files != 1)}{where}. "
+            "No file is half-written."
+        )
         if state is not None:
             state.finish(interrupted=True)
         return EXIT_INTERRUPTED
     progress(0, 0)
     if state is not None:
         state.finish(interrupted=False)
+    return _close(targets, results, tally, settings, quiet=quiet, report=report, dry_run=diff)
+
+
+def _echo_result(result: FileResult, settings: Settings, *, quiet: bool, written: bool) -> None:
+    """The file's error line, or a line per finding (fixed ones marked)."""
+    if result.status is FileStatus.FAILED:
+        echo_err(failure_line(result))
+        return
+    if quiet:
+        return
+    for finding, fixed in result.outcomes():
+        echo_err(finding_line(result.path, finding, settings, fixed=fixed, written=written))
+
+
+def _close(
+    targets: Iterable[str],
+    results: list[FileResult],
+    tally: Tally,
+    settings: Settings,
+    *,
+    quiet: bool,
+    report: str | None,
+    dry_run: bool,
+) -> int:
+    """The report file, the per-rule table, the summary line; the exit code."""
+    say_empty_folders(targets, results)
     if report is not None:
-        write_report(report, results)
-    table = summary_table(results)
+        write_report(report, results, settings)
+    table = summary_table(results, settings, fixes=True)
     if table and not quiet and tally.files > 1:
         echo_err(table)
-    echo_err(tally.apply_summary(dry_run=diff))
-    return tally.apply_exit_code(dry_run=diff)
+    echo_err(tally.apply_summary(dry_run=dry_run))
+    return tally.apply_exit_code(dry_run=dry_run)
 
 
-def _echo_findings(result: FileResult, options: Options) -> None:
-    applied = {(f.cell, f.line, f.col, f.code) for f in result.applied}
-    for finding in result.findings:
-        was_applied = (finding.cell, finding.line, finding.col, finding.code) in applied
-        echo_err(finding_line(result.path, finding, options, applied=was_applied))
+def _apply_and_commit(
+    targets: list[str],
+    settings: Settings,
+    branch: str,
+    allow_dirty: bool,
+    quiet: bool,
+    report: str | None,
+) -> int:
+    """`apply --commit`: the output and exit code of `apply`, and one commit per rule."""
+    try:
+        toplevel(targets[0])
+    except GitError as error:
+        echo_err(f"devfix: error: {error}")
+        return EXIT_FAILED
+    planned = plan(targets, settings)
+    failed = False
+    committed = False
+    try:
+        if any(result.status is FileStatus.CHANGED for result in planned):
+            failed = commit_per_rule(
+                targets, settings, planned, branch=branch, allow_dirty=allow_dirty, say=echo_err
+            )
+            committed = True
+        else:
+            echo_err("devfix: nothing to fix; no branch created.")
+    except GitError as error:
+        echo_err(f"devfix: error: {error}")
+        failed = True
+    tally = Tally(settings)
+    for result in planned:
+        tally.add(result)
+        _echo_result(result, settings, quiet=quiet, written=committed)
+    code = _close(
+        targets, planned, tally, settings, quiet=quiet, report=report, dry_run=not committed
+    )
+    return EXIT_FAILED if failed else code
 
 
-def _apply_stdin(options: Options) -> int:
+def _apply_stdin(settings: Settings) -> int:
     data = sys.stdin.buffer.read()
     try:
         document = decode(data, "-")
-        result = fix_source(document.text, options, path="-")
+        result = fix_source(document.text, settings, path="-")
     except (InputError, InternalError) as error:
         echo_err(f"-: error: {error}")
         sys.stdout.buffer.write(data)
         return EXIT_FAILED
     sys.stdout.buffer.write(document.with_text(result.output).encode())
-    tally = Tally()
-    tally.add(
-        FileResult(
-            "-",
-            FileStatus.CHANGED if result.changed else FileStatus.UNCHANGED,
-            findings=result.findings,
-            applied=result.applied,
-            hidden_unsafe=result.hidden_unsafe,
-            remaining=result.remaining,
-        )
+    outcome = FileResult(
+        "-",
+        FileStatus.CHANGED if result.changed else FileStatus.UNCHANGED,
+        findings=result.applied + result.remaining,
+        applied=result.applied,
+        remaining=result.remaining,
     )
-    for finding in result.findings:
-        echo_err(finding_line("-", finding, options))
+    tally = Tally(settings)
+    tally.add(outcome)
+    _echo_result(outcome, settings, quiet=False, written=True)
     echo_err(tally.apply_summary(dry_run=False))
     return tally.apply_exit_code(dry_run=False)

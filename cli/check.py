@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from devfix.baseline import add_ignores
 from devfix.cli._common import (
     changed_since_option,
     echo_err,
@@ -15,19 +14,30 @@ from devfix.cli._common import (
     report_option,
     restrict_to_changed,
     run_options,
+    say_empty_folders,
     write_report,
 )
 from devfix.engine import check_source, fix_paths
 from devfix.errors import InputError, InternalError
 from devfix.formats import github_annotations, sarif_log, summary_table
-from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line, json_report
+from devfix.report import (
+    EXIT_CLEAN,
+    EXIT_FAILED,
+    Tally,
+    failure_line,
+    finding_line,
+    json_report,
+    plural,
+)
+from devfix.settings import Settings
 from devfix.sources import decode, read, write_atomic
-from devfix.types import FileResult, FileStatus, Options
+from devfix.suppression import add_ignores
+from devfix.types import FileResult, FileStatus
 
 
 @click.command("check")
 @click.argument("paths", nargs=-1, type=click.Path())
-@run_options
+@run_options("Count fixes marked unsafe as fixable (marked [*]); check itself never writes a fix.")
 @click.option(
     "--format",
     "output_format",
@@ -48,37 +58,48 @@ from devfix.types import FileResult, FileStatus, Options
 @exits
 def check_command(
     paths: tuple[str, ...],
-    options: Options,
+    settings: Settings,
     output_format: str,
     stdin_filename: str,
     add_ignore: bool,
     report: str | None,
     changed_since: str | None,
 ) -> int:
-    """Report device-mismatch findings in PATHS (files or folders; `-` for stdin).
+    """Report device-mismatch findings in PATHS (files or folders; `-` for stdin; default `.`).
 
-    With no PATHS there is nothing to check and the exit code is 0 (as pre-commit expects).
+    Writes nothing, except the comments of `--add-ignore`.
     """
     file_paths = [path for path in paths if path != "-"]
+    if not paths and changed_since is None:
+        file_paths = ["."]
     if changed_since is not None:
         file_paths = restrict_to_changed(changed_since, file_paths)
-    if not file_paths and "-" not in paths:
-        echo_err("devfix: no files to check.")
-        return EXIT_CLEAN
+        if not file_paths and "-" not in paths:
+            echo_err(f"devfix: no files changed since {changed_since}.")
+            return EXIT_CLEAN
     results: list[FileResult] = []
     if "-" in paths:
-        results.append(_check_stdin(stdin_filename, options))
+        results.append(_check_stdin(stdin_filename, settings))
     progress = progress_printer()
-    results.extend(fix_paths(file_paths, options, write=False, check_only=True, progress=progress))
+    results.extend(
+        fix_paths(
+            file_paths,
+            settings,
+            write=False,
+            check_only=True,
+            fix_text=output_format == "sarif",
+            progress=progress,
+        )
+    )
     progress(0, 0)
-    tally = Tally()
+    tally = Tally(settings)
     for result in results:
         tally.add(result)
         if result.status is FileStatus.FAILED:
             echo_err(failure_line(result))
         elif output_format == "text":
             for finding in result.findings:
-                click.echo(finding_line(result.path, finding, options))
+                click.echo(finding_line(result.path, finding, settings))
     if output_format == "json":
         click.echo(json_report(results))
     elif output_format == "github":
@@ -87,11 +108,12 @@ def check_command(
             click.echo(annotations)
     elif output_format == "sarif":
         click.echo(sarif_log(results))
+    say_empty_folders(file_paths, results)
     if report is not None:
-        write_report(report, results)
+        write_report(report, results, settings)
     if add_ignore:
         return _add_ignores(results)
-    table = summary_table(results)
+    table = summary_table(results, settings, fixes=False)
     if table and output_format == "text" and tally.files > 1:
         echo_err(table)
     echo_err(tally.check_summary())
@@ -118,15 +140,20 @@ def _add_ignores(results: list[FileResult]) -> int:
             continue
         added += len(result.findings) - missed
         if missed:
-            echo_err(f"{result.path}: {missed} finding(s) could not take a suppression comment")
-    echo_err(f"devfix: added suppression comments for {added} findings in {files} files.")
+            echo_err(
+                f"{result.path}: {plural(missed, 'finding')} could not take a suppression comment"
+            )
+    echo_err(
+        f"devfix: added suppression comments for {plural(added, 'finding')} "
+        f"in {plural(files, 'file')}."
+    )
     return EXIT_FAILED if failed else EXIT_CLEAN
 
 
-def _check_stdin(name: str, options: Options) -> FileResult:
+def _check_stdin(name: str, settings: Settings) -> FileResult:
     try:
         text = decode(sys.stdin.buffer.read(), name).text
-        found = tuple(check_source(text, name, options))
+        found = tuple(check_source(text, name, settings))
     except InputError as error:
         return FileResult(name, FileStatus.FAILED, reason=str(error))
     except InternalError as error:

@@ -11,9 +11,11 @@ import sys
 import click
 
 from devfix import review
+from devfix.cache import CACHE_FOLDER
 from devfix.errors import InputError
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, failure_line
-from devfix.types import Applicability, FileStatus, Options
+from devfix.settings import Settings
+from devfix.types import Applicability, FileStatus
 
 PROMPT = "Apply this fix? [y,n,a,d,A,e,u,q,?] "
 KEYS = "ynadAeuq?"
@@ -110,7 +112,7 @@ def _save(state: review.ReviewState, session: review.ReviewSession, warned: list
             click.echo(f"devfix: warning: cannot save the review state: {error}", err=True)
 
 
-def run_review(paths: list[str], options: Options, *, resume: bool) -> int:
+def run_review(paths: list[str], settings: Settings, *, resume: bool) -> int:
     """The whole interactive session; returns the exit code."""
     if not sys.stdin.isatty():
         click.echo(
@@ -120,15 +122,15 @@ def run_review(paths: list[str], options: Options, *, resume: bool) -> int:
         )
         return EXIT_FAILED
     try:
-        state = review.ReviewState.load()
+        state = review.ReviewState.load(_state_file(settings))
     except InputError as error:
         if resume:
             click.echo(f"devfix: error: {error}", err=True)
             return EXIT_FAILED
         click.echo(f"devfix: warning: {error}; it will be replaced", err=True)
-        state = review.ReviewState()
+        state = review.ReviewState(_state_file(settings))
     try:
-        session, failed = _analyse(paths, options, state, resume)
+        session, failed = _analyse(paths, settings, state, resume)
         _loop(session, state, [])
     except KeyboardInterrupt:
         _echo()
@@ -140,17 +142,23 @@ def run_review(paths: list[str], options: Options, *, resume: bool) -> int:
     return _finish(session, failed)
 
 
+def _state_file(settings: Settings) -> str:
+    """The review answers live with devfix's other state, in `.devfix_cache/`."""
+    folder = settings.cache_dir or os.path.join(settings.root, CACHE_FOLDER)
+    return os.path.join(folder, review.STATE_FILE_NAME)
+
+
 def _analyse(
-    paths: list[str], options: Options, state: review.ReviewState, resume: bool
+    paths: list[str], settings: Settings, state: review.ReviewState, resume: bool
 ) -> tuple[review.ReviewSession, int]:
-    analyses = list(review.analyse_paths(paths, options))
+    analyses = list(review.analyse_paths(paths, settings))
     failed = 0
     for analysis in analyses:
         if analysis.failed:
             failed += 1
             click.echo(f"{analysis.path}: error: {analysis.error}", err=True)
     session = review.ReviewSession(
-        analyses, options, rejected_before=state.rejected() if resume else ()
+        analyses, settings, rejected_before=state.rejected() if resume else ()
     )
     _, total = session.progress()
     intro = f"devfix: {total} fix{'' if total == 1 else 'es'} to review"

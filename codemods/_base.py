@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import libcst as cst
 
+from devfix.codemods.analysis import FileFacts
 from devfix.context import FileContext
+from devfix.edit_plan import renders_alone, text_edits
 from devfix.types import Applicability, Edit, Finding, ImportSpec, TextEdit
 
 
@@ -24,6 +26,10 @@ class DevicePass(cst.CSTVisitor):
     MESSAGE: ClassVar[str]
     FIX_TITLE: ClassVar[str]
     APPLICABILITY: ClassVar[Applicability]
+    #: Every level the pass's fixes can have, when it is more than `APPLICABILITY` alone (the
+    #: docstring's "Fix safety" section says when each applies). Not listed: display-only, which
+    #: any pass reports when it cannot determine a fix.
+    APPLICABILITIES: ClassVar[tuple[Applicability, ...]] = ()
     #: The engine parses a file only if one of these words occurs in its text.
     TRIGGER_WORDS: ClassVar[tuple[str, ...]] = ("torch",)
     #: ... and only if every one of these occurs too (a pass that matches only `torch.*`
@@ -42,12 +48,9 @@ class DevicePass(cst.CSTVisitor):
     def __init__(self, context: FileContext) -> None:
         super().__init__()
         self.context = context
+        #: What the analysis layer knows about the file (shared by every pass of the file).
+        self.facts = FileFacts.of(context)
         self.findings: list[Finding] = []
-
-    def release(self) -> None:
-        """Forget everything once the findings are taken: passes cache helpers that point back
-        at the pass (a cycle holding the whole tree that only the garbage collector frees)."""
-        vars(self).clear()
 
     # -- what passes call ------------------------------------------------------------------
 
@@ -67,7 +70,7 @@ class DevicePass(cst.CSTVisitor):
         level = applicability or self.APPLICABILITY
         if not edit_group:
             level = Applicability.DISPLAY_ONLY
-        text_edits = tuple(self._as_text(edit) for edit in edit_group)
+        text_edits = self._as_text(edit_group)
         self.findings.append(
             Finding(
                 code=self.CODE,
@@ -85,7 +88,17 @@ class DevicePass(cst.CSTVisitor):
             )
         )
 
-    def _as_text(self, edit: Edit) -> TextEdit:
+    def _as_text(self, edits: Sequence[Edit]) -> tuple[TextEdit, ...]:
+        """The group as replacements of the file's text: each edit's span and rendering, or,
+        when the edits nest or reuse the file's nodes (whose renderings alone would overlap
+        or miss the edits inside them), the group's effect, line by line."""
+        if not edits:
+            return ()
+        if not renders_alone(edits, self.context.tables.order):
+            return text_edits(self.context.module, edits)
+        return tuple(self._edit_as_text(edit) for edit in edits)
+
+    def _edit_as_text(self, edit: Edit) -> TextEdit:
         span = self.context.position(edit.target)
         replacement = edit.replacement
         if isinstance(replacement, cst.RemovalSentinel):
@@ -100,44 +113,19 @@ class DevicePass(cst.CSTVisitor):
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """The single fully resolved dotted name of `node`, or None if absent or ambiguous."""
-        names = {qn.name for qn in self.context.qualified_names(node)}
-        return names.pop() if len(names) == 1 else None
-
-    def imported_aliases(self, *modules: str) -> frozenset[str]:
-        """Local names bound by `from <module> import x [as y]` for the given modules.
-
-        A cheap way to recognise `from torch import zeros as z; z(3)` as a candidate before
-        resolving names.
-        """
-        key = "imported_aliases:" + ",".join(modules)
-        cached = self.context.shared.get(key)
-        if isinstance(cached, frozenset):
-            return cached
-        names: set[str] = set()
-        for node in self.context.module.body:
-            if not isinstance(node, cst.SimpleStatementLine):
-                continue
-            for statement in node.body:
-                if not isinstance(statement, cst.ImportFrom) or statement.module is None:
-                    continue
-                module_name = cst.Module(body=[]).code_for_node(statement.module)
-                if not any(module_name == m or module_name.startswith(m + ".") for m in modules):
-                    continue
-                if isinstance(statement.names, cst.ImportStar):
-                    continue
-                for alias in statement.names:
-                    bound = alias.asname.name if alias.asname else alias.name
-                    if isinstance(bound, cst.Name):
-                        names.add(bound.value)
-        result = frozenset(names)
-        self.context.shared[key] = result
-        return result
+        return self.facts.names.qualified_name(node)
 
     # -- documentation ---------------------------------------------------------------------
 
     @classmethod
     def documentation(cls) -> str:
         return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def fix_applicabilities(cls) -> tuple[Applicability, ...]:
+        """The levels this pass's fixes can have, safest first."""
+        levels = set(cls.APPLICABILITIES or (cls.APPLICABILITY,))
+        return tuple(level for level in Applicability if level in levels)
 
     @classmethod
     def summary(cls) -> str:

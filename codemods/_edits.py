@@ -56,17 +56,6 @@ def _line_indent_before(args: list[cst.Arg], call: cst.Call) -> cst.SimpleWhites
     return None
 
 
-def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-    return None
-
-
-def has_star_kwargs(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
-
-
 def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpression) -> cst.Call:
     """`receiver.method(args...)`."""
     arg_nodes = [
@@ -79,25 +68,6 @@ def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpres
         for index, arg in enumerate(args)
     ]
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=arg_nodes)
-
-
-def call_tail(func: cst.BaseExpression) -> str | None:
-    """The last name of a called expression: `torch.nn.functional.pad` -> `pad`."""
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
-
-
-def dotted_name(node: cst.BaseExpression) -> str | None:
-    """`self.pos_embedding.weight` for a pure Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
 
 
 def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
@@ -133,3 +103,33 @@ def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
         else:
             args[-1] = previous.with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+def needs_parentheses(node: cst.BaseExpression) -> bool:
+    """Whether `node.method()` needs `node` wrapped in parentheses."""
+    if getattr(node, "lpar", None):
+        return False
+    return not isinstance(
+        node,
+        (
+            cst.Name,
+            cst.Attribute,
+            cst.Call,
+            cst.Subscript,
+            cst.SimpleString,
+            cst.List,
+            cst.Tuple,
+            cst.Dict,
+            cst.ListComp,
+        ),
+    )
+
+
+def move_to(node: cst.BaseExpression, device: cst.BaseExpression) -> cst.Call:
+    """`node.to(device)`, parenthesising `node` where needed."""
+    receiver = node
+    if needs_parentheses(node):
+        receiver = node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(
+        func=cst.Attribute(value=receiver, attr=cst.Name("to")), args=[cst.Arg(value=device)]
+    )

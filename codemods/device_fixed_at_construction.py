@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, keyword_argument
-from devfix.codemods._model_code import AS_INDEX, ClassInfo, FunctionInfo, ModelCode
-from devfix.codemods._torch_names import TENSOR_FACTORIES
+from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.modules import FunctionInfo
+from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 
 _FACTORY_TAILS = frozenset(name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES)
@@ -68,6 +71,7 @@ class DeviceFixedAtConstruction(DevicePass):
     MESSAGE = "model code moves a tensor to a device fixed outside the call"
     FIX_TITLE = "Use the device of the tensor it meets"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("torch",)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -88,25 +92,8 @@ class DeviceFixedAtConstruction(DevicePass):
         device_arg = keyword_argument(node, "device") or next(
             (arg for arg in node.args if arg.keyword is None), None
         )
-        if device_arg is None:
-            return
-        function = self._model_function(node)
-        if function is None:
-            return
-        fixed = self._fixed_device(device_arg.value, function)
-        if fixed is None:
-            return
-        self._fix(
-            node,
-            function,
-            fixed,
-            lambda device: node.with_changes(
-                args=[
-                    arg.with_changes(value=device) if arg is device_arg else arg
-                    for arg in node.args
-                ]
-            ),
-        )
+        if device_arg is not None:
+            self._check_argument(node, device_arg)
 
     def _check_cuda(self, node: cst.Call) -> None:
         assert isinstance(node.func, cst.Attribute)
@@ -115,13 +102,11 @@ class DeviceFixedAtConstruction(DevicePass):
         function = self._model_function(node)
         if function is None:
             return
-        fixed = "`.cuda()` (the current CUDA device)"
-        assert isinstance(node.func, cst.Attribute)
         receiver = node.func.value
         self._fix(
             node,
             function,
-            fixed,
+            "`.cuda()` (the current CUDA device)",
             lambda device: cst.Call(
                 func=cst.Attribute(value=receiver, attr=cst.Name("to")), args=[cst.Arg(device)]
             ),
@@ -129,18 +114,21 @@ class DeviceFixedAtConstruction(DevicePass):
 
     def _check_factory(self, node: cst.Call) -> None:
         device_arg = keyword_argument(node, "device")
-        if device_arg is None or self.qualified_name(node.func) not in TENSOR_FACTORIES:
-            return
+        if device_arg is not None and self.qualified_name(node.func) in TENSOR_FACTORIES:
+            self._check_argument(node, device_arg)
+
+    def _check_argument(self, node: cst.Call, device_arg: cst.Arg) -> None:
+        """`.to(<device>)` / `device=<device>`: rewritten when the device is fixed outside."""
         function = self._model_function(node)
         if function is None:
             return
-        fixed = self._fixed_device(device_arg.value, function)
+        fixed = self.facts.devices.fixed_outside(device_arg.value, function)
         if fixed is None:
             return
         self._fix(
             node,
             function,
-            fixed,
+            fixed.evidence,
             lambda device: node.with_changes(
                 args=[
                     arg.with_changes(value=device) if arg is device_arg else arg
@@ -152,61 +140,21 @@ class DeviceFixedAtConstruction(DevicePass):
     # -- deciding --------------------------------------------------------------------------
 
     def _model_function(self, node: cst.Call) -> FunctionInfo | None:
-        function = ModelCode.of(self).enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or not function.is_model_code or function.name == "__init__":
             return None
         return function
-
-    def _fixed_device(self, value: cst.BaseExpression, function: FunctionInfo) -> str | None:
-        """Describe why `value` is a device fixed outside the call, or None if it is not."""
-        if isinstance(value, cst.SimpleString):
-            text = value.evaluated_value
-            if isinstance(text, str) and text.startswith("cuda"):
-                return f"the literal {value.value}"
-            return None
-        if isinstance(value, cst.Call) and self.qualified_name(value.func) == "torch.device":
-            first = value.args[0].value if value.args else None
-            if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith(
-                "cuda"
-            ):
-                return f"`{cst.Module(body=[]).code_for_node(value)}`"
-            return None
-        if isinstance(value, cst.Attribute):
-            return self._stored_attribute(value, function.owner)
-        if isinstance(value, cst.Name):
-            return self._global_device(value, function)
-        return None
-
-    def _stored_attribute(self, value: cst.Attribute, owner: ClassInfo | None) -> str | None:
-        if not (isinstance(value.value, cst.Name) and value.value.value == "self"):
-            return None
-        if owner is None or owner.has_device_property:
-            return None
-        if value.attr.value in owner.device_attrs:
-            return f"`self.{value.attr.value}`, stored in `__init__`"
-        return None
-
-    def _global_device(self, value: cst.Name, function: FunctionInfo) -> str | None:
-        if value.value in function.params or value.value in function.bindings:
-            return None
-        bindings = _module_bindings(self).get(value.value)
-        if not bindings:
-            return None
-        if "dev" in value.value.lower() or any(_assigns_device(node) for node in bindings):
-            return f"the global `{value.value}`"
-        return None
 
     def _fix(
         self,
         node: cst.Call,
         function: FunctionInfo,
         fixed: str,
-        rebuild: object,
+        rebuild: Callable[[cst.BaseExpression], cst.CSTNode],
     ) -> None:
-        source = ModelCode.of(self).resolve_device(node, function)
-        if source is AS_INDEX:
-            source = None
-        if source is None:
+        needed = self.facts.devices.needed_by(node, function)
+        expression = needed.expression()
+        if expression is None or isinstance(needed, Unknown):
             self.report(
                 node,
                 message=(
@@ -215,67 +163,17 @@ class DeviceFixedAtConstruction(DevicePass):
                 ),
             )
             return
-        assert callable(rebuild)
-        replacement = rebuild(cst.parse_expression(source.expression))
+        replacement = rebuild(cst.parse_expression(expression))
         self.report(
             node,
             message=(
-                f"`{function.name}` moves a tensor to {fixed}; use `{source.expression}` "
-                f"({source.reason})"
+                f"`{function.name}` moves a tensor to {fixed}; use `{expression}` "
+                f"({needed.evidence})"
             ),
-            fix_title=f"Use `{source.expression}`",
+            fix_title=f"Use `{expression}`",
             edits=[Edit(node, replacement)],
-            applicability=Applicability.SAFE if source.certain else Applicability.UNSAFE,
+            applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
-
-
-def _module_bindings(checker: DevicePass) -> dict[str, list[cst.CSTNode]]:
-    """Names bound at module level (also under module-level `if`/`try`/`with`), with the
-    statements that bind them: the globals a function body can see."""
-    cached = checker.context.shared.get("module_bindings")
-    if isinstance(cached, dict):
-        return cached
-    table: dict[str, list[cst.CSTNode]] = {}
-    pending: list[cst.CSTNode] = list(checker.context.module.body)
-    while pending:
-        statement = pending.pop()
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                for name in _bound_names(small):
-                    table.setdefault(name, []).append(small)
-        elif isinstance(
-            statement, (cst.If, cst.Try, cst.With, cst.Else, cst.ExceptHandler, cst.Finally)
-        ):
-            pending.extend(
-                child
-                for child in checker.context.children(statement)
-                if isinstance(
-                    child, (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.If, cst.Finally)
-                )
-            )
-        elif isinstance(statement, (cst.IndentedBlock,)):
-            pending.extend(statement.body)
-    checker.context.shared["module_bindings"] = table
-    return table
-
-
-def _bound_names(statement: cst.BaseSmallStatement) -> list[str]:
-    if isinstance(statement, cst.Assign):
-        return [t.target.value for t in statement.targets if isinstance(t.target, cst.Name)]
-    if isinstance(statement, (cst.AnnAssign, cst.AugAssign)) and isinstance(
-        statement.target, cst.Name
-    ):
-        return [statement.target.value]
-    if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(
-        statement.names, cst.ImportStar
-    ):
-        names: list[str] = []
-        for alias in statement.names:
-            bound = alias.asname.name if alias.asname is not None else alias.name
-            if isinstance(bound, cst.Name):
-                names.append(bound.value)
-        return names
-    return []
 
 
 def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
@@ -287,8 +185,3 @@ def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
         and isinstance(receiver.value, cst.Name)
         and receiver.value.value == "self"
     )
-
-
-def _assigns_device(node: cst.CSTNode) -> bool:
-    code = cst.Module(body=[]).code_for_node(node).lower()
-    return "torch.device" in code or "cuda" in code

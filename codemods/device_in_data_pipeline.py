@@ -3,47 +3,26 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._torch_names import TENSOR_FACTORIES
-from devfix.codemods._training_loop import (
-    DATALOADERS,
-    SELF_MOVING_TRAINERS,
-    ScriptFlow,
-    code_of,
-    device_argument,
+from devfix.codemods._edits import remove_argument
+from devfix.codemods.analysis.flow import DataFunction, ScriptFlow
+from devfix.codemods.analysis.moves import DeviceMove, device_argument
+from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
+from devfix.codemods.analysis.torch_names import (
+    TENSOR_FACTORIES,
 )
-from devfix.codemods._tree import walk
-from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
-#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
-_PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
-#: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
-_MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
-#: Keywords whose value is data-preparation code.
-_DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
 _KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
 #: A file the pass can flag mentions data preparation it can find: Dataset and DataLoader resolve
-#: to `torch.*` names; callbacks are passed as one of `_DATA_KEYWORDS` or to a method in
-#: `_MAPPING_METHODS`. Blanks and line continuations may stand between a dot and a method name.
+#: to `torch.*` names; callbacks are passed as one of `DATA_KEYWORDS` or to a method in
+#: `MAPPING_METHODS`. Blanks and line continuations may stand between a dot and a method name.
 _DATA_CONTEXT = re.compile(r"torch|collate_fn|data_collator|transform|\.[\s\\]*\b(?:map|filter)\b")
 #: ... and a move it flags: `.to(...)`, `.cuda()`, or a `torch.*` factory's `device=`.
 _MOVE = re.compile(r"torch|\.[\s\\]*\b(?:to|cuda)\b")
-
-
-@dataclass
-class _DataFunction:
-    node: cst.FunctionDef | cst.Lambda
-    role: str
-    #: DataLoader calls that consume it (empty: none found).
-    loaders: list[cst.Call] = field(default_factory=list)
-    preloads: bool = False
 
 
 class DeviceInDataPipeline(DevicePass):
@@ -111,6 +90,7 @@ class DeviceInDataPipeline(DevicePass):
     MESSAGE = "data preparation moves tensors to a GPU"
     FIX_TITLE = "Keep the data on the CPU and move the batch in the training loop"
     APPLICABILITY = Applicability.UNSAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("cuda", "device")
 
     @classmethod
@@ -122,158 +102,6 @@ class DeviceInDataPipeline(DevicePass):
             and _MOVE.search(text) is not None
         )
 
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._data: dict[int, _DataFunction] | None = None
-
-    # -- which code prepares data ----------------------------------------------------------
-
-    def _data_functions(self) -> dict[int, _DataFunction]:
-        if self._data is not None:
-            return self._data
-        found: dict[int, _DataFunction] = {}
-        module = self.context.module
-        functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
-        classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
-        code = ModelCode.of(self)
-        flow = ScriptFlow.of(self)
-        # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
-        loaders = [
-            n
-            for n in (_walk(module) if "DataLoader" in self.context.text else ())
-            if isinstance(n, cst.Call)
-            and _is_name_chain(n.func)
-            and self.qualified_name(n.func) in DATALOADERS
-        ]
-
-        def add(node: cst.FunctionDef | cst.Lambda, role: str, consumers: list[cst.Call]) -> None:
-            entry = found.get(id(node))
-            if entry is None:
-                entry = found[id(node)] = _DataFunction(node, role)
-            entry.loaders.extend(c for c in consumers if c not in entry.loaders)
-
-        # Dataset classes and the loaders built on their instances.
-        for name, cls in classes.items():
-            if not code.class_info(cls).is_dataset:
-                continue
-            consumers = [
-                c for c in loaders if self._dataset_class_of(_dataset_argument(c), c, flow) == name
-            ]
-            for statement in cls.body.body:
-                if not isinstance(statement, cst.FunctionDef):
-                    continue
-                method = statement.name.value
-                if method in _PER_ITEM_METHODS or not method.startswith("__"):
-                    add(statement, f"`{name}.{method}`", consumers)
-                elif method == "__init__":
-                    entry = _DataFunction(statement, f"`{name}.__init__`", list(consumers), True)
-                    found[id(statement)] = entry
-
-        # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
-        for call in (n for n in _walk(module) if isinstance(n, cst.Call)):
-            for arg in call.args:
-                keyword = arg.keyword.value if arg.keyword is not None else None
-                is_mapping = (
-                    isinstance(call.func, cst.Attribute)
-                    and call.func.attr.value in _MAPPING_METHODS
-                    and arg is call.args[0]
-                    and keyword is None
-                )
-                if keyword not in _DATA_KEYWORDS and not is_mapping:
-                    continue
-                target = self._callable(arg.value, functions, classes, flow, call)
-                if target is None:
-                    continue
-                if is_mapping:
-                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
-                    role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
-                elif keyword == "collate_fn":
-                    consumers = [call] if call in loaders else []
-                    role = "the `collate_fn`"
-                elif keyword == "data_collator":
-                    consumers = []
-                    role = "the `data_collator`"
-                else:
-                    # `CIFAR10(..., transform=f)`: the loaders built on that dataset.
-                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
-                    role = f"the `{keyword}`"
-                add(target, role, consumers)
-
-        # Module functions those call, one level down.
-        for entry in list(found.values()):
-            for inner in (n for n in _walk(entry.node) if isinstance(n, cst.Call)):
-                if isinstance(inner.func, cst.Name) and inner.func.value in functions:
-                    helper = functions[inner.func.value]
-                    if id(helper) not in found:
-                        add(
-                            helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders
-                        )
-        self._data = found
-        return found
-
-    def _callable(
-        self,
-        value: cst.BaseExpression,
-        functions: dict[str, cst.FunctionDef],
-        classes: dict[str, cst.ClassDef],
-        flow: ScriptFlow,
-        at: cst.CSTNode,
-    ) -> cst.FunctionDef | cst.Lambda | None:
-        if isinstance(value, cst.Lambda):
-            return value
-        if isinstance(value, cst.Name) and value.value in functions:
-            return functions[value.value]
-        instance = value
-        if isinstance(value, cst.Name):
-            values = flow.assigned_values(value.value, at)
-            if len(values) == 1:
-                instance = values[0]
-        if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
-            cls = classes.get(instance.func.value)
-            if cls is not None:
-                for statement in cls.body.body:
-                    if (
-                        isinstance(statement, cst.FunctionDef)
-                        and statement.name.value == "__call__"
-                    ):
-                        return statement
-        return None
-
-    def _dataset_class_of(
-        self, value: cst.BaseExpression | None, at: cst.CSTNode, flow: ScriptFlow
-    ) -> str | None:
-        for _ in range(4):
-            if value is None:
-                return None
-            if isinstance(value, cst.Call):
-                return value.func.value if isinstance(value.func, cst.Name) else None
-            name = dotted_name(value)
-            if name is None:
-                return None
-            values = flow.assigned_values(name, at)
-            if len(values) != 1:
-                return None
-            value = values[0]
-        return None
-
-    def _mapped_from(self, loader: cst.Call, mapping: cst.Call, flow: ScriptFlow) -> bool:
-        value = _dataset_argument(loader)
-        for _ in range(4):
-            if value is None:
-                return False
-            if any(node is mapping for node in _walk(value)):
-                return True
-            name = dotted_name(value)
-            if name is None:
-                return False
-            values = flow.assigned_values(name, loader)
-            if not values:
-                return False
-            value = values[-1]
-        return False
-
-    # -- the moves -------------------------------------------------------------------------
-
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
             kind = "move"
@@ -281,13 +109,14 @@ class DeviceInDataPipeline(DevicePass):
             kind = "factory"
         else:
             return
-        entry = self._owner(node)
+        entry = self.facts.flow.data_function_of(node)
         if entry is None:
             return
-        flow = ScriptFlow.of(self)
+        flow = self.facts.flow
         function = entry.node if isinstance(entry.node, cst.FunctionDef) else None
         if kind == "move":
-            if flow.move_of(node, function) is None:
+            move = flow.device_move(node, function)
+            if move is None:
                 return
             replacement = _without_device(node)
             assert isinstance(node.func, cst.Attribute)
@@ -300,11 +129,16 @@ class DeviceInDataPipeline(DevicePass):
                 return
             device = keyword_argument(node, "device")
             assert device is not None
-            if flow.device_kind(device.value, function) not in ("accelerator", "device"):
+            device_kind = flow.moves.device_kind(device.value, function)
+            if device_kind not in ("accelerator", "device"):
                 return
-            replacement = _remove_argument(node, device)
+            move = DeviceMove("to", device.value, kind=device_kind)
+            replacement = remove_argument(node, device)
             what = f"`device={code_of(device.value)}`"
-        base = f"{entry.role} puts data on a GPU with {what}"
+        hazard = flow.data_move_hazard(entry, node, move)
+        if hazard is None:
+            return  # one process, no workers, the model's device: correct as written
+        base = f"{entry.role} puts data on a GPU with {what} ({hazard.text})"
         if entry.preloads:
             self.report(
                 node,
@@ -314,27 +148,20 @@ class DeviceInDataPipeline(DevicePass):
                 ),
             )
             return
-        self._fix(node, replacement, base, entry, flow)
+        self._fix(node, replacement, base, entry, flow, move if hazard.right_device else None)
 
     def _fix(
         self,
         node: cst.Call,
         replacement: cst.BaseExpression,
         base: str,
-        entry: _DataFunction,
+        entry: DataFunction,
         flow: ScriptFlow,
+        data_device: DeviceMove | None,
     ) -> None:
         removal = Edit(node, replacement)
-        loops = [
-            loop
-            for loop in _walk(self.context.module)
-            if isinstance(loop, cst.For)
-            and any(
-                call in entry.loaders
-                for call in flow.dataloader_calls(loop.iter, flow.function_of(loop))
-            )
-        ]
-        trainer = self._has_self_moving_trainer()
+        loops = flow.consuming_loops(entry)
+        trainer = self.facts.flow.has_self_moving_trainer()
         if not loops:
             if trainer:
                 self.report(
@@ -353,11 +180,40 @@ class DeviceInDataPipeline(DevicePass):
                     ),
                 )
             return
+        covered = {
+            id(call)
+            for loop in loops
+            for call in flow.dataloader_calls(loop.iter, flow.scopes.enclosing_function(loop))
+        }
+        elsewhere = [call for call in entry.loaders if id(call) not in covered]
+        if elsewhere:
+            line = self.context.position(elsewhere[0]).start.line
+            self.report(
+                node,
+                message=(
+                    f"{base}; no fix: the batches of the DataLoader on line {line} are used where "
+                    "they cannot be followed, and would stay on the CPU"
+                ),
+            )
+            return
         edits = [removal]
         statements: list[str] = []
+        origin = entry.node if isinstance(entry.node, cst.FunctionDef) else None
         for loop in loops:
             plan = flow.loop_plan(loop)
-            if plan is None and not _hands_batch_on(loop):
+            if data_device is not None and (plan is None or (plan.edit is None and plan.unmoved)):
+                # The device the data went to is the right one: the loop moves it there.
+                found = flow.batch_move(loop, data_device, origin, entry)
+                if isinstance(found, tuple):
+                    edits.append(found[0])
+                    statements.append(found[1])
+                    continue
+                if not found:
+                    continue  # the loop moves the batch already
+                if plan is None and flow.hands_batch_on(loop):
+                    self.report(node, message=f"{base}; no fix: {found}")
+                    return
+            if plan is None and not flow.hands_batch_on(loop):
                 continue  # the loop only inspects the batch (or does nothing with it)
             if plan is None:
                 self.report(
@@ -386,61 +242,6 @@ class DeviceInDataPipeline(DevicePass):
                 applicability=Applicability.SAFE,
             )
 
-    def _has_self_moving_trainer(self) -> bool:
-        key = "df201_trainer"
-        cached = self.context.shared.get(key)
-        if isinstance(cached, bool):
-            return cached
-        result = any(
-            isinstance(n, cst.Call)
-            and _is_name_chain(n.func)
-            and self.qualified_name(n.func) in SELF_MOVING_TRAINERS
-            for n in _walk(self.context.module)
-        )
-        self.context.shared[key] = result
-        return result
-
-    def _owner(self, node: cst.CSTNode) -> _DataFunction | None:
-        data = self._data_functions()
-        if not data:
-            return None
-        for ancestor in self.context.ancestors(node):
-            entry = data.get(id(ancestor))
-            if entry is not None:
-                return entry
-            if isinstance(ancestor, cst.ClassDef):
-                return None
-        return None
-
-
-_INSPECTING = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
-
-
-def _hands_batch_on(loop: cst.For) -> bool:
-    """Whether the loop passes one of its target names to a call (other than `print`, `len`)."""
-    targets = {n.value for n in _walk(loop.target) if isinstance(n, cst.Name)}
-    for node in _walk(loop.body):
-        if not isinstance(node, cst.Call):
-            continue
-        if isinstance(node.func, cst.Name) and node.func.value in _INSPECTING:
-            continue
-        for arg in node.args:
-            if any(isinstance(n, cst.Name) and n.value in targets for n in _walk(arg.value)):
-                return True
-        if isinstance(node.func, cst.Attribute) and any(
-            isinstance(n, cst.Name) and n.value in targets for n in _walk(node.func.value)
-        ):
-            return True
-    return False
-
-
-def _dataset_argument(loader: cst.Call) -> cst.BaseExpression | None:
-    for arg in loader.args:
-        if arg.keyword is not None and arg.keyword.value == "dataset":
-            return arg.value
-    positional = [a for a in loader.args if a.keyword is None and not a.star]
-    return positional[0].value if positional else None
-
 
 def _without_device(call: cst.Call) -> cst.BaseExpression:
     """`x.to(device)` -> `x`; `x.to(device, torch.float)` -> `x.to(torch.float)`; `x.cuda()`
@@ -453,18 +254,8 @@ def _without_device(call: cst.Call) -> cst.BaseExpression:
     rest = [a for a in call.args if a.value is not device]
     if all(a.keyword is not None and a.keyword.value in _KEEP_ONLY_KEYWORDS for a in rest):
         return receiver
-    return _remove_argument(call, next(a for a in call.args if a.value is device))
-
-
-def _remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
-    args = [a for a in call.args if a is not arg]
-    if args and call.args[-1] is arg:
-        args[-1] = args[-1].with_changes(comma=arg.comma)
-    return call.with_changes(args=args)
+    return remove_argument(call, next(a for a in call.args if a.value is device))
 
 
 def _is_name_chain(node: cst.BaseExpression) -> bool:
     return dotted_name(node) is not None
-
-
-_walk = walk

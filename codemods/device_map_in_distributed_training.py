@@ -5,20 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import keyword_argument, remove_argument
-from devfix.codemods._script_flow import (
-    calls_in,
-    latest_binding,
-    move_of,
-    string_device,
-    visible_name,
-)
-from devfix.codemods._tree import walk
+from devfix.codemods._edits import remove_argument
+from devfix.codemods.analysis.names import keyword_argument
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")
-#: Big Model Inference strategies that may spread the model over several devices.
-_SPREADING = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
 #: Names whose presence means a library places the model on the process's device itself.
 _PLACING_TAILS = frozenset({"prepare", "prepare_model"})
 
@@ -84,6 +75,7 @@ class DeviceMapInDistributedTraining(DevicePass):
     MESSAGE = "`device_map` in a multi-process training script places every copy on the same GPU"
     FIX_TITLE = "Remove `device_map`"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("from_pretrained",)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -96,18 +88,23 @@ class DeviceMapInDistributedTraining(DevicePass):
         qualified = self.qualified_name(func)
         if qualified is None or not qualified.startswith(_LIBRARIES):
             return
-        kind = self._map_kind(arg.value, node)
+        kind = self.facts.moves.device_map_kind(arg.value, node)
         if kind is None:
             return
         if (
             isinstance(arg.value, cst.SimpleString)
             and arg.value.evaluated_value == "cuda"
-            and self._sets_current_device()
+            and self.facts.flow.sets_current_device()
         ):
             return  # "cuda" is the current device: the rank's GPU after `set_device(local_rank)`
-        evidence = self._training_evidence()
+        evidence = self.facts.flow.distributed_evidence()
         if evidence is None:
             return  # inference only: a device map is what Big Model Inference is for
+        if self.facts.flow.one_process_reason() is not None:
+            return  # a notebook is one process: the map places its one copy of the model
+        model_name = self.facts.scopes.assigned_name(node)
+        if model_name is not None and self.facts.flow.declares_model_parallelism(model_name):
+            return  # `model.model_parallel = True`: split over the GPUs of one process on purpose
         quantized = any(
             keyword_argument(node, name) is not None
             for name in ("load_in_4bit", "load_in_8bit", "quantization_config")
@@ -120,9 +117,8 @@ class DeviceMapInDistributedTraining(DevicePass):
             if spread
             else ""
         )
-        model_name = self._bound_name(node)
         placed_by_library = evidence in ("Trainer", "accelerate") or (
-            model_name is not None and self._moved_later(model_name, node)
+            model_name is not None and self.facts.flow.moved_after(model_name, node)
         )
         if quantized or not placed_by_library:
             rank, imports = self._local_rank(node)
@@ -156,113 +152,8 @@ class DeviceMapInDistributedTraining(DevicePass):
             applicability=applicability,
         )
 
-    def _map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
-        """ "spread", "fixed" for a single literal device, else None (not ours to judge)."""
-        if isinstance(value, cst.Name):
-            bound = latest_binding(self, value.value, node)
-            return None if bound is None else self._map_kind(bound, node)
-        if isinstance(value, cst.SimpleString):
-            text = value.evaluated_value
-            if text in _SPREADING:
-                return "spread"
-            device = string_device(value)
-            if device is not None and device.startswith("cuda"):
-                return "fixed"
-            return None
-        if isinstance(value, cst.Integer):
-            return "fixed"
-        if isinstance(value, cst.Dict) and len(value.elements) == 1:
-            element = value.elements[0]
-            if (
-                isinstance(element, cst.DictElement)
-                and isinstance(element.key, cst.SimpleString)
-                and element.key.evaluated_value == ""
-                and (
-                    isinstance(element.value, cst.Integer)
-                    or (
-                        isinstance(element.value, cst.SimpleString)
-                        and (string_device(element.value) or "").startswith("cuda")
-                    )
-                )
-            ):
-                return "fixed"
-        return None
-
-    def _training_evidence(self) -> str | None:
-        """What makes this a multi-process training script, in words; None if nothing does."""
-        cached = self.context.shared.get("df305.evidence")
-        if isinstance(cached, str) or cached is False:
-            return cached or None
-        found: str | None = None
-        for node in walk(self.context.module):
-            if isinstance(node, cst.SimpleString) and node.evaluated_value == "LOCAL_RANK":
-                found = found or "torchrun"
-            if not isinstance(node, (cst.Name, cst.Attribute)):
-                continue
-            tail = node.attr.value if isinstance(node, cst.Attribute) else node.value
-            if not (tail.endswith("Trainer") or tail in _MARKERS_BY_TAIL):
-                continue
-            name = self.qualified_name(node)
-            if name is None:
-                continue
-            root, _, last = name.rpartition(".")
-            if last.endswith("Trainer") and root.split(".")[0] in ("transformers", "trl"):
-                found = "Trainer"
-                break
-            if name.startswith("accelerate."):
-                found = "accelerate"
-                break
-            if name in _DDP_NAMES:
-                found = found or "DistributedDataParallel"
-        self.context.shared["df305.evidence"] = found or False
-        return found
-
-    def _sets_current_device(self) -> bool:
-        return any(
-            isinstance(call.func, cst.Attribute)
-            and call.func.attr.value == "set_device"
-            and self.qualified_name(call.func) == "torch.cuda.set_device"
-            for call in calls_in(self.context.module)
-        )
-
-    def _bound_name(self, node: cst.Call) -> str | None:
-        parent = self.context.parent(node)
-        if (
-            isinstance(parent, cst.Assign)
-            and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)
-        ):
-            return parent.targets[0].target.value
-        return None
-
-    def _moved_later(self, name: str, node: cst.Call) -> bool:
-        """`name.to(...)` / `name.cuda(...)` somewhere after the load."""
-        after = self.context.position(node).end.line
-        for call in calls_in(self.context.module):
-            move = move_of(self, call)
-            if (
-                move is not None
-                and move.name == name
-                and self.context.position(call).start.line > after
-            ):
-                return True
-        return False
-
     def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
         for candidate in ("local_rank", "LOCAL_RANK"):
-            if visible_name(self, candidate, node):
+            if self.facts.scopes.visible_name(candidate, node):
                 return candidate, []
         return 'int(os.environ.get("LOCAL_RANK", "0"))', [ImportSpec("os")]
-
-
-_DDP_NAMES = frozenset(
-    {
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.distributed.init_process_group",
-        "torch.multiprocessing.spawn",
-    }
-)
-_MARKERS_BY_TAIL = frozenset(
-    {"Accelerator", "PartialState", "DistributedDataParallel", "init_process_group", "spawn"}
-)

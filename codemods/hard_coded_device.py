@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, keyword_argument
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._script_flow import (
-    SELECT_DEVICE,
-    device_names,
-    in_data_pipeline,
-    latest_binding,
-    scope_statements,
-    string_device,
-    torch_alias,
-)
-from devfix.codemods._tree import walk
+from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, string_device
+from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.torch_names import CUDA_AUTOCAST, CUDA_GRAD_SCALERS
 from devfix.types import Applicability, Edit, ImportSpec
 
-_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
-_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})
 #: `torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`: positional order of the old API.
 _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
@@ -100,6 +87,7 @@ class HardCodedDevice(DevicePass):
     MESSAGE = "hard-coded CUDA device: the script fails without that GPU and under torchrun"
     FIX_TITLE = "Select the device: CUDA (LOCAL_RANK) → MPS → CPU"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("cuda",)
 
     # -- matching ----------------------------------------------------------------------------
@@ -113,19 +101,19 @@ class HardCodedDevice(DevicePass):
             arg = keyword_argument(node, "device") or next(
                 (a for a in node.args if a.keyword is None and not a.star), None
             )
-            if arg is not None and _cuda_string(arg.value):
+            if arg is not None and cuda_string(arg.value):
                 self._occurrence(arg.value, node, f"`.to({self._code(arg.value)})`")
         elif tail == "cuda" and isinstance(node.func, cst.Attribute):
             self._check_cuda_method(node)
         elif tail == "autocast" or tail == "GradScaler":
             qualified = self.qualified_name(node.func)
-            if qualified in _AUTOCAST:
+            if qualified in CUDA_AUTOCAST:
                 self._companion(node, autocast=True)
-            elif qualified in _SCALER:
+            elif qualified in CUDA_GRAD_SCALERS:
                 self._companion(node, autocast=False)
         else:
             arg = keyword_argument(node, "device")
-            if arg is not None and _cuda_string(arg.value):
+            if arg is not None and cuda_string(arg.value):
                 qualified = self.qualified_name(node.func)
                 if qualified is not None and qualified.startswith("torch."):
                     self._occurrence(arg.value, node, f"`device={self._code(arg.value)}`")
@@ -135,7 +123,7 @@ class HardCodedDevice(DevicePass):
             len(node.targets) == 1
             and isinstance(node.targets[0].target, cst.Name)
             and "dev" in node.targets[0].target.value.lower()
-            and _cuda_string(node.value)
+            and cuda_string(node.value)
         ):
             self._occurrence(node.value, node.value, f"`{self._code(node.value)}`")
 
@@ -192,7 +180,7 @@ class HardCodedDevice(DevicePass):
         imports: list[ImportSpec],
     ) -> None:
         text = self._code(device)
-        other_gpu = self._explicit_indices() - {0}
+        other_gpu = self.facts.moves.explicit_gpu_indices() - {0}
         note = (
             f"; outside torchrun this moves the script from cuda:{min(other_gpu)} to GPU 0 "
             "(select the GPU with CUDA_VISIBLE_DEVICES)"
@@ -243,15 +231,15 @@ class HardCodedDevice(DevicePass):
         for statement in module.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == SELECT_DEVICE:
                 return [], []
-        if _module_binds(module, SELECT_DEVICE):
+        if self.facts.names.binds_from_import(SELECT_DEVICE):
             return [], []
-        alias = torch_alias(self)
+        alias = self.facts.names.torch_alias()
         imports = [ImportSpec("os")]
         if alias is None:
             alias = "torch"
             imports.append(ImportSpec("torch"))
         helper = cst.parse_statement(_HELPER.format(name=SELECT_DEVICE, torch=alias))
-        anchor = _insertion_anchor(module)
+        anchor = self.facts.names.import_block_end()
         position = next(
             (i + 1 for i, statement in enumerate(module.body) if statement is anchor), 0
         )
@@ -274,10 +262,10 @@ class HardCodedDevice(DevicePass):
     def _device_variable(self, node: cst.CSTNode, *, torch_device_only: bool) -> str | None:
         """A name in scope holding the script's (portable) device."""
         own = self._assignment_of(node)
-        for name in device_names(self, node):
+        for name in self.facts.moves.device_names(node):
             if own is not None and own.targets[0].target.value == name:  # type: ignore[attr-defined]
                 continue
-            value = latest_binding(self, name, node)
+            value = self.facts.scopes.latest_binding(name, node)
             if value is None:
                 value = self._module_binding(name)
             if value is None:
@@ -287,24 +275,25 @@ class HardCodedDevice(DevicePass):
             if (
                 isinstance(value, cst.IfExp)
                 and not torch_device_only
-                and any(_cuda_string(n) for n in walk(value) if isinstance(n, cst.SimpleString))
+                and any(
+                    cuda_string(n)
+                    for n in self.context.subtree(value)
+                    if isinstance(n, cst.SimpleString)
+                )
             ):
                 return name
-            if _cuda_string(value) and "dev" in name.lower() and not self._compared_as_string(name):
+            if (
+                cuda_string(value)
+                and "dev" in name.lower()
+                and not self.facts.moves.compared_as_string(name)
+            ):
                 # A hard-coded device string that this pass turns into `select_device()`.
                 return name
         return None
 
     def _module_binding(self, name: str) -> cst.BaseExpression | None:
-        for statement in scope_statements(self.context.module):
-            if (
-                isinstance(statement, cst.Assign)
-                and len(statement.targets) == 1
-                and isinstance(statement.targets[0].target, cst.Name)
-                and statement.targets[0].target.value == name
-            ):
-                return statement.value
-        return None
+        values = self.facts.scopes.simple_assignments(self.context.module, name)
+        return values[0] if values else None
 
     # -- companions ----------------------------------------------------------------------------
 
@@ -325,7 +314,7 @@ class HardCodedDevice(DevicePass):
                 ),
             )
             return
-        alias = torch_alias(self)
+        alias = self.facts.names.torch_alias()
         imports = [] if alias is not None else [ImportSpec("torch")]
         alias = alias or "torch"
         device_type = cst.parse_expression(f"{name}.type")
@@ -394,7 +383,7 @@ class HardCodedDevice(DevicePass):
 
     def _out_of_scope(self, node: cst.CSTNode) -> bool:
         """Model code (DF101/DF102), data pipelines (DF201) and code guarded by CUDA checks."""
-        code = ModelCode.of(self)
+        code = self.facts.modules
         function = code.enclosing_function(node)
         if function is not None and function.is_model_code:
             return True
@@ -405,86 +394,24 @@ class HardCodedDevice(DevicePass):
                     return True
             if isinstance(ancestor, cst.ClassDef) and code.class_info(ancestor).is_module:
                 return True
-        if in_data_pipeline(self, node):
+        if self.facts.flow.in_data_pipeline(node):
             return True
-        return self._guarded_by_cuda_check(node)
-
-    def _guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
-        current: cst.CSTNode = node
-        for ancestor in self.context.ancestors(node):
-            if (
-                isinstance(ancestor, (cst.If, cst.IfExp))
-                and current is ancestor.body
-                and self._mentions_cuda_check(ancestor.test)
-            ):
-                return True
-            if isinstance(ancestor, cst.BooleanOperation) and self._mentions_cuda_check(
-                ancestor.left
-            ):
-                return True
-            current = ancestor
-        return False
-
-    def _mentions_cuda_check(self, test: cst.CSTNode) -> bool:
-        for inner in walk(test):
-            if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
-                "is_available",
-                "device_count",
-            ):
-                name = self.qualified_name(inner)
-                if name in ("torch.cuda.is_available", "torch.cuda.device_count"):
-                    return True
-        return False
+        return self.facts.flow.guarded_by_cuda_check(node)
 
     def _decline_reason(self, node: cst.CSTNode, assign: cst.Assign | None) -> str | None:
-        indices = self._explicit_indices()
+        indices = self.facts.moves.explicit_gpu_indices()
         if len(indices) > 1:
             shown = ", ".join(f"cuda:{i}" for i in sorted(indices))
             return (
                 f"the script places work on several GPUs on purpose ({shown}); choose its "
                 "devices by hand"
             )
-        if assign is not None and _cuda_string(assign.value):
+        if assign is not None and cuda_string(assign.value):
             name = assign.targets[0].target
             assert isinstance(name, cst.Name)
-            if self._compared_as_string(name.value):
+            if self.facts.moves.compared_as_string(name.value):
                 return f"`{name.value}` is compared as a string; a `torch.device` would not match"
         return None
-
-    def _compared_as_string(self, name: str) -> bool:
-        for inner in walk(self.context.module):
-            if isinstance(inner, cst.Comparison):
-                parts = [inner.left, *(target.comparator for target in inner.comparisons)]
-                if any(isinstance(p, cst.Name) and p.value == name for p in parts):
-                    return True
-            if (
-                isinstance(inner, cst.Attribute)
-                and isinstance(inner.value, cst.Name)
-                and inner.value.value == name
-                and inner.attr.value
-                in ("startswith", "endswith", "split", "replace", "upper", "lower", "format")
-            ):
-                return True
-        return False
-
-    def _explicit_indices(self) -> set[int]:
-        cached = self.context.shared.get("df304.indices")
-        if isinstance(cached, set):
-            return cached
-        indices: set[int] = set()
-        for inner in walk(self.context.module):
-            if isinstance(inner, cst.SimpleString):
-                value = string_device(inner)
-                if value is not None and value.startswith("cuda:") and value[5:].isdigit():
-                    indices.add(int(value[5:]))
-            elif isinstance(inner, cst.Call) and call_tail(inner.func) in ("cuda", "device"):
-                for arg in inner.args:
-                    if isinstance(arg.value, cst.Integer) and (
-                        arg.keyword is None or arg.keyword.value in ("device", "index")
-                    ):
-                        indices.add(int(arg.value.value))
-        self.context.shared["df304.indices"] = indices
-        return indices
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
@@ -521,11 +448,6 @@ def _names_other_device(call: cst.Call) -> bool:
     return value is not None and not value.startswith("cuda")
 
 
-def _cuda_string(node: cst.BaseExpression) -> bool:
-    value = string_device(node)
-    return value is not None and value.split(":", 1)[0] == "cuda"
-
-
 def _literal_cuda(call: cst.Call) -> bool:
     """`torch.device("cuda:0")`, `torch.device("cuda")`, `torch.device("cuda", 1)`."""
     if not call.args or any(arg.star for arg in call.args):
@@ -533,62 +455,6 @@ def _literal_cuda(call: cst.Call) -> bool:
     first = call.args[0]
     if first.keyword is not None and first.keyword.value != "type":
         return False
-    if not _cuda_string(first.value):
+    if not cuda_string(first.value):
         return False
     return all(isinstance(arg.value, cst.Integer) for arg in call.args[1:])
-
-
-def _module_binds(module: cst.Module, name: str) -> bool:
-    for statement in module.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.ImportFrom) and isinstance(small.names, Sequence):
-                    for alias in small.names:
-                        bound = alias.asname.name if alias.asname else alias.name
-                        if isinstance(bound, cst.Name) and bound.value == name:
-                            return True
-    return False
-
-
-def _is_import_line(statement: cst.BaseStatement) -> bool:
-    return isinstance(statement, cst.SimpleStatementLine) and all(
-        isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
-    )
-
-
-def _insertion_anchor(module: cst.Module) -> cst.BaseStatement | None:
-    """The last import of the script's leading import block (after its docstring)."""
-    anchor: cst.BaseStatement | None = None
-    for index, statement in enumerate(module.body):
-        if _is_import_line(statement):
-            anchor = statement
-            continue
-        is_docstring = (
-            index == 0
-            and isinstance(statement, cst.SimpleStatementLine)
-            and len(statement.body) == 1
-            and isinstance(statement.body[0], cst.Expr)
-            and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
-        )
-        if is_docstring:
-            anchor = statement  # no imports yet: the helper goes after the docstring
-            continue
-        break
-    # `import torch` / `import os` further down (after `sys.path` set-up): the helper needs them.
-    for statement in module.body:
-        if (
-            isinstance(statement, cst.SimpleStatementLine)
-            and _is_import_line(statement)
-            and any(
-                isinstance(small, cst.Import)
-                and any(
-                    isinstance(alias.name, cst.Name) and alias.name.value in ("torch", "os")
-                    for alias in small.names
-                )
-                for small in statement.body
-            )
-        ):
-            later = [s for s in module.body if s is statement or s is anchor]
-            if later and later[-1] is statement:
-                anchor = statement
-    return anchor

@@ -5,67 +5,16 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, dotted_name, keyword_argument
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._module_state import (
-    INPUT_TARGET_LOSS_CLASSES,
-    INPUT_TARGET_LOSS_FUNCTIONS,
-    constructed_module,
-    move_to,
-    self_attribute,
-    self_name,
-    submodule_class,
-    walk_function_body,
+from devfix.codemods._edits import move_to
+from devfix.codemods.analysis import FileFacts
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
+from devfix.codemods.analysis.scopes import Scopes
+from devfix.codemods.analysis.torch_names import (
+    PLACEMENT_WORDS,
+    SAME_DEVICE_METHODS,
 )
-from devfix.codemods._tree import walk
-from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
-_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
-#: Methods that keep their receiver's device: `logits.view(-1, V)` is on `logits.device`.
-_SAME_DEVICE = frozenset(
-    {
-        "view",
-        "reshape",
-        "contiguous",
-        "squeeze",
-        "unsqueeze",
-        "transpose",
-        "permute",
-        "flatten",
-        "float",
-        "double",
-        "half",
-        "bfloat16",
-        "long",
-        "int",
-        "bool",
-        "type",
-        "log_softmax",
-        "softmax",
-        "sigmoid",
-        "clamp",
-        "detach",
-        "clone",
-        "view_as",
-        "reshape_as",
-        "expand",
-        "expand_as",
-        "squeeze_",
-        "unsqueeze_",
-        "t",
-        "narrow",
-        "select",
-        "index_select",
-        "masked_select",
-        "log",
-        "exp",
-        "abs",
-        "mean",
-        "sum",
-        "argmax",
-    }
-)
 _MOVES = frozenset({"to", "cuda", "cpu", "type_as", "numpy", "tolist", "item"})
 #: Loss keywords that hold tensors combined with the logits.
 _TENSOR_KEYWORDS = ("weight", "pos_weight")
@@ -136,33 +85,15 @@ class LabelsNotOnLogitsDevice(DevicePass):
     @classmethod
     def wakes_on(cls, text: str) -> bool:
         # The pass reports only in files that place a model over several devices.
-        return super().wakes_on(text) and any(word in text for word in _PLACEMENT_WORDS)
-
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._global_losses: set[str] | None = None
-        self._multi_device: bool | None = None
-        self._local_tables: dict[int, set[str]] = {}
-
-    def _spans_devices(self) -> bool:
-        """Whether the file shows a model placed over several devices (see the docstring)."""
-        if self._multi_device is None and not any(
-            word in self.context.text for word in _PLACEMENT_WORDS
-        ):
-            self._multi_device = False
-        if self._multi_device is None:
-            self._multi_device = any(
-                _placement_evidence(self, node) for node in walk(self.context.module)
-            )
-        return self._multi_device
+        return super().wakes_on(text) and any(word in text for word in PLACEMENT_WORDS)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self._spans_devices():
+        if not self.facts.flow.places_over_devices():
             return
-        kind = self._loss_kind(node)
+        kind = self.facts.modules.loss_kind(node)
         if kind is None:
             return
-        function = ModelCode.of(self).enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None:
             return
         name = function.name
@@ -171,68 +102,6 @@ class LabelsNotOnLogitsDevice(DevicePass):
         if function.owner is not None and function.owner.is_dataset:
             return
         self._check(node, kind, function.node)
-
-    # -- is it a loss? ---------------------------------------------------------------------
-
-    def _loss_kind(self, node: cst.Call) -> str | None:
-        """ "function" for `F.*` losses, "module" for `nn.*Loss` instances, else None."""
-        func = node.func
-        if call_tail(func) in _FUNCTION_TAILS and dotted_name(func) is not None:
-            if self.qualified_name(func) in INPUT_TARGET_LOSS_FUNCTIONS:
-                return "function"
-            return None
-        if isinstance(func, cst.Call):
-            return "module" if constructed_module(self, func) in INPUT_TARGET_LOSS_CLASSES else None
-        if isinstance(func, cst.Name):
-            if func.value in self._module_level_losses():
-                return "module"
-            function = ModelCode.of(self).enclosing_function(node)
-            if function is not None and self._local_loss(func.value, function.node):
-                return "module"
-            return None
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
-            function = ModelCode.of(self).enclosing_function(node)
-            if function is None or function.owner is None:
-                return None
-            attr = self_attribute(func, self_name(function.node) or "")
-            if attr is None:
-                return None
-            if submodule_class(self, function.owner.node, attr) in INPUT_TARGET_LOSS_CLASSES:
-                return "module"
-        return None
-
-    def _module_level_losses(self) -> set[str]:
-        if self._global_losses is None:
-            names: set[str] = set()
-            for statement in self.context.module.body:
-                if not isinstance(statement, cst.SimpleStatementLine):
-                    continue
-                for small in statement.body:
-                    if isinstance(small, cst.Assign) and len(small.targets) == 1:
-                        target = small.targets[0].target
-                        if isinstance(target, cst.Name) and (
-                            constructed_module(self, small.value) in INPUT_TARGET_LOSS_CLASSES
-                        ):
-                            names.add(target.value)
-            self._global_losses = names
-        return self._global_losses
-
-    def _local_loss(self, name: str, function: cst.FunctionDef) -> bool:
-        """Every binding of local `name` in `function` constructs an `nn.*Loss`."""
-        table = self._local_tables.get(id(function))
-        if table is None:
-            bindings: dict[str, list[bool]] = {}
-            for node in walk_function_body(function):
-                if isinstance(node, cst.Assign):
-                    for target in node.targets:
-                        if isinstance(target.target, cst.Name):
-                            is_loss = (
-                                constructed_module(self, node.value) in INPUT_TARGET_LOSS_CLASSES
-                            )
-                            bindings.setdefault(target.target.value, []).append(is_loss)
-            table = {local for local, verdicts in bindings.items() if all(verdicts)}
-            self._local_tables[id(function)] = table
-        return name in table
 
     # -- the fix ---------------------------------------------------------------------------
 
@@ -244,7 +113,7 @@ class LabelsNotOnLogitsDevice(DevicePass):
         target_arg = positional[1] if len(positional) > 1 else keyword_argument(node, "target")
         if logits_arg is None or target_arg is None:
             return
-        logits = _device_root(self, logits_arg.value)
+        logits = _device_root(self.facts, logits_arg.value)
         if logits is _MOVED:
             return  # the logits were moved explicitly; the user chose the devices
         wanted: list[cst.Arg] = []
@@ -256,25 +125,25 @@ class LabelsNotOnLogitsDevice(DevicePass):
                 if (
                     arg is not None
                     and isinstance(arg.value, cst.Name)
-                    and not _may_be_none(arg.value.value, function)
+                    and not _may_be_none(self.facts.scopes, arg.value.value, function)
                     and self._needs_move(arg.value, logits, function, node)
                 ):
                     wanted.append(arg)
         if not wanted:
             return
-        names = ", ".join(f"`{_code(arg.value)}`" for arg in wanted)
+        names = ", ".join(f"`{code_of(arg.value)}`" for arg in wanted)
         if not isinstance(logits, cst.BaseExpression):
             self.report(
                 node,
                 message=(
                     f"{names} may be on another device than the logits "
-                    f"`{_code(logits_arg.value)}`; "
+                    f"`{code_of(logits_arg.value)}`; "
                     "the logits are not a named tensor, so their device cannot be named: assign "
                     "them to a variable and move the labels with `.to(logits.device)`"
                 ),
             )
             return
-        device = f"{_code(logits)}.device"
+        device = f"{code_of(logits)}.device"
         device_node = cst.parse_expression(device)
         edits = [
             Edit(arg, arg.with_changes(value=move_to(arg.value, device_node))) for arg in wanted
@@ -297,7 +166,7 @@ class LabelsNotOnLogitsDevice(DevicePass):
         call: cst.Call,
     ) -> bool:
         """Whether `value` is a named tensor not already moved and not derived from the logits."""
-        root = _device_root(self, value)
+        root = _device_root(self.facts, value)
         if root is _MOVED or not isinstance(root, cst.BaseExpression):
             return False  # moved already, or a new tensor / computed value (not a named label)
         base = _base_name(root)
@@ -310,7 +179,7 @@ class LabelsNotOnLogitsDevice(DevicePass):
         builds it from another tensor's device (`torch.zeros_like(logits)`)."""
         line = self.context.position(call).start.line
         last: tuple[int, cst.BaseExpression] | None = None
-        for node in walk_function_body(function):
+        for node in self.facts.scopes.nodes(function.body):
             if isinstance(node, cst.Assign) and any(
                 isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
             ):
@@ -320,9 +189,9 @@ class LabelsNotOnLogitsDevice(DevicePass):
         if last is None:
             return False
         value = last[1]
-        if _device_root(self, value) is _MOVED:
+        if _device_root(self.facts, value) is _MOVED:
             return True
-        for sub in walk(value):
+        for sub in self.context.subtree(value):
             if isinstance(sub, cst.Call):
                 tail = call_tail(sub.func) or ""
                 if tail in _DERIVED or tail.startswith("new_") or tail in ("to", "cuda"):
@@ -334,45 +203,15 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
 
 _MOVED = object()
-_PLACEMENT_NAMES = frozenset(
-    {
-        "device_map",
-        "hf_device_map",
-        "dispatch_model",
-        "infer_auto_device_map",
-        "load_checkpoint_and_dispatch",
-        "parallelize",
-        "device_count",
-        "model_parallel",
-    }
-)
-#: Text that any placement evidence contains; a file without all of them is not walked.
-_PLACEMENT_WORDS = (*_PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
-_SPLIT_MODEL_BASES = frozenset(
-    {"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"}
-)
 
 
-def _placement_evidence(checker: DevicePass, node: cst.CSTNode) -> bool:
-    """`device_map=...`, `dispatch_model`, `"cuda:1"`, `torch.cuda.device_count()`, or a
-    Hugging Face `PreTrainedModel` subclass (any of which may be loaded with `device_map`)."""
-    if isinstance(node, cst.Name):
-        return node.value in _PLACEMENT_NAMES
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
-    if isinstance(node, cst.ClassDef):
-        return any(checker.qualified_name(base.value) in _SPLIT_MODEL_BASES for base in node.bases)
-    return False
-
-
-def _may_be_none(name: str, function: cst.FunctionDef) -> bool:
+def _may_be_none(scopes: Scopes, name: str, function: cst.FunctionDef) -> bool:
     """An optional weight: any parameter (a caller may pass None), or a name bound to None."""
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         if param.name.value == name:
             return True
-    for node in walk_function_body(function):
+    for node in scopes.nodes(function.body):
         if isinstance(node, cst.Assign) and any(
             isinstance(t.target, cst.Name) and t.target.value == name for t in node.targets
         ):
@@ -383,7 +222,7 @@ def _may_be_none(name: str, function: cst.FunctionDef) -> bool:
     return False
 
 
-def _device_root(checker: DevicePass, node: cst.BaseExpression) -> object:
+def _device_root(facts: FileFacts, node: cst.BaseExpression) -> object:
     """The named tensor whose device `node` has: `logits.view(-1, V)` -> `logits`.
 
     Returns `_MOVED` when the chain moves the tensor (`.to(...)`, `.cuda()`), None when the
@@ -396,16 +235,16 @@ def _device_root(checker: DevicePass, node: cst.BaseExpression) -> object:
             return None
         if func.attr.value in _MOVES:
             return _MOVED
-        if func.attr.value not in _SAME_DEVICE:
+        if func.attr.value not in SAME_DEVICE_METHODS:
             return None
-        if dotted_name(func) is not None and (checker.qualified_name(func) or "").startswith(
+        if dotted_name(func) is not None and (facts.names.qualified_name(func) or "").startswith(
             "torch"
         ):
             return None  # `torch.log(x)`: a function, not a method of a tensor
         current = func.value
     if not isinstance(current, (cst.Name, cst.Attribute, cst.Subscript)):
         return None
-    if any(isinstance(sub, cst.Call) for sub in walk(current)):
+    if any(isinstance(sub, cst.Call) for sub in facts.context.subtree(current)):
         return None
     if isinstance(current, cst.Name) and current.value in ("None", "True", "False"):
         return None
@@ -416,7 +255,3 @@ def _base_name(node: cst.BaseExpression) -> str | None:
     while isinstance(node, (cst.Attribute, cst.Subscript)):
         node = node.value
     return node.value if isinstance(node, cst.Name) else None
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

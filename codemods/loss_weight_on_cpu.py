@@ -5,21 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import call_tail, keyword_argument, method_call
-from devfix.codemods._script_flow import (
-    calls_in,
-    device_moves,
-    in_model_method,
-    is_dtype,
-    latest_binding,
-    root_name,
-    scope_statements,
-    string_device,
-    visible_name,
-)
-from devfix.codemods._torch_names import (
-    LEGACY_CONSTRUCTORS,
-    TENSOR_FACTORIES,
+from devfix.codemods._edits import method_call
+from devfix.codemods.analysis.names import call_tail, keyword_argument, root_name
+from devfix.codemods.analysis.torch_names import (
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
 )
@@ -28,8 +16,6 @@ from devfix.types import Applicability, Edit
 _CANDIDATE_TAILS = frozenset(
     name.rsplit(".", 1)[1] for name in (*WEIGHTED_LOSSES, *WEIGHTED_FUNCTIONAL_LOSSES)
 )
-_CPU_SOURCES = TENSOR_FACTORIES | LEGACY_CONSTRUCTORS | {"torch.from_numpy"}
-_MAX_DEPTH = 6
 
 
 class LossWeightOnCpu(DevicePass):
@@ -106,7 +92,7 @@ class LossWeightOnCpu(DevicePass):
             # `nn.CrossEntropyLoss(weight=w)(logits, y)`: built and used at once.
             self._fix_weights_for_input(node, parent, weights, f"`{short}`")
             return
-        if in_model_method(self, node):
+        if self.facts.modules.in_model_method(node):
             return  # `self.criterion = ...` moves with the model; other forms are DF101/DF102's
         if isinstance(parent, cst.Attribute) and parent.value is node:
             return  # `nn.CrossEntropyLoss(weight=w).to(device)` / `.cuda()`
@@ -122,7 +108,7 @@ class LossWeightOnCpu(DevicePass):
             return
         if self._moved_later(holder, node):
             return
-        devices = device_moves(self, node)
+        devices = self.facts.moves.moved_devices(node)
         if not devices:
             return  # the script never leaves the CPU: nothing to meet
         if len(devices) > 1:
@@ -144,7 +130,7 @@ class LossWeightOnCpu(DevicePass):
             fix = f"`{device}`"
         else:
             device_root = root_name(cst.parse_expression(device))
-            if device_root is not None and not visible_name(self, device_root, node):
+            if device_root is not None and not self.facts.scopes.visible_name(device_root, node):
                 self.report(
                     node,
                     message=(
@@ -184,7 +170,9 @@ class LossWeightOnCpu(DevicePass):
     def _moved_later(self, holder: str, node: cst.Call) -> bool:
         """`criterion.to(device)` / `criterion.cuda()` anywhere in the file."""
         module = self.context.module
-        for candidate in calls_in(module):
+        for candidate in self.context.subtree(module):
+            if not isinstance(candidate, cst.Call):
+                continue
             func = candidate.func
             if (
                 isinstance(func, cst.Attribute)
@@ -257,86 +245,9 @@ class LossWeightOnCpu(DevicePass):
             arg = keyword_argument(node, keyword)
             if arg is None and index < len(positional):
                 arg = positional[index]
-            if arg is not None and self._is_cpu_tensor(arg.value, node, 0):
+            if arg is not None and self.facts.devices.on_cpu(arg.value, node):
                 found.append((keyword, arg))
         return found
-
-    def _is_cpu_tensor(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
-        if depth > _MAX_DEPTH:
-            return False
-        if isinstance(value, cst.Call):
-            func = value.func
-            if isinstance(func, cst.Attribute) and call_tail(func) in ("to", "cuda", "cpu"):
-                if func.attr.value == "cpu":
-                    return True
-                if func.attr.value == "to" and self._to_is_dtype_only(value):
-                    return self._is_cpu_tensor(func.value, at, depth + 1)
-                return False
-            qualified = (
-                self.qualified_name(func) if isinstance(func, (cst.Name, cst.Attribute)) else None
-            )
-            if qualified in _CPU_SOURCES:
-                device = keyword_argument(value, "device")
-                return device is None or string_device(device.value) == "cpu"
-            if isinstance(func, cst.Attribute) and func.attr.value != "type":
-                # A tensor method on a CPU tensor: `w.float()`, `torch.tensor(..).sqrt()`.
-                return self._is_cpu_tensor(func.value, at, depth + 1)
-            return False
-        if isinstance(value, cst.BinaryOperation):
-            sides = [value.left, value.right]
-            if any(self._is_moved(side) for side in sides):
-                return False
-            return any(self._is_cpu_tensor(side, at, depth + 1) for side in sides)
-        if isinstance(value, cst.UnaryOperation):
-            return self._is_cpu_tensor(value.expression, at, depth + 1)
-        if isinstance(value, cst.Subscript):
-            return self._is_cpu_tensor(value.value, at, depth + 1)
-        if isinstance(value, cst.Name):
-            bound = latest_binding(self, value.value, at)
-            return bound is not None and self._is_cpu_tensor(bound, bound, depth + 1)
-        if (
-            isinstance(value, cst.Attribute)
-            and isinstance(value.value, cst.Name)
-            and value.value.value == "self"
-        ):
-            return self._self_attribute_is_cpu(value.attr.value, at, depth)
-        return False
-
-    def _to_is_dtype_only(self, call: cst.Call) -> bool:
-        for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value == "device":
-                return False
-            if arg.keyword is None and not is_dtype(self, arg.value):
-                return False
-        return True
-
-    def _is_moved(self, node: cst.BaseExpression) -> bool:
-        return (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in ("to", "cuda")
-        )
-
-    def _self_attribute_is_cpu(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
-        """`self.attr = <CPU tensor>` in `__init__` of the class around `at` (not a buffer)."""
-        for ancestor in self.context.ancestors(at):
-            if isinstance(ancestor, cst.ClassDef):
-                for statement in ancestor.body.body:
-                    if (
-                        isinstance(statement, cst.FunctionDef)
-                        and statement.name.value == "__init__"
-                    ):
-                        for inner in scope_statements(statement):
-                            if (
-                                isinstance(inner, cst.Assign)
-                                and len(inner.targets) == 1
-                                and isinstance(inner.targets[0].target, cst.Attribute)
-                                and self.context.module.code_for_node(inner.targets[0].target)
-                                == f"self.{attr}"
-                            ):
-                                return self._is_cpu_tensor(inner.value, inner.value, depth + 1)
-                return False
-        return False
 
 
 def _repeatable(node: cst.BaseExpression) -> bool:

@@ -5,52 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._module_state import (
-    layer_parameter_device,
-    move_to,
-    self_attribute,
-    self_name,
-    submodule_class,
-)
+from devfix.codemods._edits import move_to
+from devfix.codemods.analysis.names import code_of, dotted_name, is_constant
 from devfix.types import Applicability, Edit
 
 _MOVES = frozenset({"to", "cuda"})
-_DTYPES = frozenset(
-    f"torch.{name}"
-    for name in (
-        "float16",
-        "half",
-        "float32",
-        "float",
-        "float64",
-        "double",
-        "bfloat16",
-        "int8",
-        "uint8",
-        "int16",
-        "short",
-        "int32",
-        "int",
-        "int64",
-        "long",
-        "bool",
-        "complex64",
-        "complex128",
-        "float8_e4m3fn",
-        "float8_e5m2",
-    )
-)
-_LITERALS = (
-    cst.Integer,
-    cst.Float,
-    cst.Imaginary,
-    cst.SimpleString,
-    cst.ConcatenatedString,
-    cst.FormattedString,
-    cst.Lambda,
-)
 
 
 class ModuleMovedInForward(DevicePass):
@@ -133,39 +92,16 @@ class ModuleMovedInForward(DevicePass):
         ):
             self._statement(node)
 
-    def _method_of_module(self, node: cst.CSTNode) -> tuple[cst.FunctionDef, cst.ClassDef] | None:
-        function = ModelCode.of(self).enclosing_function(node)
-        if function is None or function.name == "__init__":
-            return None
-        if function.owner is None or not function.owner.is_module:
-            return None
-        return function.node, function.owner.node
-
-    def _submodule(self, move: cst.Call) -> tuple[str, str, cst.FunctionDef, cst.ClassDef] | None:
-        """(self variable, attribute, method, class) when `move` is `self.<submodule>.to(...)`."""
-        found = self._method_of_module(move)
-        if found is None:
-            return None
-        method, classdef = found
-        self_var = self_name(method)
-        assert isinstance(move.func, cst.Attribute)
-        attr = self_attribute(move.func.value, self_var or "")
-        if attr is None or self_var is None:
-            return None
-        if submodule_class(self, classdef, attr) is None:
-            return None  # not provably a module: a tensor attribute (DF103's business) or unknown
-        return self_var, attr, method, classdef
-
     def _inline(self, call: cst.Call, move: cst.Call) -> None:
-        found = self._submodule(move)
+        found = self.facts.modules.submodule_moved(move)
         if found is None:
             return
         self_var, attr, _method, classdef = found
         assert isinstance(move.func, cst.Attribute)
         shown = f"{self_var}.{attr}.{move.func.attr.value}(...)"
-        if _only_casts(self, move):
+        if self.facts.moves.only_casts(move):
             return  # `.to(torch.float16)`: a dtype cast, no device move
-        problem = self._casts(move)
+        problem = self.facts.moves.casts_besides_moving(move)
         if problem is not None:
             self.report(
                 call,
@@ -174,7 +110,7 @@ class ModuleMovedInForward(DevicePass):
                 ),
             )
             return
-        device = layer_parameter_device(self, classdef, attr, self_var)
+        device = self.facts.modules.layer_parameter_device(classdef, attr, self_var)
         if device is None:
             self.report(
                 call,
@@ -200,7 +136,7 @@ class ModuleMovedInForward(DevicePass):
         for arg in call.args:
             if (
                 arg.keyword is None
-                and not _is_literal(arg.value)
+                and not is_constant(arg.value)
                 and not _already_on(arg.value, device)
             ):
                 args.append(arg.with_changes(value=move_to(arg.value, device_node)))
@@ -221,12 +157,12 @@ class ModuleMovedInForward(DevicePass):
         )
 
     def _statement(self, move: cst.Call) -> None:
-        found = self._submodule(move)
+        found = self.facts.modules.submodule_moved(move)
         if found is None:
             return
         self_var, attr, _method, _classdef = found
         assert isinstance(move.func, cst.Attribute)
-        if _method.name.value != "forward" or _only_casts(self, move):
+        if _method.name.value != "forward" or self.facts.moves.only_casts(move):
             return  # placing submodules in a set-up method is what it is for
         self.report(
             move,
@@ -237,60 +173,6 @@ class ModuleMovedInForward(DevicePass):
             ),
         )
 
-    def _casts(self, move: cst.Call) -> str | None:
-        """Why the `.to(...)` is more than a device move, or None."""
-        assert isinstance(move.func, cst.Attribute)
-        if move.func.attr.value == "cuda":
-            return None
-        positional = [a for a in move.args if a.keyword is None]
-        keywords = {a.keyword.value for a in move.args if a.keyword is not None}
-        if keywords - {"device", "non_blocking"} or len(positional) > 1:
-            return "it also casts the submodule's dtype"
-        if positional:
-            if keywords & {"device"}:
-                return "it also casts the submodule's dtype"
-            value = positional[0].value
-            if not _is_device_expression(self, value):
-                return f"`{_code(value)}` may be a dtype or a tensor (a cast), not only a device"
-        elif "device" not in keywords:
-            return "it names no device"
-        return None
-
-
-def _only_casts(checker: DevicePass, move: cst.Call) -> bool:
-    """`.to(torch.float16)` / `.to(dtype=...)`: no device is named."""
-    assert isinstance(move.func, cst.Attribute)
-    if move.func.attr.value != "to":
-        return False
-    positional = [a for a in move.args if a.keyword is None]
-    keywords = {a.keyword.value for a in move.args if a.keyword is not None}
-    if "device" in keywords:
-        return False
-    if not positional:
-        return "dtype" in keywords
-    first = positional[0].value
-    return dotted_name(first) is not None and checker.qualified_name(first) in _DTYPES
-
-
-def _is_device_expression(checker: DevicePass, node: cst.BaseExpression) -> bool:
-    if isinstance(node, (cst.SimpleString, cst.Integer)):
-        return True
-    if isinstance(node, cst.Call):
-        return checker.qualified_name(node.func) == "torch.device"
-    dotted = dotted_name(node)
-    if dotted is None:
-        return False
-    if checker.qualified_name(node) in _DTYPES:
-        return False
-    last = dotted.rsplit(".", 1)[-1].lower()
-    return "device" in last or last in ("dev", "gpu", "rank", "local_rank")
-
-
-def _is_literal(node: cst.BaseExpression) -> bool:
-    return isinstance(node, _LITERALS) or (
-        isinstance(node, cst.Name) and node.value in ("None", "True", "False")
-    )
-
 
 def _already_on(node: cst.BaseExpression, device: str) -> bool:
     """`x.to(self.head.weight.device)` already."""
@@ -299,9 +181,5 @@ def _already_on(node: cst.BaseExpression, device: str) -> bool:
         and isinstance(node.func, cst.Attribute)
         and node.func.attr.value == "to"
         and len(node.args) == 1
-        and _code(node.args[0].value) == device
+        and code_of(node.args[0].value) == device
     )
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)

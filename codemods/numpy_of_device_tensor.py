@@ -5,16 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument
-from devfix.codemods._torch_names import NON_TENSOR_MEMBERS
-from devfix.codemods._training_loop import ScriptFlow, code_of, device_argument
-from devfix.codemods._tree import names_in_scope
-from devfix.types import Applicability, Edit, ImportSpec
+from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.codemods.analysis.torch_names import NUMPY_ARRAY_FUNCTIONS
+from devfix.types import Applicability, Edit
 
 _NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
-#: Methods whose result is no longer a device tensor.
-_LEAVES_DEVICE = frozenset({"cpu", "numpy", "item", "tolist", "size", "dim", "numel", "__len__"})
-_MAX_DEPTH = 8
 
 
 class NumpyOfDeviceTensor(DevicePass):
@@ -67,6 +62,7 @@ class NumpyOfDeviceTensor(DevicePass):
     MESSAGE = "NumPy conversion of a tensor on a device"
     FIX_TITLE = "Copy the tensor to the CPU first"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("numpy", "np.")
     REQUIRED_WORDS = ("torch",)
 
@@ -74,16 +70,22 @@ class NumpyOfDeviceTensor(DevicePass):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
             self._check_numpy(node, func)
-        elif isinstance(func, (cst.Attribute, cst.Name)) and _tail(func) in ("sum", "mean"):
+        elif isinstance(func, (cst.Attribute, cst.Name)) and (
+            f"numpy.{call_tail(func)}" in NUMPY_ARRAY_FUNCTIONS
+        ):
             qualified = self.qualified_name(func)
-            if qualified in _NUMPY_REDUCTIONS:
-                self._check_reduction(node, _NUMPY_REDUCTIONS[qualified])
+            if qualified in _NUMPY_REDUCTIONS and self._check_reduction(
+                node, _NUMPY_REDUCTIONS[qualified]
+            ):
+                return
+            if qualified in NUMPY_ARRAY_FUNCTIONS:
+                self._check_array_function(node, qualified.rsplit(".", 1)[1])
 
     # -- .numpy() --------------------------------------------------------------------------
 
     def _check_numpy(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
-        origin = self.device_origin(receiver, node, 0)
+        origin = self._origin(receiver, node)
         if origin is None:
             return
         if _ends_with(receiver, "detach") or (
@@ -101,28 +103,62 @@ class NumpyOfDeviceTensor(DevicePass):
             edits=[Edit(node, node.with_changes(func=func.with_changes(value=moved)))],
         )
 
+    def _origin(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """Why `expr` is a tensor on a device, or None when that is not known."""
+        placed = self.facts.devices.placed(expr, at)
+        return placed.evidence if placed is not None else None
+
     # -- np.sum / np.mean ------------------------------------------------------------------
 
-    def _check_reduction(self, node: cst.Call, method: str) -> None:
-        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+    def _check_array_function(self, node: cst.Call, function: str) -> None:
+        """`np.sqrt(mse / n)` with `mse` on a device: NumPy converts its argument, which needs
+        the tensor on the CPU first."""
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
             return
+        argument = node.args[0]
+        value = argument.value
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+            return
+        origin = self._origin(value, node)
+        if origin is None:
+            return
+        receiver: cst.BaseExpression = value
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not value.lpar:
+            receiver = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if _ends_with(value, "detach"):
+            moved: cst.BaseExpression = _method(_method(receiver, "cpu"), "numpy")
+            added = ".cpu().numpy()"
+        else:
+            moved = _method(_method(_method(receiver, "detach"), "cpu"), "numpy")
+            added = ".detach().cpu().numpy()"
+        self.report(
+            node,
+            message=(
+                f"`np.{function}` of a tensor on a device ({origin}): NumPy reads CPU memory "
+                f"only; it needs `{added}` first"
+            ),
+            fix_title=f"Pass `{code_of(moved)}`",
+            edits=[Edit(argument, argument.with_changes(value=moved))],
+        )
+
+    def _check_reduction(self, node: cst.Call, method: str) -> bool:
+        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return False
         values = node.args[0].value
         origin: str | None
         if isinstance(values, cst.List) and values.elements:
             origins = [
-                self.device_origin(e.value, node, 0)
-                if not isinstance(e, cst.StarredElement)
-                else None
+                self._origin(e.value, node) if not isinstance(e, cst.StarredElement) else None
                 for e in values.elements
             ]
             origin = origins[0] if all(origins) else None
         elif isinstance(values, cst.Name):
             origin = self._list_of_device_tensors(values.value, node)
         else:
-            return
+            return False
         if origin is None:
-            return
-        torch_name, imports = self._torch_name()
+            return False
+        torch_name, imports = self.facts.names.torch_spelling()
         stacked = cst.Call(
             func=cst.Attribute(value=cst.parse_expression(torch_name), attr=cst.Name("stack")),
             args=[cst.Arg(values)],
@@ -140,17 +176,17 @@ class NumpyOfDeviceTensor(DevicePass):
             applicability=Applicability.UNSAFE,
             imports=imports,
         )
+        return True
 
     def _list_of_device_tensors(self, name: str, at: cst.CSTNode) -> str | None:
         """`losses = []` filled only by `losses.append(<device tensor>)`: the first origin."""
-        flow = ScriptFlow.of(self)
-        values = flow.assigned_values(name, at)
+        values = self.facts.scopes.assigned_values(name, at)
         if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
             return None
-        function = flow.function_of(at)
+        function = self.facts.scopes.enclosing_function(at)
         scope: cst.CSTNode = function if function is not None else self.context.module
         origin: str | None = None
-        for use in _names(scope, name):
+        for use in self.facts.scopes.names_in(scope, name):
             parent = self.context.parent(use)
             if isinstance(parent, cst.AssignTarget):
                 continue
@@ -158,7 +194,7 @@ class NumpyOfDeviceTensor(DevicePass):
                 call = self.context.parent(parent)
                 method = parent.attr.value
                 if method == "append" and isinstance(call, cst.Call) and len(call.args) == 1:
-                    found = self.device_origin(call.args[0].value, call, 0)
+                    found = self._origin(call.args[0].value, call)
                     if found is None:
                         return None
                     origin = origin or found
@@ -169,125 +205,6 @@ class NumpyOfDeviceTensor(DevicePass):
             if isinstance(parent, (cst.AugAssign, cst.Subscript)):
                 return None
         return origin
-
-    def _torch_name(self) -> tuple[str, list[ImportSpec]]:
-        for statement in self.context.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if isinstance(small, cst.Import):
-                    for alias in small.names:
-                        if dotted_name(alias.name) == "torch":
-                            bound = alias.asname.name if alias.asname else alias.name
-                            if isinstance(bound, cst.Name):
-                                return bound.value, []
-        return "torch", [ImportSpec("torch")]
-
-    # -- where a tensor lives --------------------------------------------------------------
-
-    def device_origin(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int) -> str | None:
-        """Why `expr` is a tensor on a device, or None when that is not known."""
-        if depth > _MAX_DEPTH:
-            return None
-        flow = ScriptFlow.of(self)
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute):
-                method = func.attr.value
-                if method in _LEAVES_DEVICE or method in NON_TENSOR_MEMBERS:
-                    return None
-                if method == "cuda":
-                    return "moved with `.cuda()`"
-                if method == "to":
-                    device = device_argument(expr)
-                    kind = flow.device_kind(device, flow.function_of(at)) if device else None
-                    if kind == "cpu":
-                        return None
-                    if kind is not None:
-                        return f"moved with `.to({code_of(device)})`" if device else None
-            if dotted_name(func) is not None:
-                model = flow.model_device(
-                    func.value
-                    if isinstance(func, cst.Attribute)
-                    and func.attr.value in ("generate", "forward")
-                    else func,
-                    expr,
-                )
-                if model is not None:
-                    return f"output of `{model.model}`, which is on a device"
-                qualified = self.qualified_name(func)
-                if qualified is not None and qualified.startswith("torch."):
-                    keyword = keyword_argument(expr, "device")
-                    if keyword is not None and flow.device_kind(
-                        keyword.value, flow.function_of(at)
-                    ) in ("accelerator", "device"):
-                        return f"created with `device={code_of(keyword.value)}`"
-                    return self._any_argument(expr, at, depth)
-                if qualified is not None and self._is_module_instance(func, at):
-                    return self._any_argument(expr, at, depth)
-            if isinstance(func, cst.Attribute):
-                return self.device_origin(func.value, at, depth + 1)
-            return None
-        if isinstance(expr, cst.Name):
-            binding = flow.binding_before(expr.value, at)
-            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
-                return None
-            return self.device_origin(binding[1], at, depth + 1)
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
-                "self."
-            ):
-                return None
-            return self.device_origin(expr.value, at, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.device_origin(expr.value, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.device_origin(expr.left, at, depth + 1) or self.device_origin(
-                expr.right, at, depth + 1
-            )
-        if isinstance(expr, cst.UnaryOperation):
-            return self.device_origin(expr.expression, at, depth + 1)
-        return None
-
-    def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> str | None:
-        for arg in call.args:
-            if arg.keyword is not None:
-                continue
-            values = (
-                [e.value for e in arg.value.elements]
-                if isinstance(arg.value, (cst.List, cst.Tuple))
-                else [arg.value]
-            )
-            for value in values:
-                origin = self.device_origin(value, at, depth + 1)
-                if origin is not None:
-                    return origin
-        return None
-
-    def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
-        if not isinstance(func, cst.Name):
-            return False
-        binding = ScriptFlow.of(self).binding_before(func.value, at)
-        if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
-            return False
-        value = binding[1]
-        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
-            value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
-        qualified = self.qualified_name(value.func)
-        return (
-            qualified is not None
-            and qualified.startswith("torch.nn.")
-            and (not qualified.startswith("torch.nn.functional."))
-        )
-
-
-def _tail(func: cst.BaseExpression) -> str | None:
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute):
-        return func.attr.value
-    return None
 
 
 def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
@@ -300,7 +217,3 @@ def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
 
 def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(name)))
-
-
-def _names(scope: cst.CSTNode, name: str) -> list[cst.Name]:
-    return list(names_in_scope(scope, name))

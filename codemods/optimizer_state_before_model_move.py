@@ -2,43 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._script_flow import (
-    Body,
-    Placement,
-    calls_in,
-    common_placement,
-    enclosing_scope,
-    line_of,
-    move_of,
-    names_bound,
-    names_read,
-    root_name,
-    scope_statements,
-)
-from devfix.codemods._torch_names import EAGER_STATE_OPTIMIZERS, GRAD_SCALERS
-from devfix.codemods._tree import walk
-from devfix.context import FileContext
+from devfix.codemods.analysis.flow import TrainingObject
+from devfix.codemods.analysis.scopes import Body, Placement
+from devfix.codemods.analysis.torch_names import EAGER_STATE_OPTIMIZERS
 from devfix.types import Applicability, Edit
 
-_OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
 #: Compound statements that may be moved whole (their body runs once, where they stand).
 _MOVABLE_COMPOUND = (cst.If, cst.With, cst.Try)
-
-
-@dataclass
-class _Object:
-    """A name bound to an optimizer, a learning-rate scheduler or a grad scaler."""
-
-    kind: str  # "optimizer" | "scheduler" | "scaler"
-    qualified: str
-    models: set[str] = field(default_factory=set)
-    #: For a scheduler: the optimizer names it was built on.
-    optimizers: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -108,99 +83,34 @@ class OptimizerStateBeforeModelMove(DevicePass):
     MESSAGE = "optimizer state is created or restored before the model is moved to its device"
     FIX_TITLE = "Move it after the model move"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("optim",)
     REQUIRED_WORDS = ("torch",)
 
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._module_objects: dict[str, _Object] | None = None
-
     def visit_Module(self, node: cst.Module) -> bool:
         scopes: list[cst.CSTNode] = [node]
-        scopes.extend(n for n in walk(node) if isinstance(n, cst.FunctionDef))
+        scopes.extend(n for n in self.context.subtree(node) if isinstance(n, cst.FunctionDef))
         for scope in scopes:
             self._check_scope(scope)
         return False
 
-    # -- what is bound where ----------------------------------------------------------------------
-
-    def _objects(self, scope: cst.CSTNode) -> dict[str, _Object]:
-        """Optimizers, schedulers and scalers bound in the module and then in `scope`."""
-        if self._module_objects is None:
-            self._module_objects = self._bound_in(self.context.module)
-        found = dict(self._module_objects)
-        if scope is not self.context.module:
-            found.update(self._bound_in(scope))
-        return found
-
-    def _bound_in(self, scope: cst.CSTNode) -> dict[str, _Object]:
-        found: dict[str, _Object] = {}
-        for statement in scope_statements(scope):
-            if not (
-                isinstance(statement, cst.Assign)
-                and len(statement.targets) == 1
-                and isinstance(statement.targets[0].target, cst.Name)
-                and isinstance(statement.value, cst.Call)
-            ):
-                continue
-            call = statement.value
-            kind, qualified = self._kind(call)
-            if kind is None or qualified is None:
-                continue
-            obj = _Object(kind, qualified)
-            reads = set().union(*(names_read(arg.value) for arg in call.args))
-            if kind == "optimizer":
-                # Modules whose parameters it trains: `model.parameters()`,
-                # `model.head.named_parameters()`; a plain tensor's `.to()` is not in place.
-                obj.models = {
-                    name
-                    for inner in calls_in(call)
-                    if isinstance(inner.func, cst.Attribute)
-                    and inner.func.attr.value in ("parameters", "named_parameters")
-                    and (name := root_name(inner.func.value)) is not None
-                }
-            elif kind == "scheduler":
-                obj.optimizers = reads
-            found[statement.targets[0].target.value] = obj
-        return found
-
-    def _kind(self, call: cst.Call) -> tuple[str | None, str | None]:
-        if not isinstance(call.func, (cst.Name, cst.Attribute)):
-            return None, None
-        qualified = self.qualified_name(call.func)
-        if qualified is None:
-            return None, None
-        if qualified.startswith("torch.optim.lr_scheduler.") or (
-            qualified.startswith("transformers.") and "schedule" in qualified
-        ):
-            return "scheduler", qualified
-        if qualified in GRAD_SCALERS:
-            return "scaler", qualified
-        if (
-            qualified.startswith("torch.optim.")
-            and not qualified.startswith("torch.optim.swa_utils.")
-            and qualified.rsplit(".", 1)[1][:1].isupper()
-        ) or qualified in _OTHER_OPTIMIZERS:
-            return "optimizer", qualified
-        return None, None
-
     # -- one function (or the module) -------------------------------------------------------------
 
     def _check_scope(self, scope: cst.CSTNode) -> None:
-        objects = self._objects(scope)
+        objects = self.facts.flow.training_objects(scope)
         optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
         if not optimizers:
             return
         first_move: dict[str, cst.Call] = {}
-        for inner in scope_statements(scope):
+        for inner in self.facts.scopes.statements(scope):
             if isinstance(inner, cst.Call):
-                move = move_of(self, inner)
-                if move is not None and move.name not in first_move:
-                    first_move[move.name] = inner
+                moved = self.facts.moves.moved_name(inner)
+                if moved is not None and moved not in first_move:
+                    first_move[moved] = inner
         if not first_move:
             return
         candidates: list[_Candidate] = []
-        for inner in scope_statements(scope):
+        for inner in self.facts.scopes.statements(scope):
             if not isinstance(inner, cst.Call):
                 continue
             found = self._candidate(inner, objects, first_move)
@@ -213,7 +123,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
             self._fix_group(group, objects)
 
     def _candidate(
-        self, call: cst.Call, objects: dict[str, _Object], first_move: dict[str, cst.Call]
+        self, call: cst.Call, objects: dict[str, TrainingObject], first_move: dict[str, cst.Call]
     ) -> _Candidate | None:
         parent = self.context.parent(call)
         if (
@@ -228,7 +138,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 move = self._latest_move(obj.models, first_move)
                 if (
                     move is not None
-                    and line_of(self, move) > line_of(self, call)
+                    and self.facts.scopes.line_of(move) > self.facts.scopes.line_of(call)
                     and not self._rebound_after(name, move)
                 ):
                     return _Candidate(call, "construct", name, move)
@@ -247,7 +157,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         move = self._latest_move(obj.models, first_move)
         if (
             move is not None
-            and line_of(self, move) > line_of(self, call)
+            and self.facts.scopes.line_of(move) > self.facts.scopes.line_of(call)
             and not self._rebound_after(name, move)
         ):
             return _Candidate(call, "load", name, move)
@@ -255,24 +165,24 @@ class OptimizerStateBeforeModelMove(DevicePass):
 
     def _rebound_after(self, name: str, move: cst.Call) -> bool:
         """A fresh object is bound to `name` after the move: the early one is a different one."""
-        scope = enclosing_scope(self, move)
-        after = line_of(self, move)
+        scope = self.facts.scopes.enclosing_scope(move)
+        after = self.facts.scopes.line_of(move)
         return any(
             isinstance(inner, cst.AssignTarget)
-            and name in names_bound(inner)
-            and line_of(self, inner) >= after
-            for inner in scope_statements(scope)
+            and name in self.facts.scopes.names_bound(inner)
+            and self.facts.scopes.line_of(inner) >= after
+            for inner in self.facts.scopes.statements(scope)
         )
 
     def _latest_move(self, models: set[str], first_move: dict[str, cst.Call]) -> cst.Call | None:
         moves = [first_move[name] for name in models if name in first_move]
-        return max(moves, key=lambda c: line_of(self, c)) if moves else None
+        return max(moves, key=lambda c: self.facts.scopes.line_of(c)) if moves else None
 
     # -- reordering ---------------------------------------------------------------------------
 
-    def _fix_group(self, group: list[_Candidate], objects: dict[str, _Object]) -> None:
+    def _fix_group(self, group: list[_Candidate], objects: dict[str, TrainingObject]) -> None:
         move = group[0].move
-        first = min(group, key=lambda c: line_of(self, c.node))
+        first = min(group, key=lambda c: self.facts.scopes.line_of(c.node))
         model = self._code(move.func.value) if isinstance(move.func, cst.Attribute) else "model"
         move_text = self._code(move)
         loads = [c for c in group if c.kind == "load"]
@@ -280,7 +190,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         message = self._message(loads, constructs, objects, move_text)
         places: list[tuple[Placement, Placement]] = []
         for candidate in group:
-            pair = common_placement(self, candidate.node, move)
+            pair = self.facts.scopes.common_placement(candidate.node, move)
             if pair is None or pair[0].index >= pair[1].index:
                 self.report(
                     first.node,
@@ -309,7 +219,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         for index in moved:
             statement = body[index]
             if not isinstance(statement, (cst.SimpleStatementLine, *_MOVABLE_COMPOUND)):
-                line = line_of(self, statement)
+                line = self.facts.scopes.line_of(statement)
                 self.report(
                     first.node,
                     message=f"{message}; the statement at line {line} cannot be moved whole",
@@ -328,8 +238,8 @@ class OptimizerStateBeforeModelMove(DevicePass):
             )
         else:
             # Constructions right after the move; restored state after the scheduler.
-            early = [s for s in statements if names_bound(s)]
-            late = [s for s in statements if not names_bound(s)]
+            early = [s for s in statements if self.facts.scopes.names_bound(s)]
+            late = [s for s in statements if not self.facts.scopes.names_bound(s)]
             edits.append(Edit(body[move_index], cst.FlattenSentinel([body[move_index], *early])))
             edits.append(Edit(body[insert_at], cst.FlattenSentinel([body[insert_at], *late])))
         compound = any(not isinstance(s, cst.SimpleStatementLine) for s in statements)
@@ -346,7 +256,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         self,
         loads: list[_Candidate],
         constructs: list[_Candidate],
-        objects: dict[str, _Object],
+        objects: dict[str, TrainingObject],
         move_text: str,
     ) -> str:
         if loads:
@@ -374,7 +284,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         )
 
     def _restores(
-        self, statement: cst.CSTNode, objects: dict[str, _Object], kinds: set[str]
+        self, statement: cst.CSTNode, objects: dict[str, TrainingObject], kinds: set[str]
     ) -> bool:
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             return False
@@ -402,22 +312,25 @@ class OptimizerStateBeforeModelMove(DevicePass):
         for index in range(moved[0], move_index):
             statement = body[index]
             if index in moved:
-                changed |= names_bound(statement) | (receivers & names_read(statement))
+                changed |= self.facts.scopes.names_bound(statement) | (
+                    receivers & self.facts.scopes.names_read(statement)
+                )
                 continue
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
                 continue  # runs later, when it is called
-            reads = names_read(statement)
+            reads = self.facts.scopes.names_read(statement)
             if reads & changed:
                 if isinstance(statement, cst.SimpleStatementLine) and not self._calls_model(
                     statement
                 ):
                     moved.append(index)
                     moved.sort()
-                    changed |= names_bound(statement)
+                    changed |= self.facts.scopes.names_bound(statement)
                     continue
                 names = ", ".join(f"`{n}`" for n in sorted(reads & changed))
+                line = self.facts.scopes.line_of(statement)
                 return (
-                    f"line {line_of(self, statement)} uses {names} before the model move, so "
+                    f"line {line} uses {names} before the model move, so "
                     "the statements cannot be reordered"
                 )
         return None
@@ -425,8 +338,10 @@ class OptimizerStateBeforeModelMove(DevicePass):
     def _calls_model(self, statement: cst.CSTNode) -> bool:
         """A statement that trains or steps (`optimizer.step()` in a loop body, `train(...)`)."""
         return any(
-            isinstance(call.func, cst.Attribute) and call.func.attr.value in ("step", "backward")
-            for call in calls_in(statement)
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in ("step", "backward")
+            for call in self.context.subtree(statement)
         )
 
     def _rebinding_conflict(
@@ -437,23 +352,21 @@ class OptimizerStateBeforeModelMove(DevicePass):
         model: str,
     ) -> str | None:
         for index in moved:
-            reads = names_read(body[index])
+            reads = self.facts.scopes.names_read(body[index])
             for later in range(index + 1, move_index + 1):
                 if later in moved:
                     continue
-                bound = names_bound(body[later])
+                bound = self.facts.scopes.names_bound(body[later])
                 if later == move_index:
                     bound.discard(model)
                 clash = reads & bound
                 if clash:
                     names = ", ".join(f"`{n}`" for n in sorted(clash))
-                    return (
-                        f"line {line_of(self, body[later])} rebinds {names}, which the moved "
-                        "statements read"
-                    )
-        move_reads = names_read(body[move_index])
+                    line = self.facts.scopes.line_of(body[later])
+                    return f"line {line} rebinds {names}, which the moved statements read"
+        move_reads = self.facts.scopes.names_read(body[move_index])
         for index in moved:
-            clash = move_reads & names_bound(body[index])
+            clash = move_reads & self.facts.scopes.names_bound(body[index])
             if clash:
                 names = ", ".join(f"`{n}`" for n in sorted(clash))
                 return f"the model move reads {names}, bound by a statement that would move"
@@ -464,32 +377,35 @@ class OptimizerStateBeforeModelMove(DevicePass):
         body: Body,
         moved: list[int],
         move_index: int,
-        objects: dict[str, _Object],
+        objects: dict[str, TrainingObject],
         loads: list[_Candidate],
     ) -> int:
         """After the move; after a scheduler over a restored optimizer built right after it."""
         if not loads:
             return move_index
         restored = {c.name for c in loads}
-        involved = restored | set().union(*(names_bound(body[i]) for i in moved))
-        moved_reads = set().union(*(names_read(body[i]) for i in moved))
+        involved = restored | set().union(*(self.facts.scopes.names_bound(body[i]) for i in moved))
+        moved_reads = set().union(*(self.facts.scopes.names_read(body[i]) for i in moved))
         insert_at = move_index
         for index in range(move_index + 1, len(body)):
             statement = body[index]
             if not isinstance(statement, cst.SimpleStatementLine):
                 break
-            if names_bound(statement) & moved_reads:
+            if self.facts.scopes.names_bound(statement) & moved_reads:
                 break
             scheduler = self._scheduler_over(statement, objects, restored)
             if scheduler:
                 insert_at = index
                 continue
-            if names_read(statement) & involved:
+            if self.facts.scopes.names_read(statement) & involved:
                 break
         return insert_at
 
     def _scheduler_over(
-        self, statement: cst.SimpleStatementLine, objects: dict[str, _Object], restored: set[str]
+        self,
+        statement: cst.SimpleStatementLine,
+        objects: dict[str, TrainingObject],
+        restored: set[str],
     ) -> bool:
         if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
             return False

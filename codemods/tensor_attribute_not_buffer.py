@@ -5,22 +5,17 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._module_state import (
+from devfix.codemods.analysis.modules import (
     TensorJudge,
     class_level_names,
     methods,
     self_attribute,
     self_name,
     super_init_call,
-    walk_function_body,
 )
-from devfix.codemods._tree import walk
-from devfix.context import FileContext
+from devfix.codemods.analysis.names import code_of
 from devfix.types import Applicability, Edit
 
-_PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
 _CONTAINERS = (cst.List, cst.Tuple, cst.Set, cst.ListComp, cst.SetComp, cst.GeneratorExp)
 
 
@@ -88,10 +83,6 @@ class TensorAttributeNotBuffer(DevicePass):
     FIX_TITLE = "Register it with `self.register_buffer(name, tensor, persistent=False)`"
     APPLICABILITY = Applicability.UNSAFE
 
-    def __init__(self, context: FileContext) -> None:
-        super().__init__(context)
-        self._judges: dict[int, TensorJudge] = {}
-
     # -- matching --------------------------------------------------------------------------
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -146,8 +137,7 @@ class TensorAttributeNotBuffer(DevicePass):
     # -- deciding --------------------------------------------------------------------------
 
     def _init_of(self, node: cst.CSTNode) -> tuple[cst.FunctionDef | None, cst.ClassDef | None]:
-        code = ModelCode.of(self)
-        function = code.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.name != "__init__":
             return None, None
         if function.owner is None or not function.owner.is_module:
@@ -155,11 +145,7 @@ class TensorAttributeNotBuffer(DevicePass):
         return function.node, function.owner.node
 
     def _judge(self, function: cst.FunctionDef) -> TensorJudge:
-        judge = self._judges.get(id(function))
-        if judge is None:
-            judge = TensorJudge(self, function)
-            self._judges[id(function)] = judge
-        return judge
+        return self.facts.modules.tensor_judge(function)
 
     def _check(
         self,
@@ -176,7 +162,7 @@ class TensorAttributeNotBuffer(DevicePass):
             shown = f"self.{attr}"
         else:
             shown = (
-                "setattr(self, " + cst.Module(body=[]).code_for_node(node.args[1].value) + ", ...)"
+                "setattr(self, " + code_of(node.args[1].value) + ", ...)"
                 if isinstance(node, cst.Call)
                 else "the attribute"
             )
@@ -192,9 +178,12 @@ class TensorAttributeNotBuffer(DevicePass):
             return
         if not judge.is_tensor(value):
             return
-        if attr is not None and _registered_otherwise(self, classdef, attr):
+        modules = self.facts.modules
+        if attr is not None and modules.registered_otherwise(classdef, attr):
             return
-        if judge.requires_grad(value) or (attr is not None and _grad_enabled_later(classdef, attr)):
+        if judge.requires_grad(value) or (
+            attr is not None and modules.grad_enabled_later(classdef, attr)
+        ):
             self.report(
                 node,
                 message=(
@@ -260,7 +249,7 @@ class TensorAttributeNotBuffer(DevicePass):
             if self_var is None:
                 continue
             other_judge = self._judge(function)
-            for other in walk_function_body(function):
+            for other in self.facts.scopes.nodes(function.body):
                 if other is node or not isinstance(
                     other, (cst.Assign, cst.AnnAssign, cst.AugAssign)
                 ):
@@ -314,64 +303,6 @@ def _holds_tensors(judge: TensorJudge, value: cst.BaseExpression) -> bool:
         )
     if isinstance(value, cst.DictComp):
         return judge.is_tensor(value.value)
-    return False
-
-
-def _registered_otherwise(checker: DevicePass, classdef: cst.ClassDef, attr: str) -> bool:
-    """The class registers `attr` itself (`register_buffer("x", ...)`, `nn.Parameter`)."""
-    for node in walk(classdef):
-        if not isinstance(node, cst.Call):
-            continue
-        func = node.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in ("register_buffer", "register_parameter")
-            and node.args
-            and _literal_string(node.args[0].value) == attr
-        ):
-            return True
-    for function in methods(classdef):
-        self_var = self_name(function)
-        if self_var is None:
-            continue
-        for node in walk_function_body(function):
-            if isinstance(node, cst.Assign) and any(
-                self_attribute(t.target, self_var) == attr for t in node.targets
-            ):
-                value = node.value
-                if (
-                    isinstance(value, cst.Call)
-                    and dotted_name(value.func) is not None
-                    and checker.qualified_name(value.func) in _PARAMETER
-                ):
-                    return True
-    return False
-
-
-def _grad_enabled_later(classdef: cst.ClassDef, attr: str) -> bool:
-    """`self.x.requires_grad = True` or `self.x.requires_grad_()` anywhere in the class."""
-    for function in methods(classdef):
-        self_var = self_name(function)
-        if self_var is None:
-            continue
-        for node in walk_function_body(function):
-            if isinstance(node, cst.Assign):
-                for target in node.targets:
-                    t = target.target
-                    if (
-                        isinstance(t, cst.Attribute)
-                        and t.attr.value == "requires_grad"
-                        and self_attribute(t.value, self_var) == attr
-                        and not (isinstance(node.value, cst.Name) and node.value.value == "False")
-                    ):
-                        return True
-            elif (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value == "requires_grad_"
-                and self_attribute(node.func.value, self_var) == attr
-            ):
-                return True
     return False
 
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import (
-    append_keyword,
-    call_tail,
-    has_star_kwargs,
-    keyword_argument,
-    method_call,
+from devfix.codemods._edits import append_keyword, method_call
+from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.torch_names import (
+    DATA_FACTORIES,
+    LEGACY_CONSTRUCTORS,
+    TENSOR_FACTORIES,
 )
-from devfix.codemods._model_code import AS_INDEX, ModelCode
-from devfix.codemods._torch_names import DATA_FACTORIES, LEGACY_CONSTRUCTORS, TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 
 _CANDIDATE_TAILS = frozenset(
@@ -84,10 +83,12 @@ class TensorFactoryWithoutDevice(DevicePass):
     MESSAGE = "tensor created in model code without `device=`"
     FIX_TITLE = "Pass `device=` of the tensor it meets"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
 
     def visit_Call(self, node: cst.Call) -> None:
         if call_tail(node.func) not in _CANDIDATE_TAILS and not (
-            isinstance(node.func, cst.Name) and node.func.value in self.imported_aliases("torch")
+            isinstance(node.func, cst.Name)
+            and node.func.value in self.facts.names.imported_aliases("torch")
         ):
             return
         qualified = self.qualified_name(node.func)
@@ -103,37 +104,36 @@ class TensorFactoryWithoutDevice(DevicePass):
             return  # a 0-dim scalar: legal next to CUDA tensors
         if _already_moved(self, node):
             return
-        code = ModelCode.of(self)
-        function = code.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or not function.is_model_code or function.name == "__init__":
             return  # tensors built in __init__ are DF103's business (register them as buffers)
-        short = qualified.replace("torch.", "torch.", 1)
-        source = code.resolve_device(node, function)
-        if source is AS_INDEX:
+        needed = self.facts.devices.needed_by(node, function)
+        expression = needed.expression()
+        if isinstance(needed, Unknown) and needed.as_index:
             return
-        if source is None:
+        if expression is None:
             self.report(
                 node,
                 message=(
-                    f"`{short}` creates a CPU tensor in `{function.name}`; no tensor or layer in "
-                    "scope tells which device it needs"
+                    f"`{qualified}` creates a CPU tensor in `{function.name}`; no tensor or layer "
+                    "in scope tells which device it needs"
                 ),
             )
             return
-        device = cst.parse_expression(source.expression)
+        device = cst.parse_expression(expression)
         replacement = (
             method_call(node, "to", device) if legacy else append_keyword(node, "device", device)
         )
-        fix = f"`.to({source.expression})`" if legacy else f"`device={source.expression}`"
+        fix = f"`.to({expression})`" if legacy else f"`device={expression}`"
         self.report(
             node,
             message=(
-                f"`{short}` creates a CPU tensor in `{function.name}`; it needs {fix} "
-                f"({source.reason})"
+                f"`{qualified}` creates a CPU tensor in `{function.name}`; it needs {fix} "
+                f"({needed.evidence})"
             ),
             fix_title=f"Use {fix}",
             edits=[Edit(node, replacement)],
-            applicability=Applicability.SAFE if source.certain else Applicability.UNSAFE,
+            applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
 

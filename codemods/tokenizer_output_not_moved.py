@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import dotted_name, keyword_argument, method_call
-from devfix.codemods._training_loop import ModelDevice, ScriptFlow, code_of
-from devfix.codemods._tree import names_in_scope, walk
+from devfix.codemods._edits import method_call
+from devfix.codemods.analysis.names import code_of, keyword_argument
 from devfix.types import Applicability, Edit
-
-_MODEL_METHODS = ("generate", "forward")
-_MOVES = ("to", "cuda")
 
 
 class TokenizerOutputNotMoved(DevicePass):
@@ -75,8 +69,7 @@ class TokenizerOutputNotMoved(DevicePass):
             return
         if argument.value.evaluated_value != "pt":
             return
-        flow = ScriptFlow.of(self)
-        found = self._model_fed(node, flow)
+        found = self.facts.flow.model_call_fed(node)
         if found is None:
             return
         model_call, model = found
@@ -102,116 +95,3 @@ class TokenizerOutputNotMoved(DevicePass):
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
         )
-
-    def _model_fed(self, node: cst.Call, flow: ScriptFlow) -> tuple[cst.Call, ModelDevice] | None:
-        """The model call the tokenizer output reaches unmoved, and the model's device."""
-        value: cst.BaseExpression = node
-        while True:
-            parent = self.context.parent(value)
-            if isinstance(parent, cst.Attribute) and parent.value is value:
-                if parent.attr.value in _MOVES:
-                    return None
-                grand = self.context.parent(parent)
-                if isinstance(grand, cst.Call) and grand.func is parent:
-                    return None  # a method call on the output: leave it alone
-                value = parent
-            elif isinstance(parent, cst.Subscript) and parent.value is value:
-                value = parent
-            else:
-                break
-        parent = self.context.parent(value)
-        if isinstance(parent, cst.Arg):
-            call = self.context.parent(parent)
-            if isinstance(call, cst.Call):
-                return self._as_model_call(call, flow)
-            return None
-        if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
-            target = parent.targets[0].target
-            if isinstance(target, cst.Name):
-                return self._follow(target.value, parent, flow, depth=0)
-        return None
-
-    def _follow(
-        self, name: str, assign: cst.CSTNode, flow: ScriptFlow, depth: int
-    ) -> tuple[cst.Call, ModelDevice] | None:
-        scope = flow.function_of(assign) or self.context.module
-        start = self.context.position(assign).end
-        result: tuple[cst.Call, ModelDevice] | None = None
-        for use in _uses(scope, name):
-            position = self.context.position(use).start
-            if (position.line, position.column) <= (start.line, start.column):
-                continue
-            if _moves(self, use):
-                return None
-            expression: cst.CSTNode = use
-            parent = self.context.parent(use)
-            while (
-                isinstance(parent, (cst.Attribute, cst.Subscript))
-                and parent.value is expression
-                and not (isinstance(parent, cst.Attribute) and parent.attr.value in _MOVES)
-            ):
-                expression, parent = parent, self.context.parent(parent)
-            if isinstance(parent, cst.Arg):
-                call = self.context.parent(parent)
-                if isinstance(call, cst.Call) and result is None:
-                    result = self._as_model_call(call, flow)
-            elif (
-                isinstance(parent, cst.Assign)
-                and depth == 0
-                and expression is not use
-                and len(parent.targets) == 1
-                and isinstance(parent.targets[0].target, cst.Name)
-            ):
-                derived = self._follow(parent.targets[0].target.value, parent, flow, depth + 1)
-                if derived is None and _any_move_of(self, scope, parent.targets[0].target.value):
-                    return None
-                result = result or derived
-            elif isinstance(parent, cst.Assign):
-                return None  # rebound from something else: unknown
-        return result
-
-    def _as_model_call(
-        self, call: cst.Call, flow: ScriptFlow
-    ) -> tuple[cst.Call, ModelDevice] | None:
-        callee = call.func
-        if isinstance(callee, cst.Attribute) and callee.attr.value in _MODEL_METHODS:
-            callee = callee.value
-        if dotted_name(callee) is None:
-            return None
-        model = flow.model_device(callee, call)
-        if model is None or (model.move is None and not model.pretrained and not model.reason):
-            return None
-        return call, model
-
-
-def _uses(scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
-    return names_in_scope(scope, name)
-
-
-def _moves(checker: DevicePass, use: cst.Name) -> bool:
-    """`inputs.to(d)`, `inputs["x"].to(d)`, `{k: v.to(d) for k, v in inputs.items()}`,
-    `to_device(inputs)`: the output is moved somewhere on the way."""
-    current: cst.CSTNode = use
-    for ancestor in checker.context.ancestors(use):
-        if isinstance(ancestor, cst.Attribute) and ancestor.value is current:
-            if ancestor.attr.value in _MOVES:
-                return True
-        elif isinstance(ancestor, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
-            return any(
-                isinstance(n, cst.Attribute) and n.attr.value in _MOVES for n in _walk(ancestor)
-            )
-        elif isinstance(ancestor, cst.Call):
-            tail = (dotted_name(ancestor.func) or "").rsplit(".", 1)[-1].lower()
-            if "device" in tail or "cuda" in tail or tail.startswith(("to_", "move", "send")):
-                return True
-        elif isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
-            return False
-        current = ancestor
-    return False
-
-
-def _any_move_of(checker: DevicePass, scope: cst.CSTNode, name: str) -> bool:
-    return any(_moves(checker, use) for use in _uses(scope, name))
-
-
-_walk = walk

@@ -7,23 +7,9 @@ import re
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import append_keyword, call_tail, has_star_kwargs, keyword_argument
-from devfix.codemods._script_flow import (
-    SELECT_DEVICE,
-    device_names,
-    enclosing_scope,
-    is_distributed,
-    line_of,
-    scope_statements,
-)
+from devfix.codemods._edits import append_keyword
+from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
 from devfix.types import Applicability, Edit
-
-#: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
-_METADATA_KEY = re.compile(
-    r"^(epoch|epochs|start_epoch|step|steps|global_step|iteration|iter|it|best\w*|acc\w*|lr|"
-    r"args|config|cfg|hparams|hyper_parameters|version|arch|meta|metadata|n_\w+|num_\w+)$"
-)
-
 
 _LOAD_WORD = re.compile(r"\bload\b")
 
@@ -82,6 +68,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
     )
     FIX_TITLE = 'Add `map_location="cpu"`'
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("load",)
     REQUIRED_WORDS = ("torch",)
 
@@ -98,7 +85,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
             return  # a second positional argument is `map_location`; `*args` may hold it
         if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
             return
-        target, reason, certain = self._map_target(node, self._feeds_only_state_dicts(node))
+        target, reason, certain = self._map_target(
+            node, self.facts.flow.feeds_only_state_dicts(node)
+        )
         message = f"{self.MESSAGE}; {reason}"
         if not certain:
             message += (
@@ -115,13 +104,13 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     def _map_target(self, node: cst.Call, only_state: bool) -> tuple[str, str, bool]:
         """(map_location source, why, certain)."""
-        distributed = is_distributed(self)
-        for name in device_names(self, node):
-            if distributed and self._is_process_device(name, node):
+        distributed = self.facts.flow.is_distributed()
+        for name in self.facts.moves.device_names(node):
+            if distributed and self.facts.moves.is_process_device(name, node):
                 return name, f"`{name}` is this process's device", True
         if not only_state and not distributed:
-            for name in device_names(self, node):
-                if self._is_script_device(name, node):
+            for name in self.facts.moves.device_names(node):
+                if self.facts.moves.is_computed_device(name, node):
                     return (
                         name,
                         f"the loaded tensors are used directly, so load them onto `{name}`",
@@ -129,97 +118,3 @@ class TorchLoadWithoutMapLocation(DevicePass):
                     )
         reason = "load to the CPU; `load_state_dict` places the values"
         return '"cpu"', reason, only_state
-
-    def _bindings(self, name: str, node: cst.Call) -> list[cst.BaseExpression]:
-        scopes = [enclosing_scope(self, node)]
-        if scopes[0] is not self.context.module:
-            scopes.append(self.context.module)
-        values = []
-        for scope in scopes:
-            for statement in scope_statements(scope):
-                if (
-                    isinstance(statement, cst.Assign)
-                    and len(statement.targets) == 1
-                    and isinstance(statement.targets[0].target, cst.Name)
-                    and statement.targets[0].target.value == name
-                ):
-                    values.append(statement.value)
-        return values
-
-    def _is_process_device(self, name: str, node: cst.Call) -> bool:
-        """`name` is bound from the process's rank or from the portable device helper."""
-        for value in self._bindings(name, node):
-            if (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Name)
-                and value.func.value == SELECT_DEVICE
-            ):
-                return True
-            code = self.context.module.code_for_node(value)
-            if isinstance(value, (cst.Call, cst.IfExp)) and "rank" in code.lower():
-                return True
-        return False
-
-    def _is_script_device(self, name: str, node: cst.Call) -> bool:
-        """`name` holds a `torch.device` the script computes (not a fixed string)."""
-        values = self._bindings(name, node)
-        return bool(values) and all(isinstance(v, (cst.Call, cst.IfExp)) for v in values)
-
-    def _feeds_only_state_dicts(self, node: cst.Call) -> bool:
-        parent = self.context.parent(node)
-        if isinstance(parent, cst.Arg):
-            return self._is_state_dict_argument(parent)
-        if not (
-            isinstance(parent, cst.Assign)
-            and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)
-        ):
-            return False
-        name = parent.targets[0].target.value
-        start = line_of(self, parent)
-        uses = [
-            candidate
-            for candidate in scope_statements(enclosing_scope(self, node))
-            if isinstance(candidate, cst.Name)
-            and candidate.value == name
-            and line_of(self, candidate) > start
-        ]
-        return all(self._harmless_use(use) for use in uses)
-
-    def _harmless_use(self, use: cst.Name) -> bool:
-        parent = self.context.parent(use)
-        if isinstance(parent, cst.Attribute) and parent.attr is use:
-            return True
-        if isinstance(parent, cst.Subscript) and parent.value is use:
-            key = parent.slice[0].slice if len(parent.slice) == 1 else None
-            if (
-                isinstance(key, cst.Index)
-                and isinstance(key.value, cst.SimpleString)
-                and isinstance(key.value.evaluated_value, str)
-                and _METADATA_KEY.match(key.value.evaluated_value)
-            ):
-                return True
-        if isinstance(parent, cst.ComparisonTarget):
-            return True  # `"key" in checkpoint`
-        current: cst.CSTNode = use
-        for ancestor in self.context.ancestors(use):
-            if isinstance(ancestor, cst.Arg):
-                return self._is_state_dict_argument(ancestor)
-            if isinstance(ancestor, cst.BaseStatement):
-                return False
-            if (
-                isinstance(ancestor, cst.Attribute)
-                and ancestor.value is current
-                and ancestor.attr.value in ("keys", "items", "values")
-                and isinstance(self.context.parent(ancestor), cst.Call)
-            ):
-                return ancestor.attr.value == "keys"
-            current = ancestor
-        return False
-
-    def _is_state_dict_argument(self, arg: cst.Arg) -> bool:
-        call = self.context.parent(arg)
-        return isinstance(call, cst.Call) and call_tail(call.func) in (
-            "load_state_dict",
-            "load_state_dict_from_checkpoint",
-        )

@@ -5,49 +5,17 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._model_code import ModelCode
-from devfix.codemods._module_state import (
-    MODULE_SELF_METHODS,
-    ClassTables,
-    constructed_module,
-    methods,
-    nn_reference,
+from devfix.codemods.analysis.modules import (
+    AttributeUses,
     self_attribute,
     self_name,
-    walk_function_body,
+    valid_module_key,
 )
-from devfix.codemods._torch_names import LAYER_PARAMETER
+from devfix.codemods.analysis.scopes import Scopes, target_names
+from devfix.codemods.analysis.torch_names import MODULE_SELF_METHODS, STATEFUL_LAYERS
 from devfix.types import Applicability, Edit
 
-#: ModuleList / ModuleDict lack these list / dict methods; code calling them would break.
-_LIST_ONLY_METHODS = frozenset({"index", "remove", "reverse", "sort", "count", "clear", "copy"})
-_DICT_ONLY_METHODS = frozenset({"get", "setdefault", "popitem", "copy", "fromkeys"})
-_LIST_MUTATORS = frozenset({"append", "insert", "extend"})
-#: torch.nn layers with state (parameters or buffers) besides those in LAYER_PARAMETER.
-_STATEFUL_LAYERS = frozenset(LAYER_PARAMETER) | frozenset(
-    f"torch.nn.{name}"
-    for name in (
-        "BatchNorm1d",
-        "BatchNorm2d",
-        "BatchNorm3d",
-        "SyncBatchNorm",
-        "LayerNorm",
-        "GroupNorm",
-        "RMSNorm",
-        "LazyLinear",
-        "LazyConv1d",
-        "LazyConv2d",
-        "LazyConv3d",
-        "Transformer",
-        "TransformerEncoder",
-        "TransformerDecoder",
-        "TransformerEncoderLayer",
-        "TransformerDecoderLayer",
-        "Sequential",
-        "ModuleList",
-        "ModuleDict",
-    )
-)
+LIST_MUTATORS = frozenset({"append", "insert", "extend"})
 
 
 class UnregisteredSubmodules(DevicePass):
@@ -138,8 +106,7 @@ class UnregisteredSubmodules(DevicePass):
             ),
         ):
             return
-        code = ModelCode.of(self)
-        function = code.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.name != "__init__":
             return
         if function.owner is None or not function.owner.is_module:
@@ -155,7 +122,7 @@ class UnregisteredSubmodules(DevicePass):
             kind, modules, unknown = self._contents(value)
         if kind is None:
             return
-        uses = _Uses.collect(self, classdef, attr, node)
+        uses = AttributeUses.collect(self.facts.modules, classdef, attr, node)
         if uses.registered_elsewhere:
             return  # `nn.Sequential(*self.layers)` registers the same modules already
         modules += uses.added_modules
@@ -186,7 +153,9 @@ class UnregisteredSubmodules(DevicePass):
                 ),
             )
             return
-        spelled, imports = nn_reference(self, "ModuleList" if kind == "list" else "ModuleDict")
+        spelled, imports = self.facts.names.nn_reference(
+            "ModuleList" if kind == "list" else "ModuleDict"
+        )
         replacement = _wrap(spelled, value)
         self.report(
             node,
@@ -206,23 +175,31 @@ class UnregisteredSubmodules(DevicePass):
             for element in value.elements:
                 if isinstance(element, cst.StarredElement):
                     unknown += 1
-                elif constructed_module(self, element.value):
+                elif self.facts.modules.constructed_module(element.value):
                     modules += 1
                 else:
                     unknown += 1
             return "list", modules, unknown
         if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-            return ("list", 1, 0) if constructed_module(self, value.elt) else (None, 0, 0)
+            return (
+                ("list", 1, 0) if self.facts.modules.constructed_module(value.elt) else (None, 0, 0)
+            )
         if isinstance(value, cst.Dict):
             modules = unknown = 0
             for item in value.elements:
-                if isinstance(item, cst.DictElement) and constructed_module(self, item.value):
+                if isinstance(item, cst.DictElement) and self.facts.modules.constructed_module(
+                    item.value
+                ):
                     modules += 1
                 else:
                     unknown += 1
             return "dict", modules, unknown
         if isinstance(value, cst.DictComp):
-            return ("dict", 1, 0) if constructed_module(self, value.value) else (None, 0, 0)
+            return (
+                ("dict", 1, 0)
+                if self.facts.modules.constructed_module(value.value)
+                else (None, 0, 0)
+            )
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
             # `[nn.Linear(d, d)] * n`: one module repeated (shared weights), still unregistered.
             for side, other in ((value.left, value.right), (value.right, value.left)):
@@ -239,14 +216,14 @@ class UnregisteredSubmodules(DevicePass):
         bound: list[cst.BaseExpression] = []
         modules = unknown = 0
         mutator_receivers: set[int] = set()
-        for node in walk_function_body(init):
+        for node in self.facts.scopes.nodes(init.body):
             if isinstance(node, cst.Assign) and node is not origin:
                 for target in node.targets:
-                    for sub in _names_in(target.target):
-                        if sub == name:
+                    for sub in target_names(target.target):
+                        if sub.value == name:
                             bound.append(node.value)
             elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor, cst.AnnAssign)):
-                if name in _names_in(node.target):
+                if name in {n.value for n in target_names(node.target)}:
                     return None, 0, 0
             elif (
                 isinstance(node, cst.Call)
@@ -254,20 +231,20 @@ class UnregisteredSubmodules(DevicePass):
                 and isinstance(node.func.value, cst.Name)
                 and node.func.value.value == name
             ):
-                if node.func.attr.value not in _LIST_MUTATORS or not node.args:
+                if node.func.attr.value not in LIST_MUTATORS or not node.args:
                     return None, 0, 0
                 mutator_receivers.add(id(node.func.value))
                 added = node.args[-1].value
                 if node.func.attr.value == "extend":
                     if isinstance(added, (cst.List, cst.Tuple)):
                         for element in added.elements:
-                            if constructed_module(self, element.value):
+                            if self.facts.modules.constructed_module(element.value):
                                 modules += 1
                             else:
                                 unknown += 1
                     else:
                         unknown += 1
-                elif constructed_module(self, added):
+                elif self.facts.modules.constructed_module(added):
                     modules += 1
                 else:
                     unknown += 1
@@ -275,14 +252,16 @@ class UnregisteredSubmodules(DevicePass):
             return None, 0, 0
         # Every other read of the name (`nn.Sequential(*layers)`, `return layers`) disqualifies it.
         attribute_names = {
-            id(node.attr) for node in walk_function_body(init) if isinstance(node, cst.Attribute)
+            id(node.attr)
+            for node in self.facts.scopes.nodes(init.body)
+            if isinstance(node, cst.Attribute)
         }
         keywords = {
             id(node.keyword)
-            for node in walk_function_body(init)
+            for node in self.facts.scopes.nodes(init.body)
             if isinstance(node, cst.Arg) and node.keyword is not None
         }
-        for node in walk_function_body(init):
+        for node in self.facts.scopes.nodes(init.body):
             if id(node) in attribute_names or id(node) in keywords:
                 continue
             if (
@@ -290,7 +269,7 @@ class UnregisteredSubmodules(DevicePass):
                 and node.value == name
                 and id(node) not in mutator_receivers
                 and node is not origin.value
-                and not _is_binding(node, bound[0], init)
+                and not _is_binding(self.facts.scopes, node, bound[0], init)
             ):
                 return None, 0, 0
         kind, first_modules, first_unknown = self._contents(bound[0])
@@ -306,21 +285,20 @@ class UnregisteredSubmodules(DevicePass):
         tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
         if not tail[:1].isupper():
             return
-        qualified = constructed_module(self, node)
+        qualified = self.facts.modules.constructed_module(node)
         if qualified is None:
             return
-        code = ModelCode.of(self)
-        function = code.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.name != "forward":
             return
         if function.owner is None or not function.owner.is_module:
             return
         if self._kept_on_self(node, function.node):
             return  # `self.fc = nn.Linear(...)` in forward: lazy initialisation, registered once
-        stateful = qualified in _STATEFUL_LAYERS
-        local = ClassTables.of(self).local_module_class(qualified)
+        stateful = qualified in STATEFUL_LAYERS
+        local = self.facts.modules.local_module_class(qualified)
         if local is not None:
-            stateful = bool(code.class_info(local).layers)
+            stateful = bool(self.facts.modules.class_info(local).layers)
         if not stateful:
             return
         short = qualified.replace("torch.nn.", "nn.", 1)
@@ -352,140 +330,22 @@ class UnregisteredSubmodules(DevicePass):
         return False
 
 
-class _Uses:
-    """How the rest of the class uses `self.<attr>`."""
-
-    def __init__(self) -> None:
-        self.added_modules = 0
-        self.added_unknown = 0
-        self.list_only: set[str] = set()
-        self.dict_only: set[str] = set()
-        self.reassigned: str | None = None
-        self.bad_keys = False
-        self.registered_elsewhere = False
-
-    @classmethod
-    def collect(
-        cls, checker: DevicePass, classdef: cst.ClassDef, attr: str, origin: cst.Assign
-    ) -> _Uses:
-        uses = cls()
-        for function in methods(classdef):
-            self_var = self_name(function)
-            if self_var is None:
-                continue
-            for node in walk_function_body(function):
-                if isinstance(node, cst.Assign) and node is not origin:
-                    for target in node.targets:
-                        t = target.target
-                        if self_attribute(t, self_var) == attr:
-                            uses.reassigned = function.name.value
-                        elif (
-                            isinstance(t, cst.Subscript)
-                            and self_attribute(t.value, self_var) == attr
-                        ):
-                            uses._count(checker, node.value)
-                            if not _string_key(t):
-                                uses.bad_keys = True
-                elif (
-                    isinstance(node, cst.AugAssign)
-                    and self_attribute(node.target, self_var) == attr
-                ):
-                    if isinstance(node.value, (cst.List, cst.Tuple)):
-                        for element in node.value.elements:
-                            uses._count(checker, element.value)
-                    else:
-                        uses.added_unknown += 1
-                if isinstance(node, cst.Call) and any(
-                    self_attribute(arg.value, self_var) == attr for arg in node.args
-                ):
-                    if (
-                        function.name.value == "__init__"
-                        and constructed_module(checker, node) is not None
-                    ):
-                        uses.registered_elsewhere = True
-                    continue
-                if (
-                    isinstance(node, cst.Call)
-                    and isinstance(node.func, cst.Attribute)
-                    and self_attribute(node.func.value, self_var) == attr
-                ):
-                    method = node.func.attr.value
-                    if method in ("append", "insert") and node.args:
-                        uses._count(checker, node.args[-1].value)
-                    elif method == "extend" and node.args:
-                        extended = node.args[0].value
-                        if isinstance(extended, (cst.List, cst.Tuple)):
-                            for element in extended.elements:
-                                uses._count(checker, element.value)
-                        elif isinstance(extended, (cst.ListComp, cst.GeneratorExp)):
-                            uses._count(checker, extended.elt)
-                        else:
-                            uses.added_unknown += 1
-                    elif method == "update":
-                        uses.added_unknown += 1
-                    if method in _LIST_ONLY_METHODS:
-                        uses.list_only.add(method)
-                    if method in _DICT_ONLY_METHODS:
-                        uses.dict_only.add(method)
-        return uses
-
-    def _count(self, checker: DevicePass, value: cst.BaseExpression) -> None:
-        if constructed_module(checker, value):
-            self.added_modules += 1
-        else:
-            self.added_unknown += 1
-
-    def blocker(self, kind: str) -> str | None:
-        if self.reassigned is not None:
-            return f"it is assigned again in `{self.reassigned}`"
-        methods_used = self.list_only if kind == "list" else self.dict_only
-        if methods_used:
-            names = ", ".join(f"`.{m}()`" for m in sorted(methods_used))
-            return f"it is used with {names}, which the module container lacks"
-        return None
-
-
-def _names_in(target: cst.CSTNode) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        names: set[str] = set()
-        for element in target.elements:
-            names |= _names_in(element.value)
-        return names
-    return set()
-
-
-def _is_binding(name: cst.Name, value: cst.BaseExpression, init: cst.FunctionDef) -> bool:
+def _is_binding(
+    scopes: Scopes, name: cst.Name, value: cst.BaseExpression, init: cst.FunctionDef
+) -> bool:
     """`name` is the target of the assignment whose value is `value`."""
-    for node in walk_function_body(init):
+    for node in scopes.nodes(init.body):
         if isinstance(node, cst.Assign) and node.value is value:
             return any(t.target is name for t in node.targets)
     return False
 
 
-def _string_key(target: cst.Subscript) -> bool:
-    if len(target.slice) != 1:
-        return False
-    index = target.slice[0].slice
-    if not isinstance(index, cst.Index):
-        return False
-    return _valid_key(index.value)
-
-
-def _valid_key(node: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return isinstance(value, str) and value != "" and "." not in value
-    return False
-
-
-def _dict_key_problem(value: cst.BaseExpression, uses: _Uses) -> str | None:
+def _dict_key_problem(value: cst.BaseExpression, uses: AttributeUses) -> str | None:
     if uses.bad_keys:
         return "a key is not a string literal (`nn.ModuleDict` keys must be strings without a dot)"
     if isinstance(value, cst.Dict):
         for element in value.elements:
-            if isinstance(element, cst.DictElement) and not _valid_key(element.key):
+            if isinstance(element, cst.DictElement) and not valid_module_key(element.key):
                 return (
                     "a key is not a string literal (`nn.ModuleDict` keys must be strings "
                     "without a dot)"

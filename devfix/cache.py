@@ -17,24 +17,34 @@ from dataclasses import asdict, fields
 from typing import Any
 
 from devfix import state
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options, TextEdit
+from devfix.settings import Settings
+from devfix.types import Applicability, FileResult, FileStatus, Finding, TextEdit
 from devfix.version import __version__
+
+#: The folder devfix keeps its state in (result cache, run record, review answers), in the
+#: configuration's folder or the working folder. It ignores itself for git.
+CACHE_FOLDER = state.STATE_FOLDER
+
+
+def ensure_cache_folder(directory: str) -> None:
+    """Create `directory` (a devfix state folder) with a `.gitignore` that ignores all of it;
+    never through a symbolic link (then StateError, an OSError)."""
+    state.ensure_folder(directory)
 
 
 def content_key(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _options_key(options: Options, mode: str) -> str:
-    settings = {
+def _settings_key(settings: Settings, mode: str) -> str:
+    described = {
         "version": __version__,
         "mode": mode,
-        "select": options.select,
-        "ignore": options.ignore,
-        "unsafe_fixes": options.unsafe_fixes,
-        "pass_options": {code: dict(values) for code, values in options.pass_options.items()},
+        "passes": settings.codes,
+        "unsafe_fixes": settings.unsafe_fixes,
+        "pass_options": {code: dict(values) for code, values in settings.pass_options.items()},
     }
-    text = json.dumps(settings, sort_keys=True, default=str)
+    text = json.dumps(described, sort_keys=True, default=str)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
@@ -80,17 +90,23 @@ def _finding_from_json(data: object) -> Finding:
         raise ValueError("not a finding")
     if not isinstance(data["text_edits"], list):
         raise ValueError("not a finding")
+    span = data["file_span"]
+    if span is not None and not (
+        isinstance(span, list) and len(span) == 4 and all(_is_count(value) for value in span)
+    ):
+        raise ValueError("not a finding")
     values = dict(data)
     values["applicability"] = Applicability(data["applicability"])
     values["text_edits"] = tuple(_text_edit_from_json(edit) for edit in data["text_edits"])
+    values["file_span"] = tuple(span) if span is not None else None
     return Finding(**values)
 
 
 class ResultCache:
     """Load on creation, `lookup` / `store` during the run, `save` at the end (atomically)."""
 
-    def __init__(self, directory: str, options: Options, mode: str) -> None:
-        self.name = f"results-{_options_key(options, mode)}.json"
+    def __init__(self, directory: str, settings: Settings, mode: str) -> None:
+        self.name = f"results-{_settings_key(settings, mode)}.json"
         self.path = os.path.join(directory, self.name)
         self.directory = directory
         self.entries: dict[str, Any] = {}
@@ -103,10 +119,9 @@ class ResultCache:
 
     def lookup(self, path: str, key: str) -> FileResult | None:
         entry = self.entries.get(key)
-        if not isinstance(entry, dict) or set(entry) != {"findings", "hidden_unsafe"}:
+        if not isinstance(entry, dict) or set(entry) != {"findings"}:
             return None
-        hidden = entry["hidden_unsafe"]
-        if not isinstance(entry["findings"], list) or not _is_count(hidden):
+        if not isinstance(entry["findings"], list):
             return None
         try:
             findings = tuple(_finding_from_json(item) for item in entry["findings"])
@@ -117,17 +132,13 @@ class ResultCache:
             FileStatus.UNCHANGED,
             findings=findings,
             remaining=findings,
-            hidden_unsafe=hidden,
             fingerprint=key,
         )
 
     def store(self, key: str, result: FileResult) -> None:
         if result.status is not FileStatus.UNCHANGED:
             return
-        self.entries[key] = {
-            "findings": [_finding_to_json(f) for f in result.findings],
-            "hidden_unsafe": result.hidden_unsafe,
-        }
+        self.entries[key] = {"findings": [_finding_to_json(f) for f in result.findings]}
         self.dirty = True
 
     def save(self) -> None:

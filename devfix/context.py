@@ -24,7 +24,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from devfix.tree import LIBCST_CHILDREN, TreeTables, build_tables
+from devfix.tree import TreeTables, build_tables, children_of
 
 T = TypeVar("T")
 
@@ -43,18 +43,12 @@ class FileContext:
         self.text = text if text is not None else module.code
         self._wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         self._resolved: dict[type[Any], Mapping[cst.CSTNode, Any]] = {}
-        #: Analyses that several passes need (class tables, data flow), keyed by the analysis.
+        #: Analyses that several passes need (codemods.analysis), keyed by the analysis. They
+        #: hold this context only through a weak proxy, so a file's tree is freed by reference
+        #: counting as soon as the engine drops the context.
         self.shared: dict[str, object] = {}
         self._names: _NameTable | None = None
         self._tables: TreeTables | None = None
-        _CHILDREN_CACHE.owner, _CHILDREN_CACHE.table = self, None
-
-    def release(self) -> None:
-        """Drop the analyses: they refer back to the passes that refer to this context, a cycle
-        only the garbage collector would free (the children table stays for the engine)."""
-        self.shared.clear()
-        self._resolved.clear()
-        self._names = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
         table = self._resolved.get(provider)
@@ -92,20 +86,36 @@ class FileContext:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._tree().parents.get(id(node))
 
-    def children(self, node: cst.CSTNode) -> list[cst.CSTNode]:
-        """`node.children`, from a table built once per file (libcst rebuilds it on every call)."""
-        return list(self._tree().children.get(id(node), ()))
+    def children(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+        """`node.children` (read only), from the file's table; nodes outside the file (built by
+        a fix) are read through :func:`devfix.tree.children_of`."""
+        kids = self._tree().children.get(id(node))
+        return kids if kids is not None else children_of(node)
 
-    def children_table(self) -> dict[int, list[cst.CSTNode]]:
-        """Every node's children by `id(node)`: the table behind :meth:`children`; read only."""
-        return self._tree().children
+    def subtree(self, root: cst.CSTNode) -> Sequence[cst.CSTNode]:
+        """Every node under `root` (itself included) in source order: a slice of the file's
+        pre-order node list."""
+        tables = self._tree()
+        span = tables.order.get(id(root))
+        if span is not None:
+            return tables.nodes[span[0] : span[1] + 1]
+        found: list[cst.CSTNode] = []
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            found.append(node)
+            stack.extend(reversed(self.children(node)))
+        return found
+
+    @property
+    def tables(self) -> TreeTables:
+        """Parents, children and source order of every node (built on first use)."""
+        return self._tree()
 
     def _tree(self) -> TreeTables:
         # The same table as libcst's ParentNodeProvider, without rebuilding every node.
         if self._tables is None:
             self._tables = build_tables(self.module)
-            if _CHILDREN_CACHE.owner is self:
-                _CHILDREN_CACHE.table = self._tables.children
         return self._tables
 
     def _all_nodes(self) -> list[cst.CSTNode]:
@@ -130,63 +140,6 @@ class FileContext:
             chain.append(current)
             current = self.parent(current)
         return chain
-
-
-class _ChildrenCache:
-    """The children table of the newest FileContext, behind `CSTNode.children`.
-
-    libcst computes `node.children` by rebuilding the node through a visitor on every access,
-    and the passes' tree walks access it for every node they pass: on real code that was ~40 %
-    of a run. Nodes are immutable and compare by identity, so a table built once per file by a
-    single traversal gives the same lists; nodes outside the table (built by fixes, or from
-    another module) still go to libcst. Holding only the newest file's table bounds the memory.
-    """
-
-    def __init__(self) -> None:
-        self.owner: FileContext | None = None
-        self.table: dict[int, list[cst.CSTNode]] | None = None
-
-
-_CHILDREN_CACHE = _ChildrenCache()
-
-
-def children_view(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    """`node.children` for a caller that does not modify the list (no copy is made)."""
-    table = _CHILDREN_CACHE.table
-    owner = _CHILDREN_CACHE.owner
-    if table is None and owner is not None:
-        _CHILDREN_CACHE.owner = None  # no re-entry while the table is being built
-        try:
-            table = owner.children_table()
-        finally:
-            _CHILDREN_CACHE.owner = owner
-        _CHILDREN_CACHE.table = table
-    if table is not None:
-        # The table keeps every node of its module alive, so no other node can share an id.
-        kids = table.get(id(node))
-        if kids is not None:
-            return kids
-    return LIBCST_CHILDREN(node)
-
-
-def subtree_nodes(root: cst.CSTNode) -> Sequence[cst.CSTNode] | None:
-    """Every node under `root` (itself included) in source order, as one slice of the newest
-    file's pre-order node list; None when `root` is not in that file's table."""
-    owner = _CHILDREN_CACHE.owner
-    tables = owner._tables if owner is not None else None
-    if tables is None or _CHILDREN_CACHE.table is not tables.children:
-        return None
-    span = tables.order.get(id(root))
-    if span is None:
-        return None
-    return tables.nodes[span[0] : span[1] + 1]
-
-
-def _cached_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    return list(children_view(node))  # a fresh list, as libcst returns
-
-
-setattr(cst.CSTNode, "children", property(_cached_children))  # noqa: B010
 
 
 _BUILTINS = frozenset(dir(builtins))

@@ -22,7 +22,8 @@ def rule_table() -> str:
     ]
     for cls in all_passes():
         summary = cls.summary().replace("|", "\\|")
-        rows.append(f"| {cls.CODE} | `{cls.NAME}` | {cls.APPLICABILITY.value} | {summary} |")
+        levels = ", ".join(level.value for level in cls.fix_applicabilities())
+        rows.append(f"| {cls.CODE} | `{cls.NAME}` | {levels} | {summary} |")
     return "\n".join(rows)
 
 

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from devfix.registry import all_passes
-from devfix.types import Applicability, FileResult, FileStatus, Finding
+from devfix.settings import Settings
+from devfix.types import Applicability, FileResult, FileStatus, Finding, Fixability
 from devfix.version import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -33,10 +34,14 @@ def github_annotations(results: Iterable[FileResult]) -> str:
             continue
         for finding in result.findings:
             title = _escape_github(f"{finding.code} {finding.name}", property_value=True)
+            line, col, end_line, end_col = _file_region(finding)
+            message = finding.message
+            if finding.cell is not None:  # the notebook's JSON lines, the cell in the message
+                message = f"cell {finding.cell}, line {finding.line}: {message}"
             lines.append(
-                f"::warning file={path},line={finding.line},col={finding.col},"
-                f"endLine={finding.end_line},endColumn={finding.end_col},title={title}::"
-                f"{_escape_github(finding.message)}"
+                f"::warning file={path},line={line},col={col},"
+                f"endLine={end_line},endColumn={end_col},title={title}::"
+                f"{_escape_github(message)}"
             )
     return "\n".join(lines)
 
@@ -53,6 +58,13 @@ def _uri(path: str) -> str:
     return f"file://{encoded}" if posix.startswith("/") else encoded
 
 
+def _file_region(finding: Finding) -> tuple[int, int, int, int]:
+    """Where the finding is in the file's own text (a notebook's JSON for a cell's finding)."""
+    if finding.file_span is not None:
+        return finding.file_span
+    return finding.line, finding.col, finding.end_line, finding.end_col
+
+
 def sarif_log(results: Iterable[FileResult]) -> str:
     """A SARIF 2.1.0 log with one run, every rule, every finding and its fix as replacements."""
     rules = [
@@ -62,7 +74,10 @@ def sarif_log(results: Iterable[FileResult]) -> str:
             "shortDescription": {"text": cls.summary()},
             "fullDescription": {"text": cls.documentation()},
             "defaultConfiguration": {"level": "warning"},
-            "properties": {"applicability": cls.APPLICABILITY.value},
+            "properties": {
+                "applicability": cls.APPLICABILITY.value,
+                "applicabilities": [level.value for level in cls.fix_applicabilities()],
+            },
         }
         for cls in all_passes()
     ]
@@ -81,22 +96,25 @@ def sarif_log(results: Iterable[FileResult]) -> str:
             )
             continue
         for finding in result.findings:
+            place: dict[str, object] = {
+                "physicalLocation": {**location, "region": _region(*_file_region(finding))}
+            }
+            properties: dict[str, object] = {"applicability": finding.applicability.value}
+            if finding.cell is not None:  # a notebook: the region is in its JSON text
+                place["logicalLocations"] = [{"name": f"cell {finding.cell}", "kind": "module"}]
+                properties.update(
+                    cell=finding.cell,
+                    cellRegion=_region(
+                        finding.line, finding.col, finding.end_line, finding.end_col
+                    ),
+                )
             entry: dict[str, object] = {
                 "ruleId": finding.code,
                 "ruleIndex": index.get(finding.code, 0),
                 "level": "warning",
                 "message": {"text": finding.message},
-                "locations": [
-                    {
-                        "physicalLocation": {
-                            **location,
-                            "region": _region(
-                                finding.line, finding.col, finding.end_line, finding.end_col
-                            ),
-                        }
-                    }
-                ],
-                "properties": {"applicability": finding.applicability.value},
+                "locations": [place],
+                "properties": properties,
             }
             if finding.text_edits and finding.applicability is not Applicability.DISPLAY_ONLY:
                 entry["fixes"] = [
@@ -149,51 +167,58 @@ def sarif_log(results: Iterable[FileResult]) -> str:
 @dataclass
 class RuleCounts:
     files: set[str] = field(default_factory=set)
-    applied: int = 0
-    unsafe_left: int = 0
-    display_only: int = 0
-    other_left: int = 0
+    fixed: int = 0
+    #: Findings left, by what could be done about them.
+    fixable: int = 0
+    needs_unsafe: int = 0
+    no_fix: int = 0
 
 
-def rule_counts(results: Sequence[FileResult]) -> dict[str, RuleCounts]:
-    """Per rule: files it touched, fixes applied, unsafe fixes left, display-only findings."""
+def rule_counts(results: Sequence[FileResult], settings: Settings) -> dict[str, RuleCounts]:
+    """Per rule: the files it touched, the findings fixed, and the ones left by fixability."""
     counts: dict[str, RuleCounts] = defaultdict(RuleCounts)
     for result in results:
         for finding in result.applied:
-            counts[finding.code].applied += 1
+            counts[finding.code].fixed += 1
             counts[finding.code].files.add(result.path)
         for finding in result.remaining:
             entry = counts[finding.code]
             entry.files.add(result.path)
-            if finding.applicability is Applicability.DISPLAY_ONLY:
-                entry.display_only += 1
-            elif finding.applicability is Applicability.UNSAFE:
-                entry.unsafe_left += 1
+            fixability = settings.fixability(finding)
+            if fixability is Fixability.FIXABLE:
+                entry.fixable += 1
+            elif fixability is Fixability.NEEDS_UNSAFE:
+                entry.needs_unsafe += 1
             else:
-                entry.other_left += 1
+                entry.no_fix += 1
     return dict(sorted(counts.items()))
 
 
-def summary_table(results: Sequence[FileResult]) -> str:
-    """The closing per-rule table of a run (empty when nothing was found)."""
-    counts = rule_counts(results)
+def summary_table(results: Sequence[FileResult], settings: Settings, *, fixes: bool) -> str:
+    """The closing per-rule table of a run (empty when nothing was found).
+
+    `fixes`: the run applied fixes (`apply`), so the table has a `fixed` column.
+    """
+    counts = rule_counts(results, settings)
     if not counts:
         return ""
     names = {cls.CODE: cls.NAME for cls in all_passes()}
-    header = f"{'rule':<44} {'files':>5} {'fixed':>6} {'unsafe left':>11} {'display-only':>12}"
+    columns = [("files", 5)] + ([("fixed", 5)] if fixes else [])
+    columns += [("fixable", 7), ("needs --unsafe-fixes", 20), ("no fix", 6)]
+    header = f"{'rule':<44} " + " ".join(f"{title:>{width}}" for title, width in columns)
     lines = [header, "-" * len(header)]
     for code, entry in counts.items():
+        values = [len(entry.files)] + ([entry.fixed] if fixes else [])
+        values += [entry.fixable, entry.needs_unsafe, entry.no_fix]
         label = f"{code} {names.get(code, '')}"
-        lines.append(
-            f"{label:<44} {len(entry.files):>5} {entry.applied:>6} {entry.unsafe_left:>11} "
-            f"{entry.display_only:>12}"
-        )
+        cells = " ".join(f"{value:>{width}}" for value, (_, width) in zip(values, columns))
+        lines.append(f"{label:<44} {cells}")
     return "\n".join(lines)
 
 
-def migration_report(results: Sequence[FileResult], *, markdown: bool) -> str:
-    """The `--report` file: per rule and per file counts, unsafe fixes left, failures."""
-    counts = rule_counts(results)
+def migration_report(results: Sequence[FileResult], settings: Settings, *, markdown: bool) -> str:
+    """The `--report` file: per rule and per file counts, what is left, failures."""
+    counts = rule_counts(results, settings)
     failed = [r for r in results if r.status is FileStatus.FAILED]
     changed = [r for r in results if r.status is FileStatus.CHANGED]
     if not markdown:
@@ -206,9 +231,10 @@ def migration_report(results: Sequence[FileResult], *, markdown: bool) -> str:
                 "rules": {
                     code: {
                         "files": sorted(entry.files),
-                        "fixes_applied": entry.applied,
-                        "unsafe_fixes_left": entry.unsafe_left,
-                        "display_only": entry.display_only,
+                        "fixes_applied": entry.fixed,
+                        "fixable_left": entry.fixable,
+                        "unsafe_fixes_left": entry.needs_unsafe,
+                        "no_fix_left": entry.no_fix,
                     }
                     for code, entry in counts.items()
                 },
@@ -234,13 +260,13 @@ def migration_report(results: Sequence[FileResult], *, markdown: bool) -> str:
         "",
         "## Per rule",
         "",
-        "| Rule | Files | Fixes applied | Unsafe fixes left | Display-only |",
-        "|---|---:|---:|---:|---:|",
+        "| Rule | Files | Fixes applied | Fixable left | Needs --unsafe-fixes | No fix |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for code, entry in counts.items():
         out.append(
-            f"| {code} `{names.get(code, '')}` | {len(entry.files)} | {entry.applied} | "
-            f"{entry.unsafe_left} | {entry.display_only} |"
+            f"| {code} `{names.get(code, '')}` | {len(entry.files)} | {entry.fixed} | "
+            f"{entry.fixable} | {entry.needs_unsafe} | {entry.no_fix} |"
         )
     out += ["", "## Per file", ""]
     for r in results:
@@ -251,11 +277,18 @@ def migration_report(results: Sequence[FileResult], *, markdown: bool) -> str:
         )
         out.append(f"- `{r.path}`: {applied or 'no fixes applied'}")
         for f in r.remaining:
-            out.append(f"  - left: line {f.line} {f.code} ({f.applicability.value}): {f.message}")
+            out.append(f"  - left: {_where(f)} {f.code} ({f.applicability.value}): {f.message}")
     if failed:
         out += ["", "## Files that failed", ""]
         out += [f"- `{r.path}`: {r.reason}" for r in failed]
     return "\n".join(out) + "\n"
+
+
+def _where(finding: Finding) -> str:
+    """`line 9`, or `cell 2, line 9` in a notebook."""
+    if finding.cell is not None:
+        return f"cell {finding.cell}, line {finding.line}"
+    return f"line {finding.line}"
 
 
 def _finding_row(finding: Finding) -> dict[str, object]:
@@ -265,4 +298,4 @@ def _finding_row(finding: Finding) -> dict[str, object]:
         "code": finding.code,
         "applicability": finding.applicability.value,
         "message": finding.message,
-    }
+    } | ({"cell": finding.cell} if finding.cell is not None else {})

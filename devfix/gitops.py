@@ -61,8 +61,14 @@ def _names(args: Sequence[str], cwd: str) -> list[str]:
 
 
 def toplevel(path: str) -> str:
+    """The top folder of the git repository holding `path`; GitError if there is none."""
     start = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path)) or "."
-    return _git(["rev-parse", "--show-toplevel"], start).strip()
+    try:
+        return _git(["rev-parse", "--show-toplevel"], start).strip()
+    except GitError as error:
+        if "not a git repository" in str(error):
+            raise GitError(f"not a git repository: {path}") from None
+        raise
 
 
 def _targets(paths: Sequence[str], root: str) -> list[str]:

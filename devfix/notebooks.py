@@ -39,9 +39,9 @@ from typing import Any
 
 import libcst as cst
 
-from devfix import limits, sources
+from devfix import limits
 from devfix.errors import InputError, InternalError
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
+from devfix.types import Finding, TextEdit
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
@@ -286,7 +286,12 @@ class Notebook:
         return (0, line)
 
     def remap(self, finding: Finding, code: str | None = None) -> Finding:
-        """`finding` (located in :attr:`code`, or in `code`) located in its cell instead."""
+        """`finding` (located in :attr:`code`, or in `code`) located in its cell instead.
+
+        Located in :attr:`code`, the finding also gets its span in the notebook file's JSON text
+        (`file_span`), and its text edits become replacements of that JSON text, which a SARIF
+        consumer can apply to the file as it is. A text edit that leaves its cell is dropped.
+        """
         mapping = self._line_map if code is None else self._map_lines(code)
         cell, line = mapping[finding.line - 1] if 0 < finding.line <= len(mapping) else (0, 0)
         if not cell:
@@ -294,25 +299,92 @@ class Notebook:
         end_cell, end_line = (
             mapping[finding.end_line - 1] if 0 < finding.end_line <= len(mapping) else (0, 0)
         )
-        # Text edits (SARIF, caches) move into the cell too; one that leaves the cell is dropped.
-        text_edits: list[Any] = []
-        for edit in getattr(finding, "text_edits", ()):
+        end_line, end_col = (end_line, finding.end_col) if end_cell == cell else (line, finding.col)
+        if code is not None:
+            return dataclasses.replace(
+                finding, line=line, end_line=end_line, end_col=end_col, cell=cell, text_edits=()
+            )
+        source = next(c for c in self.cells if c.number == cell)
+        start = self._json_location(source, self._cell_offset(source, line, finding.col))
+        end = self._json_location(source, self._cell_offset(source, end_line, end_col))
+        text_edits: list[TextEdit] = []
+        for edit in finding.text_edits:
             first = mapping[edit.line - 1] if 0 < edit.line <= len(mapping) else (0, 0)
             last = mapping[edit.end_line - 1] if 0 < edit.end_line <= len(mapping) else (0, 0)
+            if last[0] != cell and last[1] == 0 and edit.end_col == 1:
+                last = (cell, len(source.source.splitlines()) + 1)  # up to the cell's end
             if first[0] != cell or last[0] != cell:
                 text_edits = []
                 break
-            text_edits.append(dataclasses.replace(edit, line=first[1], end_line=last[1]))
-        changes: dict[str, Any] = {"text_edits": tuple(text_edits)} if text_edits else {}
-        if getattr(finding, "text_edits", ()) and not text_edits:
-            changes["text_edits"] = ()
+            text_edits.append(
+                self._file_edit(
+                    source,
+                    self._cell_offset(source, first[1], edit.col),
+                    self._cell_offset(source, last[1], edit.end_col),
+                    edit.text,
+                )
+            )
         return dataclasses.replace(
             finding,
             line=line,
-            end_line=end_line if end_cell == cell else line,
+            end_line=end_line,
+            end_col=end_col,
             cell=cell,
-            **changes,
+            file_span=(*start, *end),
+            text_edits=tuple(text_edits),
         )
+
+    # -- the notebook file's JSON text ---------------------------------------------------------
+
+    @staticmethod
+    def _cell_offset(cell: _Cell, line: int, col: int) -> int:
+        """The offset in the cell's source of a 1-based (line, column)."""
+        lines = cell.source.splitlines(keepends=True)
+        start = sum(len(text) for text in lines[: line - 1])
+        return min(start + col - 1, len(cell.source))
+
+    def _strings(self, cell: _Cell) -> list[tuple[int, int]]:
+        """(start, end) of each JSON string the cell's `source` is made of, quotes included."""
+        if self.text[cell.start] == '"':
+            return [(cell.start, cell.end)]
+        return _elements(self.text, cell.start)
+
+    def _raw_offset(self, cell: _Cell, offset: int) -> int:
+        """The offset in the notebook's JSON text of character `offset` of the cell's source.
+
+        A position between two strings of a list (after a line's newline) is the start of the
+        next string's content, so that a replacement spanning lines crosses whole separators.
+        """
+        strings = self._strings(cell)
+        if not strings:
+            return cell.start + 1
+        remaining = offset
+        for index, (start, end) in enumerate(strings):
+            positions = _decoded_positions(self.text, start, end)
+            length = len(positions) - 1
+            if remaining < length or (remaining == length and index == len(strings) - 1):
+                return positions[remaining]
+            remaining -= length
+        return strings[-1][1] - 1
+
+    def _json_location(self, cell: _Cell, offset: int) -> tuple[int, int]:
+        raw = self._raw_offset(cell, offset)
+        line_start = self.text.rfind("\n", 0, raw) + 1
+        return self.text.count("\n", 0, raw) + 1, raw - line_start + 1
+
+    def _file_edit(self, cell: _Cell, start: int, end: int, text: str) -> TextEdit:
+        """Replacing characters `start:end` of the cell's source with `text`, as an edit of the
+        notebook's JSON text."""
+        escaped = json.dumps(text, ensure_ascii=self.ensure_ascii)[1:-1]
+        strings = self._strings(cell)
+        if self.text[cell.start] != '"' and len(strings) > 1:
+            separator = self.text[strings[0][1] : strings[1][0]]
+            escaped = escaped.replace("\\n", '\\n"' + separator + '"')
+        elif self.text[cell.start] != '"':
+            escaped = escaped.replace("\\n", '\\n", "')
+        first = self._json_location(cell, start)
+        last = self._json_location(cell, end)
+        return TextEdit(first[0], first[1], last[0], last[1], escaped)
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -443,6 +515,26 @@ def _diff_lines(before: str, after: str, old: str, new: str, context: int) -> li
     return [line if line.endswith("\n") else line + "\n" for line in lines]
 
 
+def _decoded_positions(text: str, start: int, end: int) -> list[int]:
+    """For the JSON string `text[start:end]` (quotes included), the raw offset of each decoded
+    character, and of its end."""
+    positions: list[int] = []
+    index = start + 1
+    while index < end - 1:
+        positions.append(index)
+        if text[index] != "\\":
+            index += 1
+        elif text[index + 1] != "u":
+            index += 2
+        else:
+            unit = int(text[index + 2 : index + 6], 16)
+            index += 6
+            if 0xD800 <= unit < 0xDC00 and text.startswith("\\u", index):
+                index += 6  # a surrogate pair is one character
+    positions.append(end - 1)
+    return positions
+
+
 def check_parses(notebook: Notebook) -> None:
     """Raise InputError naming the first code cell that is not Python (after masking magics)."""
     limits.check_parsable(notebook.code)
@@ -455,68 +547,3 @@ def check_parses(notebook: Notebook) -> None:
             f"cell {cell} does not parse (line {line}, column {error.raw_column}): "
             f"{error.message.splitlines()[0]}"
         ) from None
-
-
-def read_notebook(path: str) -> tuple[sources.Document, Notebook]:
-    """Read and parse a notebook file; InputError names what is wrong."""
-    document = sources.read(path)
-    notebook = Notebook(document.text, path)
-    check_parses(notebook)
-    return document, notebook
-
-
-def fix_notebook_file(
-    path: str,
-    options: Options,
-    *,
-    write: bool = True,
-    want_diff: bool = False,
-    check_only: bool = False,
-) -> FileResult:
-    """:func:`devfix.engine.fix_file` for a notebook: same statuses, findings located in cells."""
-    from devfix.engine import check_source, fix_source
-
-    try:
-        document, notebook = read_notebook(path)
-        if check_only:
-            found = tuple(notebook.remap(f) for f in check_source(notebook.code, path, options))
-            hidden = 0
-            if not options.unsafe_fixes:
-                hidden = sum(
-                    1 for f in found if f.applicability is Applicability.UNSAFE and f.edits
-                )
-            return FileResult(
-                path,
-                FileStatus.UNCHANGED,
-                findings=found,
-                hidden_unsafe=hidden,
-                remaining=found,
-                fingerprint=document.fingerprint or "",
-            )
-        result = fix_source(notebook.code, options, path=path)
-        output = notebook.rebuild(result.output)
-    except InputError as error:
-        return FileResult(path, FileStatus.FAILED, reason=str(error))
-    except InternalError as error:
-        return FileResult(path, FileStatus.FAILED, reason=str(error), internal_error=True)
-    except Exception as error:  # a pass crashed: report it, keep going
-        return FileResult(
-            path, FileStatus.FAILED, reason=f"{type(error).__name__}: {error}", internal_error=True
-        )
-    changed = output != document.text
-    diff = notebook.cell_diffs(result.output) if want_diff and changed else ""
-    if changed and write:
-        try:
-            sources.write_atomic(path, document.with_text(output))
-        except InputError as error:
-            return FileResult(path, FileStatus.FAILED, reason=str(error))
-    return FileResult(
-        path,
-        FileStatus.CHANGED if changed else FileStatus.UNCHANGED,
-        findings=tuple(notebook.remap(f) for f in result.findings),
-        applied=tuple(notebook.remap(f) for f in result.applied),
-        hidden_unsafe=result.hidden_unsafe,
-        remaining=tuple(notebook.remap(f, result.output) for f in result.remaining),
-        diff=diff,
-        fingerprint=document.fingerprint or "",
-    )

@@ -3,31 +3,36 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from devfix.names import shown
+from devfix.settings import Settings
 from devfix.sources import LINK_OUT_OF_TREE
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
+from devfix.types import FileResult, FileStatus, Finding, Fixability
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_FAILED = 2
 
 
-def finding_line(path: str, finding: Finding, options: Options, *, applied: bool = False) -> str:
-    """`path:line:col: CODE [*] message`; `[*]` marks a fix that `apply` writes."""
-    writes = finding.has_fix and (
-        finding.applicability is Applicability.SAFE or options.unsafe_fixes
-    )
-    marker = " [*]" if writes else ""
+def finding_line(
+    path: str, finding: Finding, settings: Settings, *, fixed: bool = False, written: bool = True
+) -> str:
+    """`path:line:col: CODE [*] message`; `[*]` marks a fix that `apply` writes with these settings.
+
+    `fixed`: the run fixed it (`written` False: in a diff, nothing written).
+    """
+    fixability = settings.fixability(finding)
+    marker = " [*]" if fixability is Fixability.FIXABLE else ""
     suffix = ""
-    if finding.applicability is Applicability.DISPLAY_ONLY:
-        suffix = " (not fixed automatically)"
-    elif finding.applicability is Applicability.UNSAFE and not options.unsafe_fixes:
+    if fixed:
+        suffix = " (fixed)" if written else " (would fix)"
+    elif fixability is Fixability.NO_FIX:
+        suffix = " (no automatic fix)"
+    elif fixability is Fixability.NEEDS_UNSAFE:
         suffix = " (unsafe fix: needs --unsafe-fixes)"
-    if applied:
-        suffix = " (fixed)"
     path = shown(path)  # escaped as git does: a name cannot break the line or the terminal
     where = f"{path}:cell {finding.cell}" if finding.cell is not None else path  # notebooks
     return f"{where}:{finding.line}:{finding.col}: {finding.code}{marker} {finding.message}{suffix}"
@@ -45,18 +50,18 @@ def failure_line(result: FileResult) -> str:
 
 @dataclass
 class Tally:
-    """Counts for the closing summary and the exit code."""
+    """Counts for the closing summary and the exit code, from the files' results alone."""
 
+    settings: Settings
     files: int = 0
     changed: int = 0
     failed: int = 0
     skipped: int = 0
+    fixed: int = 0
+    #: Findings left, by what could be done about them.
+    left: Counter[Fixability] = field(default_factory=Counter)
     #: Symbolic links to files outside the folders walked (not followed).
     links: int = 0
-    findings: int = 0
-    applied: int = 0
-    remaining: int = 0
-    hidden_unsafe: int = 0
     failures: list[FileResult] = field(default_factory=list)
 
     def add(self, result: FileResult) -> None:
@@ -71,59 +76,64 @@ class Tally:
             self.changed += 1
         if result.status is FileStatus.SKIPPED:
             self.skipped += 1
-        self.findings += len(result.findings)
-        self.applied += len(result.applied)
-        self.hidden_unsafe += result.hidden_unsafe
-        self.remaining += len(result.remaining)
+        self.fixed += len(result.applied)
+        self.left.update(self.settings.fixability(f) for f in result.remaining)
+
+    @property
+    def remaining(self) -> int:
+        return sum(self.left.values())
+
+    def _left(self) -> str:
+        """`7 fixable, 3 fixable with --unsafe-fixes, 2 not fixable automatically`."""
+        parts = []
+        if self.left[Fixability.FIXABLE]:
+            parts.append(f"{self.left[Fixability.FIXABLE]} fixable")
+        if self.left[Fixability.NEEDS_UNSAFE]:
+            parts.append(f"{self.left[Fixability.NEEDS_UNSAFE]} fixable with --unsafe-fixes")
+        if self.left[Fixability.NO_FIX]:
+            parts.append(f"{self.left[Fixability.NO_FIX]} not fixable automatically")
+        return ", ".join(parts)
+
+    def _closing(self) -> list[str]:
+        parts = []
+        if self.skipped:
+            parts.append(f"{plural(self.skipped, 'generated file')} skipped")
+        if self.links:
+            links = plural(self.links, "symbolic link")
+            parts.append(f"{links} to files outside the folder skipped")
+        if self.failed:
+            parts.append(f"{plural(self.failed, 'file')} failed")
+        return parts
 
     def check_summary(self) -> str:
-        parts = [f"{self.findings} finding{_s(self.findings)} in {self.files} file{_s(self.files)}"]
-        if self.hidden_unsafe:
-            parts.append(
-                f"{self.hidden_unsafe} unsafe fix{_es(self.hidden_unsafe)} need --unsafe-fixes"
-            )
-        if self.skipped:
-            parts.append(f"{self.skipped} generated file{_s(self.skipped)} skipped")
-        parts.extend(self._links())
-        if self.failed:
-            parts.append(f"{self.failed} file{_s(self.failed)} failed")
-        return "devfix: " + ", ".join(parts) + "."
-
-    def _links(self) -> list[str]:
-        if not self.links:
-            return []
-        return [f"{self.links} symbolic link{_s(self.links)} to files outside the folder skipped"]
+        """`devfix: 12 findings in 5 files: 7 fixable, 3 ... --unsafe-fixes, 2 not ...`."""
+        found = f"{plural(self.remaining, 'finding')} in {plural(self.files, 'file')}"
+        if self.remaining:
+            found += f": {self._left()}"
+        return "devfix: " + "; ".join([found, *self._closing()]) + "."
 
     def apply_summary(self, *, dry_run: bool) -> str:
+        """`devfix: 2 files changed, 7 fixes applied; 5 findings left: 3 fixable with ...`."""
         verb = "would change" if dry_run else "changed"
-        parts = [
-            f"{self.changed} file{_s(self.changed)} {verb}",
-            f"{self.applied} fix{_es(self.applied)} {'to apply' if dry_run else 'applied'}",
-        ]
-        if self.hidden_unsafe:
-            parts.append(
-                f"{self.hidden_unsafe} unsafe fix{_es(self.hidden_unsafe)} hidden (--unsafe-fixes)"
-            )
-        left = self.remaining
-        if left:
-            parts.append(f"{left} finding{_s(left)} left to fix by hand")
-        if self.skipped:
-            parts.append(f"{self.skipped} generated file{_s(self.skipped)} skipped")
-        parts.extend(self._links())
-        if self.failed:
-            parts.append(f"{self.failed} file{_s(self.failed)} failed")
-        return "devfix: " + ", ".join(parts) + "."
+        done = (
+            f"{plural(self.changed, 'file')} {verb}, "
+            f"{plural(self.fixed, 'fix')} {'to apply' if dry_run else 'applied'}"
+        )
+        parts = [done]
+        if self.remaining:
+            parts.append(f"{plural(self.remaining, 'finding')} left: {self._left()}")
+        return "devfix: " + "; ".join(parts + self._closing()) + "."
 
     def check_exit_code(self) -> int:
         if self.failed:
             return EXIT_FAILED
-        return EXIT_FINDINGS if self.findings else EXIT_CLEAN
+        return EXIT_FINDINGS if self.remaining else EXIT_CLEAN
 
     def apply_exit_code(self, *, dry_run: bool) -> int:
         if self.failed:
             return EXIT_FAILED
         if dry_run:
-            return EXIT_FINDINGS if self.changed else EXIT_CLEAN
+            return EXIT_FINDINGS if self.changed or self.remaining else EXIT_CLEAN
         return EXIT_FINDINGS if self.remaining else EXIT_CLEAN
 
 
@@ -133,9 +143,8 @@ def json_report(results: Iterable[FileResult]) -> str:
     return json.dumps(rows, indent=2)
 
 
-def _s(count: int) -> str:
-    return "" if count == 1 else "s"
-
-
-def _es(count: int) -> str:
-    return "" if count == 1 else "es"
+def plural(count: int, noun: str) -> str:
+    """`1 file`, `2 files`, `1 fix`, `3 fixes`."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {noun}{'es' if noun.endswith(('x', 's', 'sh', 'ch')) else 's'}"

@@ -30,13 +30,18 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from devfix import notebooks, sources
-from devfix.engine import Accept, analyse_source, apply_findings, fix_source, unified_diff
+from devfix import sources
+from devfix.cache import ensure_cache_folder
+from devfix.edits import apply_findings
 from devfix.errors import InputError, InternalError
-from devfix.types import Applicability, FileResult, FileStatus, Finding, Options
+from devfix.fix_loop import Accept, LineMap, analyse_source, fix_source, same_finding
+from devfix.report import plural
+from devfix.settings import OptionsLike, Settings
+from devfix.source_file import SourceFile, open_source, source_from_document
+from devfix.types import Applicability, FileResult, FileStatus, Finding
 
-#: Where answers are kept, relative to the working directory.
-STATE_FILE = ".devfix-review.json"
+#: The file answers are kept in, inside devfix's state folder (`.devfix_cache/`).
+STATE_FILE_NAME = "review.json"
 STATE_VERSION = 1
 #: Lines of context around each fix's diff.
 CONTEXT_LINES = 3
@@ -114,19 +119,10 @@ def proposal_keys(path: str, code: str, findings: Sequence[Finding]) -> list[str
     return keys
 
 
-def _read(path: str) -> tuple[str, str, notebooks.Notebook | None]:
-    """(file text, code to analyse, notebook or None)."""
-    if notebooks.is_notebook(path):
-        document, notebook = notebooks.read_notebook(path)
-        return document.text, notebook.code, notebook
-    document = sources.read(path)
-    return document.text, document.text, None
-
-
 def _proposals(
-    path: str, code: str, options: Options, notebook: notebooks.Notebook | None
+    path: str, code: str, settings: Settings, source: SourceFile
 ) -> tuple[Proposal, ...]:
-    module, findings = analyse_source(code, options, path=path)
+    module, findings = analyse_source(code, settings, path=path)
     if module is None:
         return ()
     keys = proposal_keys(path, code, findings)
@@ -137,8 +133,8 @@ def _proposals(
         if finding.has_fix:
             rewritten, applied = apply_findings(module, [finding])
             if applied and rewritten.code != code:
-                diff = _diff(code, rewritten.code, shown_path, notebook)
-        located = notebook.remap(finding, code) if notebook is not None else finding
+                diff = source.review_diff(code, rewritten.code, shown_path, CONTEXT_LINES)
+        located = source.locate(finding, code)
         out.append(
             Proposal(
                 path=path,
@@ -157,18 +153,14 @@ def _proposals(
     return tuple(out)
 
 
-def _diff(before: str, after: str, path: str, notebook: notebooks.Notebook | None) -> str:
-    if notebook is not None:
-        return notebook.cell_diffs(after, path, CONTEXT_LINES)
-    text = unified_diff(before, after, path)
-    return text if text.endswith("\n") or not text else text + "\n"
-
-
-def analyse_file(path: str, options: Options) -> FileAnalysis:
+def analyse_file(path: str, options: OptionsLike) -> FileAnalysis:
     """Every finding of one file as a proposal; errors become a failed analysis."""
+    settings = Settings.resolve(options)
     try:
-        original, code, notebook = _read(path)
-        return FileAnalysis(path, original, code, _proposals(path, code, options, notebook))
+        source = open_source(path)
+        code = source.code
+        proposals = _proposals(path, code, settings, source)
+        return FileAnalysis(path, source.document.text, code, proposals)
     except InputError as error:
         return FileAnalysis(path, "", "", error=str(error))
     except InternalError as error:
@@ -179,21 +171,22 @@ def analyse_file(path: str, options: Options) -> FileAnalysis:
         )
 
 
-def _analyse_job(job: tuple[str, Options]) -> FileAnalysis:
+def _analyse_job(job: tuple[str, Settings]) -> FileAnalysis:
     return analyse_file(*job)
 
 
-def analyse_paths(paths: Sequence[str], options: Options) -> Iterator[FileAnalysis]:
-    """:func:`analyse_file` on every source file under `paths`, in `options.jobs` processes."""
+def analyse_paths(paths: Sequence[str], options: OptionsLike) -> Iterator[FileAnalysis]:
+    """:func:`analyse_file` on every source file under `paths`, in parallel processes."""
+    settings = Settings.resolve(options)
     files: list[str] = []
-    excludes = sources.Excludes(options.exclude, options.extend_exclude, options.root)
+    excludes = sources.Excludes(settings.exclude, settings.extend_exclude, settings.root)
     for entry in sources.discover(paths, excludes):
         if isinstance(entry, FileResult):
             yield FileAnalysis(entry.path, "", "", error=entry.reason)
         else:
             files.append(entry)
-    jobs = options.jobs or os.cpu_count() or 1
-    work = [(path, options) for path in files]
+    jobs = settings.jobs or os.cpu_count() or 1
+    work = [(path, settings) for path in files]
     if jobs <= 1 or len(files) < 4:
         yield from map(_analyse_job, work)
         return
@@ -219,30 +212,46 @@ def _accepting(spots: set[tuple[int, int, int, int, str, str]]) -> Accept:
     return lambda finding: _spot(finding) in spots
 
 
-def apply_keys(code: str, keys: Iterable[str], options: Options, path: str) -> tuple[str, set[str]]:
+def apply_keys(
+    code: str, keys: Iterable[str], settings: Settings, path: str
+) -> tuple[str, set[str]]:
     """`code` with the fixes whose proposal keys are in `keys`; also the keys applied.
 
-    Each round applies the wanted fixes that do not overlap (one engine round, nothing else);
-    a fix that overlapped one applied before it is looked for again, by key, on the new code.
+    Each round applies the wanted fixes that do not overlap (one engine round, nothing else).
+    A wanted fix that overlapped one applied before it is followed onto the new code (by rule,
+    message and position, as the fix loop follows findings) and applied in the next round; its
+    key may no longer be computable there (identical twins are numbered by what is left).
     """
     wanted = set(keys)
+    _module, findings = analyse_source(code, settings, path=path)
+    pending = {
+        key: finding
+        for finding, key in zip(findings, proposal_keys(path, code, findings))
+        if key in wanted
+    }
     done: set[str] = set()
     for _round in range(MAX_APPLY_ROUNDS):
-        if not wanted - done:
+        if not pending:
             break
-        _module, findings = analyse_source(code, options, path=path)
-        spots = {
-            _spot(finding): key
-            for finding, key in zip(findings, proposal_keys(path, code, findings))
-            if key in wanted - done
-        }
-        if not spots:
-            break
-        result = fix_source(code, options, path=path, accept=_accepting(set(spots)))
+        spots = {_spot(finding): key for key, finding in pending.items()}
+        result = fix_source(code, settings, path=path, accept=_accepting(set(spots)))
         applied = {spots[_spot(f)] for f in result.applied if _spot(f) in spots}
         if not applied:
             break
         done |= applied
+        left = {key: finding for key, finding in pending.items() if key not in applied}
+        pending = {}
+        if left:
+            _module, fresh = analyse_source(result.output, settings, path=path)
+            moved = LineMap(code, result.output)
+            for key, finding in left.items():
+                match = same_finding(
+                    finding, [f for f in fresh if f not in pending.values()], moved
+                )
+                if match is None:
+                    done.add(key)  # an accepted fix made it go away
+                else:
+                    pending[key] = match
         code = result.output
     return code, done
 
@@ -281,11 +290,11 @@ class ReviewSession:
     def __init__(
         self,
         analyses: Iterable[FileAnalysis],
-        options: Options,
+        options: OptionsLike,
         *,
         rejected_before: Iterable[str] = (),
     ) -> None:
-        self.options = options
+        self.settings = Settings.resolve(options)
         rejected = set(rejected_before)
         self.files: list[_FileState] = []
         for analysis in analyses:
@@ -422,7 +431,7 @@ class ReviewSession:
         assert item is not None
         state = self.files[self._cursor[0]]
         keys = {k for k, v in state.answers.items() if v is Answer.ACCEPT} | {item.key}
-        code, _ = apply_keys(state.code, keys, self.options, state.analysis.path)
+        code, _ = apply_keys(state.code, keys, self.settings, state.analysis.path)
         return code
 
     def edited(self, text: str) -> None:
@@ -436,7 +445,7 @@ class ReviewSession:
         file_index, item_index = self._cursor
         state = self.files[file_index]
         path = state.analysis.path
-        notebook = _notebook_of(state.analysis)
+        source = _source_of(state.analysis)
         try:
             cst.parse_module(text)
         except cst.ParserSyntaxError as error:
@@ -444,13 +453,12 @@ class ReviewSession:
                 f"the edited code does not parse (line {error.raw_line}): "
                 f"{error.message.splitlines()[0]}"
             ) from None
-        if notebook is not None:
-            try:
-                notebook.split(text)
-            except InternalError as error:
-                raise InputError(f"the edit broke the notebook's cell markers ({error})") from None
+        try:
+            source.render(text)
+        except InternalError as error:
+            raise InputError(f"the edit broke the notebook's cell markers ({error})") from None
         action = _Action(self._cursor, snapshot=(file_index, state.snapshot()))
-        fresh = list(_proposals(path, text, self.options, notebook))
+        fresh = list(_proposals(path, text, self.settings, source))
         fresh_keys = {new.key for new in fresh}
         # What was accepted before (and this fix) is part of the edited code now.
         answers: dict[str, Answer] = {
@@ -520,10 +528,22 @@ def _in(items: Iterable[Proposal], key: str) -> bool:
     return any(item.key == key for item in items)
 
 
-def _notebook_of(analysis: FileAnalysis) -> notebooks.Notebook | None:
-    if not notebooks.is_notebook(analysis.path):
-        return None
-    return notebooks.Notebook(analysis.original, analysis.path)
+def _not_applied(session: ReviewSession, path: str, keys: set[str]) -> str:
+    """Which accepted fixes could not be applied, and why (empty: none)."""
+    if not keys:
+        return ""
+    items = [item for state in session.files for item in state.items if item.key in keys]
+    where = ", ".join(f"{item.location} {item.code}" for item in items) or path
+    return (
+        f"{plural(len(keys), 'accepted fix')} not applied ({where}): it overlaps an accepted fix "
+        "that changed the same code; run `devfix apply -i` again to review it on the new code"
+    )
+
+
+def _source_of(analysis: FileAnalysis) -> SourceFile:
+    """The analysed file as read (its text on disk must still be `analysis.original`)."""
+    document = sources.Document(analysis.path, analysis.original, "utf-8")
+    return source_from_document(document, check=False)
 
 
 def write_reviewed(session: ReviewSession) -> list[FileResult]:
@@ -538,9 +558,8 @@ def write_reviewed(session: ReviewSession) -> list[FileResult]:
             results.append(FileResult(path, FileStatus.UNCHANGED))
             continue
         try:
-            new_code, applied = apply_keys(code, keys, session.options, path)
-            notebook = _notebook_of(analysis)
-            output = notebook.rebuild(new_code) if notebook is not None else new_code
+            new_code, applied = apply_keys(code, keys, session.settings, path)
+            output = _source_of(analysis).render(new_code)
             document = sources.read(path)
             if document.text != analysis.original:
                 raise InputError("changed on disk during the review; not written")
@@ -554,8 +573,7 @@ def write_reviewed(session: ReviewSession) -> list[FileResult]:
                 FileResult(path, FileStatus.FAILED, reason=str(error), internal_error=True)
             )
             continue
-        missed = len(keys - applied)
-        reason = f"{missed} accepted fix(es) could not be applied" if missed else ""
+        reason = _not_applied(session, path, keys - applied)
         status = FileStatus.CHANGED if output != analysis.original else FileStatus.UNCHANGED
         results.append(FileResult(path, status, reason=reason))
     return results
@@ -568,11 +586,11 @@ def write_reviewed(session: ReviewSession) -> list[FileResult]:
 class ReviewState:
     """The answers of earlier sessions, by proposal key."""
 
-    path: str = STATE_FILE
+    path: str
     entries: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str = STATE_FILE) -> ReviewState:
+    def load(cls, path: str) -> ReviewState:
         """The saved answers; a missing file is an empty state, a broken one an InputError."""
         try:
             with open(path, encoding="utf-8") as handle:
@@ -597,7 +615,8 @@ class ReviewState:
         merged.update(session_entries)
         payload = json.dumps({"version": STATE_VERSION, "answers": merged}, indent=1) + "\n"
         directory = os.path.dirname(os.path.abspath(self.path))
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".devfix-review.")
+        ensure_cache_folder(directory)
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=".review.")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as stream:
                 stream.write(payload)

@@ -7,10 +7,12 @@ one, so a file is either as it was or fully rewritten, even if devfix is killed 
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import io
 import os
+import re
 import stat
 import tempfile
 import time
@@ -69,20 +71,43 @@ class Document:
         return self.text.encode(self.encoding)
 
 
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
 def decode(data: bytes, path: str) -> Document:
     if b"\x00" in data:
         raise InputError("contains NUL bytes; not a Python source file")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise InputError(f"has an invalid coding cookie ({error})") from None
+        if not _has_cookie(data):
+            # Python reads the first two lines to look for a cookie; without one they must be
+            # UTF-8, and the error is in the bytes, not in a cookie.
+            encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
+        else:
+            raise InputError(f"has an invalid coding cookie ({error})") from None
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as error:
-        raise InputError(
-            f"is not valid {encoding} (byte {error.start}); add a coding cookie or fix the bytes"
-        ) from None
+        line, column = _position(data, error.start)
+        name = "UTF-8" if encoding.startswith("utf-8") else encoding
+        where = f"byte 0x{data[error.start]:02X} at line {line}, column {column}"
+        if _has_cookie(data):
+            raise InputError(f"is not valid {name}, as its coding cookie says ({where})") from None
+        raise InputError(f"is not valid {name} ({where}) and has no coding cookie") from None
     return Document(path, text, encoding, _fingerprint(data))
+
+
+def _has_cookie(data: bytes) -> bool:
+    """Whether one of the first two lines holds a PEP 263 coding cookie."""
+    return any(_COOKIE.match(line) for line in data.splitlines()[:2])
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column in characters) of byte `offset`."""
+    start = data.rfind(b"\n", 0, offset) + 1
+    column = len(data[start:offset].decode("utf-8", errors="replace")) + 1
+    return data.count(b"\n", 0, offset) + 1, column
 
 
 def _fingerprint(data: bytes) -> str:
@@ -353,4 +378,5 @@ def _walk(
             if real in seen:
                 continue
             seen.add(real)
-            yield os.path.join(root, os.path.relpath(full, absolute_root))
+            # `.` given: `model.py`, as ruff and git name it, not `./model.py`.
+            yield os.path.normpath(os.path.join(root, os.path.relpath(full, absolute_root)))

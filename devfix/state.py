@@ -88,6 +88,19 @@ def _ensure_ignored(directory: int) -> None:
         os.close(handle)
 
 
+def ensure_folder(folder: str) -> None:
+    """Create `folder` (a state folder) with a `.gitignore` that keeps it out of git; StateError
+    if it, or its `.gitignore`, is a symbolic link or cannot be made."""
+    parent = os.path.dirname(os.path.abspath(folder))
+    with contextlib.suppress(OSError):
+        os.makedirs(parent, exist_ok=True)
+    directory = open_folder(folder, create=True)
+    try:
+        _ensure_ignored(directory)
+    finally:
+        os.close(directory)
+
+
 def read_file(folder: str, name: str) -> bytes | None:
     """The bytes of `folder/name`, or None if it is missing, unreadable or reached by a link."""
     try:

@@ -1,4 +1,7 @@
-"""A parsed module's tree as plain tables (the engine's pass loop runs over them).
+"""A parsed module's tree as plain tables, and the pass loop that runs over them.
+
+This module alone knows how to get a node's children (:func:`children_of`) and owns the
+per-file tables built from it (:func:`build_tables`); libcst itself is never patched.
 
 libcst walks a tree by rebuilding every node (`_visit_and_replace_children` constructs and
 validates a copy even for a read-only visitor), and `node.children` is computed the same way.
@@ -16,11 +19,13 @@ in two, a field visited in two separate runs) keeps using libcst for that shape.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import libcst as cst
 
-#: libcst's own `CSTNode.children` (devfix.context replaces the property with a table lookup).
+#: libcst's own `CSTNode.children` (rebuilds the node on every call; used to learn field orders).
 LIBCST_CHILDREN: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = cst.CSTNode.children.fget  # type: ignore[attr-defined]
 
 #: Per value type, whether it is a libcst node (CSTNode is an ABC: isinstance is slow).
@@ -144,3 +149,170 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
             parents[id(kid)] = node
         stack.extend((kid, -1) for kid in reversed(kids))
     return TreeTables(parents, children, order, nodes)
+
+
+def visit_all(root: cst.CSTNode, visitors: Sequence[cst.CSTVisitor], tables: TreeTables) -> None:
+    """Run every visitor over `root` in one traversal, as `root.visit(visitor)` would each.
+
+    One traversal serves all passes (each full libcst traversal costs more than the parse);
+    visitors with per-attribute hooks need libcst's own traversal, which calls those.
+    """
+    if not visitors:
+        return
+    dispatcher = Dispatcher(visitors)
+    if dispatcher.attribute_visitors:
+        root.visit(dispatcher)
+    else:
+        dispatcher.run(root, tables.children)
+
+
+class Dispatcher(cst.CSTVisitor):
+    """Runs several visitors in one traversal, each seeing exactly what it would see alone.
+
+    A visitor whose visit method returns False skips that node's children (the others do not)
+    and still gets the node's leave call, as in libcst's own traversal.
+    """
+
+    def __init__(self, visitors: Sequence[cst.CSTVisitor]) -> None:
+        super().__init__()
+        self.visitors = list(visitors)
+        #: Per visitor, the node whose children it declined (None: it is visiting).
+        self.skipping: list[cst.CSTNode | None] = [None] * len(self.visitors)
+        #: How many entries of `skipping` are not None.
+        self.skipped = 0
+        self.visits: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]] = {}
+        self.leaves: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]] = {}
+        base_visit, base_leave = cst.CSTVisitor.on_visit, cst.CSTVisitor.on_leave
+        #: Visitors that override on_visit / on_leave get them called for every node.
+        self.custom = [
+            type(v).on_visit is not base_visit or type(v).on_leave is not base_leave
+            for v in self.visitors
+        ]
+        self.attribute_visitors = [
+            index
+            for index, visitor in enumerate(self.visitors)
+            if _has_attribute_hooks(type(visitor))
+        ]
+
+    def _table(
+        self,
+        table: dict[type[cst.CSTNode], list[tuple[int, Callable[[cst.CSTNode], object]]]],
+        prefix: str,
+        kind: type[cst.CSTNode],
+    ) -> list[tuple[int, Callable[[cst.CSTNode], object]]]:
+        entries: list[tuple[int, Callable[[cst.CSTNode], object]]] = []
+        for index, visitor in enumerate(self.visitors):
+            if self.custom[index]:
+                if prefix == "visit_":
+                    # libcst skips the children when on_visit returns anything falsy.
+                    entries.append((index, _as_bool(visitor.on_visit)))
+                else:
+                    entries.append((index, visitor.on_leave))
+                continue
+            name = prefix + kind.__name__
+            # libcst's CSTVisitor declares an empty hook for every node type: calling those
+            # would only cost time (twice per node).
+            if getattr(type(visitor), name, None) is getattr(cst.CSTVisitor, name, None):
+                continue
+            entries.append((index, getattr(visitor, name)))
+        table[kind] = entries
+        return entries
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        kind = type(node)
+        entries = self.visits.get(kind)
+        if entries is None:
+            entries = self._table(self.visits, "visit_", kind)
+        skipping = self.skipping
+        for index, method in entries:
+            if skipping[index] is None and method(node) is False:
+                skipping[index] = node
+                self.skipped += 1
+        return self.skipped < len(skipping)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        kind = type(original_node)
+        entries = self.leaves.get(kind)
+        if entries is None:
+            entries = self._table(self.leaves, "leave_", kind)
+        skipping = self.skipping
+        if self.skipped:
+            for index, mark in enumerate(skipping):
+                if mark is original_node:
+                    skipping[index] = None
+                    self.skipped -= 1
+        for index, method in entries:
+            if skipping[index] is None:
+                method(original_node)
+
+    def run(self, root: cst.CSTNode, children: dict[int, list[cst.CSTNode]]) -> None:
+        """`root.visit(self)` over the children table, for visitors without attribute hooks.
+
+        Most nodes (names, whitespace, operators) have no hook in any pass: they cost a lookup
+        and a push of their children, not two method calls.
+        """
+        visits, leaves, skipping = self.visits, self.leaves, self.skipping
+        total = len(skipping)
+        stack: list[object] = [root]
+        while stack:
+            item = stack.pop()
+            if item is _LEAVE:
+                self.on_leave(cast(cst.CSTNode, stack.pop()))
+                continue
+            node = cast(cst.CSTNode, item)
+            kind = type(node)
+            entries = visits.get(kind)
+            if entries is None:
+                entries = self._table(visits, "visit_", kind)
+            leave_entries = leaves.get(kind)
+            if leave_entries is None:
+                leave_entries = self._table(leaves, "leave_", kind)
+            started = False
+            for index, method in entries:
+                if skipping[index] is None and method(node) is False:
+                    skipping[index] = node
+                    self.skipped += 1
+                    started = True
+            if leave_entries or started:
+                stack.append(node)
+                stack.append(_LEAVE)
+            if self.skipped < total:
+                kids = children.get(id(node))
+                if kids is None:
+                    kids = children_of(node)
+                stack.extend(reversed(kids))
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        for index in self.attribute_visitors:
+            if self.skipping[index] is None:
+                self.visitors[index].on_visit_attribute(node, attribute)
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        for index in self.attribute_visitors:
+            if self.skipping[index] is None:
+                self.visitors[index].on_leave_attribute(original_node, attribute)
+
+
+#: Marks, on the traversal stack, that the node below it is being left.
+_LEAVE = object()
+
+
+def _as_bool(hook: Callable[[cst.CSTNode], object]) -> Callable[[cst.CSTNode], bool]:
+    return lambda node: bool(hook(node))
+
+
+@functools.cache
+def _has_attribute_hooks(kind: type[cst.CSTVisitor]) -> bool:
+    """Whether a visitor uses libcst's per-attribute hooks (`visit_Call_func` and the like)."""
+    if (
+        kind.on_visit_attribute is not cst.CSTVisitor.on_visit_attribute
+        or kind.on_leave_attribute is not cst.CSTVisitor.on_leave_attribute
+    ):
+        return True
+    # libcst's CSTVisitor itself declares an empty hook for every node attribute: skip those.
+    return any(
+        name.startswith(("visit_", "leave_"))
+        and "_" in name.split("_", 1)[1]
+        and getattr(kind, name) is not getattr(cst.CSTVisitor, name, None)
+        for name in dir(kind)
+    )

@@ -22,6 +22,14 @@ class Applicability(str, enum.Enum):
     DISPLAY_ONLY = "display-only"
 
 
+class Fixability(str, enum.Enum):
+    """What a run can do about a finding: fix it, fix it with `--unsafe-fixes`, or nothing."""
+
+    FIXABLE = "fixable"
+    NEEDS_UNSAFE = "needs-unsafe-fixes"
+    NO_FIX = "no-fix"
+
+
 @dataclass(frozen=True)
 class Edit:
     """Replace one node of the parsed module (by identity) with a new node, or remove it."""
@@ -70,8 +78,11 @@ class Finding:
     imports: tuple[ImportSpec, ...] = field(default=(), compare=False, repr=False)
     #: In a notebook: the code cell (1-based, code cells only); `line` is then the cell's line.
     cell: int | None = None
-    #: The fix as text replacements (for SARIF and caches); survives when `edits` are dropped.
+    #: The fix as text replacements of the file (for SARIF and caches); survives when `edits`
+    #: are dropped. In a notebook they replace parts of the notebook's JSON text.
     text_edits: tuple[TextEdit, ...] = field(default=(), compare=False, repr=False)
+    #: In a notebook: (line, col, end_line, end_col) of the finding in the notebook's JSON text.
+    file_span: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_fix(self) -> bool:
@@ -130,12 +141,17 @@ class FileStatus(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SourceResult:
-    """What :func:`devfix.engine.fix_source` made of one text."""
+    """What :func:`devfix.fix_loop.fix_source` made of one text.
+
+    `findings` are the findings on `source` (what `check` reports). `applied` and `remaining`
+    split every finding of the run into fixed and left; both are located in `source`.
+    """
 
     source: str
     output: str
     findings: tuple[Finding, ...]
     applied: tuple[Finding, ...]
+    #: How many `remaining` findings have a fix that needs `--unsafe-fixes`.
     hidden_unsafe: int
     #: Findings still present in `output` (display-only ones, unsafe ones not enabled, ...).
     remaining: tuple[Finding, ...] = ()
@@ -147,19 +163,29 @@ class SourceResult:
 
 @dataclass(frozen=True)
 class FileResult:
-    """The outcome for one file: never an exception, always one of four statuses."""
+    """The outcome for one file: never an exception, always one of four statuses.
+
+    Every finding of the run is in `findings`, located in the file as it was before the run
+    (a notebook's findings carry their cell): the fixed ones are also in `applied`, the others
+    in `remaining`. For `check`, nothing is applied and `findings` equals `remaining`.
+    """
 
     path: str
     status: FileStatus
     findings: tuple[Finding, ...] = ()
     applied: tuple[Finding, ...] = ()
-    hidden_unsafe: int = 0
     remaining: tuple[Finding, ...] = ()
     reason: str = ""
     diff: str = ""
     internal_error: bool = False
     #: Hash of the bytes this result was computed from (the cache's key); "" if none.
     fingerprint: str = ""
+
+    def outcomes(self) -> list[tuple[Finding, bool]]:
+        """Every finding, in file order, with whether it was fixed."""
+        fixed = [(finding, True) for finding in self.applied]
+        left = [(finding, False) for finding in self.remaining]
+        return sorted(fixed + left, key=lambda item: file_order(item[0]))
 
     def without_nodes(self) -> FileResult:
         """Drop syntax-tree nodes from the findings: results cross process boundaries."""
@@ -169,3 +195,7 @@ class FileResult:
             applied=tuple(f.without_nodes() for f in self.applied),
             remaining=tuple(f.without_nodes() for f in self.remaining),
         )
+
+
+def file_order(finding: Finding) -> tuple[int, int, int, str]:
+    return (finding.cell or 0, finding.line, finding.col, finding.code)

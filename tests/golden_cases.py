@@ -62,6 +62,17 @@ class GoldenCase:
             index += 1
         return Options(select=tuple(select), ignore=tuple(ignore), unsafe_fixes=unsafe)
 
+    def folder_gpus(self) -> int:
+        """The virtual GPUs of this case's folder: the most any `before` there declares."""
+        from devfix.vgpu.golden import parse_golden_header
+
+        counts = [
+            exp.gpus
+            for path in sorted(self.source.parent.glob("*.before.py"))
+            if (exp := parse_golden_header(path.read_text())) is not None
+        ]
+        return max(counts, default=2)
+
     def expected_codes(self) -> set[str]:
         return set(re.split(r"[\s,]+", self.directives().get("expect", "").strip())) - {""}
 

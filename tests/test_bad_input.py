@@ -46,7 +46,10 @@ CASES: dict[str, tuple[bytes, str | None]] = {
     ),
     "py2_backticks.py": (b"import torch\nname = `torch`\n" + LOAD.encode(), "does not parse"),
     "unclosed_bracket.py": (b"import torch\nx = torch.load(\n", "does not parse"),
-    "not_utf8.py": (b'import torch\nname = "caf\xe9"\n' + LOAD.encode(), "is not valid utf-8"),
+    "not_utf8.py": (
+        b'import torch\nname = "caf\xe9"\n' + LOAD.encode(),
+        "is not valid UTF-8 (byte 0xE9 at line 2, column 12)",
+    ),
     "bad_cookie.py": (b"# -*- coding: klingon -*-\nimport torch\n", "invalid coding cookie"),
     "nul_bytes.py": (b"import torch\n\x00" + LOAD.encode(), "NUL bytes"),
     "invalid_notebook.ipynb": (b'{"cells": [', "is not valid notebook JSON"),
@@ -327,8 +330,8 @@ def test_unreadable_file(tmp_path: Path) -> None:
         for command in ("check", "apply"):
             run = devfix(command, ".", cwd=tmp_path, preexec=preexec)
             assert run.returncode == 2, run.stderr
-            assert run.error_lines("./secret.py") == [
-                "./secret.py: error: cannot be read: Permission denied"
+            assert run.error_lines("secret.py") == [
+                "secret.py: error: cannot be read: Permission denied"
             ], run.stderr
     finally:
         secret.chmod(0o644)

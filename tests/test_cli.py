@@ -30,11 +30,14 @@ def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str
 
 @pytest.fixture
 def seed(tmp_path: Path) -> Path:
+    # The golden's after is what devfix writes under this repository's line length.
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
     copy = tmp_path / "train.py"
     shutil.copy(SEED.with_suffix(".before.py"), copy)
     return copy
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_apply_turns_the_seed_golden_before_into_its_after(seed: Path) -> None:
     completed = run("apply", str(seed))
     assert completed.returncode == 0, completed.stderr
@@ -45,6 +48,7 @@ def test_apply_turns_the_seed_golden_before_into_its_after(seed: Path) -> None:
     assert again.returncode == 0 and "0 files changed" in again.stderr
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_apply_diff_writes_nothing_and_exits_1(seed: Path) -> None:
     before = seed.read_bytes()
     completed = run("apply", "--diff", str(seed))
@@ -54,6 +58,7 @@ def test_apply_diff_writes_nothing_and_exits_1(seed: Path) -> None:
     assert seed.read_bytes() == before
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_check_json_contract(seed: Path) -> None:
     completed = run("check", "--format", "json", str(seed))
     assert completed.returncode == 1
@@ -74,6 +79,7 @@ def test_check_json_contract(seed: Path) -> None:
     assert rows[0]["applicability"] == "safe" and rows[0]["line"] == 21
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_check_text_lines_and_clean_exit(seed: Path, tmp_path: Path) -> None:
     completed = run("check", str(seed))
     assert completed.returncode == 1
@@ -83,6 +89,7 @@ def test_check_text_lines_and_clean_exit(seed: Path, tmp_path: Path) -> None:
     assert run("check", str(clean)).returncode == 0
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_syntax_error_fails_with_one_line_and_others_are_still_fixed(
     seed: Path, tmp_path: Path
 ) -> None:
@@ -97,6 +104,7 @@ def test_syntax_error_fails_with_one_line_and_others_are_still_fixed(
     assert broken.read_text() == "import torch\ndef f(:\n    pass\n"
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_stdin_to_stdout() -> None:
     source = SEED.with_suffix(".before.py").read_text()
     completed = run("apply", "-", stdin=source)
@@ -117,12 +125,14 @@ def test_select_and_ignore_by_code_prefix_and_name(seed: Path) -> None:
     assert unknown.exit_code == 2 and "unknown rule selector 'DF999'" in unknown.output
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_missing_path_is_a_failure_not_a_crash(tmp_path: Path) -> None:
     completed = run("check", str(tmp_path / "nope.py"))
     assert completed.returncode == 2
     assert f"{tmp_path / 'nope.py'}: error: no such file or directory" in completed.stderr
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_rules_lists_every_pass_and_prints_documentation() -> None:
     listing = run("rules")
     assert listing.returncode == 0
@@ -132,11 +142,13 @@ def test_rules_lists_every_pass_and_prints_documentation() -> None:
     assert run("rules", "DF999").returncode == 2
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_help_documents_exit_codes() -> None:
     completed = run("--help")
     assert "Exit codes: 0" in " ".join(completed.stdout.split())
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_examples_and_goldens_are_stable_under_a_second_apply(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(ROOT / "examples", tree / "examples")

@@ -1,9 +1,14 @@
 """DF401 equivalence: the converted script trains to the same weights as the DataParallel one.
 
-Each golden `before` runs with plain `python` on the CPU (one process, global batch B, no
-shuffling); its `after` runs under `torchrun --standalone --nproc_per_node=2` on the CPU (gloo,
-two processes with B // 2 each). Both write their final weights to `$CHECKPOINT`; the
-DataParallel checkpoint's `module.` prefix is stripped before comparing.
+Each golden `before` of golden/data_parallel/ runs with plain `python` on the CPU (one process,
+global batch B, no shuffling); its `after` runs under `torchrun --standalone --nproc_per_node=2`
+on the CPU (gloo, two processes with B // 2 each). Both write their final weights to
+`$CHECKPOINT`; the DataParallel checkpoint's `module.` prefix is stripped before comparing.
+
+Each `before` also runs under 2 virtual GPUs, where `nn.DataParallel` really replicates the
+model and splits the batch: a script that runs there must train to the CPU run's weights; one
+that dies must die inside a replica, of the error its golden header declares (the bug the
+conversion removes). The plain-python runs are forked from a warm process (devfix.vgpu.warm).
 
 Nothing is retried: a converted script that crashes at exit (the gloo shutdown abort the
 conversion's `dist.barrier()` before `destroy_process_group()` avoids) fails the test.
@@ -20,9 +25,16 @@ from typing import Any
 import pytest
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "data_parallel"
-CASES = ["seed001_transformer", "cifar_checkpoints", "argparse_main", "resume_dp_checkpoint"]
+CASES = sorted(
+    path.name[: -len(".before.py")]
+    for path in GOLDEN.glob("*.before.py")
+    if path.with_name(path.name.replace(".before.py", ".after.py")).exists()
+)
+#: what torch reads at import: the warm servers' environment (each script gets _env() too)
+SERVER_ENV = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -45,8 +57,17 @@ def _run(args: list[str], cwd: Path, **extra: str) -> None:
     )
 
 
+def _warm(script: Path, cwd: Path, gpus: int, **extra: str) -> subprocess.CompletedProcess[str]:
+    from devfix.vgpu.warm import runner
+
+    return runner(gpus, SERVER_ENV).run(script, env=_env(**extra), cwd=cwd, timeout=240)
+
+
 def _python(script: Path, cwd: Path, **extra: str) -> None:
-    _run([sys.executable, str(script)], cwd, **extra)
+    completed = _warm(script, cwd, 0, **extra)
+    assert completed.returncode == 0, (
+        f"python {script.name} exited {completed.returncode}\n{completed.stderr[-4000:]}"
+    )
 
 
 def _torchrun(script: Path, cwd: Path, **extra: str) -> None:
@@ -81,12 +102,16 @@ def _assert_same(before: Path, after: Path) -> None:
         )
 
 
+def _resumes(before: Path) -> bool:
+    return "RESUME_FROM" in before.read_text()
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_converted_script_trains_to_the_same_weights(case: str, tmp_path: Path) -> None:
     before = GOLDEN / f"{case}.before.py"
     after = GOLDEN / f"{case}.after.py"
     extra: dict[str, str] = {}
-    if case == "resume_dp_checkpoint":
+    if _resumes(before):
         # A checkpoint from an earlier DataParallel run: its keys carry `module.`.
         first = tmp_path / "dataparallel.pt"
         _python(before, tmp_path, CHECKPOINT=str(first))
@@ -97,3 +122,27 @@ def test_converted_script_trains_to_the_same_weights(case: str, tmp_path: Path) 
     _assert_same(tmp_path / "before.pt", tmp_path / "after.pt")
     saved = torch.load(tmp_path / "after.pt", map_location="cpu")
     assert not any(key.startswith("module.") for key in saved), "saved through the DDP wrapper"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_dataparallel_itself_on_two_virtual_gpus(case: str, tmp_path: Path) -> None:
+    from devfix.vgpu.golden import check_failure, parse_golden_header
+
+    before = GOLDEN / f"{case}.before.py"
+    extra: dict[str, str] = {}
+    if _resumes(before):
+        first = tmp_path / "dataparallel.pt"
+        _python(before, tmp_path, CHECKPOINT=str(first))
+        extra["RESUME_FROM"] = str(first)
+    virtual = _warm(before, tmp_path, 2, CHECKPOINT=str(tmp_path / "dp.pt"), **extra)
+    if virtual.returncode == 0:
+        _python(before, tmp_path, CHECKPOINT=str(tmp_path / "cpu.pt"), **extra)
+        _assert_same(tmp_path / "cpu.pt", tmp_path / "dp.pt")
+        return
+    expectation = parse_golden_header(before.read_text())
+    assert expectation is not None and expectation.gpus == 2, f"{case}: no gpus=2 header"
+    problem = check_failure(expectation, virtual)
+    assert problem is None, f"{problem}\n{virtual.stderr[-3000:]}"
+    assert "Caught RuntimeError in replica 1 on device 1." in virtual.stderr, (
+        f"{case}: failed outside a DataParallel replica\n{virtual.stderr[-3000:]}"
+    )

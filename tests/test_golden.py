@@ -6,10 +6,8 @@ codes found. Tier 1 (torch on CPU): `after` and `noop` scripts run and exit 0.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
@@ -69,20 +67,26 @@ RUNNABLE = [(c, c.source.with_name(f"{c.name}.after.py")) for c in TRANSFORM_CAS
 ]
 
 
+#: what torch reads while it is imported; given to the warm servers, not to each script
+SERVER_ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def _run(script: Path, gpus: int, env: dict[str, str] | None = None) -> CompletedProcess[str]:
+    """Run a golden script in a forked child of a warm process (see devfix.vgpu.warm)."""
+    from devfix.vgpu.warm import runner
+
+    return runner(gpus, SERVER_ENV).run(
+        script, env={**SERVER_ENV, **(env or {})}, timeout=240, cwd=GOLDEN
+    )
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "script"), RUNNABLE, ids=[f"{c.id}.{p.name.split('.')[-2]}" for c, p in RUNNABLE]
 )
-def test_script_runs_on_cpu(case: GoldenCase, script: object) -> None:
+def test_script_runs_on_cpu(case: GoldenCase, script: Path) -> None:
     pytest.importorskip("torch", reason="tier 1 runs the golden scripts with torch")
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=str(GOLDEN),
-    )
+    completed = _run(script, 0)
     assert completed.returncode == 0, completed.stderr[-3000:]
 
 
@@ -102,25 +106,30 @@ def test_no_pass_changes_a_fixed_or_noop_file(script: Path) -> None:
     assert result.output == text, [f"{f.code}: {f.message}" for f in result.applied]
 
 
-def _vgpu_cases() -> list[GoldenCase]:
-    return TRANSFORM_CASES
-
-
-@pytest.mark.parametrize("case", _vgpu_cases(), ids=_ids(_vgpu_cases()))
+@pytest.mark.slow
+@pytest.mark.parametrize("case", TRANSFORM_CASES, ids=_ids(TRANSFORM_CASES))
 def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase) -> None:
     """Tier 2 on CPU: the `before` dies of the declared device error under virtual GPUs, and
     the `after` runs under the same settings."""
     pytest.importorskip("torch", reason="the virtual GPU runtime needs torch")
-    from devfix.vgpu import run_script
     from devfix.vgpu.golden import check_failure, parse_golden_header
 
     assert case.before is not None
     expectation = parse_golden_header(case.before.read_text())
     assert expectation is not None, f"{case.id}: the before file needs a `# devfix-golden:` line"
-    env = {"OMP_NUM_THREADS": "1", **expectation.env}
-    before = run_script(case.before, gpus=expectation.gpus, env=env, timeout=240, cwd=GOLDEN)
+    before = _run(case.before, expectation.gpus, expectation.env)
     problem = check_failure(expectation, before)
     assert problem is None, f"{case.id}.before: {problem}\n{before.stderr[-3000:]}"
     after_path = case.before.with_name(f"{case.name}.after.py")
-    after = run_script(after_path, gpus=expectation.gpus, env=env, timeout=240, cwd=GOLDEN)
+    after = _run(after_path, expectation.gpus, expectation.env)
     assert after.returncode == 0, f"{case.id}.after:\n{after.stderr[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", NOOP_CASES, ids=_ids(NOOP_CASES))
+def test_noop_runs_on_virtual_gpus(case: GoldenCase) -> None:
+    """A noop script is correct code: it also runs with the virtual GPUs of its folder."""
+    pytest.importorskip("torch", reason="the virtual GPU runtime needs torch")
+    assert case.noop is not None
+    completed = _run(case.noop, case.folder_gpus())
+    assert completed.returncode == 0, f"{case.id}.noop:\n{completed.stderr[-3000:]}"

@@ -234,8 +234,8 @@ def test_check_reports_cell_locations_in_text_and_json(tmp_path: Path) -> None:
     assert path.read_text(encoding="utf-8") == EXAMPLE.read_text(encoding="utf-8")
 
 
-def test_apply_diff_shows_cells(tmp_path: Path) -> None:
-    _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
+def test_apply_diff_is_the_notebook_files_diff_and_applies(tmp_path: Path) -> None:
+    path = _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
     done = subprocess.run(
         [DEVFIX, "apply", "--diff", "--select", "DF101", "tagger.ipynb"],
         capture_output=True,
@@ -243,7 +243,20 @@ def test_apply_diff_shows_cells(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert done.returncode == 1
-    assert done.stdout.startswith("--- a/tagger.ipynb:cell 2\n+++ b/tagger.ipynb:cell 2\n@@ -5,7")
+    assert done.stdout.startswith("--- a/tagger.ipynb\n+++ b/tagger.ipynb\n@@ ")
+    assert (
+        '+    "        h0 = torch.zeros(1, x.shape[0], self.n_hidden, device=x.device)'
+        in done.stdout
+    )
+    assert "tagger.ipynb:cell 2:8:14: DF101" in done.stderr
+    applied = subprocess.run(
+        ["git", "apply", "-"], input=done.stdout, text=True, cwd=tmp_path, capture_output=True
+    )
+    assert applied.returncode == 0, applied.stderr
+    fixed = tmp_path / "fixed.ipynb"
+    fixed.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    subprocess.run([DEVFIX, "apply", "--select", "DF101", str(fixed)], capture_output=True)
+    assert path.read_text(encoding="utf-8") == fixed.read_text(encoding="utf-8")
 
 
 def test_example_notebook_round_trip(tmp_path: Path) -> None:
@@ -296,7 +309,7 @@ def test_review_of_a_notebook_edits_and_markers(tmp_path: Path, monkeypatch: Any
     _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
     session = review.ReviewSession(review.analyse_paths(["."], OPTIONS), OPTIONS)
     item = session.current()
-    assert item is not None and item.location == "./tagger.ipynb:cell 2:8:14"
+    assert item is not None and item.location == "tagger.ipynb:cell 2:8:14"
     assert item.diff.startswith("--- a/tagger.ipynb:cell 2\n+++ b/tagger.ipynb:cell 2\n")
     proposed = session.proposed_text()
     with pytest.raises(InputError, match="cell markers"):

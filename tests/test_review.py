@@ -313,13 +313,16 @@ def test_keys_survive_moved_lines_and_tell_twins_apart(tmp_path: Path) -> None:
     assert review.proposal_keys("other.py", TAGGER, check_source(TAGGER, options=OPTIONS)) != keys
 
 
+STATE = ".devfix_cache/review.json"
+
+
 def test_state_file_and_resume_skip_rejected_fixes(project: Path) -> None:
     session = _session()
     session.answer("n")  # reject h0
     session.answer("q")
-    state = ReviewState.load()
+    state = ReviewState.load(STATE)
     state.save(session.state_entries(), review.session_keys(session))
-    saved = ReviewState.load()
+    saved = ReviewState.load(STATE)
     assert len(saved.rejected()) == 1
     entry = next(iter(saved.entries.values()))
     assert entry["code"] == "DF101" and entry["path"] == "a_tagger.py"
@@ -337,15 +340,16 @@ def test_state_file_and_resume_skip_rejected_fixes(project: Path) -> None:
     assert "c0 = torch.zeros(1, x.size(0), self.n_hidden, device=x.device)" in text
     # The earlier rejection stays on record; this session's answers are added.
     saved.save(resumed.state_entries(), review.session_keys(resumed))
-    final = ReviewState.load()
+    final = ReviewState.load(STATE)
     assert len(final.rejected()) == 1
     assert sum(e["answer"] == "accepted" for e in final.entries.values()) == 3
 
 
 def test_broken_state_file_is_an_input_error(project: Path) -> None:
-    (project / review.STATE_FILE).write_text("{not json")
+    (project / ".devfix_cache").mkdir()
+    (project / STATE).write_text("{not json")
     with pytest.raises(review.InputError, match="review state"):
-        ReviewState.load()
+        ReviewState.load(STATE)
 
 
 def test_file_changed_during_review_is_not_written(project: Path) -> None:

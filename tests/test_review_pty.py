@@ -75,7 +75,7 @@ def test_no_to_everything_changes_nothing(project: Path) -> None:
         child.send("n")
     assert _finish(child) == 1  # findings remain
     assert len(shown) == 4
-    assert "[1/4] ./a_tagger.py:12:14  DF101 tensor-factory-without-device  (safe fix)" in shown[0]
+    assert "[1/4] a_tagger.py:12:14  DF101 tensor-factory-without-device  (safe fix)" in shown[0]
     assert "+        h0 = torch.zeros(1, x.size(0), self.n_hidden, device=x.device)" in shown[0]
     assert "--- a/a_tagger.py" in shown[0] and "@@ -9,7 +9,7 @@" in shown[0]
     assert "UNSAFE fix" in shown[2]
@@ -120,15 +120,15 @@ def test_help_undo_unknown_keys_and_partial_answers(project: Path) -> None:
     child.send("x")  # unknown: help again
     child.expect_exact("q - quit")
     child.send("y")  # h0
-    child.expect_exact("[2/4] ./a_tagger.py:13:14")
+    child.expect_exact("[2/4] a_tagger.py:13:14")
     child.send("n")  # c0
-    child.expect_exact("[3/4] ./b_misc.py:11:16")
+    child.expect_exact("[3/4] b_misc.py:11:16")
     child.send("u")  # back to c0
-    child.expect_exact("[2/4] ./a_tagger.py:13:14")
+    child.expect_exact("[2/4] a_tagger.py:13:14")
     child.send("y")
-    child.expect_exact("[3/4] ./b_misc.py:11:16")
+    child.expect_exact("[3/4] b_misc.py:11:16")
     child.send("d")  # skip the rest of b_misc.py
-    child.expect_exact("[4/4] ./c_mask.py:10:")
+    child.expect_exact("[4/4] c_mask.py:10:")
     child.send("q")
     _finish(child)
     assert (project / "a_tagger.py").read_text().count("device=x.device") == 2
@@ -140,7 +140,7 @@ def test_a_and_capital_a(project: Path) -> None:
     child = _spawn(project)
     child.expect_exact(PROMPT)
     child.send("a")  # both fixes of a_tagger.py
-    child.expect_exact("[3/4] ./b_misc.py")
+    child.expect_exact("[3/4] b_misc.py")
     child.send("A")  # every remaining DF101: b_misc.py and c_mask.py
     assert _finish(child) == 1
     assert (project / "a_tagger.py").read_text().count("device=x.device") == 2
@@ -155,21 +155,21 @@ def test_resume_does_not_ask_again_about_rejected_fixes(project: Path) -> None:
     child.expect_exact(PROMPT)
     child.send("q")
     _finish(child)
-    state = json.loads((project / ".devfix-review.json").read_text())
+    state = json.loads((project / ".devfix_cache" / "review.json").read_text())
     assert [entry["answer"] for entry in state["answers"].values()] == ["rejected"]
     # Move the rejected fix down a line: it is still recognised.
     (project / "a_tagger.py").write_text("# a new first line\n" + TAGGER)
     child = _spawn(project, "--resume")
     child.expect_exact("3 fixes to review (1 rejected in an earlier session, not asked again)")
     child.expect_exact(PROMPT)
-    assert "./a_tagger.py:14:14" in child.before  # c0; h0 (line 13) is not asked
+    assert "a_tagger.py:14:14" in child.before  # c0; h0 (line 13) is not asked
     child.send("q")
     _finish(child)
     # Without --resume everything is asked again.
     child = _spawn(project)
     child.expect_exact("4 fixes to review.")
     child.expect_exact(PROMPT)
-    assert "./a_tagger.py:13:14" in child.before
+    assert "a_tagger.py:13:14" in child.before
     child.send("q")
     _finish(child)
 
@@ -181,7 +181,7 @@ def test_edit_in_editor(project: Path, tmp_path: Path) -> None:
     child = _spawn(project, env={"EDITOR": str(editor), "VISUAL": str(editor)})
     child.expect_exact(PROMPT)
     child.send("e")
-    child.expect_exact("[2/4] ./a_tagger.py:13:14")
+    child.expect_exact("[2/4] a_tagger.py:13:14")
     child.expect_exact(PROMPT)
     child.send("q")
     _finish(child)
@@ -228,7 +228,7 @@ def test_colours_and_notebooks(project: Path) -> None:
     child = _spawn(project, env={"NO_COLOR": ""})
     child.expect_exact("Apply this fix?")
     screen = child.before
-    assert "./tagger.ipynb:cell 2:8:14" in screen
+    assert "tagger.ipynb:cell 2:8:14" in screen
     assert "--- a/tagger.ipynb:cell 2" in screen
     assert "\x1b[32m+        h0 = torch.zeros(1, x.shape[0], self.n_hidden, device=x.device)" in (
         screen
@@ -241,3 +241,66 @@ def test_colours_and_notebooks(project: Path) -> None:
     assert changed == original.replace(
         "self.n_hidden)  # initial state", "self.n_hidden, device=x.device)  # initial state"
     )
+
+
+TWINS = """\
+import torch
+
+
+def load_inputs(x):
+    return x.to("cuda:0")
+
+
+def load_targets(x):
+    return x.to("cuda:0")
+"""
+
+
+def _spawn_command(root: Path, *args: str) -> pexpect.spawn:
+    environment = {"PATH": os.environ.get("PATH", ""), "NO_COLOR": "1", "TERM": "xterm"}
+    return pexpect.spawn(
+        DEVFIX, list(args), cwd=str(root), env=environment, encoding="utf-8", timeout=120
+    )
+
+
+def test_accepted_twins_are_both_applied_and_state_stays_in_the_cache_folder(
+    tmp_path: Path,
+) -> None:
+    """Two identical `.to("cuda:0")` lines whose fixes overlap (both add the same helper): the
+    second is applied on the code the first produced. The answers are kept in .devfix_cache/,
+    which git ignores."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "twins.py").write_text(TWINS)
+    for args in (["init", "-q"], ["add", "."]):
+        subprocess.run(["git", *args], cwd=root, check=True)
+    child = _spawn_command(root, "apply", "-i", "-j", "1", "--select", "DF304", ".")
+    answered = 0
+    for _screen in _prompts(child):
+        child.send("y")
+        answered += 1
+    assert _finish(child) == 0, child.tail
+    assert answered == 2
+    assert "not applied" not in child.tail and "could not be applied" not in child.tail
+    text = (root / "twins.py").read_text()
+    assert '"cuda:0"' not in text and text.count(".to(select_device())") == 2
+    assert (root / ".devfix_cache" / "review.json").is_file()
+    untracked = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert [line for line in untracked.splitlines() if line.startswith("??")] == []
+
+
+def test_progress_shows_no_eta_before_it_means_something(tmp_path: Path) -> None:
+    for number in range(6):
+        (tmp_path / f"m{number}.py").write_text("import os\n")
+    child = _spawn_command(tmp_path, "check", "-j", "1", "--no-cache", ".")
+    child.expect(pexpect.EOF)
+    output = child.before
+    child.close()
+    assert "/6 files" in output  # the progress line is drawn on a terminal
+    assert "ETA" not in output and "files/s" not in output

@@ -9,8 +9,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from devfix.engine import _Dispatcher
-from devfix.tree import LIBCST_CHILDREN, build_tables, children_of
+from devfix.tree import LIBCST_CHILDREN, Dispatcher, build_tables, children_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -158,8 +157,8 @@ def test_the_pass_loop_calls_hooks_as_libcst_does(skip: type[cst.CSTNode] | None
     by_libcst = _Recorder(skip)
     module.visit(by_libcst)
     module.visit(typed_by_libcst)
-    _Dispatcher([alone]).run(module, children)
-    _Dispatcher([beside_typed, typed]).run(module, children)
+    Dispatcher([alone]).run(module, children)
+    Dispatcher([beside_typed, typed]).run(module, children)
     assert alone.events == by_libcst.events
     assert beside_typed.events == by_libcst.events
     assert typed.events == typed_by_libcst.events
@@ -178,3 +177,81 @@ def test_tables_give_parents_and_source_order() -> None:
     start, end = tables.order[id(statement)]
     inside = [node for node in tables.nodes if start <= tables.order[id(node)][0] <= end]
     assert first in inside and second not in inside
+
+
+LIBCST_UNTOUCHED = """
+import gc, weakref
+import libcst
+classes = [libcst.CSTNode, *[c for c in vars(libcst).values() if isinstance(c, type) and issubclass(c, libcst.CSTNode)]]
+before = {cls: dict(vars(cls)) for cls in classes}
+children = libcst.CSTNode.__dict__["children"]
+import devfix
+from devfix.engine import fix_source
+from devfix.types import Options
+source = (
+    "import torch\\nimport torch.nn as nn\\n"
+    "class M(nn.Module):\\n"
+    "    def forward(self, x):\\n"
+    "        return x * torch.ones(x.shape[-1])\\n"
+)
+result = fix_source(source, Options(unsafe_fixes=True))
+assert "device=x.device" in result.output, result.output
+assert libcst.CSTNode.__dict__["children"] is children
+for cls in classes:
+    assert dict(vars(cls)) == before[cls], cls
+print("untouched")
+"""
+
+
+def test_importing_devfix_and_fixing_leaves_libcst_classes_untouched() -> None:
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-c", LIBCST_UNTOUCHED], capture_output=True, text=True, check=False
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "untouched"
+
+
+def test_a_file_tree_is_freed_without_the_garbage_collector() -> None:
+    """Passes and analyses form no reference cycle with the file's context: once the engine
+    drops it, reference counting alone frees the tree, the context, the passes and the facts
+    (the collector finds none of them; the standard library's `ast.literal_eval` leaves a few
+    closures of its own)."""
+    import gc
+
+    from devfix.codemods._base import DevicePass
+    from devfix.context import FileContext
+    from devfix.fix_loop import _run_passes
+    from devfix.settings import Settings
+
+    source = (
+        "import torch\nimport torch.nn as nn\n"
+        "class M(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x + torch.zeros(3)\n"
+        "model = M().to('cuda')\n"
+        "for x in loader:\n"
+        "    model(x)\n"
+    )
+    _run_passes(cst.parse_module(source), source, "<string>", Settings.resolve())  # warm caches
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        findings = _run_passes(cst.parse_module(source), source, "<string>", Settings.resolve())
+        assert [f.code for f in findings if f.code == "DF101"] == ["DF101"]
+        del findings
+        gc.collect()
+        cyclic = [
+            o
+            for o in gc.garbage
+            if isinstance(o, (cst.CSTNode, FileContext, DevicePass))
+            or type(o).__module__.startswith("devfix")
+        ]
+        assert not cyclic, cyclic[:5]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()

@@ -100,6 +100,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _shim.ShimBuildError as e:
         print(str(e), file=sys.stderr)
         return 2
+    return run_script_here(script, args)
+
+
+def run_script_here(script: str, args: Sequence[str], *, virtual: bool = True) -> int:
+    """Run ``script`` as ``__main__`` in this interpreter; return its exit status.
+
+    With ``virtual`` (the GPUs are installed), a death prints the traceback without the
+    runtime's frames and, for a device mismatch, the diagnosis; without, the plain traceback.
+    """
     if not os.path.exists(script):
         print(f"devfix verify: no such script: {script}", file=sys.stderr)
         return 2
@@ -116,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(code, file=sys.stderr)
         return 1
     except BaseException as e:
+        if not virtual:
+            traceback.print_exception(type(e), e, e.__traceback__)
+            return 130 if isinstance(e, KeyboardInterrupt) else 1
         _print_user_traceback(e, script)
         from devfix.vgpu.diagnose import report_for_exception
 

@@ -173,7 +173,12 @@ def codegen_error(
 
 
 def ti_error(operands: list[tuple[Any, bool]]) -> str | None:
-    """operands: (tensor, is_output) in TensorIterator order (outputs first)."""
+    """operands: (tensor, is_output) in TensorIterator order (outputs first).
+
+    ``TensorIteratorBase::compute_types`` (aten/src/ATen/TensorIterator.cpp): the common device
+    is the first non-CPU operand's; one 0-dim CPU *input* is exempt (``allow_cpu_scalars``), a
+    second raises, and any other operand off the common device raises.
+    """
     common: torch.device | None = None
     for t, _ in operands:
         d = _dev(t)
@@ -182,11 +187,15 @@ def ti_error(operands: list[tuple[Any, bool]]) -> str | None:
             break
     if common is None:
         return None
+    cpu_scalars = 0
     for t, is_out in operands:
         d = _dev(t)
+        if d.type == "cpu" and t.dim() == 0 and not is_out:
+            cpu_scalars += 1
+            if cpu_scalars > 1:
+                return "Trying to pass too many CPU scalars to non-CPU kernel!"
+            continue
         if d != common:
-            if d.type == "cpu" and t.dim() == 0 and not is_out:
-                continue
             return (
                 "Expected all tensors to be on the same device, but found at least two devices, "
                 f"{common} and {d}!"

@@ -9,6 +9,7 @@ This module imports torch, so it may only be imported after the shim is loaded.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import torch
@@ -21,7 +22,18 @@ aten = torch.ops.aten
 DEVICES: list[torch.device] = []
 _CPU = torch.device("cpu")
 _Tensor = torch.Tensor
+_Generator = torch._C.Generator
+_STRIDED = torch.strided
 _make_wrapper = torch.Tensor._make_wrapper_subclass
+
+
+def _no_counting(device: int) -> int:
+    return -1
+
+
+#: ``set_alloc_device(k) -> previous``: CPU allocations count against cuda:k until reset (-1).
+#: Replaced by the shim's function at install; the default keeps this module importable alone.
+set_alloc_device: Callable[[int], int] = _no_counting
 
 
 def _excluded_python() -> Any:
@@ -94,15 +106,19 @@ class VTensor(torch.Tensor):
 
 def _mk(elem: torch.Tensor, dev: torch.device) -> VTensor:
     """A VTensor on ``dev`` holding ``elem`` (the hot path's constructor)."""
-    r: VTensor = _make_wrapper(
-        VTensor,
-        elem.size(),
-        strides=elem.stride(),
-        storage_offset=elem.storage_offset(),
-        dtype=elem.dtype,
-        layout=elem.layout,
-        device=dev,
-    )
+    offset = elem.storage_offset()
+    if offset or elem.layout is not _STRIDED:
+        r: VTensor = _make_wrapper(
+            VTensor,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=offset,
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=dev,
+        )
+    else:  # the common case: fewer keyword arguments for torch to parse
+        r = _make_wrapper(VTensor, elem.size(), strides=elem.stride(), dtype=elem.dtype, device=dev)
     r._elem = elem
     r._dev = dev
     return r
@@ -119,15 +135,22 @@ class OpInfo:
         "mix_ok",
         "op",
         "out_names",
+        "random",
         "returns_self",
         "scalar_ok",
+        "scalars_moved",
         "view_inplace",
+        "writes_self",
     )
 
     def __init__(self, func: Any) -> None:
         schema = func._schema
         self.handler: Callable[..., Any] | None = SPECIAL.get(func)
         self.mix_ok = func in MIX_OK
+        # `where` moves every 0-dim CPU operand to the device first (TensorCompare.cpp)
+        self.scalars_moved = func in SCALARS_MOVED
+        # draws random numbers: on a virtual GPU, from that device's generator
+        self.random = torch.Tag.nondeterministic_seeded in func.tags
         # Returns that alias a written argument: return the caller's wrapper, not a new one.
         rets = []
         write_sets: dict[str, tuple[int, str]] = {}
@@ -148,6 +171,12 @@ class OpInfo:
             rets if any(h is not None for h in rets) else None
         )
         self.out_names = tuple(a.name for a in schema.arguments if a.is_out)
+        # the first argument is written (`add_`, `out=` first): a plain 0-dim CPU tensor there
+        # is an output, which TensorIterator never exempts
+        first = schema.arguments[0] if schema.arguments else None
+        self.writes_self = bool(
+            first is not None and first.alias_info is not None and first.alias_info.is_write
+        )
         self.view_inplace = func in VIEW_INPLACE
         self.op: Callable[..., Any] = getattr(func, "_op", func)  # skips OpOverload.__call__
         # a plain in-place op (`add_`): return the caller's `self`, nothing can have resized
@@ -162,7 +191,10 @@ class OpInfo:
 
 _INFO: dict[Any, OpInfo] = {}
 SPECIAL: dict[Any, Callable[..., Any]] = {}
+#: a SPECIAL handler returns this to let the generic path run the op
+NOT_HANDLED: Any = object()
 MIX_OK: set[Any] = set()
+SCALARS_MOVED: set[Any] = set()
 VIEW_INPLACE: set[Any] = set()
 
 
@@ -178,13 +210,28 @@ def _info(func: Any) -> OpInfo:
 
 
 def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """Run ``func`` on VTensor arguments (the runtime's own entry; see _torch_dispatch)."""
+    return _torch_dispatch(VTensor, func, (), args, kwargs)
+
+
+def _torch_dispatch(
+    cls: Any,
+    func: Any,
+    types: Any,
+    args: tuple[Any, ...] = (),
+    kwargs: dict[str, Any] | None = None,
+) -> Any:
+    # VTensor.__torch_dispatch__ itself: one Python frame per op on the hot path
     info = _INFO.get(func)
     if info is None:
         info = _info(func)
     if info.handler is not None:
-        return info.handler(func, args, kwargs or {})
+        res = info.handler(func, args, kwargs or {})
+        if res is not NOT_HANDLED:
+            return res
     dev: torch.device | None = None
     bad = False
+    cpu_scalars = 0
     uargs = []
     for a in args:
         t = type(a)
@@ -217,6 +264,7 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
             if a.dim() != 0:
                 bad = True
             elif not info.mix_ok:
+                cpu_scalars += 1
                 if info.scalar_ok is None:
                     info.scalar_ok = _scalar_exempt(func)
                 if not info.scalar_ok:
@@ -228,6 +276,7 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
         else:
             uargs.append(a)
     ukwargs = kwargs
+    generator = None
     if kwargs:
         ukwargs = {}
         for k, v in kwargs.items():
@@ -240,8 +289,10 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
                     bad = True
                 ukwargs[k] = v._elem
             elif isinstance(v, _Tensor):
-                if v.dim() != 0:
+                if v.dim() != 0 or k in info.out_names:
                     bad = True
+                else:
+                    cpu_scalars += 1
                 ukwargs[k] = v
             elif (t is list or t is tuple) and v and isinstance(v[0], _Tensor):
                 lst = []
@@ -256,8 +307,17 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
                         bad = True
                         lst.append(x)
                 ukwargs[k] = lst
+            elif t is _Generator:
+                generator = v
+                ukwargs[k] = v
             else:
                 ukwargs[k] = v
+    if (
+        cpu_scalars
+        and not info.scalars_moved
+        and (cpu_scalars > 1 or (info.writes_self and args and type(args[0]) is not VTensor))
+    ):
+        bad = True  # TensorIterator exempts one CPU scalar, and never an output
     if bad and not info.mix_ok:
         from devfix.vgpu import _checks
 
@@ -266,13 +326,90 @@ def dispatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
             return res
     if dev is None:  # only reachable for odd ops (all tensors plain); keep them plain
         return func(*args, **(kwargs or {}))
-    out = info.op(*uargs, **(ukwargs or {}))
+    if generator is not None or info.random:
+        return _random(info, func, args, kwargs or {}, uargs, ukwargs or {}, dev)
+    prev = set_alloc_device(dev.index)
+    try:
+        out = info.op(*uargs, **(ukwargs or {}))
+    finally:
+        set_alloc_device(prev)
     if info.returns_self:
         return args[0]
     if info.inplace_ret is not None:
         return _inplace_result(info, func, args, kwargs or {}, out, dev)
     if info.out_names:
         _check_out_sizes(info, kwargs or {})
+    return wrap(out, dev)
+
+
+def generator_error(expected: str, generator: Any) -> RuntimeError:
+    """``check_generator`` in aten/src/ATen/core/Generator.h."""
+    return RuntimeError(
+        f"Expected a '{expected}' device type for generator but found '{generator.device.type}'"
+    )
+
+
+def cpu_twin(generator: Any) -> Any:
+    """A CPU generator in the state of a virtual GPU's ``generator`` (which reports cuda)."""
+    twin = torch.Generator()
+    twin.set_state(generator.get_state())
+    return twin
+
+
+#: the default generator of each virtual GPU (``torch.cuda.default_generators``)
+DEFAULT_GENERATORS: list[Any] = []
+_rng_lock = threading.Lock()
+
+
+def call_with_generator(op: Any, args: Any, kwargs: dict[str, Any], dev: torch.device) -> Any:
+    """Run the CPU ``op`` drawing from the virtual GPU's generator (explicit or default).
+
+    An explicit generator must be a CUDA one (``check_generator``); a CPU twin of its state
+    samples and the state is written back. Without one (``dropout`` takes none), the CPU
+    default generator is loaded with the device's state for the call, so each virtual GPU
+    has its own stream, seeded by ``torch.manual_seed`` / ``torch.cuda.manual_seed``.
+    """
+    generator = kwargs.get("generator")
+    if generator is not None:
+        if generator.device.type != "cuda":
+            raise generator_error("cuda", generator)
+        twin = cpu_twin(generator)
+        prev = set_alloc_device(dev.index)
+        try:
+            return op(*args, **{**kwargs, "generator": twin})
+        finally:
+            set_alloc_device(prev)
+            generator.set_state(twin.get_state())
+    own = DEFAULT_GENERATORS[dev.index] if dev.index < len(DEFAULT_GENERATORS) else None
+    if own is None:
+        return op(*args, **kwargs)
+    cpu = torch.default_generator
+    with _rng_lock:
+        saved = cpu.get_state()
+        cpu.set_state(own.get_state())
+        prev = set_alloc_device(dev.index)
+        try:
+            return op(*args, **kwargs)
+        finally:
+            set_alloc_device(prev)
+            own.set_state(cpu.get_state())
+            cpu.set_state(saved)
+
+
+def _random(
+    info: OpInfo,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    uargs: list[Any],
+    ukwargs: dict[str, Any],
+    dev: torch.device,
+) -> Any:
+    out = call_with_generator(info.op, uargs, ukwargs, dev)
+    if info.returns_self:
+        return args[0]
+    if info.inplace_ret is not None:
+        return _inplace_result(info, func, args, kwargs, out, dev)
     return wrap(out, dev)
 
 
@@ -462,7 +599,12 @@ def _set_source(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 
 
 def _pin(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return args[0]
+    # Memory.cpp pin_memory: only CPU tensors can be pinned
+    raise RuntimeError(f"cannot pin '{args[0].type()}' only dense CPU tensors can be pinned")
+
+
+def _record_stream(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return None  # work on a virtual GPU is synchronous: nothing to keep alive for a stream
 
 
 def _is_pinned(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -485,7 +627,10 @@ def _register_specials() -> None:
     for ov in aten.set_.overloads():  # type: ignore[no-untyped-call]
         SPECIAL[getattr(aten.set_, ov)] = _set_source
     SPECIAL[aten._pin_memory.default] = _pin
+    for ov in aten.where.overloads():  # type: ignore[no-untyped-call]
+        SCALARS_MOVED.add(getattr(aten.where, ov))
     SPECIAL[aten.is_pinned.default] = _is_pinned
+    SPECIAL[aten.record_stream.default] = _record_stream
     # Ops whose CompositeExplicitAutograd kernel decides output placement (CPU batch_sizes).
     SPECIAL[aten._pack_padded_sequence.default] = _composite
     SPECIAL[aten._pad_packed_sequence.default] = _composite
@@ -510,3 +655,4 @@ def _register_specials() -> None:
 
 
 _register_specials()
+VTensor.__torch_dispatch__ = classmethod(_torch_dispatch)  # type: ignore[assignment]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -190,8 +191,11 @@ class Event:
         pass
 
     def elapsed_time(self, end_event: Event) -> float:
+        # c10/cuda/CUDAEvent.h CUDAEvent::elapsed_time (TORCH_CHECK_VALUE: a ValueError)
+        if not (self.enable_timing and end_event.enable_timing):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
         if self.t is None or end_event.t is None:
-            raise RuntimeError("CUDA error: device not ready")
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
         return (end_event.t - self.t) * 1000.0
 
 
@@ -240,25 +244,148 @@ def _mk_zero() -> Any:
     return zero
 
 
+# --- memory statistics: the shim counts the CPU allocations made for each virtual GPU ---------
+
+_ALLOCATED, _PEAK, _ALLOC_COUNT, _FREE_COUNT = 0, 1, 2, 3
+_SEGMENT = 2 * 1024**2  # the caching allocator reserves large segments in 2 MiB steps
+_reserved: dict[int, int] = {}
+_max_reserved: dict[int, int] = {}
+
+
+def _stat(device: Any, which: int) -> int:
+    return int(_lib().devfix_vgpu_memory(_check(_index(device)), which))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return _stat(device, _ALLOCATED)
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return _stat(device, _PEAK)
+
+
+def _update_reserved(idx: int) -> int:
+    # Reserved memory is a model, not a measurement: it grows to hold the peak allocation (in
+    # 2 MiB segments) and shrinks only on empty_cache(), as the caching allocator's does.
+    peak = int(_lib().devfix_vgpu_memory(idx, _PEAK))
+    need = -(-peak // _SEGMENT) * _SEGMENT
+    _reserved[idx] = max(_reserved.get(idx, 0), need)
+    _max_reserved[idx] = max(_max_reserved.get(idx, 0), _reserved[idx])
+    return _reserved[idx]
+
+
+def memory_reserved(device: Any = None) -> int:
+    return _update_reserved(_check(_index(device)))
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    idx = _check(_index(device))
+    _update_reserved(idx)
+    return _max_reserved[idx]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    idx = _check(_index(device))
+    _lib().devfix_vgpu_reset_peak(idx)
+    _max_reserved[idx] = _reserved.get(idx, 0)
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    _lib().devfix_vgpu_reset_counts(_check(_index(device)))
+
+
+def empty_cache() -> None:
+    for idx in range(_N):
+        allocated = int(_lib().devfix_vgpu_memory(idx, _ALLOCATED))
+        _reserved[idx] = -(-allocated // _SEGMENT) * _SEGMENT
+
+
 def memory_stats(device: Any = None) -> dict[str, Any]:
-    return {}
+    """The keys of ``torch.cuda.memory_stats()`` that scripts read, for the ``all`` pool."""
+    idx = _check(_index(device))
+    reserved = _update_reserved(idx)
+    stats: dict[str, Any] = {
+        "allocated_bytes.all.current": memory_allocated(idx),
+        "allocated_bytes.all.peak": max_memory_allocated(idx),
+        "allocation.all.allocated": _stat(idx, _ALLOC_COUNT),
+        "allocation.all.freed": _stat(idx, _FREE_COUNT),
+        "allocation.all.current": _stat(idx, _ALLOC_COUNT) - _stat(idx, _FREE_COUNT),
+        "reserved_bytes.all.current": reserved,
+        "reserved_bytes.all.peak": _max_reserved[idx],
+        "num_alloc_retries": 0,
+        "num_ooms": 0,
+    }
+    stats["active_bytes.all.current"] = stats["allocated_bytes.all.current"]
+    stats["active_bytes.all.peak"] = stats["allocated_bytes.all.peak"]
+    return dict(sorted(stats.items()))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    idx = _check(_index(device))
+    mib = 1024**2
+    return (
+        f"devfix virtual GPU cuda:{idx}: allocated {memory_allocated(idx) / mib:.1f} MiB "
+        f"(peak {max_memory_allocated(idx) / mib:.1f} MiB), reserved "
+        f"{memory_reserved(idx) / mib:.1f} MiB (a model of the caching allocator)"
+    )
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
     p = get_device_properties(device)
-    return (p.total_memory, p.total_memory)
+    return (p.total_memory - memory_reserved(device), p.total_memory)
+
+
+# --- random numbers: one generator per virtual GPU (torch/cuda/random.py's API over them) -----
+
+
+def _generator(device: Any = "cuda") -> Any:
+    from devfix.vgpu._core import DEFAULT_GENERATORS
+
+    return DEFAULT_GENERATORS[_check(_index(device))]
 
 
 def get_rng_state(device: Any = "cuda") -> torch.Tensor:
-    return torch.get_rng_state()
+    return _generator(device).get_state()  # type: ignore[no-any-return]
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [torch.get_rng_state() for _ in range(_N)]
+    return [get_rng_state(i) for i in range(_N)]
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
+    _generator(device).set_state(new_state.clone())
+
+
+def set_rng_state_all(new_states: Iterable[torch.Tensor]) -> None:
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
+def manual_seed(seed: int) -> None:
+    _generator(current_device()).manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    from devfix.vgpu._core import DEFAULT_GENERATORS
+
+    for g in DEFAULT_GENERATORS:
+        g.manual_seed(int(seed))
+
+
+def seed() -> None:
+    _generator(current_device()).seed()
+
+
+def seed_all() -> None:
+    from devfix.vgpu._core import DEFAULT_GENERATORS
+
+    first = DEFAULT_GENERATORS[0].seed()
+    for g in DEFAULT_GENERATORS[1:]:
+        g.manual_seed(first)
 
 
 def initial_seed() -> int:
-    return torch.initial_seed()
+    return int(_generator(current_device()).initial_seed())
 
 
 class _CUDAGraphUnsupported:
@@ -298,34 +425,37 @@ def install(n: int) -> None:
     cuda.get_device_capability = get_device_capability
     cuda.is_bf16_supported = lambda *a, **k: True
     cuda.synchronize = synchronize
-    cuda.empty_cache = _mk_noop()
+    cuda.empty_cache = empty_cache
     cuda.ipc_collect = _mk_noop()
-    cuda.reset_peak_memory_stats = _mk_noop()
-    cuda.reset_max_memory_allocated = _mk_noop()
-    cuda.reset_max_memory_cached = _mk_noop()
-    cuda.reset_accumulated_memory_stats = _mk_noop()
-    for name in (
-        "memory_allocated",
-        "max_memory_allocated",
-        "memory_reserved",
-        "max_memory_reserved",
-        "memory_cached",
-        "max_memory_cached",
-        "utilization",
-    ):
-        setattr(cuda, name, _mk_zero())
+    cuda.reset_peak_memory_stats = reset_peak_memory_stats
+    cuda.reset_max_memory_allocated = reset_peak_memory_stats
+    cuda.reset_max_memory_cached = reset_peak_memory_stats
+    cuda.reset_accumulated_memory_stats = reset_accumulated_memory_stats
+    cuda.memory_allocated = memory_allocated
+    cuda.max_memory_allocated = max_memory_allocated
+    cuda.memory_reserved = memory_reserved
+    cuda.max_memory_reserved = max_memory_reserved
+    cuda.memory_cached = memory_reserved
+    cuda.max_memory_cached = max_memory_reserved
+    cuda.utilization = _mk_zero()
     cuda.memory_stats = memory_stats
-    cuda.memory_summary = lambda *a, **k: "devfix virtual GPU: memory is not tracked"
+    cuda.memory_summary = memory_summary
     cuda.mem_get_info = mem_get_info
-    cuda.manual_seed = _mk_noop()
-    cuda.manual_seed_all = _mk_noop()
-    cuda.seed = _mk_noop()
-    cuda.seed_all = _mk_noop()
+    from devfix.vgpu._core import DEFAULT_GENERATORS
+
+    DEFAULT_GENERATORS[:] = [torch.Generator(device=f"cuda:{i}") for i in range(n)]
+    for g in DEFAULT_GENERATORS:
+        g.manual_seed(torch.initial_seed())
+    cuda.default_generators = tuple(DEFAULT_GENERATORS)
+    cuda.manual_seed = manual_seed
+    cuda.manual_seed_all = manual_seed_all
+    cuda.seed = seed
+    cuda.seed_all = seed_all
     cuda.initial_seed = initial_seed
     cuda.get_rng_state = get_rng_state
     cuda.get_rng_state_all = get_rng_state_all
-    cuda.set_rng_state = _mk_noop()
-    cuda.set_rng_state_all = _mk_noop()
+    cuda.set_rng_state = set_rng_state
+    cuda.set_rng_state_all = set_rng_state_all
     cuda.Stream = Stream  # type: ignore[misc,assignment]
     cuda.ExternalStream = ExternalStream  # type: ignore[misc,assignment]
     cuda.Event = Event  # type: ignore[misc,assignment]
@@ -343,10 +473,30 @@ def install(n: int) -> None:
         "max_memory_allocated",
         "memory_reserved",
         "max_memory_reserved",
+        "memory_stats",
+        "memory_summary",
+        "reset_peak_memory_stats",
+        "reset_accumulated_memory_stats",
+        "empty_cache",
     ):
-        setattr(mem, name, _mk_zero())
-    mem.empty_cache = _mk_noop()
+        setattr(mem, name, getattr(cuda, name))
+    lib = _lib()
+    lib.devfix_vgpu_install_allocator()
+    lib.devfix_vgpu_memory.restype = ctypes.c_int64
+    from devfix.vgpu import _core
+
+    _core.set_alloc_device = _shim.fast_set_alloc_device()
     import torch.cuda.random as rnd
 
-    rnd.manual_seed = _mk_noop()
-    rnd.manual_seed_all = _mk_noop()
+    for name in (
+        "manual_seed",
+        "manual_seed_all",
+        "seed",
+        "seed_all",
+        "initial_seed",
+        "get_rng_state",
+        "get_rng_state_all",
+        "set_rng_state",
+        "set_rng_state_all",
+    ):
+        setattr(rnd, name, getattr(cuda, name))

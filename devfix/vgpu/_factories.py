@@ -17,7 +17,14 @@ _CPU = torch.device("cpu")
 
 
 def _run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    from devfix.vgpu._core import VTensor, vdevice, wrap
+    from devfix.vgpu._core import (
+        VTensor,
+        call_with_generator,
+        generator_error,
+        set_alloc_device,
+        vdevice,
+        wrap,
+    )
 
     dev = kwargs.get("device")
     if dev is None:
@@ -27,6 +34,14 @@ def _run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         for a in args:
             if isinstance(a, torch.Tensor) and a.device.type == "cuda":
                 dev = a.device
+    generator = kwargs.get("generator")
+    if (
+        generator is not None
+        and generator.device.type == "cuda"
+        and (dev is None or torch.device(dev).type == "cpu")
+    ):
+        # only the generator's dispatch key brought a CPU op here: the CPU kernel's check
+        raise generator_error("cpu", generator)
     d = torch.device(dev) if dev is not None else torch.device("cuda")
     target = vdevice(d.index)
     kw = dict(kwargs)
@@ -35,7 +50,28 @@ def _run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if kw.get("pin_memory"):
         kw["pin_memory"] = False
     cargs = tuple(a._elem if isinstance(a, VTensor) else a for a in args)
-    return wrap(op(*cargs, **kw), target)
+    if _draws_random(op):
+        out = call_with_generator(op, cargs, kw, target)
+    else:
+        prev = set_alloc_device(target.index)
+        try:
+            out = op(*cargs, **kw)
+        finally:
+            set_alloc_device(prev)
+    return wrap(out, target)
+
+
+_RANDOM: dict[Any, bool] = {}
+
+
+def _draws_random(op: Any) -> bool:
+    found = _RANDOM.get(op)
+    if found is None:
+        tags = getattr(op, "tags", ())
+        found = _RANDOM[op] = torch.Tag.nondeterministic_seeded in tags or any(
+            a.name == "generator" for a in op._schema.arguments
+        )
+    return found
 
 
 def _fallback(op: Any, *args: Any, **kwargs: Any) -> Any:

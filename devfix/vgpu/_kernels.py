@@ -1,8 +1,12 @@
-"""Python kernels for CUDA-only ops that composite code picks because it sees ``is_cuda()``.
+"""Python kernels for what CUDA kernels do and the CPU kernels lack.
 
-The RNN cells in ``aten/src/ATen/native/RNN.cpp`` call the fused ``_thnn_fused_lstm_cell`` /
-``_thnn_fused_gru_cell`` for CUDA inputs; those have no CPU kernel, so they are computed here
-(forward and backward) on the CPU tensors.
+* The RNN cells in ``aten/src/ATen/native/RNN.cpp`` call the fused ``_thnn_fused_lstm_cell`` /
+  ``_thnn_fused_gru_cell`` for CUDA inputs; those have no CPU kernel, so they are computed here
+  (forward and backward) on the CPU tensors.
+* ``_softmax`` / ``_log_softmax`` with ``half_to_float`` (what ``torch.autocast("cuda")`` asks
+  for a float16 softmax, and ``F.softmax(half, dtype=torch.float32)``): the CUDA kernel reads
+  half and computes and writes float; the CPU kernel refuses. The input is upcast exactly and
+  the float kernel runs, so only the reduction order can differ from a GPU (last bits).
 """
 
 from __future__ import annotations
@@ -117,8 +121,46 @@ def _gru_cell_backward(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return _wrap(dev, g_in, g_hid, ghx, gbi, gbh)
 
 
+def _softmax_half_to_float(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    from devfix.vgpu._core import NOT_HANDLED, VTensor, set_alloc_device
+
+    x, dim, half_to_float = args[0], args[1], args[2]
+    if not half_to_float or type(x) is not VTensor:
+        return NOT_HANDLED
+    prev = set_alloc_device(x._dev.index)
+    try:
+        out = func(x._elem.float(), dim, False)
+    finally:
+        set_alloc_device(prev)
+    return VTensor(out, x._dev)
+
+
+def _softmax_backward_to_half(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # (grad_output, output, dim, input_dtype): float grads of a half_to_float softmax
+    from devfix.vgpu._core import NOT_HANDLED, VTensor, set_alloc_device
+
+    grad, output, dim, input_dtype = args[0], args[1], args[2], args[3]
+    if (
+        type(grad) is not VTensor
+        or type(output) is not VTensor
+        or grad._dev is not output._dev
+        or grad.dtype == input_dtype
+    ):
+        return NOT_HANDLED
+    prev = set_alloc_device(grad._dev.index)
+    try:
+        out = func(grad._elem, output._elem, dim, grad.dtype).to(input_dtype)
+    finally:
+        set_alloc_device(prev)
+    return VTensor(out, grad._dev)
+
+
 def register(special: dict[Any, Callable[..., Any]]) -> None:
     special[aten._thnn_fused_lstm_cell.default] = _lstm_cell
     special[aten._thnn_fused_lstm_cell_backward_impl.default] = _lstm_cell_backward
     special[aten._thnn_fused_gru_cell.default] = _gru_cell
     special[aten._thnn_fused_gru_cell_backward.default] = _gru_cell_backward
+    special[aten._softmax.default] = _softmax_half_to_float
+    special[aten._log_softmax.default] = _softmax_half_to_float
+    special[aten._softmax_backward_data.default] = _softmax_backward_to_half
+    special[aten._log_softmax_backward_data.default] = _softmax_backward_to_half

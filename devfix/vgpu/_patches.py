@@ -252,6 +252,17 @@ _orig_sdpa = torch.nn.functional.scaled_dot_product_attention
 _FLASH = 1
 
 
+def _autocast_cast(t: Any, dtype: torch.dtype) -> Any:
+    if (
+        isinstance(t, torch.Tensor)
+        and t.is_cuda
+        and t.is_floating_point()
+        and t.dtype not in (torch.float64, dtype)
+    ):
+        return t.to(dtype)
+    return t
+
+
 def scaled_dot_product_attention(
     query: Any,
     key: Any,
@@ -262,6 +273,17 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Any:
+    if torch.is_autocast_enabled("cuda"):
+        # autocast's lower-precision policy for this op (casts every floating CUDA argument),
+        # then the op itself runs with autocast off, as behind autocast's CUDA kernel
+        dtype = torch.get_autocast_dtype("cuda")
+        query, key, value, attn_mask = (
+            _autocast_cast(t, dtype) for t in (query, key, value, attn_mask)
+        )
+        with torch.autocast("cuda", enabled=False):
+            return scaled_dot_product_attention(
+                query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa
+            )
     if (
         type(query) is not VTensor
         or type(key) is not VTensor

@@ -46,14 +46,21 @@ def _tagger(storage: Any) -> Any:
 def _deserializer(storage: Any, location: str) -> Any:
     if not location.startswith("cuda"):
         return None
-    from devfix.vgpu._core import vdevice
+    from devfix.vgpu._core import set_alloc_device
 
-    dev = torch.device(location)
-    idx = vdevice(dev.index).index
+    # torch's own check and texts for a device this run does not have (torch/serialization.py)
+    idx = int(torch.serialization.validate_cuda_device(location))  # type: ignore[no-untyped-call]
     st = getattr(storage, "_untyped_storage", storage)
+    prev = set_alloc_device(idx)
+    try:
+        # the copy to the GPU, counted in the device's memory statistics (a storage's own
+        # clone() bypasses the allocator the runtime counts with; a tensor's does not)
+        st = torch.empty(0, dtype=torch.uint8).set_(st).clone().untyped_storage()
+    finally:
+        set_alloc_device(prev)
     with _lock:
-        _load_marks[st._cdata] = int(idx if idx is not None else 0)
-    return storage
+        _load_marks[st._cdata] = idx
+    return st
 
 
 _orig_rebuild = torch._utils._rebuild_tensor

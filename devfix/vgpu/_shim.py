@@ -17,6 +17,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 _SOURCE = Path(__file__).with_name("shim.cpp")
 
@@ -130,3 +131,19 @@ def load_shim() -> ctypes.CDLL:
             ctypes.CDLL(str(tdir / "lib" / name), mode=ctypes.RTLD_GLOBAL)
         _loaded = ctypes.CDLL(str(shim_path()), mode=ctypes.RTLD_GLOBAL)
     return _loaded
+
+
+def fast_set_alloc_device() -> Callable[[int], int]:
+    """The shim's ``set_alloc_device`` as a Python builtin (a ctypes call costs ten times more);
+    the ctypes function where the interpreter does not export its C API."""
+    lib = load_shim()
+    try:
+        maker = ctypes.PyDLL(lib._name).devfix_vgpu_py_set_alloc_device
+        maker.restype = ctypes.py_object
+        builtin: Callable[[int], int] = maker()
+        return builtin
+    except (OSError, AttributeError):  # pragma: no cover - an interpreter without its C API
+        func = lib.devfix_vgpu_set_alloc_device
+        func.restype = ctypes.c_int
+        func.argtypes = [ctypes.c_int]
+        return func

@@ -1,8 +1,23 @@
-"""What ``devfix verify`` prints after the traceback of a device-mismatch death."""
+"""What ``devfix verify`` prints after the traceback of a device-mismatch death.
+
+The diagnosis names the user's line that raised (and, from Python's own traceback positions,
+the failing expression within it), the devices involved, and the devfix findings *tied to it*:
+findings are ranked on the names the failing expression and line use.
+
+1. a finding on the failing line, or whose line assigns a name the failing expression uses
+   (``self.scale = torch.sqrt(...)`` for ``self.tok_embedding(src) * self.scale``);
+2. else a finding that mentions a name of the failing line, or sits in a function the line
+   calls (``self.encode(x)`` → ``def encode``);
+3. else the findings of the enclosing function, marked as not tied to the line.
+
+The command that fixes them is named only when one of them has a fix. Paths print normalised
+and relative to the current folder.
+"""
 
 from __future__ import annotations
 
 import ast
+import json
 import linecache
 import os
 import re
@@ -20,7 +35,12 @@ MISMATCH_MARKERS = (
     "module must have its parameters and buffers on device",
     "indices should be either on cpu or on the same device",
     "Expected tensor for argument",
+    "Trying to pass too many CPU scalars",
+    "device type for generator but found",
 )
+
+#: set by `devfix verify` for a notebook: {"ipynb": notebook path, "py": the code it runs}
+NOTEBOOK_ENV = "DEVFIX_VERIFY_NOTEBOOK"
 
 _DEVICE_RE = re.compile(r"\b(cuda:\d+|cpu|cuda)\b")
 _FILE_RE = re.compile(r'File "([^"]+)", line (\d+)')
@@ -31,6 +51,10 @@ class UserFrame:
     path: str
     line: int
     source: str
+    #: the failing expression's span (Python's traceback positions), when known
+    col: int | None = None
+    end_line: int | None = None
+    end_col: int | None = None
 
 
 def is_device_mismatch(message: str) -> bool:
@@ -78,62 +102,259 @@ def is_user_file(path: str) -> bool:
     return not any(rp == r or rp.startswith(r + os.sep) for r in _library_roots())
 
 
+def shown_path(path: str) -> str:
+    """``path`` normalised and relative to the current folder (absolute on another drive)."""
+    absolute = os.path.normpath(os.path.abspath(path))
+    try:
+        return os.path.relpath(absolute)
+    except ValueError:
+        return absolute
+
+
 def innermost_user_frame(exc: BaseException) -> UserFrame | None:
     """Innermost frame in the user's files: from the text of a wrapped traceback
     (DataParallel's ``Original Traceback``) if any, else from the exception's own."""
-    cands: list[tuple[str, int]] = []
-    for m in _FILE_RE.finditer(str(exc)):
-        cands.append((m.group(1), int(m.group(2))))
-    if not any(is_user_file(p) for p, _ in cands):
-        cands = [(f.filename, f.lineno or 0) for f in traceback.extract_tb(exc.__traceback__)]
-    for path, line in reversed(cands):
-        if is_user_file(path):
-            return UserFrame(path, line, linecache.getline(path, line).strip())
+    wrapped = [(m.group(1), int(m.group(2))) for m in _FILE_RE.finditer(str(exc))]
+    if any(is_user_file(p) for p, _ in wrapped):
+        for path, line in reversed(wrapped):
+            if is_user_file(path):
+                return UserFrame(path, line, linecache.getline(path, line).strip())
+        return None
+    for f in reversed(traceback.extract_tb(exc.__traceback__)):
+        if is_user_file(f.filename):
+            line = f.lineno or 0
+            return UserFrame(
+                f.filename,
+                line,
+                linecache.getline(f.filename, line).strip(),
+                f.colno,
+                f.end_lineno,
+                f.end_colno,
+            )
     return None
 
 
-def _enclosing_function(source: str, line: int) -> tuple[str, int, int] | None:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+# --------------------------------------------------------------------------------------------
+# Names used by code, and the findings tied to them.
+
+
+def dotted(node: ast.AST) -> str | None:
+    """``self.scale`` for an attribute chain on a name, ``x`` for a name, else None."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def names_used(node: ast.AST) -> set[str]:
+    """Every name and attribute chain ``node`` reads (``self`` alone is no name of interest)."""
+    found: set[str] = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Name, ast.Attribute)):
+            name = dotted(sub)
+            if name is not None and name != "self":
+                found.add(name)
+    return found
+
+
+def _assigned(stmt: ast.stmt) -> set[str]:
+    targets: list[ast.AST] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        # self.register_buffer("scale", ...) / setattr(self, "scale", ...) assign by name
+        call = stmt.value
+        first = call.args[0] if call.args else None
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            owner = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+            if owner is not None:
+                return {f"{owner}.{first.value}"}
+    out: set[str] = set()
+    for t in targets:
+        for sub in ast.walk(t):
+            name = dotted(sub) if isinstance(sub, (ast.Name, ast.Attribute)) else None
+            if name is not None and name != "self":
+                out.add(name)
+    return out
+
+
+class SourceIndex:
+    """Statements by line, function spans and names of one parsed file."""
+
+    def __init__(self, source: str) -> None:
+        self.lines = source.splitlines()
+        self.tree: ast.Module | None
+        try:
+            self.tree = ast.parse(source)
+        except SyntaxError:
+            self.tree = None
+        self.statements: dict[int, ast.stmt] = {}
+        self.functions: list[tuple[str, int, int]] = []
+        if self.tree is None:
+            return
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.stmt) and not isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ):
+                end = node.end_lineno or node.lineno
+                for line in range(node.lineno, end + 1):
+                    known = self.statements.get(line)
+                    if known is None or _span(known) > _span(node):  # the innermost statement
+                        self.statements[line] = node
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                self.functions.append((node.name, start, node.end_lineno or node.lineno))
+
+    def enclosing_function(self, line: int) -> tuple[str, int, int] | None:
+        best: tuple[str, int, int] | None = None
+        for fn in self.functions:
+            if fn[1] <= line <= fn[2] and (best is None or fn[1] >= best[1]):
+                best = fn
+        return best
+
+    def expression_names(self, frame: UserFrame) -> set[str]:
+        """Names of the failing expression (its span), else of the failing statement."""
+        stmt = self.statements.get(frame.line)
+        if stmt is None:
+            return set()
+        if frame.col is not None and frame.end_col is not None:
+            end_line = frame.end_line or frame.line
+            inside = [
+                node
+                for node in ast.walk(stmt)
+                if isinstance(node, ast.expr)
+                and (node.lineno, node.col_offset) >= (frame.line, frame.col)
+                and (node.end_lineno or 0, node.end_col_offset or 0) <= (end_line, frame.end_col)
+            ]
+            if inside:
+                found: set[str] = set()
+                for node in inside:
+                    found |= names_used(node)
+                return found
+        return names_used(stmt)
+
+    def line_names(self, line: int) -> set[str]:
+        stmt = self.statements.get(line)
+        return names_used(stmt) if stmt is not None else set()
+
+    def assigned_at(self, line: int) -> set[str]:
+        stmt = self.statements.get(line)
+        return _assigned(stmt) if stmt is not None else set()
+
+    def callees(self, line: int) -> list[tuple[str, int, int]]:
+        """Functions of this file that the statement at ``line`` calls (by their last name)."""
+        stmt = self.statements.get(line)
+        if stmt is None:
+            return []
+        called = {
+            name.rsplit(".", 1)[-1]
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.Call) and (name := dotted(node.func)) is not None
+        }
+        return [fn for fn in self.functions if fn[0] in called]
+
+
+def _span(node: ast.stmt) -> int:
+    return (node.end_lineno or node.lineno) - node.lineno
+
+
+def rank_findings(
+    findings: list[Any], index: SourceIndex, frame: UserFrame
+) -> tuple[list[Any], str]:
+    """The findings tied to the failing line, best tier first, and how they are tied."""
+    expr_names = index.expression_names(frame)
+    line_names = index.line_names(frame.line) | expr_names
+    tied = [f for f in findings if f.line == frame.line or index.assigned_at(f.line) & expr_names]
+    if tied:
+        return tied, "tied to the failing expression"
+    callees = index.callees(frame.line)
+    near = [
+        f
+        for f in findings
+        if (index.assigned_at(f.line) | index.line_names(f.line)) & line_names
+        or any(start <= f.line <= end for _, start, end in callees)
+    ]
+    if near:
+        return near, "tied to the names in the failing line and its callees"
+    fn = index.enclosing_function(frame.line)
+    if fn is not None:
+        inner = [f for f in findings if fn[1] <= f.line <= fn[2]]
+        if inner:
+            return inner, f"none tied to the failing line; in function {fn[0]}()"
+    return [], ""
+
+
+def fix_command(findings: list[Any], path: str) -> str | None:
+    """The devfix command that applies these findings' fixes, or None when none has a fix."""
+    fixable = [f for f in findings if getattr(f, "has_fix", False)]
+    if not fixable:
         return None
-    best: tuple[str, int, int] | None = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            end = getattr(node, "end_lineno", None) or node.lineno
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            if start <= line <= end and (best is None or start >= best[1]):
-                best = (node.name, start, end)
-    return best
+    unsafe = any(getattr(f.applicability, "value", f.applicability) == "unsafe" for f in fixable)
+    return f"devfix apply {'--unsafe-fixes ' if unsafe else ''}{path}"
 
 
-def findings_text(path: str, line: int) -> str | None:
-    """devfix findings for the function around ``line`` (else the file), or None if the
-    static engine is unavailable."""
+# --------------------------------------------------------------------------------------------
+# Notebooks: `devfix verify nb.ipynb` runs the notebook's code; locations go back to cells.
+
+
+def _notebook_for(path: str) -> Any:
+    """The Notebook whose code runs as ``path`` under `devfix verify`, else None."""
+    spec = os.environ.get(NOTEBOOK_ENV)
+    if not spec:
+        return None
+    try:
+        info = json.loads(spec)
+        if os.path.realpath(info["py"]) != os.path.realpath(path):
+            return None
+        from devfix.notebooks import Notebook
+
+        with open(info["ipynb"], encoding="utf-8") as f:
+            return Notebook(f.read(), info["ipynb"])
+    except Exception:
+        return None
+
+
+def _where(path: str, line: int, notebook: Any) -> str:
+    if notebook is not None:
+        cell, in_cell = notebook.locate(line)
+        return f"{shown_path(notebook.path)}:cell {cell}:{in_cell}"
+    return f"{shown_path(path)}:{line}"
+
+
+def findings_text(frame: UserFrame) -> str | None:
+    """The devfix findings tied to the failing line, or None if the static engine is
+    unavailable."""
     try:
         from devfix.engine import check_source  # type: ignore[import-not-found,unused-ignore]
     except Exception:
         return None
+    path = frame.path
+    notebook = _notebook_for(path)
     try:
         with open(path, encoding="utf-8") as f:
             source = f.read()
         findings: list[Any] = list(check_source(source, path))
     except Exception as e:
-        return f"  (devfix could not check {path}: {e})\n"
-    fn = _enclosing_function(source, line)
-    scope = f"file {path}"
-    chosen = findings
-    if fn is not None:
-        inner = [f for f in findings if fn[1] <= f.line <= fn[2]]
-        if inner:
-            chosen, scope = inner, f"function {fn[0]}()"
+        return f"  (devfix could not check {shown_path(path)}: {e})\n"
+    shown = shown_path(notebook.path if notebook is not None else path)
+    if not findings:
+        return f"  devfix findings: none in {shown}\n"
+    chosen, why = rank_findings(findings, SourceIndex(source), frame)
     if not chosen:
-        return f"  devfix findings: none in {path}\n"
-    lines = [f"  devfix findings in {scope}:"]
+        return f"  devfix findings: none tied to the failing line in {shown}\n"
+    lines = [f"  devfix findings ({why}):"]
     for f in sorted(chosen, key=lambda f: (f.line, f.col)):
-        fix = f" [fix: {f.fix_title}]" if getattr(f, "fix_title", None) else ""
-        lines.append(f"    {path}:{f.line}:{f.col}: {f.code} {f.message}{fix}")
-    lines.append(f"  to fix: devfix apply --unsafe-fixes {path}")
+        fix = f" [fix: {f.fix_title}]" if getattr(f, "has_fix", False) else " [no fix]"
+        lines.append(f"    {_where(path, f.line, notebook)}:{f.col}: {f.code} {f.message}{fix}")
+    command = fix_command(chosen, shown)
+    if command is not None:
+        lines.append(f"  to fix: {command}")
     return "\n".join(lines) + "\n"
 
 
@@ -143,14 +364,14 @@ def report(message: str, frame: UserFrame | None) -> str:
         return ""
     out = ["", "devfix verify: the script died of a device mismatch"]
     if frame is not None:
-        out.append(f"  at {frame.path}:{frame.line}")
+        out.append(f"  at {_where(frame.path, frame.line, _notebook_for(frame.path))}")
         out.append(f"    {frame.source}")
     devs = devices_in(line)
     if devs:
         out.append("  devices involved: " + ", ".join(devs))
     text = "\n".join(out) + "\n"
     if frame is not None:
-        ft = findings_text(frame.path, frame.line)
+        ft = findings_text(frame)
         if ft:
             text += ft
     return text

@@ -30,6 +30,9 @@ def install(gpus: int = 2) -> None:
     _serial.install()
     _patches.install()
     _prime_dtensor_check()
+    lib = _shim.load_shim()
+    lib.devfix_vgpu_reset_peak(0)  # the priming op's block is no allocation of the script's
+    lib.devfix_vgpu_reset_counts(0)
     _installed = gpus
 
 

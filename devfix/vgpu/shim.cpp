@@ -2,14 +2,19 @@
 //
 // Loaded with RTLD_GLOBAL *before* `import torch`, because torch reads the CUDA hooks once
 // while it is imported. The number of virtual devices comes from DEVFIX_VGPU_COUNT.
+#include <Python.h>
+
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace {
@@ -81,6 +86,11 @@ struct VGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                              const Stream& /*stream*/) const override {}
 };
 
+// torch's own CPU allocator, saved when the counting allocator replaces it.
+c10::Allocator* g_cpu_allocator = nullptr;
+
+c10::Allocator* cpu_allocator() { return g_cpu_allocator ? g_cpu_allocator : c10::GetCPUAllocator(); }
+
 // "Pinned" host memory is ordinary CPU memory whose pointers are remembered, so that
 // Tensor.is_pinned() answers as it does on a GPU machine.
 std::mutex g_pinned_mutex;
@@ -91,12 +101,12 @@ void pinned_delete(void* ptr) {
     std::lock_guard<std::mutex> lock(g_pinned_mutex);
     g_pinned.erase(ptr);
   }
-  c10::GetCPUAllocator()->raw_deallocate(ptr);
+  cpu_allocator()->raw_deallocate(ptr);
 }
 
 struct PinnedAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
-    void* ptr = n ? c10::GetCPUAllocator()->raw_allocate(n) : nullptr;
+    void* ptr = n ? cpu_allocator()->raw_allocate(n) : nullptr;
     if (ptr) {
       std::lock_guard<std::mutex> lock(g_pinned_mutex);
       g_pinned.insert(ptr);
@@ -115,6 +125,77 @@ bool is_pinned(const void* ptr) {
   std::lock_guard<std::mutex> lock(g_pinned_mutex);
   return g_pinned.count(ptr) > 0;
 }
+
+// A generator on a virtual GPU: the CPU's Mersenne Twister, reporting device cuda:k and carrying
+// the CUDA dispatch key (so an op handed it reaches the runtime's CUDA kernels, which check
+// the generator's device as a CUDA build does and sample with a CPU twin of its state).
+struct VCUDAGenerator final : public at::CPUGeneratorImpl {
+  explicit VCUDAGenerator(DeviceIndex idx) {
+    device_ = Device(DeviceType::CUDA, idx);
+    key_set_ = c10::DispatchKeySet(c10::DispatchKey::CUDA);
+  }
+
+ private:
+  VCUDAGenerator* clone_impl() const override {
+    auto* copy = new VCUDAGenerator(device_.index());
+    copy->set_state(*get_state());
+    return copy;
+  }
+};
+
+// Memory statistics of the virtual GPUs. While the runtime computes a result for cuda:k it sets
+// t_alloc_device = k; CPU allocations made then are counted against cuda:k, rounded up as the
+// CUDA caching allocator rounds block sizes (512 bytes), until their storage is freed.
+constexpr int kMaxDevices = 64;
+constexpr size_t kMinBlockSize = 512;
+thread_local int t_alloc_device = -1;
+std::atomic<int64_t> g_allocated[kMaxDevices];
+std::atomic<int64_t> g_peak[kMaxDevices];
+std::atomic<int64_t> g_alloc_count[kMaxDevices];
+std::atomic<int64_t> g_free_count[kMaxDevices];
+std::mutex g_counted_mutex;
+std::unordered_map<const void*, std::pair<int64_t, int>> g_counted;
+size_t rounded(size_t n) {
+  return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
+void counted_delete(void* ptr) {
+  if (ptr != nullptr) {
+    std::lock_guard<std::mutex> lock(g_counted_mutex);
+    auto it = g_counted.find(ptr);
+    if (it != g_counted.end()) {
+      g_allocated[it->second.second] -= it->second.first;
+      g_free_count[it->second.second] += 1;
+      g_counted.erase(it);
+    }
+  }
+  g_cpu_allocator->raw_deleter()(ptr);
+}
+
+struct CountingAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t n) override {
+    int dev = t_alloc_device;
+    if (dev < 0 || n == 0) return g_cpu_allocator->allocate(n);
+    void* ptr = g_cpu_allocator->raw_allocate(n);
+    int64_t size = static_cast<int64_t>(rounded(n));
+    {
+      std::lock_guard<std::mutex> lock(g_counted_mutex);
+      g_counted[ptr] = {size, dev};
+    }
+    int64_t now = (g_allocated[dev] += size);
+    g_alloc_count[dev] += 1;
+    int64_t peak = g_peak[dev].load();
+    while (now > peak && !g_peak[dev].compare_exchange_weak(peak, now)) {
+    }
+    return {ptr, ptr, &counted_delete, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_delete; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+CountingAllocator g_counting_allocator;
 
 struct VHooks final : public at::CUDAHooksInterface {
   explicit VHooks(at::CUDAHooksArgs /*args*/) {}
@@ -142,12 +223,15 @@ struct VHooks final : public at::CUDAHooksInterface {
   DeviceIndex maybeExchangeDevice(DeviceIndex d) const override { return exchangeDevice(d); }
   bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   c10::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
+  // The default generator of every virtual GPU is the CPU's: `torch.manual_seed` seeds the
+  // numbers drawn on the virtual GPUs, which differ from a real GPU's Philox stream.
   const at::Generator& getDefaultGenerator(DeviceIndex /*device_index*/) const override {
     return at::detail::getDefaultCPUGenerator();
   }
-  // Random numbers for virtual GPUs come from CPU generators (values differ from a GPU's).
-  at::Generator getNewGenerator(DeviceIndex /*device_index*/) const override {
-    return at::detail::createCPUGenerator();
+  at::Generator getNewGenerator(DeviceIndex device_index) const override {
+    DeviceIndex idx = device_index < 0 ? t_current : device_index;
+    check_index(idx);
+    return at::make_generator<VCUDAGenerator>(idx);
   }
   void deviceSynchronize(DeviceIndex /*device_index*/) const override {}
 };
@@ -164,3 +248,55 @@ C10_REGISTER_TYPED_CLASS(CUDAHooksRegistry, "CUDAHooks", VHooks)
 extern "C" int devfix_vgpu_current_device() { return t_current; }
 extern "C" void devfix_vgpu_set_current_device(int d) { t_current = static_cast<DeviceIndex>(d); }
 extern "C" int devfix_vgpu_device_count() { return count(); }
+
+// Memory statistics (see CountingAllocator).
+extern "C" void devfix_vgpu_install_allocator() {
+  if (g_cpu_allocator == nullptr) {
+    g_cpu_allocator = c10::GetCPUAllocator();
+    c10::SetCPUAllocator(&g_counting_allocator, /*priority=*/100);
+  }
+}
+extern "C" int devfix_vgpu_set_alloc_device(int d) {
+  int old = t_alloc_device;
+  t_alloc_device = d;
+  return old;
+}
+extern "C" int64_t devfix_vgpu_memory(int d, int which) {
+  if (d < 0 || d >= kMaxDevices) return 0;
+  switch (which) {
+    case 0: return g_allocated[d].load();
+    case 1: return g_peak[d].load();
+    case 2: return g_alloc_count[d].load();
+    case 3: return g_free_count[d].load();
+    default: return 0;
+  }
+}
+extern "C" void devfix_vgpu_reset_peak(int d) {
+  if (d >= 0 && d < kMaxDevices) g_peak[d] = g_allocated[d].load();
+}
+extern "C" void devfix_vgpu_reset_counts(int d) {
+  if (d >= 0 && d < kMaxDevices) {
+    g_alloc_count[d] = 0;
+    g_free_count[d] = 0;
+  }
+}
+
+// The same setter as a Python builtin: the runtime calls it twice per op, and a builtin call
+// costs a tenth of a ctypes call. Fetched once through ctypes.PyDLL (the GIL is held).
+namespace {
+PyObject* py_set_alloc_device(PyObject* /*self*/, PyObject* arg) {
+  long d = PyLong_AsLong(arg);
+  if (d == -1 && PyErr_Occurred()) return nullptr;
+  int old = t_alloc_device;
+  t_alloc_device = static_cast<int>(d);
+  return PyLong_FromLong(old);
+}
+PyMethodDef g_py_methods[] = {
+    {"set_alloc_device", py_set_alloc_device, METH_O,
+     "set_alloc_device(k) -> previous: count CPU allocations against cuda:k (-1: none)"},
+    {nullptr, nullptr, 0, nullptr}};
+}  // namespace
+
+extern "C" PyObject* devfix_vgpu_py_set_alloc_device() {
+  return PyCFunction_New(&g_py_methods[0], nullptr);
+}

@@ -6,17 +6,18 @@
 # devfix-flags: --select DF401,DF102 --unsafe-fixes
 # devfix-expect: DF401 DF102
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
-# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> argparse_main.before.py` (`python argparse_main.before.py` runs one process)
+# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> argparse_main.before.py`
+# (`python argparse_main.before.py` runs one process)
 import argparse
 import logging
 import os
 import tempfile
 
 import torch
-import torch.nn as nn
-from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
+import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def train_epoch(model, loader, optimizer, args):
         optimizer.step()
         total += loss.item()
         if step % 2 == 0:
-            if not dist.is_initialized() or dist.get_rank() == 0:
+            if os.environ.get("RANK", "0") == "0":
                 logger.info("step %d loss %.4f", step, loss.item())
     return total / len(loader)
 
@@ -80,15 +81,21 @@ def main():
     # processes now takes args.batch_size // world_size of it (when that does not divide, the
     # global batch is smaller). Each process reads its own shard of the data set.
     train_dataset = TensorDataset(features, targets)
-    train_sampler = DistributedSampler(train_dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
-    train_loader = DataLoader(train_dataset, batch_size=args.batch_size // world_size, sampler=train_sampler)
+    train_sampler = DistributedSampler(
+        train_dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0
+    )
+    train_loader = DataLoader(
+        train_dataset, batch_size=args.batch_size // world_size, sampler=train_sampler
+    )
 
     model = Regressor(5, 8, args.device)
     model.to(args.device)
     if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
         if torch.cuda.is_available():
             model = model.to(torch.device("cuda", local_rank))
-            model = DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank)
+            model = DistributedDataParallel(
+                model, device_ids=[local_rank], output_device=local_rank
+            )
         else:
             model = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
@@ -99,7 +106,7 @@ def main():
         if rank == 0:
             print(f"epoch {epoch} mean loss {loss:.4f}")
     if rank == 0:
-        torch.save((model.module if isinstance(model, DistributedDataParallel) else model).state_dict(), args.output)
+        torch.save((model.module if distributed else model).state_dict(), args.output)
     if distributed:
         dist.barrier()
         dist.destroy_process_group()

@@ -6,17 +6,19 @@
 # devfix-flags: --select DF401 --unsafe-fixes
 # devfix-expect: DF401
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
-# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> cifar_checkpoints.before.py` (`python cifar_checkpoints.before.py` runs one process)
+# devfix DF401: launch with
+# `torchrun --standalone --nproc_per_node=<GPUs> cifar_checkpoints.before.py`
+# (`python cifar_checkpoints.before.py` runs one process)
 import os
 import tempfile
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
-from torch.utils.data import DataLoader, TensorDataset
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -57,14 +59,21 @@ if __name__ == "__main__":
     # devfix DF401: DataParallel's batch of 8 was global; each of the world_size
     # processes now takes 8 // world_size of it (when that does not divide, the
     # global batch is smaller). Each process reads its own shard of the data set.
-    trainsampler = DistributedSampler(trainset, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
-    trainloader = DataLoader(trainset, batch_size=8 // world_size, num_workers=0, sampler=trainsampler)
+    trainsampler = DistributedSampler(
+        trainset, num_replicas=world_size, rank=rank, shuffle=False, seed=0
+    )
+    trainloader = DataLoader(
+        trainset, batch_size=8 // world_size, num_workers=0, sampler=trainsampler
+    )
     testloader = DataLoader(testset, batch_size=8, shuffle=False, num_workers=0)
 
     channel_mean = torch.tensor([0.49, 0.48, 0.45]).view(1, 3, 1, 1).to(device)
     net = Net(channel_mean)
     net.to(device)
     criterion = nn.CrossEntropyLoss()
+    if torch.cuda.device_count() > 1:
+        if rank == 0:
+            print("Let's use", torch.cuda.device_count(), "GPUs!")
     if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
         if torch.cuda.is_available():
             net = net.to(torch.device("cuda", local_rank))
@@ -86,7 +95,7 @@ if __name__ == "__main__":
             running_loss += loss.item()
         if rank == 0:
             print(f"[{epoch + 1}] loss: {running_loss / len(trainloader):.3f}")
-            torch.save((net.module if isinstance(net, DistributedDataParallel) else net).state_dict(), CHECKPOINT)
+            torch.save((net.module if distributed else net).state_dict(), CHECKPOINT)
 
     correct = 0
     total = 0

@@ -18,5 +18,7 @@ class MultiGPUModel(nn.Module):
 
 
 if __name__ == "__main__":
-    model = MultiGPUModel(nn.Linear(4, 2))
-    print(model(torch.randn(3, 4)).shape)
+    # DataParallel needs the backbone on the first GPU (on a CPU machine it is not applied)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = MultiGPUModel(nn.Linear(4, 2).to(device))
+    print(model(torch.randn(3, 4, device=device)).shape)

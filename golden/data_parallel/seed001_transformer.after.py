@@ -7,15 +7,17 @@
 # devfix-flags: --select DF401,DF103 --unsafe-fixes
 # devfix-expect: DF401 DF103
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
-# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> seed001_transformer.before.py` (`python seed001_transformer.before.py` runs one process)
+# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs>
+# seed001_transformer.before.py`
+# (`python seed001_transformer.before.py` runs one process)
 import os
 import tempfile
 
 import torch
-import torch.nn as nn
-from torch.utils.data import DataLoader, TensorDataset
 import torch.distributed as dist
+import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -37,7 +39,9 @@ class MultiHeadAttention(nn.Module):
         self.fc_k = nn.Linear(hid_dim, hid_dim)
         self.fc_v = nn.Linear(hid_dim, hid_dim)
         self.fc_o = nn.Linear(hid_dim, hid_dim)
-        self.register_buffer("scale", torch.sqrt(torch.FloatTensor([self.head_dim]).to(device)), persistent=False)
+        self.register_buffer(
+            "scale", torch.sqrt(torch.FloatTensor([self.head_dim]).to(device)), persistent=False
+        )
 
     def forward(self, query, key, value):
         batch_size = query.shape[0]
@@ -132,13 +136,21 @@ if __name__ == "__main__":
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
 
     torch.manual_seed(1234)
-    train_data = TensorDataset(torch.randint(1, INPUT_DIM, (64, 10)), torch.randint(1, OUTPUT_DIM, (64, 9)))
-    valid_data = TensorDataset(torch.randint(1, INPUT_DIM, (32, 10)), torch.randint(1, OUTPUT_DIM, (32, 9)))
+    train_data = TensorDataset(
+        torch.randint(1, INPUT_DIM, (64, 10)), torch.randint(1, OUTPUT_DIM, (64, 9))
+    )
+    valid_data = TensorDataset(
+        torch.randint(1, INPUT_DIM, (32, 10)), torch.randint(1, OUTPUT_DIM, (32, 9))
+    )
     # devfix DF401: DataParallel's batch of BATCH_SIZE was global; each of the world_size
     # processes now takes BATCH_SIZE // world_size of it (when that does not divide, the
     # global batch is smaller). Each process reads its own shard of the data set.
-    train_sampler = DistributedSampler(train_data, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
-    train_iterator = DataLoader(train_data, batch_size=BATCH_SIZE // world_size, sampler=train_sampler)
+    train_sampler = DistributedSampler(
+        train_data, num_replicas=world_size, rank=rank, shuffle=False, seed=0
+    )
+    train_iterator = DataLoader(
+        train_data, batch_size=BATCH_SIZE // world_size, sampler=train_sampler
+    )
     valid_iterator = DataLoader(valid_data, batch_size=BATCH_SIZE)
 
     enc = Encoder(INPUT_DIM, HID_DIM, N_HEADS, device)
@@ -147,7 +159,9 @@ if __name__ == "__main__":
     if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
         if torch.cuda.is_available():
             model = model.to(torch.device("cuda", local_rank))
-            model = DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank)
+            model = DistributedDataParallel(
+                model, device_ids=[local_rank], output_device=local_rank
+            )
         else:
             model = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -161,7 +175,7 @@ if __name__ == "__main__":
         if valid_loss < best_valid_loss:
             best_valid_loss = valid_loss
             if rank == 0:
-                torch.save((model.module if isinstance(model, DistributedDataParallel) else model).state_dict(), CHECKPOINT)
+                torch.save((model.module if distributed else model).state_dict(), CHECKPOINT)
         if rank == 0:
             print(f"Epoch: {epoch + 1:02} | Train Loss: {train_loss:.3f} | Val. Loss: {valid_loss:.3f}")
     if distributed:

@@ -5,13 +5,16 @@
 # devfix-flags: --select DF305
 # devfix-expect: DF305
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0" env="LOCAL_RANK=1"
+import os
+
 import torch
 from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer, TrainingArguments
-import os
 
 bnb_config = BitsAndBytesConfig(load_in_4bit=True)
 model = AutoModelForCausalLM.from_pretrained(
-    "org/base-7b", quantization_config=bnb_config, device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}
+    "org/base-7b", quantization_config=bnb_config, device_map={"": int(
+        os.environ.get("LOCAL_RANK", "0")
+    )}
 )
 data = [{"input_ids": torch.randint(0, 32, (4,)), "labels": torch.randint(0, 32, (4,))}]
 trainer = Trainer(model=model, args=TrainingArguments(output_dir="qlora"), train_dataset=data)

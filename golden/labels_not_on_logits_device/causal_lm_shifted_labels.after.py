@@ -30,7 +30,9 @@ class TinyCausalLM(nn.Module):
             shift_logits = logits[..., :-1, :].contiguous()
             shift_labels = labels[..., 1:].contiguous()
             loss_fct = CrossEntropyLoss()
-            loss = loss_fct(shift_logits.view(-1, self.vocab), shift_labels.view(-1).to(shift_logits.device))
+            loss = loss_fct(
+                shift_logits.view(-1, self.vocab), shift_labels.view(-1).to(shift_logits.device)
+            )
         return loss, logits
 
 

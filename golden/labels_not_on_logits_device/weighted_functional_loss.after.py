@@ -18,7 +18,9 @@ else:
 def balanced_loss(logits, targets, n_classes):
     counts = torch.bincount(targets, minlength=n_classes).float()
     class_weights = counts.clamp(min=1).reciprocal()
-    return F.cross_entropy(logits, targets.to(logits.device), weight=class_weights.to(logits.device))
+    return F.cross_entropy(
+        logits, targets.to(logits.device), weight=class_weights.to(logits.device)
+    )
 
 
 def main():

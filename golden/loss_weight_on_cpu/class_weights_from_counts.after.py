@@ -15,7 +15,9 @@ def main():
     class_weights = torch.tensor([len(labels) / (3 * n) for n in counts])
     model = nn.Sequential(nn.Linear(5, 8), nn.ReLU(), nn.Linear(8, 3))
     model.to(device)
-    loss_fn = nn.CrossEntropyLoss(class_weights, label_smoothing=0.1).to(device)  # imbalanced classes
+    loss_fn = nn.CrossEntropyLoss(class_weights, label_smoothing=0.1).to(
+        device
+    )  # imbalanced classes
     features = torch.randn(len(labels), 5)
     logits = model(features.to(device))
     loss = loss_fn(logits, labels.to(device))

@@ -4,7 +4,6 @@
 # devfix-flags: --select DF203 --unsafe-fixes
 # devfix-expect: DF203
 # devfix-golden: gpus=2 fails-with="can't convert cuda:0 device type tensor to numpy"
-import numpy as np
 import torch
 import torch.nn as nn
 

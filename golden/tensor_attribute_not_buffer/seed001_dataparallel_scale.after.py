@@ -20,7 +20,9 @@ class MultiHeadAttentionLayer(nn.Module):
         self.fc_k = nn.Linear(hid_dim, hid_dim)
         self.fc_v = nn.Linear(hid_dim, hid_dim)
         self.fc_o = nn.Linear(hid_dim, hid_dim)
-        self.register_buffer("scale", torch.sqrt(torch.FloatTensor([self.head_dim])).to(device), persistent=False)
+        self.register_buffer(
+            "scale", torch.sqrt(torch.FloatTensor([self.head_dim])).to(device), persistent=False
+        )
 
     def forward(self, x):
         batch = x.shape[0]

@@ -11,7 +11,9 @@ import torch.nn as nn
 class CustomLoss(nn.Module):
     def __init__(self):
         super().__init__()
-        self.register_buffer("weight", torch.Tensor([1.0, 2.0]), persistent=False)  # per-output weights
+        self.register_buffer(
+            "weight", torch.Tensor([1.0, 2.0]), persistent=False
+        )  # per-output weights
 
     def forward(self, input, target):
         return ((input - target) ** 2 * self.weight).mean()

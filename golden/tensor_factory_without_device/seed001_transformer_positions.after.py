@@ -18,7 +18,9 @@ class Encoder(nn.Module):
     def forward(self, src):
         batch_size = src.shape[0]
         src_len = src.shape[1]
-        pos = torch.arange(0, src_len, device=self.pos_embedding.weight.device).unsqueeze(0).repeat(batch_size, 1)
+        pos = torch.arange(0, src_len, device=self.pos_embedding.weight.device).unsqueeze(0).repeat(
+            batch_size, 1
+        )
         src = self.tok_embedding(src) + self.pos_embedding(pos)
         return self.layer(src)
 

@@ -57,8 +57,9 @@ def test_string_device_assignment() -> None:
         ''',
         '''
         """A script."""
-        import torch as t
         import os
+
+        import torch as t
 
 
         def select_device() -> t.device:
@@ -208,8 +209,8 @@ def test_helper_goes_after_a_late_torch_import() -> None:
         x = torch.zeros(2, device="cuda:0")
         """,
         """
-        import sys
         import os
+        import sys
 
         sys.path.insert(0, ".")
         import torch

@@ -311,3 +311,96 @@ def test_names_defined_in_terms_of_each_other_do_not_loop() -> None:
     findings = check_source(source, options=Options(select=(RULE,)))
     assert [f.code for f in findings] == ["DF101"]
     assert "first tensor argument" in findings[0].message
+
+
+def test_arithmetic_with_an_input_gets_its_device_in_both_shapes() -> None:
+    """`x * torch.ones(x.shape[-1])` (x proven a tensor by `x.shape`) and
+    `return x + torch.zeros(3)` (x only met in arithmetic) both follow `x`; the second is a
+    judgement (x could be a number), so its fix is unsafe."""
+    before = """
+        import torch
+        from torch import nn
+
+        class Scale(nn.Module):
+            def forward(self, x):
+                return x * torch.ones(x.shape[-1])
+
+        class Shift(nn.Module):
+            def forward(self, x):
+                return x + torch.zeros(3)  # bias
+        """
+    after = """
+        import torch
+        from torch import nn
+
+        class Scale(nn.Module):
+            def forward(self, x):
+                return x * torch.ones(x.shape[-1], device=x.device)
+
+        class Shift(nn.Module):
+            def forward(self, x):
+                return x + torch.zeros(3, device=x.device)  # bias
+        """
+    findings = assert_fix(RULE, before, after, unsafe=True)
+    assert [f.applicability for f in findings] == [Applicability.SAFE, Applicability.UNSAFE]
+    assert "meets the input `x` in arithmetic" in findings[1].message
+
+
+def test_arithmetic_with_a_number_argument_keeps_the_tensor_argument() -> None:
+    """With a proven tensor argument, a number argument met in arithmetic (`step`) is never
+    taken for a tensor: the product meets `x.sum()` next, which proves the device."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Step(nn.Module):
+            def forward(self, x, step):
+                return x.sum() + step * torch.ones(3)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Step(nn.Module):
+            def forward(self, x, step):
+                return x.sum() + step * torch.ones(3, device=x.device)
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_an_accumulator_added_to_an_input_later_follows_the_input() -> None:
+    """A zero accumulator filled by `+=` and finally added to an input tensor (a loss passed in):
+    the accumulator meets the input in arithmetic, so it is made on the input's device."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Regularized(nn.Module):
+            def add_penalties(self, loss, weights):
+                penalty = torch.zeros(1)
+                for w in weights:
+                    penalty += w.abs().sum()
+                loss = loss + penalty
+                return loss
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Regularized(nn.Module):
+            def add_penalties(self, loss, weights):
+                penalty = torch.zeros(1, device=loss.device)
+                for w in weights:
+                    penalty += w.abs().sum()
+                loss = loss + penalty
+                return loss
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE

@@ -82,7 +82,7 @@ def test_dict_of_local_blocks_and_from_imports() -> None:
                 self.heads["aux"] = Linear(d, 2)
         """,
         """
-        from torch.nn import ModuleDict, Linear, Module
+        from torch.nn import Linear, Module, ModuleDict
 
         class Block(Module):
             def __init__(self, d):

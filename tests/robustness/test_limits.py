@@ -85,7 +85,7 @@ def test_timeout_per_file_stops_one_file(tmp_path: Path) -> None:
     assert_no_traceback(completed)
     assert completed.returncode == 2, completed.stderr
     assert error_lines(completed) == [
-        "./a_slow.py: error: took more than 0.5 s of CPU time; stopped (--timeout-per-file)"
+        "a_slow.py: error: took more than 0.5 s of CPU time; stopped (--timeout-per-file)"
     ]
     assert (tmp_path / "b_ok.py").read_text() == FIXED
 
@@ -99,11 +99,11 @@ def test_memory_budget_refuses_before_parsing(tmp_path: Path) -> None:
     assert_no_traceback(completed)
     assert completed.returncode == 2, completed.stderr
     [line] = error_lines(completed)
-    assert line.startswith("./a_generated.py: error: would need about ")
+    assert line.startswith("a_generated.py: error: would need about ")
     assert line.endswith(
         " MiB to parse, over the memory budget of 2,048 MiB per file (--max-memory)"
     )
-    assert "./b_ok.py:2:5: DF302" in completed.stdout
+    assert "b_ok.py:2:5: DF302" in completed.stdout
 
 
 def test_memory_budget_is_enforced_when_the_estimate_is_wrong(tmp_path: Path) -> None:
@@ -126,7 +126,7 @@ def test_memory_budget_is_enforced_when_the_estimate_is_wrong(tmp_path: Path) ->
     assert_no_traceback(completed)
     assert completed.returncode == 2, completed.stderr
     [line] = error_lines(completed)
-    assert line.startswith("./a_dense.py: error: ") and "memory budget of 100 MiB" in line, line
+    assert line.startswith("a_dense.py: error: ") and "memory budget of 100 MiB" in line, line
     assert (tmp_path / "b_ok.py").read_text() == FIXED
 
 
@@ -147,9 +147,9 @@ def test_notebook_code_obeys_the_size_limit(tmp_path: Path) -> None:
     assert_no_traceback(completed)
     assert completed.returncode == 2, completed.stderr
     assert error_lines(completed) == [
-        "./big.ipynb: error: has 11.9 MiB of code; devfix parses up to 10 MiB"
+        "big.ipynb: error: has 11.9 MiB of code; devfix parses up to 10 MiB"
     ]
-    assert "./ok.py:2:5: DF302" in completed.stdout
+    assert "ok.py:2:5: DF302" in completed.stdout
 
 
 def test_deeply_nested_notebook_json_is_bad_input(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_deeply_nested_notebook_json_is_bad_input(tmp_path: Path) -> None:
     assert_no_traceback(completed)
     assert completed.returncode == 2, completed.stderr
     assert error_lines(completed) == [
-        "./deep.ipynb: error: too deeply nested for devfix (100,002 levels)"
+        "deep.ipynb: error: too deeply nested for devfix (100,002 levels)"
     ]
 
 
@@ -190,7 +190,7 @@ def test_cr_only_line_endings_check_offers_no_fix_apply_would_refuse(tmp_path: P
     [line] = check.stdout.splitlines()
     assert "[*]" not in line, line
     assert line.endswith(
-        "devfix cannot rewrite this file (CR-only line endings) (not fixed automatically)"
+        "devfix cannot rewrite this file (CR-only line endings) (no automatic fix)"
     ), line
     apply = devfix("apply", "--no-cache", "old_mac.py", cwd=tmp_path)
     assert apply.returncode == 2

@@ -48,8 +48,8 @@ def test_names_are_printed_escaped_as_git_does(tmp_path: Path, name: str, shown:
     (tmp_path / name.replace(".py", "_x.py")).write_text("import torch\nprint 'x'\n")
     completed = devfix("check", "--no-cache", ".", cwd=tmp_path)
     assert "\x1b" not in completed.stdout + completed.stderr
-    # The whole path is quoted, as git quotes it: "./red\033[31mname.py".
-    where = f'"./{shown[1:]}' if shown.startswith('"') else f"./{shown}"
+    # The whole path is quoted, as git quotes it: "red\033[31mname.py".
+    where = shown
     finding = completed.stdout.splitlines()[0]
     assert finding.startswith(f"{where}:2:5: DF302 [*]"), finding
     failure = completed.stderr.splitlines()[0]
@@ -65,7 +65,7 @@ def test_sarif_uris_are_percent_encoded(tmp_path: Path) -> None:
         result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
         for result in log["runs"][0]["results"]
     )
-    assert uris == ["./caf%C3%A9.py", "./my%20file%231%25.py"]
+    assert uris == ["caf%C3%A9.py", "my%20file%231%25.py"]
     absolute = devfix(
         "check", "--no-cache", "--format", "sarif", str(tmp_path / "café.py"), cwd=tmp_path
     )
@@ -86,7 +86,7 @@ def test_read_only_folder_is_kept_like_a_read_only_file(tmp_path: Path) -> None:
     finally:
         locked.chmod(0o755)
     assert completed.returncode == 2, completed.stderr
-    assert "./locked/train.py: error: is in a read-only folder; not rewritten" in completed.stderr
+    assert "locked/train.py: error: is in a read-only folder; not rewritten" in completed.stderr
     assert (locked / "train.py").read_text() == FIXABLE
     assert (tmp_path / "open.py").read_text() == FIXED
 

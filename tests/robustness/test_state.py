@@ -100,6 +100,7 @@ def test_cache_is_keyed_on_the_bytes_parsed(tmp_path: Path) -> None:
         {"findings": "x"},
         {"findings": [{"line": "x"}]},
         {"findings": [None]},
+        {"findings": [{"file_span": [1, 2, "x", 4]}]},
         {"extra": 1},
         "not an entry",
     ],

@@ -28,31 +28,69 @@ def test_user_frames_skip_libraries(tmp_path) -> None:
     assert not diagnose.is_user_file("<string>")
 
 
-def test_report_with_findings(tmp_path, monkeypatch) -> None:
-    src = tmp_path / "train.py"
-    src.write_text("import torch\n\ndef f(x):\n    y = torch.ones(3)\n    return x + y\n")
+class Finding:
+    def __init__(self, line: int, *, fix: str = "", applicability: str = "unsafe") -> None:
+        self.line, self.col, self.code = line, 8, "DF101"
+        self.name, self.message = "tensor-factory-without-device", f"finding on line {line}"
+        self.fix_title, self.applicability, self.has_fix = fix, applicability, bool(fix)
 
-    class Finding:
-        def __init__(self, line: int) -> None:
-            self.line, self.col, self.code = line, 8, "DF101"
-            self.name, self.message = "tensor-factory-without-device", "no device"
-            self.fix_title, self.applicability = "Add device=x.device", "unsafe"
 
+SOURCE = (
+    "import torch\n"  # 1
+    "\n"  # 2
+    "def helper():\n"  # 3
+    "    return torch.zeros(3)\n"  # 4
+    "\n"  # 5
+    "def f(x):\n"  # 6
+    "    y = torch.ones(3)\n"  # 7
+    "    z = torch.arange(3)\n"  # 8
+    "    return x + y + helper()\n"  # 9
+)
+MISMATCH = (
+    "RuntimeError: Expected all tensors to be on the same device, but found at least two "
+    "devices, cuda:0 and cpu!"
+)
+
+
+def _report(tmp_path, monkeypatch, findings, frame_kw=None) -> str:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(SOURCE)
+    (tmp_path / "sub").mkdir(exist_ok=True)
     engine = types.ModuleType("devfix.engine")
-    engine.check_source = lambda text, path: [Finding(4), Finding(1)]  # type: ignore[attr-defined]
+    engine.check_source = lambda text, path: findings  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "devfix.engine", engine)
-    frame = diagnose.UserFrame(str(src), 5, "return x + y")
-    text = diagnose.report(
-        "RuntimeError: Expected all tensors to be on the same device, but "
-        "found at least two devices, cuda:0 and cpu!",
-        frame,
+    frame = diagnose.UserFrame(
+        str(tmp_path / "sub" / ".." / "train.py"), 9, "return x + y + helper()", **(frame_kw or {})
     )
-    assert f"  at {src}:5\n    return x + y\n" in text
+    return diagnose.report(MISMATCH, frame)
+
+
+def test_findings_that_assign_a_name_of_the_failing_expression_come_first(
+    tmp_path, monkeypatch
+) -> None:
+    text = _report(tmp_path, monkeypatch, [Finding(8, fix="Add device"), Finding(7, fix="Add")])
+    assert "  at train.py:9\n    return x + y + helper()\n" in text
     assert "devices involved: cuda:0, cpu" in text
-    assert "devfix findings in function f():" in text
-    assert f"{src}:4:8: DF101 no device [fix: Add device=x.device]" in text
-    assert f"{src}:1:8" not in text  # outside the function
-    assert text.rstrip().endswith(f"to fix: devfix apply --unsafe-fixes {src}")
+    assert "  devfix findings (tied to the failing expression):\n" in text
+    assert "train.py:7:8: DF101 finding on line 7 [fix: Add]" in text
+    assert "line 8" not in text  # `z` is not used where it failed
+    assert text.rstrip().endswith("  to fix: devfix apply --unsafe-fixes train.py")
+
+
+def test_the_failing_span_narrows_the_names(tmp_path, monkeypatch) -> None:
+    # Python's positions say `x + y` failed (cols 11..16): only `x` and `y` count
+    text = _report(tmp_path, monkeypatch, [Finding(7)], {"col": 11, "end_line": 9, "end_col": 16})
+    assert "tied to the failing expression" in text and "line 7" in text
+
+
+def test_callees_and_enclosing_function_are_later_tiers(tmp_path, monkeypatch) -> None:
+    text = _report(tmp_path, monkeypatch, [Finding(4, fix="x", applicability="safe"), Finding(8)])
+    assert "(tied to the names in the failing line and its callees)" in text
+    assert "line 4" in text and "line 8" not in text
+    assert text.rstrip().endswith("  to fix: devfix apply train.py")
+    text = _report(tmp_path, monkeypatch, [Finding(8)])
+    assert "(none tied to the failing line; in function f()):" in text
+    assert "[no fix]" in text and "to fix:" not in text
 
 
 def test_report_without_engine(tmp_path, monkeypatch) -> None:

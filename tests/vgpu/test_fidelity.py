@@ -48,3 +48,25 @@ def test_unsupported_corners_fail_clearly(vgpu_run) -> None:
     assert (
         last == "devfix verify: not supported under virtual GPUs: torch.compile (inductor for cuda)"
     )
+
+
+@pytest.mark.slow
+def test_load_of_a_cuda1_checkpoint_with_one_gpu(vgpu_run, tmp_path) -> None:
+    """torch.load without map_location raises torch's own text (serialization.py)."""
+    ckpt = str(tmp_path / "ckpt.pt")
+    saved = vgpu_run("save_on_gpu1.py", gpus=2, args=(ckpt,))
+    assert saved.returncode == 0, saved.stderr
+    r = vgpu_run("load_without_map_location.py", gpus=1, args=(ckpt,))
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines()[-1] == (
+        "RuntimeError: Attempting to deserialize object on CUDA device 1 but "
+        "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your "
+        "storages to an existing device."
+    )
+
+
+@pytest.mark.slow
+def test_memory_statistics_start_at_zero(vgpu_run) -> None:
+    r = vgpu_run("memory_at_start.py", gpus=1)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0 0 0\n512\n"

@@ -62,6 +62,7 @@ def test_parallel_builds_are_atomic_and_the_shim_loads(tmp_path) -> None:
     assert r.stdout == "3 cuda\n"
 
 
+@pytest.mark.slow
 def test_installing_after_torch_is_refused(tmp_path) -> None:
     code = "import torch\nfrom devfix.vgpu import install\ninstall(2)\n"
     r = subprocess.run(

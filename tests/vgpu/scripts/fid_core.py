@@ -24,7 +24,11 @@ torch.cuda.manual_seed(1)
 torch.cuda.manual_seed_all(1)
 torch.cuda.synchronize()
 torch.cuda.empty_cache()
-assert torch.cuda.memory_allocated() == 0 and torch.cuda.max_memory_allocated(0) == 0
+base = torch.cuda.memory_allocated()
+big = torch.empty(1000, device="cuda")  # 4,000 bytes: one 4,096-byte block
+assert torch.cuda.memory_allocated() - base == 4096
+del big
+assert torch.cuda.memory_allocated() == base and torch.cuda.max_memory_allocated(0) >= base + 4096
 s = torch.cuda.Stream()
 e1, e2 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 e1.record()

@@ -1,0 +1,79 @@
+"""The one place for facts about a file; every pass asks here and keeps no tables of its own.
+
+Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
+
+- `torch_names`: the one table of PyTorch names (factories, dtypes, layers, losses, loaders...).
+- `names`: qualified names and the top-level import table (how the file spells `torch.nn`).
+- `scopes`: the one scope walker, bound/read names, per-scope binding tables.
+- `modules`: `nn.Module`/Dataset classes, their layers and submodules, model-code functions.
+- `moves`: `.to`/`.cuda` moves, device values and the names that hold a device.
+- `flow`: the script around the model: model moves, DataLoader loops, data pipelines,
+  multi-process markers.
+- `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
+  Named, Literal, Current, OneOf, Unknown).
+
+Analyses take the file's context (never a pass) and hold it through a weak proxy: the context
+keeps them in `context.shared`, so a file's tree is freed by reference counting alone.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+from devfix.codemods.analysis.devices import DeviceInference
+from devfix.codemods.analysis.flow import ScriptFlow
+from devfix.codemods.analysis.modules import ModuleFacts
+from devfix.codemods.analysis.moves import Moves
+from devfix.codemods.analysis.names import Names
+from devfix.codemods.analysis.scopes import Scopes
+from devfix.context import FileContext
+
+_KEY = "analysis"
+
+
+class FileFacts:
+    """Every analysis of one file, each created when a pass first asks for it."""
+
+    def __init__(self, context: FileContext) -> None:
+        proxy: FileContext = weakref.proxy(context)
+        self.context = proxy
+        self.names = Names(proxy)
+        self.scopes = Scopes(proxy)
+        self._modules: ModuleFacts | None = None
+        self._moves: Moves | None = None
+        self._flow: ScriptFlow | None = None
+        self._devices: DeviceInference | None = None
+
+    @classmethod
+    def of(cls, context: FileContext) -> FileFacts:
+        facts = context.shared.get(_KEY)
+        if not isinstance(facts, FileFacts):
+            facts = cls(context)
+            context.shared[_KEY] = facts
+        return facts
+
+    @property
+    def modules(self) -> ModuleFacts:
+        if self._modules is None:
+            self._modules = ModuleFacts(self.context, self.names, self.scopes)
+        return self._modules
+
+    @property
+    def moves(self) -> Moves:
+        if self._moves is None:
+            self._moves = Moves(self.context, self.names, self.scopes)
+        return self._moves
+
+    @property
+    def flow(self) -> ScriptFlow:
+        if self._flow is None:
+            self._flow = ScriptFlow(self.context, self.names, self.scopes, self.moves, self.modules)
+        return self._flow
+
+    @property
+    def devices(self) -> DeviceInference:
+        if self._devices is None:
+            self._devices = DeviceInference(
+                self.context, self.names, self.scopes, self.modules, self.moves, self.flow
+            )
+        return self._devices

@@ -1,0 +1,741 @@
+"""Device inference: the device an expression lives on, or must live on, as a small symbolic
+value with its evidence (see shared/design/device-inference.md).
+
+| value | meaning |
+|---|---|
+| `CPU` | created or moved to the CPU |
+| `ParamsOf(m)` | the device of module `m`'s parameters (`self.emb` -> `self.emb.weight.device`) |
+| `SameAs(x)` | the device of input or local `x` |
+| `Named(d)` | a device held in a variable or attribute |
+| `Literal("cuda:1")` | a hard-coded device |
+| `Current` | CUDA's current device (bare `.cuda()`) |
+| `OneOf(...)` | differs by branch |
+| `Unknown` | nothing in scope tells |
+
+Every value carries its evidence (a few words, for messages) and whether that evidence proves
+it (`proof`) or is a judgement ("the first tensor argument"): passes make a fix safe on proof,
+unsafe on judgement, and report without a fix on `Unknown`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow import ScriptFlow
+from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_attribute
+from devfix.codemods.analysis.moves import Moves, device_argument, string_device
+from devfix.codemods.analysis.names import (
+    Names,
+    call_tail,
+    code_of,
+    dotted_name,
+    keyword_argument,
+    receiver_root,
+)
+from devfix.codemods.analysis.scopes import Scopes, target_names
+from devfix.codemods.analysis.torch_names import (
+    CONCATENATIONS,
+    CPU_SOURCES,
+    LAYER_PARAMETER,
+    LEAVES_DEVICE_METHODS,
+    MODULE_ONLY_METHODS,
+    MOVE_METHODS,
+    NON_TENSOR_MEMBERS,
+    RECURRENT_LAYERS,
+    SAME_DEVICE_FUNCTIONS,
+    SHAPE_ARGUMENT_METHODS,
+)
+from devfix.context import FileContext
+
+_MAX_FLOW_DEPTH = 6
+_MAX_PLACED_DEPTH = 8
+_MAX_CPU_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device value; subclasses are the lattice's members."""
+
+    #: Why: "it meets `x`", "it is fed to `self.pos_embedding`".
+    evidence: str = ""
+    #: The evidence proves the value (a fix built on it is safe); False: a judgement.
+    proof: bool = True
+
+    def expression(self) -> str | None:
+        """Source text that evaluates to this device where the evidence was found, if any."""
+        return None
+
+
+@dataclass(frozen=True)
+class CPU(Device):
+    def expression(self) -> str | None:
+        return '"cpu"'
+
+
+@dataclass(frozen=True)
+class ParamsOf(Device):
+    """The device of a module's parameters, read through a parameter it always has."""
+
+    module: str = "self"
+    parameter: str | None = None
+
+    def expression(self) -> str | None:
+        return f"{self.module}.{self.parameter}.device" if self.parameter else None
+
+
+@dataclass(frozen=True)
+class SameAs(Device):
+    name: str = ""
+
+    def expression(self) -> str | None:
+        return f"{self.name}.device"
+
+
+@dataclass(frozen=True)
+class Named(Device):
+    name: str = ""
+
+    def expression(self) -> str | None:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Literal(Device):
+    text: str = ""
+
+    def expression(self) -> str | None:
+        return repr(self.text)
+
+
+@dataclass(frozen=True)
+class Current(Device):
+    pass
+
+
+@dataclass(frozen=True)
+class OneOf(Device):
+    options: tuple[Device, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unknown(Device):
+    #: The value is only used as an index (a CPU index into a CUDA tensor is legal): no device
+    #: is owed at all.
+    as_index: bool = False
+
+
+#: The value only indexes other tensors: it may stay on the CPU.
+AS_INDEX = Unknown("used as an index", proof=False, as_index=True)
+NOTHING_TELLS = Unknown("no tensor or layer in scope tells", proof=False)
+
+
+class DeviceInference:
+    """Answers "which device does this value live on / must it live on?" for one file."""
+
+    def __init__(
+        self,
+        context: FileContext,
+        names: Names,
+        scopes: Scopes,
+        modules: ModuleFacts,
+        moves: Moves,
+        flow: ScriptFlow,
+    ) -> None:
+        self.context = context
+        self.names = names
+        self.scopes = scopes
+        self.modules = modules
+        self.moves = moves
+        self.flow = flow
+
+    # -- the device a new value must live on ----------------------------------------------------
+
+    def needed_by(self, value: cst.BaseExpression, function: FunctionInfo) -> Device:
+        """The device the tensor computed by `value` must live on, read from the code that
+        consumes it, in this order of certainty: the tensor it meets in an operation, the layer
+        it is fed to; then (judgements) a name it meets in arithmetic, the function's first
+        tensor argument (or, without one, an input it meets in arithmetic), one of the module's
+        layers."""
+        line = self.scopes.statement_start(value)
+        evidence = list(self._flow(value, function, set(), line, 0))
+        proven = [e for e in evidence if e.proof and not isinstance(e, Unknown)]
+        if proven:
+            return proven[0]
+        if AS_INDEX in evidence:
+            return AS_INDEX
+        judged = [e for e in evidence if not isinstance(e, Unknown)]
+        if judged:
+            return judged[0]
+        if function.tensor_params:
+            first = function.tensor_params[0]
+            return SameAs(f"`{first}` is the first tensor argument", proof=False, name=first)
+        owner = function.owner
+        if owner is not None and owner.layers:
+            chosen = next((a for a, q in owner.layers.items() if q in RECURRENT_LAYERS), None)
+            chosen = chosen or next(iter(owner.layers))
+            return ParamsOf(
+                f"the module's layer `self.{chosen}` holds it",
+                proof=False,
+                module=f"self.{chosen}",
+                parameter=LAYER_PARAMETER[owner.layers[chosen]],
+            )
+        return NOTHING_TELLS
+
+    def _layer(self, function: FunctionInfo, attr: str | None, evidence: str) -> Device | None:
+        owner = function.owner
+        if attr is None or owner is None or attr not in owner.layers:
+            return None
+        return ParamsOf(
+            evidence, module=f"self.{attr}", parameter=LAYER_PARAMETER[owner.layers[attr]]
+        )
+
+    def _flow(
+        self,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """Evidence about the device that the value of `node` meets, in source order."""
+        if depth > _MAX_FLOW_DEPTH:
+            return
+        parent = self.context.parent(node)
+        if parent is None:
+            return
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = self.context.parent(parent)
+            if not (isinstance(call, cst.Call) and call.func is parent):
+                return  # `.shape`, `.device`: no tensor flows on
+            method = parent.attr.value
+            if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:
+                return
+            if method not in SHAPE_ARGUMENT_METHODS:
+                yield from self._meets_in_args(call, None, function, own_names, line)
+            yield from self._flow(call, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            if isinstance(call, cst.Call):
+                yield from self._into_call(call, parent, function, own_names, line, depth)
+        elif isinstance(parent, cst.Element):
+            container = self.context.parent(parent)
+            if isinstance(container, (cst.List, cst.Tuple)):
+                # Siblings meet only inside `torch.cat([...])`-like calls, not in any tuple
+                # (`return x.shape, t` or `h = (h0, c0)` put nothing on one device).
+                if self._is_concatenated(container):
+                    for element in container.elements:
+                        if element is not parent:
+                            yield from self._meet(element.value, function, own_names, line)
+                yield from self._flow(container, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.BinaryOperation):
+            other = parent.right if parent.left is node else parent.left
+            yield from self._meet(other, function, own_names, line, arithmetic=True)
+            yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.ComparisonTarget):
+            comparison = self.context.parent(parent)
+            if isinstance(comparison, cst.Comparison):
+                yield from self._meet(comparison.left, function, own_names, line)
+                yield from self._flow(comparison, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Comparison):
+            for target in parent.comparisons:
+                yield from self._meet(target.comparator, function, own_names, line)
+            yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, (cst.UnaryOperation, cst.IfExp)) or (
+            isinstance(parent, cst.Subscript) and parent.value is node
+        ):
+            yield from self._flow(parent, function, own_names, line, depth + 1)
+        elif isinstance(parent, cst.Index):
+            # Used as an index: CPU indices into a CUDA tensor are legal, so no device is owed.
+            yield AS_INDEX
+        elif isinstance(parent, cst.AugAssign):
+            yield from self._meet(parent.target, function, own_names, line, arithmetic=True)
+        elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
+            targets = (
+                [t.target for t in parent.targets]
+                if isinstance(parent, cst.Assign)
+                else [parent.target]
+            )
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            own_names.update(names)
+            for name in names:
+                for use in self._uses_after(name, parent, function):
+                    yield from self._flow(use, function, own_names, line, depth + 1)
+
+    def _into_call(
+        self,
+        call: cst.Call,
+        arg: cst.Arg,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        yield from self._meets_in_args(call, arg, function, own_names, line)
+        if isinstance(call.func, cst.Attribute):
+            layer_attr = self_attribute(call.func)
+            layer = self._layer(function, layer_attr, f"it is fed to `self.{layer_attr}`")
+            if layer is not None:
+                yield layer
+                return
+            if layer_attr is None:
+                # `scores.masked_fill(mask, ...)`: the receiver is what the value meets.
+                yield from self._meet(call.func.value, function, own_names, line)
+        qualified = self.names.qualified_name(call.func)
+        if qualified in SAME_DEVICE_FUNCTIONS or qualified in ("torch.cat", "torch.stack"):
+            yield from self._flow(call, function, own_names, line, depth + 1)
+
+    def _meets_in_args(
+        self,
+        call: cst.Call,
+        skip: cst.Arg | None,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+    ) -> Iterator[Device]:
+        for other in call.args:
+            if other is not skip and other.keyword is None:
+                yield from self._meet(other.value, function, own_names, line)
+
+    def _meet(
+        self,
+        other: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        *,
+        arithmetic: bool = False,
+    ) -> Iterator[Device]:
+        """Evidence if `other` is a tensor whose device can be named at `line`. In arithmetic, a
+        name not proven to be a tensor is still taken as one (a judgement): `x + t` puts `t`
+        on `x`'s device whenever `x` is a tensor at all."""
+        root = receiver_root(other)
+        if isinstance(other, cst.Call):
+            layer_attr = self_attribute(other.func)
+            layer = self._layer(function, layer_attr, f"it meets the output of `self.{layer_attr}`")
+            if layer is not None:
+                yield layer
+                return
+        if root is None or root in own_names or root == "self":
+            return
+        shown = dotted_name(other) or root
+        if not self.is_tensor_expression(other, function):
+            if arithmetic and isinstance(other, cst.Name) and self._is_input(root, function, line):
+                yield SameAs(f"it meets the input `{shown}` in arithmetic", proof=False, name=root)
+            return
+        origin = self._tensor_origin(root, function, line, set())
+        if origin is not None:
+            yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _is_input(self, name: str, function: FunctionInfo, line: int) -> bool:
+        """`name` is a parameter not rebound before `line`, in a function where no parameter is
+        proven to be a tensor (otherwise the first tensor argument is the better judgement)."""
+        if function.tensor_params or name not in function.params:
+            return False
+        return not any(b < line for b in function.bindings.get(name, []))
+
+    def _tensor_origin(
+        self, name: str, function: FunctionInfo, line: int, seen: set[str]
+    ) -> str | None:
+        """A name bound before `line` whose device is the device of tensor `name`, or None."""
+        if name in seen:
+            return None
+        seen.add(name)
+        bound_lines = function.bindings.get(name, [])
+        if name in function.tensor_params and not any(b < line for b in bound_lines):
+            return name
+        if bound_lines and min(bound_lines) < line and self._is_local_tensor(name, function):
+            return name
+        return None
+
+    def _is_local_tensor(
+        self, name: str, function: FunctionInfo, seen: set[str] | None = None
+    ) -> bool:
+        """An assignment to local `name` computes a tensor from tensors of this function.
+
+        `seen` holds the names already being asked about, so `a = b + 1; b = a * 2` ends.
+        """
+        seen = {name} if seen is None else seen | {name}
+        values = [
+            assign.value
+            for assign in self.context.subtree(function.node.body)
+            if isinstance(assign, cst.Assign)
+            and any(bound.value == name for t in assign.targets for bound in target_names(t.target))
+        ]
+        return any(self.is_tensor_expression(value, function, seen) for value in values)
+
+    def is_tensor_expression(
+        self, node: cst.BaseExpression, function: FunctionInfo, seen: set[str] | None = None
+    ) -> bool:
+        """Whether `node` evaluates to a tensor derived from this function's tensors."""
+        seen = set() if seen is None else seen
+        if isinstance(node, cst.Name):
+            if node.value in function.tensor_params:
+                return True
+            if node.value in seen or node.value not in function.bindings:
+                return False
+            seen.add(node.value)
+            return self._is_local_tensor(node.value, function, seen)
+        if isinstance(node, cst.Attribute):
+            if node.attr.value in NON_TENSOR_MEMBERS:
+                return False
+            return self.is_tensor_expression(node.value, function, seen)
+        if isinstance(node, cst.Subscript):
+            return self.is_tensor_expression(node.value, function, seen)
+        if isinstance(node, cst.BinaryOperation):
+            return self.is_tensor_expression(
+                node.left, function, seen
+            ) or self.is_tensor_expression(node.right, function, seen)
+        if isinstance(node, cst.UnaryOperation):
+            return self.is_tensor_expression(node.expression, function, seen)
+        if isinstance(node, cst.Call):
+            layer_attr = self_attribute(node.func)
+            if layer_attr is not None:
+                return function.owner is not None and layer_attr in function.owner.layers
+            if isinstance(node.func, cst.Attribute):
+                if node.func.attr.value in NON_TENSOR_MEMBERS:
+                    return False
+                if self.is_tensor_expression(node.func.value, function, seen):
+                    return True
+            qualified = self.names.qualified_name(node.func)
+            if qualified is not None and qualified.startswith("torch."):
+                return any(
+                    self.is_tensor_expression(arg.value, function, seen)
+                    or (
+                        isinstance(arg.value, (cst.List, cst.Tuple))
+                        and any(
+                            self.is_tensor_expression(e.value, function, seen)
+                            for e in arg.value.elements
+                        )
+                    )
+                    for arg in node.args
+                )
+        return False
+
+    def _is_concatenated(self, container: cst.CSTNode) -> bool:
+        arg = self.context.parent(container)
+        call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and self.names.qualified_name(call.func) in (
+            CONCATENATIONS
+        )
+
+    def _uses_after(
+        self, name: str, statement: cst.CSTNode, function: FunctionInfo
+    ) -> Iterator[cst.Name]:
+        end = self.context.order(statement)[1]
+        for candidate in self.context.subtree(function.node.body):
+            if not isinstance(candidate, cst.Name) or candidate.value != name:
+                continue
+            if self.context.order(candidate)[0] <= end:
+                continue
+            parent = self.context.parent(candidate)
+            if isinstance(parent, cst.AssignTarget) or (
+                isinstance(parent, cst.Attribute) and parent.attr is candidate
+            ):
+                continue
+            yield candidate
+
+    # -- a device fixed outside the call -------------------------------------------------------
+
+    def fixed_outside(self, value: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+        """`value` names a device fixed before the call runs: a CUDA literal, a global device
+        variable, or a device attribute stored in `__init__` (a class without a `device`
+        property); None otherwise."""
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            if isinstance(text, str) and text.startswith("cuda"):
+                return Literal(f"the literal {value.value}", text=text)
+            return None
+        if isinstance(value, cst.Call) and self.names.qualified_name(value.func) == "torch.device":
+            first = value.args[0].value if value.args else None
+            if isinstance(first, cst.SimpleString) and str(first.evaluated_value).startswith(
+                "cuda"
+            ):
+                return Literal(f"`{code_of(value)}`", text=str(first.evaluated_value))
+            return None
+        owner = function.owner
+        if isinstance(value, cst.Attribute):
+            attr = self_attribute(value)
+            if attr is None or owner is None or owner.has_device_property:
+                return None
+            if attr in owner.device_attrs:
+                return Named(f"`self.{attr}`, stored in `__init__`", name=f"self.{attr}")
+            return None
+        if isinstance(value, cst.Name):
+            name = value.value
+            if name in function.params or name in function.bindings:
+                return None
+            bindings = self.scopes.module_bindings().get(name)
+            if bindings and (
+                "dev" in name.lower()
+                or any(
+                    "torch.device" in code_of(node).lower() or "cuda" in code_of(node).lower()
+                    for node in bindings
+                )
+            ):
+                return Named(f"the global `{name}`", name=name)
+        return None
+
+    # -- where a value lives ----------------------------------------------------------------
+
+    def placed(self, expr: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> Device | None:
+        """The device `expr` provably lives on as seen at `at`, when that is not the CPU: moved
+        there (`.cuda()` -> Current, `.to(d)` -> Named/Literal), the output of a model moved
+        there (ParamsOf), a factory with `device=`, or computed from one of these; None when
+        it is on the CPU or nothing says."""
+        if depth > _MAX_PLACED_DEPTH:
+            return None
+        flow = self.flow
+        if isinstance(expr, cst.Call):
+            func = expr.func
+            if isinstance(func, cst.Attribute):
+                method = func.attr.value
+                if method in LEAVES_DEVICE_METHODS or method in NON_TENSOR_MEMBERS:
+                    return None
+                if method == "cuda":
+                    return Current("moved with `.cuda()`")
+                if method == "to":
+                    device = device_argument(expr)
+                    kind = (
+                        self.moves.device_kind(device, self.scopes.enclosing_function(at))
+                        if device
+                        else None
+                    )
+                    if kind == "cpu":
+                        return None
+                    if kind is not None and device is not None:
+                        text = code_of(device)
+                        evidence = f"moved with `.to({text})`"
+                        literal = string_device(device)
+                        if literal is not None:
+                            return Literal(evidence, text=literal)
+                        return Named(evidence, name=text)
+            if dotted_name(func) is not None:
+                model = flow.model_device(
+                    func.value
+                    if isinstance(func, cst.Attribute)
+                    and func.attr.value in ("generate", "forward")
+                    else func,
+                    expr,
+                )
+                if model is not None:
+                    return ParamsOf(
+                        f"output of `{model.model}`, which is on a device", module=model.model
+                    )
+                qualified = self.names.qualified_name(func)
+                if qualified is not None and qualified.startswith("torch."):
+                    keyword = keyword_argument(expr, "device")
+                    if keyword is not None and self.moves.device_kind(
+                        keyword.value, self.scopes.enclosing_function(at)
+                    ) in ("accelerator", "device"):
+                        text = code_of(keyword.value)
+                        return Named(f"created with `device={text}`", name=text)
+                    return self._any_argument(expr, at, depth)
+                if qualified is not None and self._is_module_instance(func, at):
+                    return self._any_argument(expr, at, depth)
+            if isinstance(func, cst.Attribute):
+                return self.placed(func.value, at, depth + 1)
+            return None
+        if isinstance(expr, cst.Name):
+            binding = self._reaching(expr.value, at)
+            if binding is not None and binding[0] in ("assign", "unpack") and binding[1]:
+                found = self.placed(binding[1], at, depth + 1)
+                if found is not None:
+                    return found
+            return self._accumulated(expr.value, at, depth)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
+                "self."
+            ):
+                return None
+            return self.placed(expr.value, at, depth + 1)
+        if isinstance(expr, cst.Subscript):
+            return self.placed(expr.value, at, depth + 1)
+        if isinstance(expr, cst.BinaryOperation):
+            return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
+        if isinstance(expr, cst.UnaryOperation):
+            return self.placed(expr.expression, at, depth + 1)
+        return None
+
+    def _reaching(self, name: str, at: cst.CSTNode) -> tuple[str, cst.BaseExpression | None] | None:
+        """(kind, value) of the binding of `name` that `at` reads: the last one before it, not
+        counting the assignment `at` is the value of (`x = f(x)` reads the previous `x`)."""
+        function = self.scopes.enclosing_function(at)
+        table, table_function = self.scopes.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if table_function is function:
+            position = self.context.order(at)[0]
+            bindings = [
+                b
+                for b in bindings
+                if b.position < position
+                and not (
+                    b.value is not None
+                    and self.context.order(b.value)[0] <= position <= self.context.order(b.value)[1]
+                )
+            ]
+        if not bindings:
+            return None
+        return bindings[-1].kind, bindings[-1].value
+
+    def _accumulated(self, name: str, at: cst.CSTNode, depth: int) -> Device | None:
+        """`total = 0` then `total += loss` (a device tensor) before `at`: the sum is a tensor
+        on that device."""
+        function = self.scopes.enclosing_function(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        position = self.context.order(at)[0]
+        for node in self.scopes.nodes(scope):
+            if (
+                isinstance(node, cst.AugAssign)
+                and isinstance(node.target, cst.Name)
+                and node.target.value == name
+                and self.context.order(node)[1] < position
+            ):
+                found = self.placed(node.value, node, depth + 1)
+                if found is not None:
+                    return dataclasses.replace(
+                        found, evidence=f"`{name}` adds up a tensor {found.evidence}"
+                    )
+        return None
+
+    def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
+        for arg in call.args:
+            if arg.keyword is not None:
+                continue
+            values = (
+                [e.value for e in arg.value.elements]
+                if isinstance(arg.value, (cst.List, cst.Tuple))
+                else [arg.value]
+            )
+            for value in values:
+                origin = self.placed(value, at, depth + 1)
+                if origin is not None:
+                    return origin
+        return None
+
+    def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module), or
+        `model(...)` where `model = handpose_model()` is used as one (`model.load_state_dict`,
+        `model.eval()`): its output is where its input is."""
+        if not isinstance(func, cst.Name):
+            return False
+        binding = self.scopes.binding_before(func.value, at)
+        if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
+            return False
+        if self._used_as_module(func.value, at):
+            return True
+        value = binding[1]
+        while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
+            value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
+        qualified = self.names.qualified_name(value.func)
+        return (
+            qualified is not None
+            and qualified.startswith("torch.nn.")
+            and (not qualified.startswith("torch.nn.functional."))
+        )
+
+    def _used_as_module(self, name: str, at: cst.CSTNode) -> bool:
+        """The scope of `at` (or the module) calls a method only modules have on `name`."""
+        function = self.scopes.enclosing_function(at)
+        scopes: list[cst.CSTNode] = [self.context.module]
+        if function is not None:
+            scopes.insert(0, function)
+        for scope in scopes:
+            for node in self.scopes.nodes(scope):
+                if (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in MODULE_ONLY_METHODS
+                    and isinstance(node.func.value, cst.Name)
+                    and node.func.value.value == name
+                ):
+                    return True
+        return False
+
+    # -- values on the CPU ---------------------------------------------------------------------
+
+    def on_cpu(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> bool:
+        """`value` is provably a CPU tensor: a factory without `device=` (or with "cpu"),
+        `.cpu()`, `torch.from_numpy`, tensor methods, arithmetic and dtype-only `.to` of one,
+        a name last bound to one, or a `self.<attr>` `__init__` sets to one."""
+        if depth > _MAX_CPU_DEPTH:
+            return False
+        if isinstance(value, cst.Call):
+            func = value.func
+            if isinstance(func, cst.Attribute) and call_tail(func) in ("to", "cuda", "cpu"):
+                if func.attr.value == "cpu":
+                    return True
+                if func.attr.value == "to" and self._to_is_dtype_only(value):
+                    return self.on_cpu(func.value, at, depth + 1)
+                return False
+            qualified = (
+                self.names.qualified_name(func)
+                if isinstance(func, (cst.Name, cst.Attribute))
+                else None
+            )
+            if qualified in CPU_SOURCES:
+                device = keyword_argument(value, "device")
+                return device is None or string_device(device.value) == "cpu"
+            if isinstance(func, cst.Attribute) and func.attr.value != "type":
+                # A tensor method on a CPU tensor: `w.float()`, `torch.tensor(..).sqrt()`.
+                return self.on_cpu(func.value, at, depth + 1)
+            return False
+        if isinstance(value, cst.BinaryOperation):
+            sides = [value.left, value.right]
+            if any(_is_move(side) for side in sides):
+                return False
+            return any(self.on_cpu(side, at, depth + 1) for side in sides)
+        if isinstance(value, cst.UnaryOperation):
+            return self.on_cpu(value.expression, at, depth + 1)
+        if isinstance(value, cst.Subscript):
+            return self.on_cpu(value.value, at, depth + 1)
+        if isinstance(value, cst.Name):
+            bound = self.scopes.latest_binding(value.value, at)
+            return bound is not None and self.on_cpu(bound, bound, depth + 1)
+        if (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value == "self"
+        ):
+            return self._self_attribute_is_cpu(value.attr.value, at, depth)
+        return False
+
+    def _to_is_dtype_only(self, call: cst.Call) -> bool:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == "device":
+                return False
+            if arg.keyword is None and not self.names.is_dtype(arg.value):
+                return False
+        return True
+
+    def _self_attribute_is_cpu(self, attr: str, at: cst.CSTNode, depth: int) -> bool:
+        """`self.attr = <CPU tensor>` in `__init__` of the class around `at` (not a buffer)."""
+        for ancestor in self.context.ancestors(at):
+            if isinstance(ancestor, cst.ClassDef):
+                for statement in ancestor.body.body:
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == "__init__"
+                    ):
+                        for inner in self.scopes.statements(statement):
+                            if (
+                                isinstance(inner, cst.Assign)
+                                and len(inner.targets) == 1
+                                and isinstance(inner.targets[0].target, cst.Attribute)
+                                and self.context.module.code_for_node(inner.targets[0].target)
+                                == f"self.{attr}"
+                            ):
+                                return self.on_cpu(inner.value, inner.value, depth + 1)
+                return False
+        return False
+
+
+def _is_move(node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("to", "cuda")
+    )

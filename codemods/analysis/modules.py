@@ -1,0 +1,855 @@
+"""Module facts: which classes are `nn.Module`s (or Datasets), their submodules and known layers,
+the tensors and device attributes `__init__` stores, and which functions are model code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name
+from devfix.codemods.analysis.scopes import Scopes, bound_by, target_names
+from devfix.codemods.analysis.torch_names import (
+    BASES_WITH_DEVICE_PROPERTY,
+    DATASET_BASES,
+    INPUT_TARGET_LOSS_CLASSES,
+    INPUT_TARGET_LOSS_FUNCTIONS,
+    LAYER_PARAMETER,
+    LEGACY_CONSTRUCTORS,
+    MODULE_BASES,
+    MODULE_SELF_METHODS,
+    NON_MODULE_CLASSES,
+    NON_TENSOR_METHODS,
+    PARAMETER,
+    SPLIT_MODEL_BASES,
+    TENSOR_FACTORIES,
+    TENSOR_FUNCTIONS,
+    TENSOR_MEMBERS,
+    TENSOR_PRODUCING_FUNCTIONS,
+    VARIABLE,
+)
+from devfix.context import FileContext
+
+
+@dataclass
+class ClassInfo:
+    node: cst.ClassDef
+    is_module: bool = False
+    is_dataset: bool = False
+    has_device_property: bool = False
+    #: `self.<attr> = nn.<Layer>(...)` in `__init__`: attr -> qualified layer name.
+    layers: dict[str, str] = field(default_factory=dict)
+    #: `self.<attr>` assigned in `__init__` from something that holds a device.
+    device_attrs: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FunctionInfo:
+    node: cst.FunctionDef
+    owner: ClassInfo | None
+    params: list[str]
+    tensor_params: list[str]
+    #: Pre-order indices of the targets that bind each local name.
+    bindings: dict[str, list[int]]
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+    @property
+    def is_model_code(self) -> bool:
+        """Module methods and functions with a tensor argument; never data-pipeline code."""
+        if self.owner is not None and self.owner.is_dataset:
+            return False
+        if "collate" in self.name.lower():
+            return False
+        if self.owner is not None and self.owner.is_module:
+            return True
+        return bool(self.tensor_params)
+
+
+_LOSS_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
+
+
+def self_name(function: cst.FunctionDef) -> str | None:
+    """The name of the first parameter of a method (`self`, usually)."""
+    params = [*function.params.posonly_params, *function.params.params]
+    return params[0].name.value if params else None
+
+
+def self_attribute(node: cst.CSTNode, self_var: str = "self") -> str | None:
+    """`self.x` -> "x"."""
+    if (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == self_var
+    ):
+        return node.attr.value
+    return None
+
+
+def methods(classdef: cst.ClassDef) -> list[cst.FunctionDef]:
+    return [s for s in classdef.body.body if isinstance(s, cst.FunctionDef)]
+
+
+def method(classdef: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    return next((m for m in methods(classdef) if m.name.value == name), None)
+
+
+def class_level_names(classdef: cst.ClassDef) -> set[str]:
+    """Names a class body binds itself (methods, properties, class attributes)."""
+    names: set[str] = set()
+    for statement in classdef.body.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        if isinstance(target.target, cst.Name):
+                            names.add(target.target.value)
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    names.add(small.target.value)
+    return names
+
+
+def is_super_init(node: cst.CSTNode) -> bool:
+    """`super().__init__(...)`, `super(Cls, self).__init__(...)` or `Base.__init__(self, ...)`."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    if node.func.attr.value != "__init__":
+        return False
+    receiver = node.func.value
+    if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Name):
+        return receiver.func.value == "super"
+    return dotted_name(receiver) is not None
+
+
+def super_init_call(init: cst.FunctionDef) -> cst.Call | None:
+    """The top-level `super().__init__(...)` statement of `__init__`, if any."""
+    for statement in init.body.body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Expr) and is_super_init(small.value):
+                    assert isinstance(small.value, cst.Call)
+                    return small.value
+    return None
+
+
+def strip_module_methods(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`nn.Linear(a, b).to(device).half()` -> `nn.Linear(a, b)`."""
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in MODULE_SELF_METHODS
+        and isinstance(node.func.value, cst.Call)
+    ):
+        node = node.func.value
+    return node
+
+
+def _names_a_device(attribute: str) -> bool:
+    """`self.device`, `self._device`, `self.dev`: an attribute that holds a device."""
+    return attribute.lower().strip("_") in ("device", "dev", "torch_device", "target_device")
+
+
+def _mentions_device(node: cst.CSTNode) -> bool:
+    code = code_of(node).lower()
+    return "device" in code or "cuda" in code
+
+
+def _is_tensor_type(qualified: str | None) -> bool:
+    return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
+
+
+def takes_tensors(qualified: str | None) -> bool:
+    """torch functions whose positional arguments are tensors (not sizes, seeds or devices)."""
+    if qualified is None:
+        return False
+    return qualified.startswith("torch.nn.functional.") or qualified in TENSOR_FUNCTIONS
+
+
+class ModuleFacts:
+    """Class and function tables of one file, built on first use."""
+
+    def __init__(self, context: FileContext, names: Names, scopes: Scopes) -> None:
+        self.context = context
+        self.names = names
+        self.scopes = scopes
+        self._classes: dict[int, ClassInfo] = {}
+        self._functions: dict[int, FunctionInfo] = {}
+        self._judges: dict[int, TensorJudge] = {}
+        self._global_losses: set[str] | None = None
+        self._local_tables: dict[int, set[str]] = {}
+
+    # -- classes ---------------------------------------------------------------------------
+
+    def class_info(self, node: cst.ClassDef) -> ClassInfo:
+        info = self._classes.get(id(node))
+        if info is None:
+            info = self._build_class(node)
+            self._classes[id(node)] = info
+        return info
+
+    def _build_class(self, node: cst.ClassDef) -> ClassInfo:
+        bases: set[str] = set()
+        for base in node.bases:
+            bases |= {qn.name for qn in self.context.qualified_names(base.value)}
+        info = ClassInfo(node)
+        info.is_dataset = bool(bases & DATASET_BASES)
+        info.is_module = not info.is_dataset and (
+            any(name in MODULE_BASES or name.startswith("torch.nn.") for name in bases)
+            or any(self.is_pretrained_model_base(base.value) for base in node.bases)
+        )
+        if not info.is_module:
+            # A subclass of another model class in the same file is model code too.
+            local_bases = {
+                base.value.value for base in node.bases if isinstance(base.value, cst.Name)
+            }
+            for statement in self.context.module.body:
+                if (
+                    isinstance(statement, cst.ClassDef)
+                    and statement.name.value in local_bases
+                    and statement is not node
+                    and self.class_info(statement).is_module
+                ):
+                    info.is_module = True
+        info.has_device_property = bool(bases & BASES_WITH_DEVICE_PROPERTY)
+        for member in node.body.body:
+            if isinstance(member, cst.FunctionDef):
+                if member.name.value == "device":
+                    info.has_device_property = True
+                if member.name.value == "__init__":
+                    self._read_init(member, info)
+        return info
+
+    def is_pretrained_model_base(self, base: cst.BaseExpression) -> bool:
+        """A Hugging Face model base class: `transformers.PreTrainedModel` (however imported),
+        a model family's base (`transformers...LlamaPreTrainedModel`), or `PreTrainedModel`
+        imported relatively from a `modeling_utils` module (a vendored copy of transformers, or
+        a model's remote code shipped next to it)."""
+        qualified = self.names.qualified_name(base)
+        if qualified in SPLIT_MODEL_BASES or (
+            qualified is not None
+            and qualified.startswith("transformers.")
+            and qualified.endswith("PreTrainedModel")
+        ):
+            return True
+        if isinstance(base, cst.Name) and base.value == "PreTrainedModel":
+            source = self.names.relative_import_source(base.value)
+            return source is not None and source.rsplit(".", 1)[-1] == "modeling_utils"
+        return False
+
+    def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
+        for assign in self.context.subtree(init.body):
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            attr = self_attribute(assign.targets[0].target)
+            if attr is None:
+                continue
+            value = assign.value
+            if isinstance(value, cst.Call):
+                layer = self.names.qualified_name(value.func)
+                if layer in LAYER_PARAMETER:
+                    info.layers[attr] = layer
+                    continue
+                if layer == "torch.device":
+                    info.device_attrs.add(attr)
+                    continue
+            if _names_a_device(attr) or ("device" in attr.lower() and _mentions_device(value)):
+                info.device_attrs.add(attr)
+
+    def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef):
+                return ancestor
+        return None
+
+    def local_module_class(self, qualified: str | None) -> cst.ClassDef | None:
+        """The top-level `nn.Module` class of this file named `qualified`, if any."""
+        if qualified is None:
+            return None
+        node = self.scopes.module_classes().get(qualified)
+        return node if node is not None and self.class_info(node).is_module else None
+
+    def constructed_module(self, node: cst.BaseExpression) -> str | None:
+        """The qualified class name if `node` constructs an nn.Module (`nn.Linear(...)`, a local
+        `Block(...)`, either followed by `.to(...)`, `.cuda()`, ...), else None."""
+        node = strip_module_methods(node)
+        if not isinstance(node, cst.Call) or dotted_name(node.func) is None:
+            return None
+        qualified = self.names.qualified_name(node.func)
+        if qualified is None:
+            return None
+        if qualified.startswith("torch.nn.") and qualified not in NON_MODULE_CLASSES:
+            tail = qualified.rsplit(".", 1)[1]
+            inner = qualified[len("torch.nn.") :]
+            if tail[:1].isupper() and not inner.startswith(("functional.", "init.", "utils.")):
+                return qualified
+            return None
+        if self.local_module_class(qualified) is not None:
+            return qualified
+        return None
+
+    def assignments_to(
+        self, classdef: cst.ClassDef, attr: str
+    ) -> Iterator[tuple[cst.FunctionDef, cst.CSTNode, cst.BaseExpression | None]]:
+        """(method, statement, value) of every `self.<attr> = / : T = / += value` in the class."""
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in self.scopes.nodes(function.body):
+                targets: list[cst.BaseExpression] = []
+                if isinstance(node, cst.Assign):
+                    targets = [t.target for t in node.targets]
+                elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                    targets = [node.target]
+                if any(self_attribute(t, self_var) == attr for t in targets):
+                    yield function, node, node.value  # type: ignore[attr-defined]
+
+    def known_layer(self, classdef: cst.ClassDef, attr: str) -> str | None:
+        """`self.<attr> = nn.Linear(...)[.to(...)...]` in `__init__` (the only assignment to it
+        in the class): the qualified layer class, when `LAYER_PARAMETER` knows its parameter."""
+        found: str | None = None
+        for function, _node, value in self.assignments_to(classdef, attr):
+            if function.name.value != "__init__" or found is not None or value is None:
+                return None
+            qualified = self.constructed_module(value)
+            if qualified not in LAYER_PARAMETER:
+                return None
+            found = qualified
+        return found
+
+    def layer_parameter_device(
+        self, classdef: cst.ClassDef, attr: str, self_var: str
+    ) -> str | None:
+        """`self.head.weight.device` for a known layer attribute, else None."""
+        layer = self.known_layer(classdef, attr)
+        if layer is None:
+            return None
+        return f"{self_var}.{attr}.{LAYER_PARAMETER[layer]}.device"
+
+    def submodule_class(self, classdef: cst.ClassDef, attr: str) -> str | None:
+        """The module class `self.<attr>` is constructed from in `__init__`, or None."""
+        init = method(classdef, "__init__")
+        if init is None:
+            return None
+        self_var = self_name(init)
+        if self_var is None:
+            return None
+        for node in self.scopes.nodes(init.body):
+            if isinstance(node, cst.Assign) and any(
+                self_attribute(t.target, self_var) == attr for t in node.targets
+            ):
+                return self.constructed_module(node.value)
+        return None
+
+    def submodule_moved(
+        self, move: cst.Call
+    ) -> tuple[str, str, cst.FunctionDef, cst.ClassDef] | None:
+        """(self variable, attribute, method, class) when `move` is `self.<submodule>.to(...)`
+        (or `.cuda()`) in a method of an `nn.Module` other than `__init__`, and `__init__`
+        provably builds `self.<submodule>` as a module."""
+        function = self.enclosing_function(move)
+        if function is None or function.name == "__init__":
+            return None
+        if function.owner is None or not function.owner.is_module:
+            return None
+        method, classdef = function.node, function.owner.node
+        self_var = self_name(method)
+        if self_var is None or not isinstance(move.func, cst.Attribute):
+            return None
+        attr = self_attribute(move.func.value, self_var)
+        if attr is None or self.submodule_class(classdef, attr) is None:
+            return None  # not provably a module: a tensor attribute or unknown
+        return self_var, attr, method, classdef
+
+    def registered_otherwise(self, classdef: cst.ClassDef, attr: str) -> bool:
+        """The class registers `attr` itself (`register_buffer("x", ...)`, `nn.Parameter`)."""
+        for node in self.context.subtree(classdef):
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("register_buffer", "register_parameter")
+                and node.args
+                and isinstance(node.args[0].value, cst.SimpleString)
+                and node.args[0].value.evaluated_value == attr
+            ):
+                return True
+        for _function, node, value in self.assignments_to(classdef, attr):
+            if (
+                isinstance(node, cst.Assign)
+                and isinstance(value, cst.Call)
+                and dotted_name(value.func) is not None
+                and self.names.qualified_name(value.func) in PARAMETER
+            ):
+                return True
+        return False
+
+    def grad_enabled_later(self, classdef: cst.ClassDef, attr: str) -> bool:
+        """`self.x.requires_grad = True` or `self.x.requires_grad_()` anywhere in the class."""
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in self.scopes.nodes(function.body):
+                if isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        t = target.target
+                        if (
+                            isinstance(t, cst.Attribute)
+                            and t.attr.value == "requires_grad"
+                            and self_attribute(t.value, self_var) == attr
+                            and not (
+                                isinstance(node.value, cst.Name) and node.value.value == "False"
+                            )
+                        ):
+                            return True
+                elif (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value == "requires_grad_"
+                    and self_attribute(node.func.value, self_var) == attr
+                ):
+                    return True
+        return False
+
+    # -- functions -------------------------------------------------------------------------
+
+    def enclosing_function(self, node: cst.CSTNode) -> FunctionInfo | None:
+        function = self.scopes.enclosing_function(node)
+        return self.function_info(function) if function is not None else None
+
+    def function_info(self, node: cst.FunctionDef) -> FunctionInfo:
+        info = self._functions.get(id(node))
+        if info is None:
+            info = self._build_function(node)
+            self._functions[id(node)] = info
+        return info
+
+    def _owner(self, node: cst.FunctionDef) -> ClassInfo | None:
+        """The class whose instance method `node` is; None for functions, class/static methods."""
+        for decorator in node.decorators:
+            name = dotted_name(decorator.decorator)
+            if name is not None and name.rsplit(".", 1)[-1] in ("classmethod", "staticmethod"):
+                return None
+        owner = self.scopes.class_of(node)
+        return self.class_info(owner) if owner is not None else None
+
+    def _build_function(self, node: cst.FunctionDef) -> FunctionInfo:
+        owner = self._owner(node)
+        params = [
+            p.name.value
+            for p in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params)
+        ]
+        if owner is not None and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        evidence = self._tensor_evidence(node, owner)
+        annotated = {
+            param.name.value
+            for param in (*node.params.posonly_params, *node.params.params)
+            if param.annotation is not None
+            and _is_tensor_type(self.names.qualified_name(param.annotation.annotation))
+        }
+        tensor_params = [p for p in params if p in evidence or p in annotated]
+        bindings: dict[str, list[int]] = {}
+        for inner in self.context.subtree(node.body):
+            for target in bound_by(inner, comprehensions=False):
+                bindings.setdefault(target.value, []).append(self.context.order(target)[0])
+        return FunctionInfo(node, owner, params, tensor_params, bindings)
+
+    def _tensor_evidence(self, function: cst.FunctionDef, owner: ClassInfo | None) -> set[str]:
+        """Names the body uses as tensors: `x.shape`, `F.relu(x)`, `x * torch.exp(...)`,
+        `self.<layer>(x)`. One walk over the body for every parameter at once."""
+        names: set[str] = set()
+        layers = owner.layers if owner is not None and owner.is_module else {}
+        for node in self.context.subtree(function.body):
+            if isinstance(node, cst.Attribute):
+                if isinstance(node.value, cst.Name) and node.attr.value in TENSOR_MEMBERS:
+                    names.add(node.value.value)
+            elif isinstance(node, cst.Call):
+                arg_names = [a.value.value for a in node.args if isinstance(a.value, cst.Name)]
+                if not arg_names:
+                    continue
+                if self_attribute(node.func) in layers or (
+                    dotted_name(node.func) is not None
+                    and takes_tensors(self.names.qualified_name(node.func))
+                ):
+                    names.update(arg_names)
+            elif isinstance(node, cst.BinaryOperation):
+                sides = (node.left, node.right)
+                if any(
+                    isinstance(side, cst.Call)
+                    and dotted_name(side.func) is not None
+                    and takes_tensors(self.names.qualified_name(side.func))
+                    for side in sides
+                ):
+                    names.update(side.value for side in sides if isinstance(side, cst.Name))
+        return names
+
+    def layer_device(self, owner: ClassInfo | None, attr: str) -> str | None:
+        """`self.<attr>.<parameter>.device` for a layer `__init__` builds, else None."""
+        if owner is None or attr not in owner.layers:
+            return None
+        return f"self.{attr}.{LAYER_PARAMETER[owner.layers[attr]]}.device"
+
+    def in_model_method(self, node: cst.CSTNode) -> bool:
+        """Inside a method of an `nn.Module` subclass (at any depth)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                info = self.function_info(ancestor)
+                if info.owner is not None and info.owner.is_module:
+                    return True
+        return False
+
+    # -- losses --------------------------------------------------------------------------------
+
+    def loss_kind(self, node: cst.Call) -> str | None:
+        """ "function" for a call of an `F.*` loss, "module" for a call of an `nn.*Loss`
+        instance (built inline, a module-level or local name, a `self.<attr>` built in
+        `__init__`), else None; only losses called as `loss(input, target)`."""
+        func = node.func
+        if call_tail(func) in _LOSS_FUNCTION_TAILS and dotted_name(func) is not None:
+            if self.names.qualified_name(func) in INPUT_TARGET_LOSS_FUNCTIONS:
+                return "function"
+            return None
+        if isinstance(func, cst.Call):
+            return "module" if self.constructed_module(func) in INPUT_TARGET_LOSS_CLASSES else None
+        if isinstance(func, cst.Name):
+            if func.value in self._module_level_losses():
+                return "module"
+            function = self.enclosing_function(node)
+            if function is not None and self._local_loss(func.value, function.node):
+                return "module"
+            return None
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            function = self.enclosing_function(node)
+            if function is None or function.owner is None:
+                return None
+            attr = self_attribute(func, self_name(function.node) or "")
+            if attr is None:
+                return None
+            if self.submodule_class(function.owner.node, attr) in INPUT_TARGET_LOSS_CLASSES:
+                return "module"
+        return None
+
+    def _module_level_losses(self) -> set[str]:
+        if self._global_losses is None:
+            names: set[str] = set()
+            for statement in self.context.module.body:
+                if not isinstance(statement, cst.SimpleStatementLine):
+                    continue
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                        target = small.targets[0].target
+                        if isinstance(target, cst.Name) and (
+                            self.constructed_module(small.value) in INPUT_TARGET_LOSS_CLASSES
+                        ):
+                            names.add(target.value)
+            self._global_losses = names
+        return self._global_losses
+
+    def _local_loss(self, name: str, function: cst.FunctionDef) -> bool:
+        """Every binding of local `name` in `function` constructs an `nn.*Loss`."""
+        table = self._local_tables.get(id(function))
+        if table is None:
+            bindings: dict[str, list[bool]] = {}
+            for node in self.scopes.nodes(function.body):
+                if isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if isinstance(target.target, cst.Name):
+                            is_loss = (
+                                self.constructed_module(node.value) in INPUT_TARGET_LOSS_CLASSES
+                            )
+                            bindings.setdefault(target.target.value, []).append(is_loss)
+            table = {local for local, verdicts in bindings.items() if all(verdicts)}
+            self._local_tables[id(function)] = table
+        return name in table
+
+    def tensor_judge(self, function: cst.FunctionDef) -> TensorJudge:
+        """Whether expressions of `function` are provably tensors (built once per function)."""
+        judge = self._judges.get(id(function))
+        if judge is None:
+            judge = self._judges[id(function)] = TensorJudge(self.names, self.scopes, function)
+        return judge
+
+
+class TensorJudge:
+    """Whether an expression in one function provably evaluates to a torch tensor.
+
+    Only what is certain counts: tensor factories, legacy constructors, torch math on tensors,
+    tensor methods, arithmetic with a tensor, and local names every binding of which is one.
+    """
+
+    def __init__(self, names: Names, scopes: Scopes, function: cst.FunctionDef) -> None:
+        self.names = names
+        self.scopes = scopes
+        self.function = function
+        self.self_var = self_name(function)
+        self._locals: dict[str, list[cst.BaseExpression]] | None = None
+        self._annotated: set[str] = set()
+        for param in (
+            *function.params.posonly_params,
+            *function.params.params,
+            *function.params.kwonly_params,
+        ):
+            if param.annotation is not None:
+                qualified = self.names.qualified_name(param.annotation.annotation)
+                if qualified in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
+                    self._annotated.add(param.name.value)
+
+    def _local_values(self) -> dict[str, list[cst.BaseExpression]]:
+        if self._locals is None:
+            table: dict[str, list[cst.BaseExpression]] = {}
+            for node in self.scopes.nodes(self.function.body):
+                if isinstance(node, cst.Assign):
+                    for target in node.targets:
+                        if isinstance(target.target, cst.Name):
+                            table.setdefault(target.target.value, []).append(node.value)
+                        else:
+                            for name in target_names(target.target):
+                                table.setdefault(name.value, []).append(cst.Name("__unknown__"))
+                elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
+                    node.target, cst.Name
+                ):
+                    value = node.value
+                    table.setdefault(node.target.value, []).append(
+                        value
+                        if isinstance(node, cst.AnnAssign) and value is not None
+                        else cst.Name("__augmented__")
+                    )
+                elif isinstance(node, (cst.For, cst.CompFor, cst.NamedExpr)):
+                    for name in bound_by(node):
+                        table.setdefault(name.value, []).append(cst.Name("__unknown__"))
+                elif isinstance(node, cst.With):
+                    for item in node.items:
+                        if item.asname is not None:
+                            for name in target_names(item.asname.name):
+                                table.setdefault(name.value, []).append(cst.Name("__unknown__"))
+            self._locals = table
+        return self._locals
+
+    def is_tensor(
+        self,
+        node: cst.BaseExpression,
+        seen: frozenset[str] = frozenset(),
+        same_attr: str | None = None,
+    ) -> bool:
+        return self._judge(node, seen, same_attr) is not None
+
+    def requires_grad(self, node: cst.BaseExpression) -> bool:
+        return self._judge(node, frozenset(), None) == "trainable"
+
+    def _judge(
+        self, node: cst.BaseExpression, seen: frozenset[str], same_attr: str | None
+    ) -> str | None:
+        """ "tensor", "trainable" (requires grad) or None (not provably a tensor)."""
+        if isinstance(node, cst.Name):
+            if node.value in self._annotated:
+                return "tensor"
+            values = self._local_values().get(node.value)
+            if not values or node.value in seen:
+                return None
+            verdicts = [self._judge(v, seen | {node.value}, same_attr) for v in values]
+            augmented = [
+                v for v in values if isinstance(v, cst.Name) and v.value == "__augmented__"
+            ]
+            real = [x for x, v in zip(verdicts, values) if v not in augmented]
+            if not real or any(x is None for x in real):
+                return None
+            return "trainable" if "trainable" in real else "tensor"
+        if isinstance(node, cst.Attribute):
+            if (
+                self.self_var is not None
+                and same_attr is not None
+                and (self_attribute(node, self.self_var) == same_attr)
+            ):
+                return "tensor"
+            if node.attr.value in ("T", "mT", "H", "data", "real", "imag"):
+                return self._judge(node.value, seen, same_attr)
+            return None
+        if isinstance(node, cst.Subscript):
+            return self._judge(node.value, seen, same_attr)
+        if isinstance(node, cst.BinaryOperation):
+            left = self._judge(node.left, seen, same_attr)
+            right = self._judge(node.right, seen, same_attr)
+            if left is None and right is None:
+                return None
+            return "trainable" if "trainable" in (left, right) else "tensor"
+        if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
+            return self._judge(node.expression, seen, same_attr)
+        if isinstance(node, cst.Call):
+            return self._judge_call(node, seen, same_attr)
+        return None
+
+    def _judge_call(
+        self, node: cst.Call, seen: frozenset[str], same_attr: str | None
+    ) -> str | None:
+        trainable = any(
+            arg.keyword is not None
+            and arg.keyword.value == "requires_grad"
+            and not (isinstance(arg.value, cst.Name) and arg.value.value == "False")
+            for arg in node.args
+        )
+        if isinstance(node.func, cst.Attribute) and dotted_name(node.func) is None:
+            # A method call on a computed receiver: `torch.zeros(3).unsqueeze(0)`.
+            return self._method(node, seen, same_attr)
+        qualified = self.names.qualified_name(node.func) if dotted_name(node.func) else None
+        if qualified is not None:
+            if qualified in VARIABLE:
+                positional = [a for a in node.args if a.keyword is None]
+                if positional and self._judge(positional[0].value, seen, same_attr):
+                    return "trainable" if trainable else "tensor"
+                return None
+            if qualified in TENSOR_FACTORIES or qualified in LEGACY_CONSTRUCTORS:
+                return "trainable" if trainable else "tensor"
+            if qualified in TENSOR_PRODUCING_FUNCTIONS:
+                if any(self._judge(a.value, seen, same_attr) for a in node.args) or any(
+                    isinstance(a.value, (cst.List, cst.Tuple))
+                    and any(self._judge(e.value, seen, same_attr) for e in a.value.elements)
+                    for a in node.args
+                ):
+                    return "trainable" if trainable else "tensor"
+                if qualified == "torch.from_numpy":
+                    return "tensor"
+                return None
+        if isinstance(node.func, cst.Attribute):
+            return self._method(node, seen, same_attr)
+        return None
+
+    def _method(self, node: cst.Call, seen: frozenset[str], same_attr: str | None) -> str | None:
+        assert isinstance(node.func, cst.Attribute)
+        name = node.func.attr.value
+        if name in NON_TENSOR_METHODS:
+            return None
+        receiver = self._judge(node.func.value, seen, same_attr)
+        if receiver is None:
+            return None
+        if name == "requires_grad_":
+            off = (
+                node.args
+                and isinstance(node.args[0].value, cst.Name)
+                and (node.args[0].value.value == "False")
+            )
+            return "tensor" if off else "trainable"
+        if name in ("detach", "detach_"):
+            return "tensor"
+        return receiver
+
+
+LIST_ONLY_METHODS = frozenset({"index", "remove", "reverse", "sort", "count", "clear", "copy"})
+DICT_ONLY_METHODS = frozenset({"get", "setdefault", "popitem", "copy", "fromkeys"})
+
+
+def module_dict_key(target: cst.Subscript) -> bool:
+    """`x["name"]` with a key `nn.ModuleDict` accepts (a string literal without a dot)."""
+    if len(target.slice) != 1:
+        return False
+    index = target.slice[0].slice
+    return isinstance(index, cst.Index) and valid_module_key(index.value)
+
+
+def valid_module_key(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return isinstance(value, str) and value != "" and "." not in value
+    return False
+
+
+class AttributeUses:
+    """How the rest of the class uses `self.<attr>`."""
+
+    def __init__(self) -> None:
+        self.added_modules = 0
+        self.added_unknown = 0
+        self.list_only: set[str] = set()
+        self.dict_only: set[str] = set()
+        self.reassigned: str | None = None
+        self.bad_keys = False
+        self.registered_elsewhere = False
+
+    @classmethod
+    def collect(
+        cls, modules: ModuleFacts, classdef: cst.ClassDef, attr: str, origin: cst.Assign
+    ) -> AttributeUses:
+        """How the methods of `classdef` use `self.<attr>` besides the assignment `origin`."""
+        uses = cls()
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in modules.scopes.nodes(function.body):
+                if isinstance(node, cst.Assign) and node is not origin:
+                    for target in node.targets:
+                        t = target.target
+                        if self_attribute(t, self_var) == attr:
+                            uses.reassigned = function.name.value
+                        elif (
+                            isinstance(t, cst.Subscript)
+                            and self_attribute(t.value, self_var) == attr
+                        ):
+                            uses._count(modules, node.value)
+                            if not module_dict_key(t):
+                                uses.bad_keys = True
+                elif (
+                    isinstance(node, cst.AugAssign)
+                    and self_attribute(node.target, self_var) == attr
+                ):
+                    if isinstance(node.value, (cst.List, cst.Tuple)):
+                        for element in node.value.elements:
+                            uses._count(modules, element.value)
+                    else:
+                        uses.added_unknown += 1
+                if isinstance(node, cst.Call) and any(
+                    self_attribute(arg.value, self_var) == attr for arg in node.args
+                ):
+                    if (
+                        function.name.value == "__init__"
+                        and modules.constructed_module(node) is not None
+                    ):
+                        uses.registered_elsewhere = True
+                    continue
+                if (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and self_attribute(node.func.value, self_var) == attr
+                ):
+                    method = node.func.attr.value
+                    if method in ("append", "insert") and node.args:
+                        uses._count(modules, node.args[-1].value)
+                    elif method == "extend" and node.args:
+                        extended = node.args[0].value
+                        if isinstance(extended, (cst.List, cst.Tuple)):
+                            for element in extended.elements:
+                                uses._count(modules, element.value)
+                        elif isinstance(extended, (cst.ListComp, cst.GeneratorExp)):
+                            uses._count(modules, extended.elt)
+                        else:
+                            uses.added_unknown += 1
+                    elif method == "update":
+                        uses.added_unknown += 1
+                    if method in LIST_ONLY_METHODS:
+                        uses.list_only.add(method)
+                    if method in DICT_ONLY_METHODS:
+                        uses.dict_only.add(method)
+        return uses
+
+    def _count(self, modules: ModuleFacts, value: cst.BaseExpression) -> None:
+        if modules.constructed_module(value):
+            self.added_modules += 1
+        else:
+            self.added_unknown += 1
+
+    def blocker(self, kind: str) -> str | None:
+        if self.reassigned is not None:
+            return f"it is assigned again in `{self.reassigned}`"
+        methods_used = self.list_only if kind == "list" else self.dict_only
+        if methods_used:
+            names = ", ".join(f"`.{m}()`" for m in sorted(methods_used))
+            return f"it is used with {names}, which the module container lacks"
+        return None

@@ -1,0 +1,411 @@
+"""Moves: `.to(device)`, `.cuda()`, the devices they name, and the names that hold a device.
+
+One answer to "is this call a device move?" (:meth:`Moves.move_of`): a dtype-only `.to`, a move
+to the CPU or to `meta` is none; `.to(x)` whose argument is not recognisably a device is a move
+of unknown kind (`DeviceMove.kind is None`), which callers that need proof ignore.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.names import Names, argument, call_tail, code_of, dotted_name
+from devfix.codemods.analysis.scopes import Scopes, all_params
+from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES
+from devfix.context import FileContext
+
+#: The helper DF304 inserts once per script; the other passes treat it as a device source.
+SELECT_DEVICE = "select_device"
+#: Name parts that say a variable holds a device (`device`, `args.gpu`, `local_rank`).
+#: Big Model Inference strategies that may spread the model over several devices.
+SPREADING_DEVICE_MAPS = frozenset({"auto", "balanced", "balanced_low_0", "sequential"})
+_DEVICE_WORDS = ("device", "dev", "cuda", "gpu", "local_rank", "rank")
+
+
+def string_device(node: cst.BaseExpression) -> str | None:
+    """The value of a plain string literal naming a device type, e.g. "cuda:1"; else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if isinstance(value, str) and value.split(":", 1)[0] in DEVICE_TYPES:
+            return value
+    return None
+
+
+def cuda_string(node: cst.BaseExpression) -> bool:
+    """`"cuda"`, `"cuda:1"`."""
+    value = string_device(node)
+    return value is not None and value.split(":", 1)[0] == "cuda"
+
+
+def device_argument(call: cst.Call) -> cst.BaseExpression | None:
+    """The device of `x.to(device, ...)` / `x.to(device=...)` (or a dtype: ask `is_dtype`)."""
+    return argument(call, "device")
+
+
+@dataclass(frozen=True)
+class DeviceMove:
+    """A move: `.to(<expression>)` or `.cuda(<args>)`."""
+
+    method: str
+    expression: cst.BaseExpression | None
+    cuda_args: tuple[cst.Arg, ...] = ()
+    #: The line of the `if` the move sits in (0: the move always happens).
+    conditional_line: int = 0
+    #: "accelerator" (a CUDA/MPS literal), "device" (chosen at run time), None (not known to be
+    #: a device: `.to(x)` with an `x` the analysis cannot place). `.cuda()` is "accelerator".
+    kind: str | None = "accelerator"
+
+    @property
+    def code(self) -> str:
+        if self.method == "to" and self.expression is not None:
+            return code_of(self.expression)
+        return "cuda(" + ", ".join(code_of(a.value) for a in self.cuda_args) + ")"
+
+    def describe(self) -> str:
+        return f"`{self.code}`" if self.method == "to" else "the current CUDA device (`.cuda()`)"
+
+    def apply(self, receiver: cst.BaseExpression) -> cst.Call:
+        """`receiver.to(<device>)` or `receiver.cuda(<args>)`."""
+        if self.method == "to" and self.expression is not None:
+            args = [cst.Arg(self.expression.deep_clone())]
+        else:
+            args = [cst.Arg(a.value.deep_clone()) for a in self.cuda_args]
+            for index in range(len(args) - 1):
+                args[index] = args[index].with_changes(
+                    comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                )
+        return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(self.method)), args=args)
+
+    def as_to_argument(self) -> cst.BaseExpression:
+        """The device as one expression for `.to(...)` (BatchEncoding has no `.cuda()`)."""
+        if self.method == "to" and self.expression is not None:
+            return self.expression.deep_clone()
+        if self.cuda_args and isinstance(self.cuda_args[0].value, cst.Integer):
+            return cst.SimpleString(f'"cuda:{self.cuda_args[0].value.value}"')
+        return cst.SimpleString('"cuda"')
+
+
+class Moves:
+    """Device moves and device values of one file."""
+
+    def __init__(self, context: FileContext, names: Names, scopes: Scopes) -> None:
+        self.context = context
+        self.names = names
+        self.scopes = scopes
+
+    def device_kind(
+        self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0
+    ) -> str | None:
+        """ "cpu", "accelerator" (a CUDA/MPS literal), "device" (chosen at run time) or None."""
+        if depth > 4:
+            return None
+        if isinstance(expr, cst.SimpleString):
+            value = expr.evaluated_value
+            text = value.decode() if isinstance(value, bytes) else value
+            text = text.lower()
+            if text.startswith("cpu"):
+                return "cpu"
+            if text.startswith(ACCELERATORS):
+                return "accelerator"
+            return None
+        if isinstance(expr, cst.Integer):
+            return "accelerator"
+        if isinstance(expr, cst.IfExp):
+            kinds = {
+                self.device_kind(expr.body, function, depth + 1),
+                self.device_kind(expr.orelse, function, depth + 1),
+            }
+            return None if None in kinds else ("cpu" if kinds == {"cpu"} else "device")
+        if isinstance(expr, cst.Call):
+            if self.names.qualified_name(expr.func) == "torch.device" and expr.args:
+                kind = self.device_kind(expr.args[0].value, function, depth + 1)
+                return kind or "device"
+            return None
+        name = dotted_name(expr)
+        if name is None or self.names.is_dtype(expr):
+            return None
+        table, _ = self.scopes.lookup(name, function)
+        values = [b.value for b in table.bindings.get(name, []) if b.kind == "assign" and b.value]
+        kinds = {self.device_kind(v, function, depth + 1) for v in values}
+        if values and None not in kinds:
+            return "cpu" if kinds == {"cpu"} else "device"
+        tail = name.rsplit(".", 1)[-1].lower().strip("_")
+        if tail == "device" or any(
+            word == tail or tail.endswith("_" + word) or tail.startswith(word + "_")
+            for word in _DEVICE_WORDS
+        ):
+            return "device"
+        return None
+
+    def move_of(self, call: cst.Call, function: cst.FunctionDef | None = None) -> DeviceMove | None:
+        """`x.to(<device>)` / `x.cuda(...)` -> the move; moves to the CPU or `meta`, dtype casts
+        and argument-less `.to()` -> None."""
+        if not isinstance(call.func, cst.Attribute):
+            return None
+        method = call.func.attr.value
+        if method == "cuda":
+            if any(a.keyword is not None and a.keyword.value != "device" for a in call.args):
+                args = tuple(a for a in call.args if a.keyword is None)
+            else:
+                args = tuple(call.args)
+            return DeviceMove("cuda", None, tuple(cst.Arg(a.value) for a in args))
+        if method != "to":
+            return None
+        device = device_argument(call)
+        if device is None or self.names.is_dtype(device):
+            return None
+        if string_device(device) in ("cpu", "meta"):
+            return None
+        if (
+            isinstance(device, cst.Call)
+            and self.names.qualified_name(device.func) == "torch.device"
+        ):
+            first = device.args[0].value if device.args else None
+            if first is not None and string_device(first) in ("cpu", "meta"):
+                return None
+        kind = self.device_kind(device, function)
+        if kind == "cpu":
+            return None
+        return DeviceMove("to", device, kind=kind)
+
+    def moved_name(self, call: cst.Call) -> str | None:
+        """The plain name a device move moves: `model.to(device)` -> "model"."""
+        if not isinstance(call.func, cst.Attribute) or not isinstance(call.func.value, cst.Name):
+            return None
+        return call.func.value.value if self.move_of(call) is not None else None
+
+    def moved_devices(self, node: cst.CSTNode) -> list[str]:
+        """Distinct devices (as source text) that code in `node`'s function and at module level
+        moves things to with `.to(<device>)` / `.cuda(...)`; a tensor's own `x.device` is not
+        counted."""
+        found: list[str] = []
+        scope = self.scopes.enclosing_scope(node)
+        scopes = [scope] if isinstance(scope, cst.Module) else [scope, self.context.module]
+        module = self.context.module
+        for current in scopes:
+            for inner in self.scopes.statements(current):
+                if not (isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute)):
+                    continue
+                move = self.move_of(inner)
+                if move is None:
+                    continue
+                if move.method == "cuda":
+                    text = module.code_for_node(inner)
+                    text = "." + text[len(module.code_for_node(inner.func.value)) + 1 :]
+                else:
+                    target = move.expression
+                    if (
+                        isinstance(target, cst.Attribute) and target.attr.value == "device"
+                    ) or not isinstance(
+                        target, (cst.Name, cst.Attribute, cst.SimpleString, cst.Call)
+                    ):
+                        continue
+                    text = module.code_for_node(target)
+                if text not in found:
+                    found.append(text)
+        return found
+
+    # -- names that hold a device -------------------------------------------------------------
+
+    def device_valued(self, value: cst.BaseExpression) -> bool:
+        """`torch.device(...)`, `select_device()`, a device string, or a conditional of them."""
+        if isinstance(value, cst.IfExp):
+            return self.device_valued(value.body) and self.device_valued(value.orelse)
+        if string_device(value) is not None:
+            return True
+        if isinstance(value, cst.Call):
+            if isinstance(value.func, cst.Name) and value.func.value == SELECT_DEVICE:
+                return True
+            if isinstance(value.func, (cst.Name, cst.Attribute)) and (
+                (
+                    value.func.attr.value
+                    if isinstance(value.func, cst.Attribute)
+                    else value.func.value
+                )
+                == "device"
+            ):
+                return self.names.qualified_name(value.func) == "torch.device"
+        return False
+
+    def _device_assignments(self, scope: cst.CSTNode) -> Iterator[tuple[cst.Assign, str]]:
+        for node in self.scopes.statements(scope):
+            if (
+                isinstance(node, cst.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0].target, cst.Name)
+                and self.device_valued(node.value)
+            ):
+                yield node, node.targets[0].target.value
+
+    def device_names(self, node: cst.CSTNode) -> list[str]:
+        """Names holding a device that `node` can read: bound earlier in its own function, or
+        at module level (earlier, or anywhere when `node` is in a function that does not rebind
+        it)."""
+        scope = self.scopes.enclosing_scope(node)
+        line = self.scopes.line_of(node)
+        found: list[str] = []
+        local_bound: set[str] = set()
+        if not isinstance(scope, cst.Module):
+            for inner in self.scopes.statements(scope):
+                if isinstance(inner, cst.AssignTarget):
+                    local_bound |= self.scopes.names_bound(inner)
+            if isinstance(scope, cst.FunctionDef):
+                local_bound |= {p.name.value for p in all_params(scope.params)}
+            for assign, name in self._device_assignments(scope):
+                if self.scopes.line_of(assign) < line and name not in found:
+                    found.append(name)
+        for assign, name in self._device_assignments(self.context.module):
+            if name in found or name in local_bound:
+                continue
+            if isinstance(scope, cst.Module) and self.scopes.line_of(assign) >= line:
+                continue
+            found.append(name)
+        return found
+
+    def _bindings(self, name: str, node: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Values of `name = value` in `node`'s function and at module level."""
+        scopes = [self.scopes.enclosing_scope(node)]
+        if scopes[0] is not self.context.module:
+            scopes.append(self.context.module)
+        return [value for scope in scopes for value in self.scopes.simple_assignments(scope, name)]
+
+    def is_process_device(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` is bound from the process's rank or from the portable device helper."""
+        for value in self._bindings(name, node):
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+                and value.func.value == SELECT_DEVICE
+            ):
+                return True
+            code = self.context.module.code_for_node(value)
+            if isinstance(value, (cst.Call, cst.IfExp)) and "rank" in code.lower():
+                return True
+        return False
+
+    def is_computed_device(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` holds a `torch.device` the script computes (not a fixed string)."""
+        values = self._bindings(name, node)
+        return bool(values) and all(isinstance(v, (cst.Call, cst.IfExp)) for v in values)
+
+    def device_map_kind(self, value: cst.BaseExpression, node: cst.CSTNode) -> str | None:
+        """A `from_pretrained(device_map=...)` value: "spread" (a Big Model Inference strategy),
+        "fixed" (a single literal device), else None (computed: not ours to judge)."""
+        if isinstance(value, cst.Name):
+            bound = self.scopes.latest_binding(value.value, node)
+            return None if bound is None else self.device_map_kind(bound, node)
+        if isinstance(value, cst.SimpleString):
+            text = value.evaluated_value
+            if text in SPREADING_DEVICE_MAPS:
+                return "spread"
+            device = string_device(value)
+            if device is not None and device.startswith("cuda"):
+                return "fixed"
+            return None
+        if isinstance(value, cst.Integer):
+            return "fixed"
+        if isinstance(value, cst.Dict) and len(value.elements) == 1:
+            element = value.elements[0]
+            if (
+                isinstance(element, cst.DictElement)
+                and isinstance(element.key, cst.SimpleString)
+                and element.key.evaluated_value == ""
+                and (
+                    isinstance(element.value, cst.Integer)
+                    or (
+                        isinstance(element.value, cst.SimpleString)
+                        and (string_device(element.value) or "").startswith("cuda")
+                    )
+                )
+            ):
+                return "fixed"
+        return None
+
+    def casts_besides_moving(self, move: cst.Call) -> str | None:
+        """Why a module's `.to(...)` is more than a device move (a dtype cast, or an argument
+        that may be a dtype or a tensor), or None."""
+        assert isinstance(move.func, cst.Attribute)
+        if move.func.attr.value == "cuda":
+            return None
+        positional = [a for a in move.args if a.keyword is None]
+        keywords = {a.keyword.value for a in move.args if a.keyword is not None}
+        if keywords - {"device", "non_blocking"} or len(positional) > 1:
+            return "it also casts the submodule's dtype"
+        if positional:
+            if keywords & {"device"}:
+                return "it also casts the submodule's dtype"
+            value = positional[0].value
+            if not self.is_device_expression(value):
+                return f"`{code_of(value)}` may be a dtype or a tensor (a cast), not only a device"
+        elif "device" not in keywords:
+            return "it names no device"
+        return None
+
+    def only_casts(self, move: cst.Call) -> bool:
+        """`.to(torch.float16)` / `.to(dtype=...)`: no device is named."""
+        assert isinstance(move.func, cst.Attribute)
+        if move.func.attr.value != "to":
+            return False
+        positional = [a for a in move.args if a.keyword is None]
+        keywords = {a.keyword.value for a in move.args if a.keyword is not None}
+        if "device" in keywords:
+            return False
+        if not positional:
+            return "dtype" in keywords
+        first = positional[0].value
+        return dotted_name(first) is not None and self.names.is_dtype(first)
+
+    def is_device_expression(self, node: cst.BaseExpression) -> bool:
+        """A literal device, `torch.device(...)`, or a name that says it holds a device."""
+        if isinstance(node, (cst.SimpleString, cst.Integer)):
+            return True
+        if isinstance(node, cst.Call):
+            return self.names.qualified_name(node.func) == "torch.device"
+        dotted = dotted_name(node)
+        if dotted is None:
+            return False
+        if self.names.is_dtype(node):
+            return False
+        last = dotted.rsplit(".", 1)[-1].lower()
+        return "device" in last or last in ("dev", "gpu", "rank", "local_rank")
+
+    def compared_as_string(self, name: str) -> bool:
+        """The script compares `name` as a string (`device == "cuda"`, `device.startswith(...)`):
+        a `torch.device` in its place would change the comparison."""
+        for inner in self.context.subtree(self.context.module):
+            if isinstance(inner, cst.Comparison):
+                parts = [inner.left, *(target.comparator for target in inner.comparisons)]
+                if any(isinstance(p, cst.Name) and p.value == name for p in parts):
+                    return True
+            if (
+                isinstance(inner, cst.Attribute)
+                and isinstance(inner.value, cst.Name)
+                and inner.value.value == name
+                and inner.attr.value
+                in ("startswith", "endswith", "split", "replace", "upper", "lower", "format")
+            ):
+                return True
+        return False
+
+    def explicit_gpu_indices(self) -> set[int]:
+        """GPU indices the script names: `"cuda:1"`, `.cuda(0)`, `torch.device("cuda", 2)`."""
+        cached = self.context.shared.get("moves.gpu_indices")
+        if isinstance(cached, set):
+            return cached
+        indices: set[int] = set()
+        for inner in self.context.subtree(self.context.module):
+            if isinstance(inner, cst.SimpleString):
+                value = string_device(inner)
+                if value is not None and value.startswith("cuda:") and value[5:].isdigit():
+                    indices.add(int(value[5:]))
+            elif isinstance(inner, cst.Call) and call_tail(inner.func) in ("cuda", "device"):
+                for arg in inner.args:
+                    if isinstance(arg.value, cst.Integer) and (
+                        arg.keyword is None or arg.keyword.value in ("device", "index")
+                    ):
+                        indices.add(int(arg.value.value))
+        self.context.shared["moves.gpu_indices"] = indices
+        return indices

@@ -1,0 +1,602 @@
+"""Bindings and scopes: the one scope walker, the names a node binds or reads, and per-scope
+binding tables (which names a function, class or the module binds, how, and where).
+
+Source order is the pre-order index of the file's node list (no position metadata needed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import libcst as cst
+
+from devfix.codemods.analysis.names import dotted_name
+from devfix.context import FileContext
+
+#: Nodes that open a scope of their own: the scope walker does not descend into them.
+SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+#: Moves that rebind nothing but change where a tensor or module lives (recorded per scope).
+_MOVES = ("to", "cuda")
+
+Body = Sequence[cst.BaseStatement]
+_N = TypeVar("_N", bound=cst.CSTNode)
+
+
+def target_names(target: cst.CSTNode) -> Iterator[cst.Name]:
+    """Names an assignment target binds: `a`, `a, (b, *c)`; `self.x` and `a[i]` bind none."""
+    if isinstance(target, cst.Name):
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
+
+
+def bound_by(node: cst.CSTNode, *, comprehensions: bool = True) -> Iterator[cst.Name]:
+    """The names one node binds by assignment: an assignment target, an annotated or augmented
+    assignment, a `for` (and, unless told otherwise, comprehension) target, `:=`, or an `as`
+    name."""
+    if (
+        isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For))
+        or (comprehensions and isinstance(node, cst.CompFor))
+        or isinstance(node, cst.NamedExpr)
+    ):
+        yield from target_names(node.target)
+    elif isinstance(node, cst.AsName):
+        yield from target_names(node.name)
+
+
+@dataclass
+class Binding:
+    """One binding of a name in a scope."""
+
+    #: "assign" (`name = value`), "unpack" (`a, name = value`), "param", or "other" (a loop
+    #: target, `with ... as`, an import, a def, an augmented assignment).
+    kind: str
+    value: cst.BaseExpression | None
+    #: Pre-order index of the binding statement (source order).
+    position: int
+    #: For a parameter: its index in the signature.
+    index: int = 0
+
+
+@dataclass
+class ScopeTable:
+    """What one scope binds. For a class: the `self.<attr>` its methods assign."""
+
+    node: cst.CSTNode
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    #: `name.to(device)` / `name.cuda()` as statements: dotted name -> (position, call).
+    statement_moves: dict[str, list[tuple[int, cst.Call]]] = field(default_factory=dict)
+    #: Positions of bindings and moves that sit inside an `if`: position -> line of the `if`.
+    conditional: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A statement as an element of the body that directly contains it."""
+
+    owner: cst.CSTNode
+    body: Body
+    index: int
+
+    @property
+    def statement(self) -> cst.BaseStatement:
+        return self.body[self.index]
+
+
+class Scopes:
+    """The scope structure of one file."""
+
+    def __init__(self, context: FileContext) -> None:
+        self.context = context
+        self._tables: dict[int, ScopeTable] = {}
+        self._functions: dict[str, cst.FunctionDef] | None = None
+        self._classes: dict[str, cst.ClassDef] | None = None
+
+    # -- walking ---------------------------------------------------------------------------
+
+    def nodes(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """`root` and the nodes under it that belong to its scope: nested functions, classes
+        and lambdas are yielded but not entered (`root` itself always is)."""
+        tables = self.context.tables
+        span = tables.order.get(id(root))
+        if span is None:
+            yield from self._nodes_without_table(root)
+            return
+        nodes, order = tables.nodes, tables.order
+        index, last = span
+        yield nodes[index]
+        index += 1
+        while index <= last:
+            node = nodes[index]
+            yield node
+            if isinstance(node, SCOPE_NODES):
+                index = order[id(node)][1] + 1
+            else:
+                index += 1
+
+    def _nodes_without_table(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            yield node
+            if node is not root and isinstance(node, SCOPE_NODES):
+                continue
+            stack.extend(reversed(self.context.children(node)))
+
+    def statements(self, scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """The nodes of a function's body or of the module's statements (not the scope node)."""
+        if isinstance(scope, cst.Module):
+            for statement in scope.body:
+                if isinstance(statement, SCOPE_NODES):
+                    yield statement
+                else:
+                    yield from self.nodes(statement)
+        elif isinstance(scope, cst.FunctionDef):
+            yield from self.nodes(scope.body)
+        else:
+            yield from self.nodes(scope)
+
+    def find(
+        self,
+        root: cst.CSTNode,
+        kind: type[_N] | tuple[type[_N], ...],
+        *,
+        own_scope: bool = False,
+    ) -> Iterator[_N]:
+        """The nodes of type `kind` under `root` (itself included), in source order; with
+        `own_scope`, those of `root`'s scope only (see :meth:`nodes`)."""
+        for node in self.nodes(root) if own_scope else self.context.subtree(root):
+            if isinstance(node, kind):
+                yield node
+
+    def within(self, node: cst.CSTNode, root: cst.CSTNode) -> bool:
+        """`node` is `root` or under it."""
+        order = self.context.tables.order
+        span, place = order.get(id(root)), order.get(id(node))
+        if span is None or place is None:
+            return any(candidate is node for candidate in self.context.subtree(root))
+        return span[0] <= place[0] <= span[1]
+
+    def names_in(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
+        """The `Name` nodes spelled `name` in `scope` (its signature included)."""
+        for node in self.nodes(scope):
+            if isinstance(node, cst.Name) and node.value == name:
+                yield node
+
+    # -- where a node is ---------------------------------------------------------------------
+
+    def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
+        """The innermost `def` around `node`; None at module level or inside a lambda."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef):
+                return ancestor
+            if isinstance(ancestor, cst.Lambda):
+                return None
+        return None
+
+    def enclosing_scope(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost function or lambda around `node`, else the module."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+                return ancestor
+        return self.context.module
+
+    def class_of(self, function: cst.FunctionDef | None) -> cst.ClassDef | None:
+        """The class whose body defines `function` directly."""
+        if function is None:
+            return None
+        parent = self.context.parent(function)
+        grandparent = self.context.parent(parent) if parent is not None else None
+        return grandparent if isinstance(grandparent, cst.ClassDef) else None
+
+    def module_functions(self) -> dict[str, cst.FunctionDef]:
+        if self._functions is None:
+            self._functions = {
+                s.name.value: s for s in self.context.module.body if isinstance(s, cst.FunctionDef)
+            }
+        return self._functions
+
+    def module_classes(self) -> dict[str, cst.ClassDef]:
+        if self._classes is None:
+            self._classes = {
+                s.name.value: s for s in self.context.module.body if isinstance(s, cst.ClassDef)
+            }
+        return self._classes
+
+    def line_of(self, node: cst.CSTNode) -> int:
+        return self.context.position(node).start.line
+
+    def statement_start(self, node: cst.CSTNode) -> int:
+        """Source-order index of the statement that holds `node`."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(
+            current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+        ):
+            current = self.context.parent(current)
+        return self.context.order(current if current is not None else node)[0]
+
+    def placements(self, node: cst.CSTNode) -> list[Placement]:
+        """Every (body, index) that holds `node` or one of its ancestors, innermost first."""
+        found: list[Placement] = []
+        current: cst.CSTNode | None = node
+        while current is not None:
+            parent = self.context.parent(current)
+            if parent is None:
+                break
+            body = parent.body if isinstance(parent, (cst.Module, cst.IndentedBlock)) else None
+            if body is not None:
+                for index, statement in enumerate(body):
+                    if statement is current:
+                        found.append(Placement(parent, body, index))
+                        break
+            current = parent
+        return found
+
+    def common_placement(
+        self, first: cst.CSTNode, second: cst.CSTNode
+    ) -> tuple[Placement, Placement] | None:
+        """The innermost body holding both nodes, as (placement of `first`, of `second`)."""
+        second_places = {id(p.owner): p for p in self.placements(second)}
+        for place in self.placements(first):
+            other = second_places.get(id(place.owner))
+            if other is not None:
+                return place, other
+        return None
+
+    # -- names a subtree binds and reads ------------------------------------------------------
+
+    def names_read(self, root: cst.CSTNode) -> set[str]:
+        """Names loaded anywhere under `root` (attribute names and keywords excluded)."""
+        skip: set[int] = set()
+        nodes = self.context.subtree(root)
+        for node in nodes:
+            if isinstance(node, cst.Attribute):
+                skip.add(id(node.attr))
+            elif isinstance(node, cst.Arg) and node.keyword is not None:
+                skip.add(id(node.keyword))
+            elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                skip.add(id(node.target))
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                skip.add(id(node.name))
+            elif isinstance(node, cst.AsName):
+                for name in self.context.subtree(node.name):
+                    skip.add(id(name))
+        return {node.value for node in nodes if isinstance(node, cst.Name) and id(node) not in skip}
+
+    def names_bound(self, root: cst.CSTNode) -> set[str]:
+        """Names (re)bound anywhere under `root`: assignments, loops, `with ... as`, defs,
+        imports."""
+        bound: set[str] = set()
+        for node in self.context.subtree(root):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                bound.add(node.name.value)
+            elif isinstance(node, cst.ImportAlias) and node.asname is None:
+                name: cst.BaseExpression = node.name
+                while isinstance(name, cst.Attribute):
+                    name = name.value
+                if isinstance(name, cst.Name):
+                    bound.add(name.value)
+            else:
+                bound.update(name.value for name in bound_by(node))
+        return bound
+
+    def names_bound_anywhere(self) -> frozenset[str]:
+        """Every name the file binds in any scope: what :meth:`names_bound` finds, and the
+        parameters and `global` names; a name a fix introduces must be none of them."""
+        cached = self.context.shared.get("scopes.names_bound_anywhere")
+        if isinstance(cached, frozenset):
+            return cached
+        bound = self.names_bound(self.context.module)
+        for node in self.context.subtree(self.context.module):
+            if isinstance(node, cst.Param):
+                bound.add(node.name.value)
+            elif isinstance(node, cst.Global):
+                bound.update(item.name.value for item in node.names)
+        found = frozenset(bound)
+        self.context.shared["scopes.names_bound_anywhere"] = found
+        return found
+
+    def mentions(self, root: cst.CSTNode, name: str) -> bool:
+        """A `Name` spelled `name` anywhere under `root`: read, bound, an attribute's or a
+        keyword's name, in nested scopes too (a mention, not a reference)."""
+        return any(isinstance(n, cst.Name) and n.value == name for n in self.context.subtree(root))
+
+    def binds(self, node: cst.CSTNode, name: str) -> bool:
+        """Whether the statement-level `node` binds `name`."""
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return node.name.value == name
+        if isinstance(
+            node,
+            (
+                cst.AssignTarget,
+                cst.AnnAssign,
+                cst.AugAssign,
+                cst.For,
+                cst.AsName,
+                cst.NamedExpr,
+                cst.Import,
+                cst.ImportFrom,
+            ),
+        ):
+            return name in self.names_bound(node)
+        return False
+
+    # -- what is visible where -------------------------------------------------------------------
+
+    def visible_name(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` is bound where `node` can read it: a parameter or an earlier binding of the
+        enclosing function, or a module-level binding (earlier, when `node` is at module level)."""
+        scope = self.enclosing_scope(node)
+        line = self.line_of(node)
+        if isinstance(scope, cst.FunctionDef):
+            if name in {p.name.value for p in all_params(scope.params)}:
+                return True
+            local = [n for n in self.statements(scope) if self.binds(n, name)]
+            if local:
+                return any(self.line_of(n) < line for n in local)
+        for statement in self.statements(self.context.module):
+            if self.binds(statement, name) and (
+                not isinstance(scope, cst.Module) or self.line_of(statement) < line
+            ):
+                return True
+        return False
+
+    def latest_binding(self, name: str, node: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value of the last `name = value` before `node` in its function (else module
+        level); None when there is none or when `name` is bound some other way."""
+        scope = self.enclosing_scope(node)
+        line = self.line_of(node)
+        scopes = [scope] if isinstance(scope, cst.Module) else [scope, self.context.module]
+        for current in scopes:
+            if isinstance(current, cst.FunctionDef) and name in {
+                p.name.value for p in all_params(current.params)
+            }:
+                return None
+            value: cst.BaseExpression | None = None
+            seen = False
+            for statement in self.statements(current):
+                if not self.binds(statement, name) or isinstance(
+                    statement, (cst.FunctionDef, cst.ClassDef)
+                ):
+                    continue
+                if current is scope and self.line_of(statement) >= line:
+                    continue
+                seen = True
+                parent = self.context.parent(statement)
+                if (
+                    isinstance(statement, cst.AssignTarget)
+                    and isinstance(statement.target, cst.Name)
+                    and isinstance(parent, cst.Assign)
+                ):
+                    value = parent.value
+                else:
+                    value = None
+            if seen:
+                return value
+        return None
+
+    def simple_assignments(self, scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
+        """Values of `name = value` (a single plain target) among the statements of `scope`."""
+        return [
+            node.value
+            for node in self.statements(scope)
+            if isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and node.targets[0].target.value == name
+        ]
+
+    def assigned_name(self, node: cst.CSTNode) -> str | None:
+        """`name = <node>`: the single plain name `node` is assigned to."""
+        parent = self.context.parent(node)
+        if (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return parent.targets[0].target.value
+        return None
+
+    def module_bindings(self) -> dict[str, list[cst.CSTNode]]:
+        """Names bound at module level (also under module-level `if`/`try`/`with`), with the
+        small statements that bind them: the globals a function body can see."""
+        cached = self.context.shared.get("scopes.module_bindings")
+        if isinstance(cached, dict):
+            return cached
+        table: dict[str, list[cst.CSTNode]] = {}
+        pending: list[cst.CSTNode] = list(self.context.module.body)
+        blocks = (cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.If, cst.Finally)
+        while pending:
+            statement = pending.pop()
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    for name in _small_statement_binds(small):
+                        table.setdefault(name, []).append(small)
+            elif isinstance(
+                statement, (cst.If, cst.Try, cst.With, cst.Else, cst.ExceptHandler, cst.Finally)
+            ):
+                pending.extend(
+                    child for child in self.context.children(statement) if isinstance(child, blocks)
+                )
+            elif isinstance(statement, cst.IndentedBlock):
+                pending.extend(statement.body)
+        self.context.shared["scopes.module_bindings"] = table
+        return table
+
+    # -- per-scope binding tables ------------------------------------------------------------
+
+    def table(self, scope: cst.CSTNode) -> ScopeTable:
+        """The bindings of a function or the module; of a class, its `self.<attr>` ones."""
+        table = self._tables.get(id(scope))
+        if table is None:
+            table = ScopeTable(scope)
+            if isinstance(scope, cst.ClassDef):
+                for statement in scope.body.body:
+                    if isinstance(statement, cst.FunctionDef):
+                        self._fill(table, statement.body, self_only=True)
+            elif isinstance(scope, cst.FunctionDef):
+                params = scope.params
+                for index, param in enumerate(
+                    (*params.posonly_params, *params.params, *params.kwonly_params)
+                ):
+                    table.bindings.setdefault(param.name.value, []).append(
+                        Binding("param", None, self.context.order(param)[0], index)
+                    )
+                self._fill(table, scope.body, self_only=False)
+            else:
+                self._fill(table, scope, self_only=False)
+            self._tables[id(scope)] = table
+        return table
+
+    def _condition_line(self, node: cst.CSTNode) -> int:
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.If):
+                return self.context.position(ancestor).start.line
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return 0
+        return 0
+
+    def _fill(self, table: ScopeTable, root: cst.CSTNode, *, self_only: bool) -> None:
+        nodes = self.nodes(root)
+        if not isinstance(root, cst.Module):
+            next(nodes)  # the root itself (a block) binds nothing
+        for node in nodes:
+            position = self.context.order(node)[0]
+            if isinstance(node, (cst.Assign, cst.Expr)):
+                line = self._condition_line(node)
+                if line:
+                    table.conditional[position] = line
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    self._bind_target(table, target.target, node.value, position, self_only)
+            elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
+                value = node.value if isinstance(node, cst.AnnAssign) else None
+                self._bind_target(table, node.target, value, position, self_only)
+            elif isinstance(node, cst.For):
+                self._bind_target(table, node.target, None, position, self_only)
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                self._bind_target(table, node.asname.name, None, position, self_only)
+            elif isinstance(node, (cst.Import, cst.ImportFrom)) and not self_only:
+                if isinstance(node.names, cst.ImportStar):
+                    continue
+                for alias in node.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    name = dotted_name(bound)
+                    if name:
+                        table.bindings.setdefault(name.split(".")[0], []).append(
+                            Binding("other", None, position)
+                        )
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)) and not self_only:
+                table.bindings.setdefault(node.name.value, []).append(
+                    Binding("other", None, position)
+                )
+            elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+                call = node.value
+                if isinstance(call.func, cst.Attribute) and call.func.attr.value in _MOVES:
+                    name = dotted_name(call.func.value)
+                    if name and (not self_only or name.startswith("self.")):
+                        table.statement_moves.setdefault(name, []).append((position, call))
+
+    def _bind_target(
+        self,
+        table: ScopeTable,
+        target: cst.BaseExpression,
+        value: cst.BaseExpression | None,
+        position: int,
+        self_only: bool,
+        *,
+        unpacked: bool = False,
+    ) -> None:
+        """Bind `target`; names unpacked from a tuple get kind "unpack" and the whole value."""
+        name = dotted_name(target)
+        if name is not None:
+            if self_only and not name.startswith("self."):
+                return
+            if not self_only and "." in name:
+                return
+            kind = "assign" if value is not None else "other"
+            if unpacked and value is not None:
+                kind = "unpack"
+            table.bindings.setdefault(name, []).append(Binding(kind, value, position))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind_target(table, element.value, value, position, self_only, unpacked=True)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(table, target.value, value, position, self_only, unpacked=True)
+
+    def lookup(
+        self, name: str, function: cst.FunctionDef | None
+    ) -> tuple[ScopeTable, cst.FunctionDef | None]:
+        """The table that binds `name` as seen from `function`, and that table's function."""
+        if name.startswith("self."):
+            owner = self.class_of(function)
+            if owner is not None:
+                return self.table(owner), None
+        root = name.split(".")[0]
+        if function is not None and root in self.table(function).bindings:
+            return self.table(function), function
+        return self.table(self.context.module), None
+
+    def assigned_values(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+        """Values plainly assigned to `name` (`name = value`) in the scope that binds it at
+        `at`; [] when it is also bound another way (a parameter, a loop target, unpacking)."""
+        table, _ = self.lookup(name, self.enclosing_function(at))
+        bindings = table.bindings.get(name, [])
+        if any(b.kind != "assign" or b.value is None for b in bindings):
+            return []
+        return [b.value for b in bindings if b.value is not None]
+
+    def binding_before(
+        self, name: str, at: cst.CSTNode
+    ) -> tuple[str, cst.BaseExpression | None] | None:
+        """(kind, value) of the last binding of `name` before `at` in its scope (any binding if
+        the scope is an enclosing one)."""
+        function = self.enclosing_function(at)
+        table, table_function = self.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if table_function is function and not name.startswith("self."):
+            position = self.context.order(at)[0]
+            bindings = [b for b in bindings if b.position < position] or bindings
+        if not bindings:
+            return None
+        last = bindings[-1]
+        return last.kind, last.value
+
+    def bound_in(self, name: str, function: cst.FunctionDef | None) -> bool:
+        return function is not None and name in self.table(function).bindings
+
+
+def all_params(params: cst.Parameters) -> list[cst.Param]:
+    """Every parameter of a signature, `*args` and `**kwargs` included."""
+    extra = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return [*params.posonly_params, *params.params, *params.kwonly_params, *extra]
+
+
+def param_names(function: cst.FunctionDef) -> list[str]:
+    """Positional and keyword parameters, in order (no `*args`/`**kwargs`)."""
+    params = function.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _small_statement_binds(statement: cst.BaseSmallStatement) -> list[str]:
+    if isinstance(statement, cst.Assign):
+        return [t.target.value for t in statement.targets if isinstance(t.target, cst.Name)]
+    if isinstance(statement, (cst.AnnAssign, cst.AugAssign)) and isinstance(
+        statement.target, cst.Name
+    ):
+        return [statement.target.value]
+    if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(
+        statement.names, cst.ImportStar
+    ):
+        names: list[str] = []
+        for alias in statement.names:
+            bound = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(bound, cst.Name):
+                names.append(bound.value)
+        return names
+    return []

@@ -1,0 +1,833 @@
+"""The one table of PyTorch (and neighbouring library) names the analyses and passes look for:
+factories, dtypes, layers, losses, loaders, optimizers, trainers, and the tensor methods whose
+result stays on (or leaves) the receiver's device."""
+
+from __future__ import annotations
+
+TENSOR_FACTORIES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "arange",
+        "zeros",
+        "ones",
+        "full",
+        "empty",
+        "eye",
+        "linspace",
+        "logspace",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "tensor",
+        "as_tensor",
+    )
+)
+#: Factories whose first argument is data, where a non-container argument is a 0-dim scalar.
+DATA_FACTORIES = frozenset({"torch.tensor", "torch.as_tensor"})
+
+#: Legacy typed constructors: CPU-only, they take no `device=`; the fix appends `.to(device)`.
+LEGACY_CONSTRUCTORS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "Tensor",
+        "FloatTensor",
+        "DoubleTensor",
+        "HalfTensor",
+        "BFloat16Tensor",
+        "ByteTensor",
+        "CharTensor",
+        "ShortTensor",
+        "IntTensor",
+        "LongTensor",
+        "BoolTensor",
+    )
+)
+
+#: Bases (besides anything under torch.nn) whose subclasses are model code.
+MODULE_BASES = frozenset(
+    {
+        "torch.nn.Module",
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "transformers.PreTrainedModel",
+    }
+)
+#: Model bases that already provide a correct `self.device` property.
+BASES_WITH_DEVICE_PROPERTY = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "transformers.PreTrainedModel",
+    }
+)
+DATASET_BASES = frozenset(
+    {
+        "torch.utils.data.Dataset",
+        "torch.utils.data.IterableDataset",
+        "torch.utils.data.dataset.Dataset",
+        "torch.utils.data.dataset.IterableDataset",
+    }
+)
+
+#: torch.nn layers and the attribute of a parameter that always exists on them.
+LAYER_PARAMETER = {
+    **{
+        f"torch.nn.{name}": "weight"
+        for name in (
+            "Linear",
+            "Bilinear",
+            "Embedding",
+            "EmbeddingBag",
+            "Conv1d",
+            "Conv2d",
+            "Conv3d",
+            "ConvTranspose1d",
+            "ConvTranspose2d",
+            "ConvTranspose3d",
+            "PReLU",
+        )
+    },
+    **{f"torch.nn.{name}": "weight_ih_l0" for name in ("LSTM", "GRU", "RNN")},
+    **{f"torch.nn.{name}": "weight_ih" for name in ("LSTMCell", "GRUCell", "RNNCell")},
+    "torch.nn.MultiheadAttention": "out_proj.weight",
+}
+RECURRENT_LAYERS = frozenset(
+    f"torch.nn.{name}" for name in ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell")
+)
+
+#: Tensor attributes and methods that read metadata (sizes, device, dtype), not values.
+_TENSOR_METADATA = frozenset(
+    {
+        "device",
+        "dim",
+        "dtype",
+        "get_device",
+        "is_cuda",
+        "ndim",
+        "ndimension",
+        "numel",
+        "shape",
+        "size",
+    }
+)
+#: Tensor attributes and methods whose use marks a name as a tensor.
+TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
+    {
+        "bmm",
+        "chunk",
+        "contiguous",
+        "expand",
+        "expand_as",
+        "flatten",
+        "float",
+        "half",
+        "long",
+        "masked_fill",
+        "masked_fill_",
+        "matmul",
+        "mean",
+        "narrow",
+        "new_empty",
+        "new_full",
+        "new_ones",
+        "new_tensor",
+        "new_zeros",
+        "permute",
+        "repeat",
+        "reshape",
+        "softmax",
+        "split",
+        "squeeze",
+        "sum",
+        "t",
+        "transpose",
+        "type_as",
+        "unsqueeze",
+        "view",
+    }
+)
+#: Methods that return a tensor on the receiver's device: the value flows through them.
+SAME_DEVICE_METHODS = frozenset(
+    {
+        "unsqueeze",
+        "squeeze",
+        "view",
+        "reshape",
+        "transpose",
+        "permute",
+        "contiguous",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "long",
+        "int",
+        "bool",
+        "byte",
+        "repeat",
+        "expand",
+        "expand_as",
+        "flatten",
+        "clone",
+        "detach",
+        "t",
+        "T",
+        "mT",
+        "triu",
+        "tril",
+        "fill_",
+        "masked_fill",
+        "masked_fill_",
+        "type",
+        "type_as",
+        "unsqueeze_",
+        "view_as",
+        "reshape_as",
+        "abs",
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "pow",
+        "sin",
+        "cos",
+        "logical_not",
+        "cumsum",
+        "requires_grad_",
+        "index_select",
+        "gather",
+        "where",
+        "log_softmax",
+        "softmax",
+        "sigmoid",
+        "clamp",
+        "squeeze_",
+        "narrow",
+        "select",
+        "masked_select",
+        "mean",
+        "sum",
+        "argmax",
+    }
+)
+#: torch functions that return a tensor on their first argument's device.
+SAME_DEVICE_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "triu",
+        "tril",
+        "exp",
+        "log",
+        "sin",
+        "cos",
+        "sqrt",
+        "abs",
+        "flip",
+        "roll",
+        "cumsum",
+        "outer",
+        "unsqueeze",
+        "squeeze",
+        "transpose",
+        "logical_not",
+        "pow",
+    )
+)
+#: Methods whose result leaves the device world: a factory feeding them needs no device.
+LEAVES_DEVICE_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
+#: Calls that state a device explicitly; a factory already moved by them is not DF101's business.
+MOVE_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
+#: Tensor members whose value is not a tensor (sizes, metadata, Python numbers).
+NON_TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
+    {
+        "data_ptr",
+        "element_size",
+        "item",
+        "layout",
+        "nelement",
+        "requires_grad",
+        "stride",
+        "tolist",
+    }
+)
+#: Methods whose arguments are sizes, dims or dtypes, never tensors the value meets.
+SHAPE_ARGUMENT_METHODS = frozenset(
+    {
+        "unsqueeze",
+        "squeeze",
+        "view",
+        "reshape",
+        "transpose",
+        "permute",
+        "repeat",
+        "expand",
+        "flatten",
+        "narrow",
+        "chunk",
+        "split",
+        "float",
+        "double",
+        "half",
+        "long",
+        "int",
+        "bool",
+        "byte",
+        "type",
+        "contiguous",
+        "triu",
+        "tril",
+        "cumsum",
+        "sum",
+        "mean",
+        "softmax",
+        "log_softmax",
+        "argmax",
+        "max",
+        "min",
+        "roll",
+        "flip",
+        "unfold",
+        "requires_grad_",
+        "fill_",
+        "clone",
+        "detach",
+        "pow",
+    }
+)
+#: torch functions whose positional arguments are tensors.
+TENSOR_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "matmul",
+        "mm",
+        "bmm",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "sigmoid",
+        "tanh",
+        "relu",
+        "softmax",
+        "log_softmax",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "abs",
+        "sum",
+        "mean",
+        "max",
+        "min",
+        "where",
+        "triu",
+        "tril",
+        "clamp",
+        "masked_fill",
+        "gather",
+        "index_select",
+        "cumsum",
+        "flatten",
+        "transpose",
+        "squeeze",
+        "unsqueeze",
+        "sin",
+        "cos",
+        "pow",
+        "norm",
+        "topk",
+        "argmax",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+        "rand_like",
+        "randn_like",
+    )
+)
+
+# -- script-level passes (DF301-DF305) -------------------------------------------------------------
+
+#: Qualified names whose presence means the script runs as one process of several.
+DISTRIBUTED_MARKERS = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.init_process_group",
+        "torch.distributed.get_rank",
+        "torch.distributed.barrier",
+        "torch.distributed.launch",
+        "torch.distributed.run",
+        "torch.multiprocessing.spawn",
+        "accelerate.Accelerator",
+        "accelerate.PartialState",
+        "accelerate.notebook_launcher",
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+    }
+)
+#: `torch.<dtype>` names: `.to(torch.float16)` changes the dtype, not the device.
+TORCH_DTYPES = frozenset(
+    f"torch.{name}"
+    for name in (
+        "float",
+        "float16",
+        "float32",
+        "float64",
+        "half",
+        "double",
+        "bfloat16",
+        "int",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "long",
+        "short",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+        "cfloat",
+        "cdouble",
+        "float8_e4m3fn",
+        "float8_e5m2",
+    )
+)
+#: Optimizers whose constructor creates per-parameter state on the parameter's current device.
+EAGER_STATE_OPTIMIZERS = frozenset({"torch.optim.Adagrad", "torch.optim.adagrad.Adagrad"})
+#: Learning-rate schedulers and AMP grad scalers: state that is restored next to the optimizer's.
+GRAD_SCALERS = frozenset(
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+        "torch.GradScaler",
+    }
+)
+#: Loss classes holding class weights as buffers: class -> (keyword, positional index) pairs.
+WEIGHTED_LOSSES = {
+    "torch.nn.CrossEntropyLoss": (("weight", 0),),
+    "torch.nn.NLLLoss": (("weight", 0),),
+    "torch.nn.BCELoss": (("weight", 0),),
+    "torch.nn.BCEWithLogitsLoss": (("weight", 0), ("pos_weight", 4)),
+    "torch.nn.MultiLabelSoftMarginLoss": (("weight", 0),),
+    "torch.nn.MultiMarginLoss": (("weight", 2),),
+}
+#: Functional losses: function -> (keyword, positional index) pairs of their weight tensors.
+WEIGHTED_FUNCTIONAL_LOSSES = {
+    "torch.nn.functional.cross_entropy": (("weight", 2),),
+    "torch.nn.functional.nll_loss": (("weight", 2),),
+    "torch.nn.functional.binary_cross_entropy": (("weight", 2),),
+    "torch.nn.functional.binary_cross_entropy_with_logits": (("weight", 2), ("pos_weight", 6)),
+    "torch.nn.functional.multilabel_soft_margin_loss": (("weight", 2),),
+    "torch.nn.functional.multi_margin_loss": (("weight", 4),),
+}
+
+#: Tensor-producing torch functions beyond the factories (their result is a new tensor).
+TENSOR_PRODUCING_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "from_numpy",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_like",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "sin",
+        "cos",
+        "tan",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "sqrt",
+        "rsqrt",
+        "pow",
+        "outer",
+        "ger",
+        "cat",
+        "concat",
+        "concatenate",
+        "stack",
+        "hstack",
+        "vstack",
+        "triu",
+        "tril",
+        "matmul",
+        "mm",
+        "bmm",
+        "einsum",
+        "where",
+        "meshgrid",
+        "cartesian_prod",
+        "cumsum",
+        "cumprod",
+        "flip",
+        "roll",
+        "abs",
+        "neg",
+        "reciprocal",
+        "sigmoid",
+        "tanh",
+        "softmax",
+        "log_softmax",
+        "clamp",
+        "clip",
+        "floor",
+        "ceil",
+        "round",
+        "diag",
+        "diag_embed",
+        "block_diag",
+        "kron",
+        "repeat_interleave",
+        "tile",
+        "polar",
+        "complex",
+        "view_as_real",
+        "view_as_complex",
+        "fft.fft",
+        "fft.rfft",
+        "unsqueeze",
+        "squeeze",
+        "transpose",
+        "reshape",
+        "flatten",
+        "t",
+        "mul",
+        "add",
+        "sub",
+        "div",
+        "true_divide",
+        "maximum",
+        "minimum",
+        "logical_not",
+        "bernoulli",
+        "multinomial",
+        "normal",
+        "tensor_split",
+        "erf",
+        "sign",
+        "atan2",
+        "arccos",
+        "acos",
+        "asin",
+        "atan",
+    )
+)
+#: Tensor methods whose result is not a tensor.
+NON_TENSOR_METHODS = NON_TENSOR_MEMBERS | frozenset(
+    {
+        "numpy",
+        "tolist",
+        "item",
+        "data_ptr",
+        "storage",
+        "untyped_storage",
+        "is_contiguous",
+        "is_floating_point",
+        "equal",
+        "allclose",
+        "any_",
+        "__len__",
+        "chunk",
+        "split",
+        "unbind",
+    }
+)
+#: Factories whose result is on the CPU unless `device=` says otherwise.
+CPU_SOURCES = TENSOR_FACTORIES | LEGACY_CONSTRUCTORS | {"torch.from_numpy"}
+VARIABLE = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+PARAMETER = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+#: torch functions whose list argument puts every element side by side on one device.
+CONCATENATIONS = frozenset(
+    f"torch.{name}"
+    for name in ("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack")
+)
+
+# -- modules -------------------------------------------------------------------------------------
+
+#: Methods of nn.Module that return the module itself.
+MODULE_SELF_METHODS = frozenset(
+    {
+        "to",
+        "cuda",
+        "cpu",
+        "float",
+        "double",
+        "half",
+        "bfloat16",
+        "train",
+        "eval",
+        "requires_grad_",
+        "type",
+        "apply",
+        "xpu",
+        "mps",
+        "to_empty",
+    }
+)
+#: Methods only an `nn.Module` has: an object they are called on is a model.
+MODULE_ONLY_METHODS = frozenset(
+    {"load_state_dict", "state_dict", "parameters", "named_parameters", "zero_grad"}
+)
+#: NumPy functions that read their first argument as an array (a CUDA tensor fails there).
+NUMPY_ARRAY_FUNCTIONS = frozenset(
+    f"numpy.{name}"
+    for name in (
+        "sqrt",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "abs",
+        "absolute",
+        "square",
+        "array",
+        "asarray",
+        "sum",
+        "mean",
+        "std",
+        "var",
+        "median",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "round",
+        "clip",
+        "squeeze",
+        "transpose",
+        "ravel",
+        "isnan",
+        "isinf",
+    )
+)
+#: torch.nn classes that are not modules (or hold no device state worth a container).
+NON_MODULE_CLASSES = frozenset(
+    {
+        "torch.nn.Parameter",
+        "torch.nn.parameter.Parameter",
+        "torch.nn.UninitializedParameter",
+        "torch.nn.UninitializedBuffer",
+        "torch.nn.Buffer",
+        "torch.nn.parameter.Buffer",
+        "torch.nn.ParameterList",
+        "torch.nn.ParameterDict",
+    }
+)
+#: torch.nn layers with state (parameters or buffers) besides those in LAYER_PARAMETER.
+STATEFUL_LAYERS = frozenset(LAYER_PARAMETER) | frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "BatchNorm1d",
+        "BatchNorm2d",
+        "BatchNorm3d",
+        "SyncBatchNorm",
+        "LayerNorm",
+        "GroupNorm",
+        "RMSNorm",
+        "LazyLinear",
+        "LazyConv1d",
+        "LazyConv2d",
+        "LazyConv3d",
+        "Transformer",
+        "TransformerEncoder",
+        "TransformerDecoder",
+        "TransformerEncoderLayer",
+        "TransformerDecoderLayer",
+        "Sequential",
+        "ModuleList",
+        "ModuleDict",
+    )
+)
+
+# -- losses --------------------------------------------------------------------------------------
+
+#: `nn.*Loss` classes called as `loss(input, target)`; CTC and the pairwise losses are left out.
+INPUT_TARGET_LOSS_CLASSES = frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        "L1Loss",
+        "MSELoss",
+        "CrossEntropyLoss",
+        "NLLLoss",
+        "NLLLoss2d",
+        "PoissonNLLLoss",
+        "KLDivLoss",
+        "BCELoss",
+        "BCEWithLogitsLoss",
+        "HuberLoss",
+        "SmoothL1Loss",
+        "SoftMarginLoss",
+        "MultiLabelSoftMarginLoss",
+        "MultiLabelMarginLoss",
+        "MultiMarginLoss",
+        "HingeEmbeddingLoss",
+    )
+)
+#: `F.*` losses called as `loss(input, target, ...)`.
+INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
+    f"torch.nn.functional.{name}"
+    for name in (
+        "l1_loss",
+        "mse_loss",
+        "cross_entropy",
+        "nll_loss",
+        "poisson_nll_loss",
+        "kl_div",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "huber_loss",
+        "smooth_l1_loss",
+        "soft_margin_loss",
+        "multilabel_soft_margin_loss",
+        "multilabel_margin_loss",
+        "multi_margin_loss",
+        "hinge_embedding_loss",
+    )
+)
+
+# -- data, models and training scripts -----------------------------------------------------------
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+#: Datasets that serve slices of the tensors they are given, on those tensors' device.
+TENSOR_DATASETS = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
+#: Calls that wrap a model and keep it on the device it was moved to.
+MODEL_WRAPPERS = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.compile",
+    }
+)
+#: Calls that pass an iterable through: `enumerate(loader)`, `tqdm(loader)`.
+ITERATION_WRAPPERS = frozenset(
+    {
+        "enumerate",
+        "builtins.enumerate",
+        "tqdm.tqdm",
+        "tqdm.auto.tqdm",
+        "tqdm.notebook.tqdm",
+        "tqdm.std.tqdm",
+        "tqdm",
+    }
+)
+#: Trainers that move every batch to the model's device themselves.
+SELF_MOVING_TRAINERS = frozenset(
+    {
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+        "transformers.trainer.Trainer",
+        "trl.SFTTrainer",
+        "trl.DPOTrainer",
+        "trl.RewardTrainer",
+        "pytorch_lightning.Trainer",
+        "lightning.Trainer",
+        "lightning.pytorch.Trainer",
+    }
+)
+#: Optimizers outside torch.optim that the script-order analysis knows.
+OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
+#: `torch.cuda.amp` names that DF304 rewrites to their device-generic `torch.amp` forms.
+CUDA_AUTOCAST = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"})
+CUDA_GRAD_SCALERS = frozenset(
+    {"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"}
+)
+#: Hugging Face base classes of models that may be loaded over several devices (`device_map`).
+SPLIT_MODEL_BASES = frozenset(
+    {"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"}
+)
+#: Device types a string or `torch.device` may name.
+DEVICE_TYPES = ("cuda", "cpu", "mps", "xpu", "meta")
+#: Device types that are accelerators (a device string starting with one is not the CPU).
+ACCELERATORS = ("cuda", "mps", "xpu", "npu", "hpu", "xla", "gpu")
+
+# -- data pipelines and model placement ---------------------------------------------------
+
+#: `ds.map(f)` and friends (Hugging Face `datasets`, torchdata): `f` prepares data.
+MAPPING_METHODS = frozenset({"map", "with_transform", "set_transform", "filter"})
+#: Keywords whose value is data-preparation code.
+DATA_KEYWORDS = frozenset({"collate_fn", "data_collator", "transform", "target_transform"})
+#: Names whose presence shows a model placed over several devices.
+PLACEMENT_NAMES = frozenset(
+    {
+        "device_map",
+        "hf_device_map",
+        "dispatch_model",
+        "infer_auto_device_map",
+        "load_checkpoint_and_dispatch",
+        "parallelize",
+        "device_count",
+        "model_parallel",
+    }
+)
+#: Text that any placement evidence contains; a file without all of them is not walked.
+PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
+#: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
+PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
+
+# -- data-parallel training scripts (DF401) -------------------------------------------------
+
+#: `nn.DataParallel` under each of its names.
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+#: `DistributedDataParallel` under each of its names.
+DISTRIBUTED_DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+    }
+)
+#: Calls that start a script's worker processes themselves.
+PROCESS_SPAWNERS = frozenset(
+    {
+        "torch.multiprocessing.spawn",
+        "torch.multiprocessing.start_processes",
+        "torch.multiprocessing.spawn.spawn",
+    }
+)
+#: Calls that write files: in a multi-process run, one process writes and the others would race.
+FILE_WRITES = frozenset(
+    {
+        "torch.save",
+        "os.mkdir",
+        "os.makedirs",
+        "shutil.copyfile",
+        "shutil.copy",
+        "shutil.copy2",
+        "torchvision.utils.save_image",
+        "numpy.save",
+        "numpy.savez",
+        "matplotlib.pyplot.savefig",
+    }
+)
+#: Names scripts give the number of GPUs (`if n_gpu > 1:`, `args.n_gpu`).
+GPU_COUNT_NAMES = frozenset({"n_gpu", "n_gpus", "ngpu", "ngpus", "num_gpus", "gpu_count"})
+#: Optimizer classes by their last name, from torch.optim and beyond (apex, timm, DeepSpeed).
+OPTIMIZER_CLASS_NAMES = frozenset(
+    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "LBFGS", "NAdam",
+     "RAdam", "SparseAdam", "Rprop", "ASGD", "Adafactor", "FusedAdam", "FusedLAMB", "Lamb"}
+)  # fmt: skip
+#: Methods of `logging` and of its loggers that write a record.
+LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
+)

@@ -1,0 +1,88 @@
+"""What a run was asked for, resolved once: the passes to run, their options, the fix policy.
+
+The command line (or a library caller) describes a run with :class:`devfix.types.Options`;
+:meth:`Settings.resolve` turns it into the passes it selects (selectors are checked here, once)
+and the one rule for which fixes are written. Everything below the command line reads a
+:class:`Settings`, never the raw selectors or the `unsafe_fixes` flag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Union
+
+from devfix.limits import DEFAULT_MAX_MEMORY_MIB, DEFAULT_TIMEOUT_SECONDS
+from devfix.registry import select_passes
+from devfix.types import Applicability, Finding, Fixability, Options
+
+if TYPE_CHECKING:
+    from devfix.codemods._base import DevicePass
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A run's resolved options; plain data, so it crosses process boundaries."""
+
+    #: The selected passes, sorted by code.
+    passes: tuple[type[DevicePass], ...]
+    #: Write (and count as fixable) the fixes marked unsafe too.
+    unsafe_fixes: bool = False
+    #: Pass code -> keyword options for that pass's constructor.
+    pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: Worker processes (0: one per core).
+    jobs: int = 0
+    exclude: tuple[str, ...] | None = None
+    extend_exclude: tuple[str, ...] = ()
+    #: Folder that `exclude` patterns are relative to (the configuration's folder).
+    root: str = "."
+    #: Where devfix keeps its state (result cache, run record, review answers); None: no cache.
+    cache_dir: str | None = None
+    #: CPU seconds one file may take (0: no limit), and its memory budget in MiB (0: none).
+    timeout_per_file: float = DEFAULT_TIMEOUT_SECONDS
+    max_memory_mib: int = DEFAULT_MAX_MEMORY_MIB
+
+    @classmethod
+    def resolve(cls, options: Options | Settings | None = None) -> Settings:
+        """The settings for `options`; raises UnknownRuleError for an unknown selector."""
+        if isinstance(options, Settings):
+            return options
+        options = options or Options()
+        if options.jobs < 0:
+            raise ValueError(f"jobs must be 0 (one per core) or more, not {options.jobs}")
+        return cls(
+            passes=select_passes(options.select, options.ignore),
+            unsafe_fixes=options.unsafe_fixes,
+            pass_options=options.pass_options,
+            jobs=options.jobs,
+            exclude=options.exclude,
+            extend_exclude=options.extend_exclude,
+            root=options.root,
+            cache_dir=options.cache_dir,
+            timeout_per_file=options.timeout_per_file,
+            max_memory_mib=options.max_memory_mib,
+        )
+
+    def only(self, pass_class: type[DevicePass]) -> Settings:
+        """The same run with one pass (one commit per rule)."""
+        return replace(self, passes=(pass_class,))
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return tuple(pass_class.CODE for pass_class in self.passes)
+
+    def fixability(self, finding: Finding) -> Fixability:
+        """Whether this run writes the finding's fix, would with `--unsafe-fixes`, or has none."""
+        if not finding.has_fix:
+            return Fixability.NO_FIX
+        if finding.applicability is Applicability.UNSAFE and not self.unsafe_fixes:
+            return Fixability.NEEDS_UNSAFE
+        return Fixability.FIXABLE
+
+    def writes(self, finding: Finding) -> bool:
+        """Whether `apply` with these settings writes the finding's fix."""
+        return self.fixability(finding) is Fixability.FIXABLE
+
+
+#: What the engine's entry points accept: a caller's Options, or Settings already resolved.
+OptionsLike = Union[Options, Settings, None]

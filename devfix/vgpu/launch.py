@@ -1,0 +1,94 @@
+"""How ``devfix verify`` starts a script: notebooks, single runs and ``--batch``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from devfix.vgpu import child_env, command
+from devfix.vgpu.diagnose import NOTEBOOK_ENV, shown_path
+
+
+class NotebookError(ValueError):
+    """A notebook that cannot be run (not JSON, no code cells that parse)."""
+
+
+@contextlib.contextmanager
+def runnable(script: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """The Python file that runs ``script`` and the environment that goes with it.
+
+    A notebook (``.ipynb``) runs its code cells in order, in one module, as the devfix engine
+    reads them: cell magics (``%%time``) are left out, line magics and ``!`` shell lines become
+    ``pass``. Locations in the diagnosis point back to ``nb.ipynb:cell N:line``.
+    """
+    if not script.endswith(".ipynb"):
+        yield script, {}
+        return
+    from devfix.errors import InputError
+    from devfix.notebooks import Notebook
+
+    try:
+        notebook = Notebook(Path(script).read_text(encoding="utf-8"), script)
+    except (OSError, UnicodeDecodeError, InputError) as error:
+        raise NotebookError(f"{shown_path(script)}: {error}") from None
+    if not notebook.code.strip():
+        raise NotebookError(f"{shown_path(script)}: the notebook has no Python code cells")
+    with tempfile.TemporaryDirectory(prefix="devfix-verify-") as tmp:
+        code = Path(tmp) / (Path(script).name + ".py")
+        code.write_text(notebook.code, encoding="utf-8")
+        spec = {"ipynb": os.path.abspath(script), "py": str(code)}
+        yield str(code), {NOTEBOOK_ENV: json.dumps(spec)}
+
+
+def run_one(script: str, args: Sequence[str], *, gpus: int, env: Mapping[str, str]) -> int:
+    """Run one script in a fresh interpreter, its output on ours; its exit status."""
+    with runnable(script) as (path, extra):
+        full = {**env, **extra}
+        proc = subprocess.run(command(path, gpus=gpus, env=full, args=args), env=child_env(full))
+    return proc.returncode
+
+
+def run_batch(
+    scripts: Sequence[str],
+    *,
+    gpus: int,
+    env: Mapping[str, str],
+    echo: Callable[[str, bool], None],
+    timeout: float = 3600,
+) -> int:
+    """Run each script in a forked child of one warm process (torch imported once); print
+    each one's output under a header and a summary line. Exit status 1 if any script failed."""
+    from devfix.vgpu.warm import runner
+
+    failed: list[str] = []
+    warm = runner(gpus)
+    for script in scripts:
+        name = shown_path(script)
+        try:
+            with runnable(script) as (path, extra):
+                done = warm.run(path, env={**env, **extra}, cwd=os.getcwd(), timeout=timeout)
+        except NotebookError as error:
+            echo(f"devfix verify: {error}", True)
+            failed.append(f"{name} (not runnable)")
+            continue
+        except subprocess.TimeoutExpired:
+            failed.append(f"{name} (timed out after {timeout:g} s)")
+            echo(f"==> {name}: timed out after {timeout:g} s", True)
+            continue
+        status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
+        echo(f"==> {name}: {status}", False)
+        if done.stdout:
+            echo(done.stdout.rstrip("\n"), False)
+        if done.stderr:
+            echo(done.stderr.rstrip("\n"), True)
+        if done.returncode != 0:
+            failed.append(f"{name} (exit {done.returncode})")
+    ran = len(scripts) - len(failed)
+    summary = f"devfix verify: {len(scripts)} scripts, {ran} ran, {len(failed)} failed"
+    echo(summary + (": " + ", ".join(failed) if failed else ""), bool(failed))
+    return 1 if failed else 0

@@ -1,0 +1,259 @@
+"""A warm process that imports torch once and forks a child per script.
+
+Starting an interpreter that imports torch costs 1.5–2 s; a golden suite runs hundreds of
+scripts. ``python -m devfix.vgpu.warm --gpus N`` installs the virtual GPUs (``--gpus 0``: plain
+CPU torch), imports torch and the modules scripts use, and then serves requests, one JSON line
+each on stdin: ``{"script", "args", "cwd", "env", "stdout", "stderr"}``. For each it forks a
+child that runs the script as ``python -m devfix.vgpu`` would, with
+
+* its own working directory (``cwd``), its own ``os.environ`` (``env``, replacing the
+  server's), ``sys.argv`` and ``sys.path[0]``, fresh seeds for ``random``,
+* stdin from ``/dev/null`` and stdout/stderr written to the given files,
+* its own process group (a timeout kills the script and its DataLoader workers),
+
+and answers ``{"pid": ...}`` at once and ``{"rc": ...}`` when the child has exited (negative:
+killed by that signal, as :mod:`subprocess` reports it).
+
+What a child shares with the server and cannot change: whatever torch read while it was
+imported (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``: give them to the server), the number of
+virtual GPUs, and ``PYTHONHASHSEED``.
+
+:class:`WarmRunner` is the client; :func:`runner` keeps one server per GPU count.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, Union
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+
+# --------------------------------------------------------------------------------------------
+# The server.
+
+
+def _prepare(gpus: int) -> None:
+    if gpus:
+        from devfix.vgpu.runtime import install
+
+        install(gpus)
+        from devfix.vgpu import _checks
+
+        _checks.table()  # the op table a first device mismatch needs
+    # what scripts import, and what building an optimizer imports (torch._dynamo: seconds)
+    for name in (
+        "torch",
+        "torch.nn",
+        "torch.nn.functional",
+        "torch.optim",
+        "torch.utils.data",
+        "torch.nn.parallel",
+        "torch.distributed",
+        "torch._dynamo",
+    ):
+        __import__(name)
+    if gpus:
+        # the diagnosis after a device-mismatch death runs devfix's passes (libcst: seconds)
+        from devfix.registry import all_passes
+
+        all_passes()
+
+
+def _child(request: dict[str, Any], gpus: int, private: Sequence[int]) -> int:
+    os.setpgid(0, 0)
+    for fd in private:  # the server's protocol pipes are not the script's
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    for fd, key in ((1, "stdout"), (2, "stderr")):
+        out = os.open(request[key], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    import random
+
+    random.seed()
+    script = request["script"]
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        import torch
+
+        torch.set_num_threads(int(threads))
+    from devfix.vgpu.__main__ import run_script_here
+
+    return run_script_here(script, list(request["args"]), virtual=gpus > 0)
+
+
+def serve(gpus: int, requests: IO[str], replies: IO[str]) -> None:
+    _prepare(gpus)
+    replies.write(json.dumps({"ready": os.getpid()}) + "\n")
+    replies.flush()
+    for line in requests:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 70
+            try:
+                code = _child(request, gpus, (replies.fileno(), requests.fileno()))
+            finally:
+                from devfix.vgpu.__main__ import exit_without_teardown
+
+                exit_without_teardown(code)
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        replies.flush()
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
+        replies.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    gpus = 2
+    if args[:1] == ["--gpus"] and len(args) > 1 and args[1].isdigit():
+        gpus = int(args[1])
+    elif args:
+        print("usage: python -m devfix.vgpu.warm [--gpus N]", file=sys.stderr)
+        return 2
+    # replies go to a private copy of stdout: children's fds 1 and 2 are their own files
+    replies = os.fdopen(os.dup(1), "w")
+    serve(gpus, sys.stdin, replies)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# The client.
+
+
+class WarmRunner:
+    """Runs scripts in children of one warm server (``gpus`` virtual GPUs; 0: plain torch)."""
+
+    def __init__(self, gpus: int, env: Mapping[str, str] | None = None) -> None:
+        from devfix.vgpu import child_env
+
+        self.gpus = gpus
+        self._lock = threading.Lock()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "devfix.vgpu.warm", "--gpus", str(gpus)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=child_env(env),
+        )
+        self._ready = False
+
+    def _reply(self, timeout: float | None) -> dict[str, Any]:
+        assert self._proc.stdout is not None
+        if timeout is not None:
+            ready, _, _ = select.select([self._proc.stdout], [], [], max(timeout, 0))
+            if not ready:
+                raise TimeoutError
+        line = self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the warm runner (gpus={self.gpus}) exited")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def run(
+        self,
+        script: StrPath,
+        *,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        cwd: StrPath | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        """Like :func:`devfix.vgpu.run_script`, in a forked child of the warm server."""
+        from devfix.vgpu import child_env
+
+        with self._lock, tempfile.TemporaryDirectory(prefix="devfix-warm-") as tmp:
+            if not self._ready:
+                self._reply(None)
+                self._ready = True
+            out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
+            request = {
+                "script": os.path.abspath(os.fspath(script)),
+                "args": list(args),
+                "cwd": os.path.abspath(os.fspath(cwd) if cwd is not None else os.getcwd()),
+                "env": child_env(env),
+                "stdout": str(out),
+                "stderr": str(err),
+            }
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+            pid = int(self._reply(None)["pid"])
+            deadline = time.monotonic() + timeout
+            try:
+                rc = int(self._reply(deadline - time.monotonic())["rc"])
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                self._reply(None)
+                raise subprocess.TimeoutExpired(
+                    [os.fspath(script), *args], timeout, _read(out), _read(err)
+                ) from None
+            cmd = [sys.executable, "-m", "devfix.vgpu", "--gpus", str(self.gpus)]
+            return subprocess.CompletedProcess(
+                [*cmd, os.fspath(script), *args], rc, _read(out), _read(err)
+            )
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+_RUNNERS: dict[tuple[int, tuple[tuple[str, str], ...]], WarmRunner] = {}
+
+
+def runner(gpus: int, env: Mapping[str, str] | None = None) -> WarmRunner:
+    """The shared warm runner for ``gpus`` (started on first use, closed at exit)."""
+    key = (gpus, tuple(sorted((env or {}).items())))
+    found = _RUNNERS.get(key)
+    if found is None or found._proc.poll() is not None:
+        found = _RUNNERS[key] = WarmRunner(gpus, env)
+    return found
+
+
+@atexit.register
+def _close_all() -> None:
+    for r in _RUNNERS.values():
+        r.close()
+    _RUNNERS.clear()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Long lines that fixes make are wrapped to the file's line length, as a formatter would.
+
+The line length is the file's configuration's: `line-length` of `[tool.ruff]` or `[tool.black]`
+in the nearest pyproject.toml (or of the nearest ruff.toml), else 88. Only lines the fixes made
+longer than that are touched: the call with the longest argument list on such a line gets its
+arguments on a line of their own (or one per line), and the result must fit and parse.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+import sys
+import textwrap
+import tokenize
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+DEFAULT_LINE_LENGTH = 88
+
+
+def line_length_for(path: str) -> int:
+    """The line length configured for `path`'s folder (a real file's), else 88."""
+    folder = os.path.dirname(os.path.abspath(path)) if os.path.exists(path) else os.getcwd()
+    return _folder_line_length(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _folder_line_length(folder: str) -> int:
+    while True:
+        for name in ("ruff.toml", ".ruff.toml", "pyproject.toml"):
+            candidate = os.path.join(folder, name)
+            if os.path.isfile(candidate):
+                return _configured(candidate, name == "pyproject.toml")
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return DEFAULT_LINE_LENGTH
+        folder = parent
+
+
+def _configured(path: str, pyproject: bool) -> int:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return DEFAULT_LINE_LENGTH
+    tables = [data.get("tool", {}).get("ruff", {}), data.get("tool", {}).get("black", {})]
+    if not pyproject:
+        tables = [data]
+    for table in tables:
+        value = table.get("line-length") if isinstance(table, dict) else None
+        if isinstance(value, int) and value > 0:
+            return value
+    return DEFAULT_LINE_LENGTH
+
+
+def wrap_long_lines(before: str, after: str, limit: int) -> str:
+    """`after` (a rewrite of `before`) with its new lines longer than `limit` wrapped."""
+    old_lines = set(before.splitlines())
+    lines = after.splitlines(keepends=True)
+    long = _new_long_lines(lines, old_lines, limit)
+    if not long:
+        return after
+    for number in sorted(_full_line_comments(after) & long, reverse=True):
+        line = lines[number - 1]
+        body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :] or "\n"
+        indent = body[: len(body) - len(body.lstrip())]
+        text = body.lstrip()[1:].strip()
+        pieces = textwrap.wrap(text, limit - len(indent) - 2, break_long_words=False)
+        lines[number - 1] = "".join(f"{indent}# {piece}{ending}" for piece in pieces)
+        long.discard(number)
+    after = "".join(lines)
+    lines = after.splitlines(keepends=True)
+    long = _new_long_lines(lines, old_lines, limit)
+    if not long:
+        return after
+    try:
+        wrapper = MetadataWrapper(cst.parse_module(after), unsafe_skip_copy=True)
+    except cst.ParserSyntaxError:
+        return after
+    positions = wrapper.resolve(PositionProvider)
+    calls: dict[int, list[cst.Call]] = {}
+    for node, span in positions.items():
+        single = span.start.line == span.end.line and span.start.line in long
+        if single and isinstance(node, cst.Call) and node.args:
+            calls.setdefault(span.start.line, []).append(node)
+    module = wrapper.module
+    for number in sorted(calls, reverse=True):
+        line = lines[number - 1]
+        body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
+        # As black splits: first the call that ends the line, then the longest argument lists.
+        candidates = sorted(
+            calls[number],
+            key=lambda call: (
+                not _ends_line(body, positions[call].end.column),
+                -_args_length(module, call),
+            ),
+        )
+        for call in candidates:
+            wrapped = _wrapped(module, positions, call, body, limit)
+            if wrapped is not None:
+                lines[number - 1] = "".join(part + (ending or "\n") for part in wrapped)
+                break
+    result = "".join(lines)
+    try:
+        cst.parse_module(result)
+    except cst.ParserSyntaxError:
+        return after
+    return result
+
+
+def _new_long_lines(lines: list[str], old_lines: set[str], limit: int) -> set[int]:
+    """Numbers of the lines longer than `limit` that are not lines of the original text."""
+    return {
+        number
+        for number, line in enumerate(lines, 1)
+        if len(line.rstrip("\r\n")) > limit and line.rstrip("\r\n") not in old_lines
+    }
+
+
+def _full_line_comments(code: str) -> set[int]:
+    """Lines that hold a comment and nothing else."""
+    found: set[int] = set()
+    previous_end = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.COMMENT and token.start[0] != previous_end:
+                found.add(token.start[0])
+            if token.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+                previous_end = token.end[0]
+    except (tokenize.TokenError, SyntaxError):
+        return set()
+    return found
+
+
+def _ends_line(line: str, column: int) -> bool:
+    rest = line[column:].strip()
+    return not rest or rest.startswith("#")
+
+
+def _args_length(module: cst.Module, call: cst.Call) -> int:
+    return sum(len(module.code_for_node(arg)) for arg in call.args)
+
+
+def _wrapped(
+    module: cst.Module,
+    positions: object,
+    call: cst.Call,
+    line: str,
+    limit: int,
+) -> list[str] | None:
+    """The line with `call`'s arguments on lines of their own, if every line then fits."""
+    spans = positions  # PositionProvider's mapping
+    func_end = spans[call.func].end.column  # type: ignore[index]
+    call_end = spans[call].end.column  # type: ignore[index]
+    opening = line.find("(", func_end)
+    if opening < 0 or line[call_end - 1] != ")":
+        return None
+    indent = line[: len(line) - len(line.lstrip())]
+    head = line[: opening + 1].rstrip()
+    tail = indent + line[call_end - 1 :]
+    arguments = [
+        module.code_for_node(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
+        for arg in call.args
+    ]
+    if any("\n" in argument for argument in arguments):
+        return None
+    inner = indent + "    "
+    one_line = [head, inner + ", ".join(arguments), tail]
+    if all(len(part) <= limit for part in one_line):
+        return one_line
+    each = [head, *(inner + argument + "," for argument in arguments), tail]
+    if all(len(part) <= limit for part in each):
+        return each
+    return None

@@ -1,0 +1,177 @@
+"""codemods.analysis.flow: model moves, DataLoader loops, data pipelines, checkpoints."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.names import code_of
+from tests.analysis._parsed import parse
+
+SCRIPT = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+device = torch.device("cuda")
+model = Net().to(device)
+model = nn.DataParallel(model)
+criterion = nn.CrossEntropyLoss()
+optimizer = torch.optim.Adagrad(model.parameters())
+scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+loader = DataLoader(dataset, batch_size=4, collate_fn=collate)
+
+def train(net, batches):
+    for step, (x, y) in enumerate(tqdm(batches)):
+        loss = criterion(net(x), y)
+
+train(model, loader)
+"""
+
+
+def test_model_device_follows_wrappers_and_callers() -> None:
+    parsed = parse(SCRIPT)
+    flow = parsed.facts.flow
+    call = parsed.one(cst.Call, "net(x)")
+    found = flow.model_device(call.func, call)
+    assert found is not None and found.move is not None
+    assert found.move.code == "device" and found.model == "net"
+    loop = parsed.all(cst.For)[0]
+    loaders = flow.dataloader_calls(loop.iter, parsed.function("train"))
+    assert [code_of(c.func) for c in loaders] == ["DataLoader"]
+
+
+def test_loop_plan_moves_what_reaches_the_model_and_its_output() -> None:
+    parsed = parse(SCRIPT)
+    plan = parsed.facts.flow.loop_plan(parsed.all(cst.For)[0])
+    assert plan is not None and plan.reason == ""
+    assert plan.unmoved == ["x", "y"]
+    assert plan.statement_code == "x, y = x.to(device), y.to(device)"
+
+
+def test_training_objects_and_data_callbacks() -> None:
+    parsed = parse(SCRIPT)
+    flow = parsed.facts.flow
+    objects = flow.training_objects(parsed.module)
+    assert objects["optimizer"].kind == "optimizer" and objects["optimizer"].models == {"model"}
+    assert objects["scheduler"].kind == "scheduler"
+    assert objects["scheduler"].optimizers == {"optimizer"}
+    assert "criterion" not in objects
+    assert flow.data_callbacks() == frozenset({"collate"})
+    assert not flow.is_distributed()
+
+
+def test_distributed_evidence_names_the_launcher() -> None:
+    cases = {
+        "import os\nrank = int(os.environ['LOCAL_RANK'])\n": "torchrun",
+        "import torch.distributed as dist\ndist.init_process_group('nccl')\n": (
+            "DistributedDataParallel"
+        ),
+        "from accelerate import Accelerator\na = Accelerator()\n": "accelerate",
+        "from transformers import Trainer\nt = Trainer(model)\n": "Trainer",
+        "import torch\nx = torch.zeros(3)\n": None,
+    }
+    for source, word in cases.items():
+        assert parse(source).facts.flow.distributed_evidence() == word, source
+
+
+def test_checkpoints_that_only_feed_state_dicts() -> None:
+    parsed = parse(
+        """
+        import torch
+        ckpt = torch.load(path)
+        model.load_state_dict(ckpt["model"])
+        start = ckpt["epoch"]
+        stats = torch.load(other)
+        mean = stats["mean"].cuda()
+        """
+    )
+    flow = parsed.facts.flow
+    first, second = parsed.all(cst.Call, "torch.load(path)") + parsed.all(
+        cst.Call, "torch.load(other)"
+    )
+    assert flow.feeds_only_state_dicts(first)
+    assert not flow.feeds_only_state_dicts(second)
+
+
+def test_backward_is_found_through_the_files_functions_two_calls_deep() -> None:
+    parsed = parse(
+        """
+        def step(loss):
+            loss.backward()
+
+        def one(loss):
+            step(loss)
+
+        def two(loss):
+            one(loss)
+
+        for batch in loader:
+            one(compute(batch))
+        for batch in loader:
+            two(compute(batch))
+        for batch in loader:
+            evaluate(batch)
+        """
+    )
+    flow = parsed.facts.flow
+    first, second, third = parsed.all(cst.For)
+    assert flow.calls_backward(first.body)
+    assert not flow.calls_backward(second.body)  # three calls deep
+    assert not flow.calls_backward(third.body)
+    assert flow.calls_backward(parsed.function("step"))
+
+
+def test_builds_optimizer_is_a_loose_test() -> None:
+    parsed = parse(
+        """
+        import torch
+        from apex.optimizers import FusedAdam
+        a = torch.optim.SGD(model.parameters(), lr=0.1)
+        b = FusedAdam(model.parameters())
+        c = build_optimizer(cfg, model)
+        d = torch.optim.lr_scheduler.StepLR(a, 1)
+        e = torch.nn.Linear(2, 2)
+        """
+    )
+    flow = parsed.facts.flow
+    built = [code_of(call.func) for call in parsed.all(cst.Call) if flow.builds_optimizer(call)]
+    assert built == ["torch.optim.SGD", "FusedAdam", "build_optimizer"]
+
+
+def test_log_statements_print_log_or_use_a_logger() -> None:
+    parsed = parse(
+        """
+        import logging as lg
+        log = lg.getLogger(__name__)
+        print("cuda:0")
+        lg.info("x")
+        log.warning("y")
+        other.warning("z")
+        x = print("w")
+        """
+    )
+    flow = parsed.facts.flow
+    statements = list(parsed.module.body)
+    assert [flow.logs(s) for s in statements[2:]] == [True, True, True, False, False]
+    assert flow.loggers() == {"log"}
+    string = parsed.one(cst.SimpleString, '"cuda:0"')
+    assert flow.in_log_statement(string)
+    assert not flow.in_log_statement(parsed.one(cst.SimpleString, '"w"'))
+
+
+def test_main_guard_in_either_order() -> None:
+    parsed = parse(
+        """
+        if __name__ == "__main__":
+            main()
+        if "__main__" == __name__:
+            main()
+        if __name__ != "__main__":
+            pass
+        if name == "__main__":
+            pass
+        """
+    )
+    assert [is_main_guard(s) for s in parsed.module.body] == [True, True, False, False]

@@ -1,0 +1,72 @@
+"""codemods.analysis.moves: one answer to "is this a device move?", and device values."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods.analysis.moves import DeviceMove
+from tests.analysis._parsed import parse
+
+SOURCE = """
+import torch
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+cpu = "cpu"
+model.to(device)
+model.to(torch.float16)
+model.to(cpu)
+model.to("meta")
+model.to(torch.device("cpu"))
+model.to(other)
+model.cuda(1)
+loss.to(args.gpu)
+"""
+
+
+def test_move_of_excludes_casts_and_cpu_and_marks_unknown_devices() -> None:
+    parsed = parse(SOURCE)
+    moves = parsed.facts.moves
+
+    def move(code: str) -> DeviceMove | None:
+        return moves.move_of(parsed.one(cst.Call, code))
+
+    assert move("model.to(device)") is not None and move("model.to(device)").kind == "device"
+    assert move("model.to(torch.float16)") is None
+    assert move("model.to(cpu)") is None  # bound to "cpu" only
+    assert move('model.to("meta")') is None
+    assert move('model.to(torch.device("cpu"))') is None
+    unknown = move("model.to(other)")
+    assert unknown is not None and unknown.kind is None
+    cuda = move("model.cuda(1)")
+    assert cuda is not None and cuda.code == "cuda(1)"
+    assert cuda.as_to_argument().value == '"cuda:1"'  # type: ignore[attr-defined]
+    assert move("loss.to(args.gpu)").kind == "device"  # type: ignore[union-attr]
+    assert moves.moved_name(parsed.one(cst.Call, "model.to(device)")) == "model"
+
+
+def test_device_names_and_moved_devices_seen_from_a_node() -> None:
+    parsed = parse(SOURCE)
+    moves = parsed.facts.moves
+    last = parsed.one(cst.Call, "loss.to(args.gpu)")
+    assert moves.device_names(last) == ["device", "cpu"]
+    assert moves.moved_devices(last) == ["device", "other", ".cuda(1)", "args.gpu"]
+
+
+def test_device_map_kinds_and_module_casts() -> None:
+    parsed = parse(
+        """
+        m = A.from_pretrained(p, device_map="auto")
+        n = A.from_pretrained(p, device_map={"": 0})
+        o = A.from_pretrained(p, device_map=get_map())
+        self.head.to(x.device, torch.float16)
+        self.head.to(x)
+        self.head.to(dtype=torch.half)
+        """
+    )
+    moves = parsed.facts.moves
+    maps = [a.value for a in parsed.all(cst.Arg) if a.keyword and a.keyword.value == "device_map"]
+    assert [moves.device_map_kind(v, v) for v in maps] == ["spread", "fixed", None]
+    both = parsed.one(cst.Call, "self.head.to(x.device, torch.float16)")
+    assert moves.casts_besides_moving(both) == "it also casts the submodule's dtype"
+    tensor = parsed.one(cst.Call, "self.head.to(x)")
+    assert "may be a dtype or a tensor" in (moves.casts_besides_moving(tensor) or "")
+    assert moves.only_casts(parsed.one(cst.Call, "self.head.to(dtype=torch.half)"))

@@ -1,0 +1,147 @@
+"""codemods.analysis.scopes: the scope walker, bound and read names, binding tables."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods.analysis.names import code_of
+from tests.analysis._parsed import parse
+
+SOURCE = """
+import os
+device = "cuda"
+if os.environ.get("X"):
+    limit = 3
+else:
+    from math import pi
+
+def train(model, loader):
+    lr = 0.1
+    def inner():
+        hidden = 1
+    for x, (y, *rest) in loader:
+        out = model(x)
+    lr = lr * 2
+    return lambda q: q + lr
+
+class Net:
+    width = 4
+"""
+
+
+def test_the_scope_walker_yields_nested_scopes_without_entering_them() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    train = parsed.function("train")
+    inside = list(scopes.nodes(train))
+    assert inside[0] is train
+    names = {n.value for n in inside if isinstance(n, cst.Name)}
+    assert {"lr", "loader", "out"} <= names
+    assert "hidden" not in names and "q" not in names  # in `inner` and the lambda
+    assert parsed.function("inner") in inside  # yielded, not entered
+    statements = list(scopes.statements(parsed.module))
+    module_level = {n.value for n in statements if isinstance(n, cst.Name)}
+    assert {"device", "limit", "pi"} <= module_level
+    assert "lr" not in module_level and "width" not in module_level
+    assert train in statements  # top-level defs and classes: yielded, not entered
+
+
+def test_bound_and_read_names() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    loop = parsed.all(cst.For)[0]
+    assert scopes.names_bound(loop) == {"x", "y", "rest", "out"}
+    assert scopes.names_read(loop) >= {"loader", "model", "x"}
+    assert "out" not in scopes.names_read(loop)
+    imports = parsed.all(cst.SimpleStatementLine, "import os\n")[0]
+    assert scopes.names_bound(imports) == {"os"}
+
+
+def test_latest_binding_and_visibility_follow_source_order() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    ret = parsed.all(cst.Return)[0]
+    value = scopes.latest_binding("lr", ret)
+    assert value is not None and code_of(value) == "lr * 2"
+    first_use = parsed.all(cst.BinaryOperation, "lr * 2")[0]
+    earlier = scopes.latest_binding("lr", first_use)
+    assert earlier is not None and code_of(earlier) == "0.1"
+    assert scopes.latest_binding("model", ret) is None  # a parameter: no assignment to read
+    assert scopes.visible_name("device", ret) and scopes.visible_name("model", ret)
+    assert not scopes.visible_name("hidden", ret)
+
+
+def test_binding_tables_record_kinds_and_module_bindings_see_into_if_blocks() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    train = parsed.function("train")
+    table = scopes.table(train)
+    assert [b.kind for b in table.bindings["model"]] == ["param"]
+    assert [b.kind for b in table.bindings["lr"]] == ["assign", "assign"]
+    assert [b.kind for b in table.bindings["y"]] == ["other"]
+    assert scopes.assigned_values("lr", parsed.all(cst.Return)[0]) == [
+        b.value for b in table.bindings["lr"]
+    ]
+    assert scopes.assigned_values("x", parsed.all(cst.Return)[0]) == []  # a loop target
+    module_names = scopes.module_bindings()
+    assert {"os", "device", "limit", "pi"} <= set(module_names)
+    assert "lr" not in module_names
+
+
+def test_placements_find_the_common_body() -> None:
+    parsed = parse("a = 1\nif c:\n    b = f(a)\n    d = g(b)\n")
+    scopes = parsed.facts.scopes
+    first, second = parsed.one(cst.Call, "f(a)"), parsed.one(cst.Call, "g(b)")
+    pair = scopes.common_placement(first, second)
+    assert pair is not None
+    assert (pair[0].index, pair[1].index) == (0, 1)
+    assert isinstance(pair[0].owner, cst.IndentedBlock)
+
+
+def test_names_bound_anywhere_include_parameters_and_globals() -> None:
+    parsed = parse(
+        """
+        import torch.nn
+        from os import path as p
+        def f(rank, *args, world=1, **kw):
+            global counter
+            [s for s in args]
+            with open(p) as (a, b):
+                pass
+        class C:
+            def g(self):
+                if (n := 3):
+                    pass
+        """
+    )
+    bound = parsed.facts.scopes.names_bound_anywhere()
+    assert bound == {
+        "torch", "p", "f", "rank", "args", "world", "kw", "counter", "s", "a", "b", "C", "g",
+        "self", "n",
+    }  # fmt: skip
+    assert "open" not in bound and "path" not in bound
+
+
+def test_find_filters_the_subtree_or_the_scope() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    train = parsed.function("train")
+    everywhere = [code_of(a) for a in scopes.find(train.body, cst.Assign)]
+    assert everywhere == ["lr = 0.1", "hidden = 1", "out = model(x)", "lr = lr * 2"]
+    own = [code_of(a) for a in scopes.find(train.body, (cst.Assign,), own_scope=True)]
+    assert own == ["lr = 0.1", "out = model(x)", "lr = lr * 2"]
+
+
+def test_within_and_mentions() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    loop = parsed.all(cst.For)[0]
+    call = parsed.one(cst.Call, "model(x)")
+    assert scopes.within(call, loop) and scopes.within(loop, loop)
+    assert not scopes.within(loop, call)
+    assert not scopes.within(call, loop.iter)
+    train = parsed.function("train")
+    # A mention is any Name spelled so: a nested scope's, an attribute's, a keyword's.
+    assert scopes.mentions(train, "hidden") and scopes.mentions(train, "q")
+    assert scopes.mentions(parsed.one(cst.Call, 'os.environ.get("X")'), "environ")
+    assert not scopes.mentions(train, "device")
