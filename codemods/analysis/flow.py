@@ -153,6 +153,7 @@ class ScriptFlow:
         self._callbacks: frozenset[str] | None = None
         self._module_objects: dict[str, TrainingObject] | None = None
         self._multi_device: bool | None = None
+        self._one_device: bool | None = None
         self._data: dict[int, DataFunction] | None = None
         self._loggers: set[str] | None = None
 
@@ -1155,6 +1156,50 @@ class ScriptFlow:
                 found = found or "DistributedDataParallel"
         self._distributed = found or ""
         return found
+
+    def runs_on_one_device(self) -> bool:
+        """The file is a script (or notebook) that runs on the one device it chooses itself:
+        code outside classes moves things only to one device variable it binds
+        (`device = torch.device(...)`; `model.to(device)`), and nothing spreads the work over
+        several devices (DataParallel, DDP, torchrun, `Trainer`, device maps, `device_count()`,
+        a GPU other than `cuda:0`). Model code of such a file that uses a device stored at
+        construction uses that same device."""
+        if self._one_device is None:
+            self._one_device = self._one_device_script()
+        return self._one_device
+
+    def _one_device_script(self) -> bool:
+        if self.is_distributed() or self.places_over_devices():
+            return False
+        chosen: set[str] = set()
+        for node in self.context.subtree(self.context.module):
+            if not isinstance(node, cst.Call):
+                continue
+            wrapper = self.names.qualified_name(node.func)
+            if wrapper in MODEL_WRAPPERS and wrapper.endswith("DataParallel"):
+                return False
+            if self.modules.enclosing_class(node) is not None:
+                continue
+            function_info = self.modules.enclosing_function(node)
+            if function_info is not None and function_info.is_model_code:
+                continue  # model code: the moves under judgement, not the script's choice
+            move = self.moves.move_of(node)
+            if move is None or move.kind is None:
+                continue
+            if move.method == "cuda" or move.expression is None:
+                return False  # the current device, chosen elsewhere
+            name = dotted_name(move.expression)
+            if name is None or name.endswith(".device"):
+                continue  # `x.to(y.device)`: follows a tensor
+            function = function_info.node if function_info is not None else None
+            root = name.split(".")[0]
+            if function is not None and any(
+                binding.kind == "param"
+                for binding in self.scopes.table(function).bindings.get(root, [])
+            ):
+                continue  # a helper's parameter: its callers choose
+            chosen.add(name)
+        return len(chosen) == 1
 
     def is_distributed(self) -> bool:
         """The script runs as one of several processes (torchrun, DDP, accelerate, `Trainer`)."""

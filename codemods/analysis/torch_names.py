@@ -44,6 +44,24 @@ LEGACY_CONSTRUCTORS = frozenset(
     )
 )
 
+#: Legacy typed constructors of `torch.cuda`: they allocate on the current CUDA device.
+CUDA_LEGACY_CONSTRUCTORS = frozenset(
+    "torch.cuda." + name.rsplit(".", 1)[1] for name in LEGACY_CONSTRUCTORS if name != "torch.Tensor"
+)
+#: The dtype each typed constructor makes, as a `torch` attribute.
+LEGACY_DTYPES = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "ByteTensor": "uint8",
+    "CharTensor": "int8",
+    "ShortTensor": "int16",
+    "IntTensor": "int32",
+    "LongTensor": "int64",
+    "BoolTensor": "bool",
+}
+
 #: Bases (besides anything under torch.nn) whose subclasses are model code.
 MODULE_BASES = frozenset(
     {
@@ -611,6 +629,17 @@ NUMPY_ARRAY_FUNCTIONS = frozenset(
         "isnan",
         "isinf",
     )
+)
+#: Functions that take a module and return it (changed in place or wrapped).
+MODULE_RETURNING_WRAPPERS = frozenset(
+    {
+        "torch.nn.utils.weight_norm",
+        "torch.nn.utils.spectral_norm",
+        "torch.nn.utils.parametrizations.weight_norm",
+        "torch.nn.utils.parametrizations.spectral_norm",
+        "torch.nn.utils.parametrizations.orthogonal",
+        "torch.nn.utils.parametrize.register_parametrization",
+    }
 )
 #: torch.nn classes that are not modules (or hold no device state worth a container).
 NON_MODULE_CLASSES = frozenset(

@@ -175,3 +175,34 @@ def test_main_guard_in_either_order() -> None:
         """
     )
     assert [is_main_guard(s) for s in parsed.module.body] == [True, True, False, False]
+ONE_DEVICE = """
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+class Encoder(nn.Module):
+    def __init__(self, device):
+        super().__init__()
+        self.device = device
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, ids):
+        return self.emb(ids.to(self.device))
+
+def predict(model, ids, device):
+    return model(ids.to(device))
+
+model = Encoder(device).to(device)
+"""
+
+
+def test_a_script_that_runs_on_the_one_device_it_chooses() -> None:
+    # The helper's `device` parameter is its callers' choice; model code does not count.
+    assert parse(ONE_DEVICE).facts.flow.runs_on_one_device()
+    wrapped = ONE_DEVICE + "model = nn.DataParallel(model)\n"
+    assert not parse(wrapped).facts.flow.runs_on_one_device()
+    two = ONE_DEVICE + 'other = torch.device("cuda:1")\nmodel.to(other)\n'
+    assert not parse(two).facts.flow.runs_on_one_device()
+    library = ONE_DEVICE.split("def predict")[0]  # classes only: nothing runs
+    assert not parse(library).facts.flow.runs_on_one_device()
