@@ -52,6 +52,26 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     help="json: print one JSON object on stdout (exit code and the diagnosis of a device "
     "error); the script's own stdout goes to stderr. Not with --batch.",
 )
+@click.option(
+    "--fix",
+    "repair",
+    is_flag=True,
+    help="On a device error, apply the devfix finding at the line that put the root tensor on "
+    "its device, run again, and repeat until the script runs (see README).",
+)
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix: unsafe fixes may be applied too.")
+@click.option(
+    "--max-rounds",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="With --fix: at most this many runs that apply a fix.",
+)
+@click.option(
+    "--keep-partial",
+    is_flag=True,
+    help="With --fix: keep the edits when the last run still fails (default: restore).",
+)
 @click.argument("script", type=click.Path(exists=True, dir_okay=False))
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
@@ -61,6 +81,10 @@ def verify_command(
     env_pairs: tuple[str, ...],
     batch: bool,
     output_format: str,
+    repair: bool,
+    unsafe_fixes: bool,
+    max_rounds: int,
+    keep_partial: bool,
     script: str,
     args: tuple[str, ...],
 ) -> None:
@@ -80,6 +104,27 @@ def verify_command(
     env = _parse_env(env_pairs)
     if batch and output_format == "json":
         raise click.UsageError("--format json runs one script; it cannot go with --batch")
+    if repair and (batch or output_format == "json"):
+        raise click.UsageError("--fix runs one script with text output")
+    if repair:
+        from devfix.vgpu.repair import repair as repair_script
+        from devfix.vgpu.repair import repairable
+
+        refusal = repairable(script)
+        if refusal is not None:
+            click.echo(f"devfix verify: {refusal}", err=True)
+            ctx.exit(2)
+        code = repair_script(
+            script,
+            args,
+            gpus=gpus,
+            env=env,
+            unsafe=unsafe_fixes,
+            max_rounds=max_rounds,
+            keep_partial=keep_partial,
+            echo=lambda text, err: click.echo(text, err=err),
+        )
+        ctx.exit(code)
     try:
         if output_format == "json":
             code, result = run_one_json(script, args, gpus=gpus, env=env)

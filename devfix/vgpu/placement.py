@@ -265,8 +265,10 @@ class Suggestion:
     description: str
 
     def to_json(self) -> dict[str, Any]:
+        from devfix.vgpu.diagnose import shown_path
+
         return {
-            "path": self.path,
+            "path": shown_path(self.path),
             "line": self.line,
             "text": self.text,
             "description": self.description,
