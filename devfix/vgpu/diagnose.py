@@ -469,6 +469,10 @@ def findings_at(site: Site) -> list[Any]:
 def _root_index(message_line: str, operands: tuple[Operand, ...]) -> int:
     """Which operand the fix should move: the one the error names (``index is on cpu``), else
     the one on the second device named (``found at least two devices, cuda:0 and cpu!``)."""
+    if "indices should be either on cpu" in message_line:
+        for i, op in enumerate(operands):
+            if op.label.startswith("indices"):
+                return i
     named = re.search(r"got (\w+) is on", message_line)
     if named is not None:
         for i, op in enumerate(operands):
@@ -485,13 +489,47 @@ def _root_index(message_line: str, operands: tuple[Operand, ...]) -> int:
     return 0
 
 
-def placements(message: str) -> list[Placement]:
+def _local_operands(exc: BaseException | None, devices: list[str]) -> tuple[Operand, ...]:
+    """For an error the runtime did not raise itself (torch's own checks, such as an RNN's
+    hidden state): the first tensor on each device named, among the locals of the innermost
+    user frame (by variable name, tuples and lists looked into)."""
+    if exc is None:
+        return ()
+    frame = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    if frame is None:
+        return ()
+    import torch
+
+    found: dict[str, Operand] = {}
+    where = frame.f_code.co_name
+    for name, value in list(frame.f_locals.items()):
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        for k, item in enumerate(items[:16]):
+            if not isinstance(item, torch.Tensor):
+                continue
+            device = str(item.device)
+            if device in devices and device not in found:
+                label = name if item is value else f"{name}[{k}]"
+                found[device] = provenance.describe(label, item, where)
+    return tuple(found[d] for d in devices if d in found)
+
+
+def placements(message: str, exc: BaseException | None = None) -> list[Placement]:
     """For each device of the recorded failure whose text is ``message``: the first operand on
-    it (one the error names first), where it was placed, and the findings at that line."""
+    it (one the error names first), where it was placed, and the findings at that line. For an
+    error the runtime did not raise, the tensors on those devices among the failing frame's
+    locals."""
     if not provenance.enabled():
         return []
-    operands = provenance.failure_for(message)
     line = mismatch_line(message)
+    operands = provenance.failure_for(message)
+    if not operands and line is not None:
+        operands = _local_operands(exc, devices_in(line))
     if not operands or line is None:
         return []
     root = _root_index(line, operands)
@@ -538,7 +576,15 @@ def placements(message: str) -> list[Placement]:
     return out
 
 
-def report(message: str, frame: UserFrame | None) -> str:
+def _devices(line: str, found: list[Placement]) -> list[str]:
+    """The devices of the recorded operands when there are (the error text can name a device
+    in words, ``on cpu or on the same device``), else those the error names."""
+    named = devices_in(line)
+    recorded = [p.operand.device for p in found]
+    return recorded if len(recorded) >= 2 and set(recorded) != set(named) else named
+
+
+def report(message: str, frame: UserFrame | None, exc: BaseException | None = None) -> str:
     line = mismatch_line(message)
     if line is None:
         return ""
@@ -546,10 +592,11 @@ def report(message: str, frame: UserFrame | None) -> str:
     if frame is not None:
         out.append(f"  at {_where(frame.path, frame.line, _notebook_for(frame.path))}")
         out.append(f"    {frame.source}")
-    devs = devices_in(line)
+    found = placements(message, exc)
+    devs = _devices(line, found)
     if devs:
         out.append("  devices involved: " + ", ".join(devs))
-    for placement in placements(message):
+    for placement in found:
         out.extend(placement.lines())
     if NUMPY_MARKER in line:
         out.append(
@@ -567,7 +614,7 @@ def report_for_exception(exc: BaseException, script: str) -> str:
     msg = str(exc)
     if not is_device_mismatch(msg):
         return ""
-    return report(msg, innermost_user_frame(exc))
+    return report(msg, innermost_user_frame(exc), exc)
 
 
 def diagnose_exception(exc: BaseException) -> dict[str, Any] | None:
@@ -587,11 +634,12 @@ def diagnose_exception(exc: BaseException) -> dict[str, Any] | None:
             "source": frame.source,
         }
         tied = [_finding_json(f, frame.path) for f in tied_findings(frame)]
+    found = placements(msg, exc)
     return {
         "error": line.strip(),
         "raised_at": raised_at,
-        "devices": devices_in(line),
-        "operands": [p.to_json() for p in placements(msg)],
+        "devices": _devices(line, found),
+        "operands": [p.to_json() for p in found],
         "findings": tied,
     }
 

@@ -133,6 +133,41 @@ def test_numpy_of_a_gpu_tensor_points_at_the_failing_line(tmp_path, vgpu_run) ->
     assert "the fix is at the failing line (`.detach().cpu()`)" in post
 
 
+def test_an_rnn_hidden_state_torch_rejects_is_found_among_the_locals(tmp_path, vgpu_run) -> None:
+    """torch's own RNN check raises this error, not the runtime: the operands are the failing
+    frame's local tensors on the devices the error names."""
+    (tmp_path / "rnn.py").write_text(
+        "import torch\n"
+        "lstm = torch.nn.LSTM(4, 8, batch_first=True).cuda()\n"
+        "x = torch.randn(2, 5, 4).cuda()\n"
+        "h0 = torch.zeros(1, 2, 8)\n"
+        "c0 = torch.zeros(1, 2, 8)\n"
+        "out, _ = lstm(x, (h0, c0))\n"
+    )
+    post = _post(vgpu_run(tmp_path / "rnn.py"))
+    assert "  the cuda:0 tensor `x` (shape [2, 5, 4]) was moved to cuda:0 at rnn.py:3 by " in post
+    assert (
+        "  the cpu tensor `h0` (shape [1, 2, 8]) was created at rnn.py:4 by torch.zeros(...) "
+        "without device=  (root cause)\n"
+    ) in post, post
+
+
+def test_indices_on_another_gpu_are_the_root(tmp_path, vgpu_run) -> None:
+    (tmp_path / "idx.py").write_text(
+        "import torch\n"
+        "table = torch.randn(10, 4).cuda()\n"
+        "ids = torch.tensor([1, 2]).to('cuda:1')\n"
+        "print(table[ids])\n"
+    )
+    post = _post(vgpu_run(tmp_path / "idx.py"))
+    # the error text says "on cpu or on the same device": the devices are the operands'
+    assert "  devices involved: cuda:0, cuda:1\n" in post, post
+    assert (
+        "  the cuda:1 tensor `indices[0]` (shape [2]) was moved to cuda:1 at idx.py:3 by "
+        "torch.tensor([1, 2]).to('cuda:1')  (root cause)\n"
+    ) in post, post
+
+
 def test_an_uncovered_site_gets_a_suggested_edit(tmp_path, vgpu_run) -> None:
     """A CPU factory at module level that no rule flags: the suggestion is marked as not a
     devfix rule."""
