@@ -276,6 +276,23 @@ class AmpDeviceTypeHardCoded(DevicePass):
             return AmpDevice(None, "cuda", cuda_only=True)
         return amp
 
+    def _mentions_cuda(self, test: cst.BaseExpression) -> bool:
+        """A test that holds only on CUDA: `x == "cuda"`, `"cuda" in x`, `is_available()` (not
+        a negated one: `x != "cuda"` holds everywhere else)."""
+        for inner in self.context.subtree(test):
+            if isinstance(inner, (cst.NotEqual, cst.NotIn, cst.IsNot, cst.Not)):
+                return False
+            if isinstance(inner, cst.SimpleString) and (string_device(inner) or "").startswith(
+                "cuda"
+            ):
+                return True
+            if isinstance(inner, (cst.Name, cst.Attribute)) and call_tail(inner) in (
+                "is_available",
+                "is_cuda",
+            ):
+                return True
+        return False
+
     def _mentions_device_type(self, value: cst.BaseExpression) -> bool:
         for inner in self.context.subtree(value):
             if isinstance(inner, cst.SimpleString) and string_device(inner) is not None:
@@ -290,13 +307,14 @@ class AmpDeviceTypeHardCoded(DevicePass):
         return False
 
     def _under_device_type_check(self, node: cst.CSTNode) -> bool:
-        """`if device.type == "cuda":` / `if device_type == "cuda":` around `node`."""
+        """`if device.type == "cuda":` / `... if device_type == "cuda" else ...` around
+        `node`: it runs on CUDA only."""
         current: cst.CSTNode = node
         for ancestor in self.context.ancestors(node):
             if (
                 isinstance(ancestor, (cst.If, cst.IfExp))
                 and current is ancestor.body
-                and self._mentions_device_type(ancestor.test)
+                and self._mentions_cuda(ancestor.test)
             ):
                 return True
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
@@ -306,27 +324,50 @@ class AmpDeviceTypeHardCoded(DevicePass):
 
     def _used_by_amp(self, node: cst.IfExp) -> bool:
         """The hand-made device type reaches an autocast or a GradScaler (directly, or through
-        the name it is bound to)."""
+        the name it is bound to) that may run off CUDA: one behind `if device_type ==
+        "cuda"` is CUDA-only on purpose, and the other devices' type does not matter to it."""
         parent = self.context.parent(node)
         if isinstance(parent, cst.Arg):
             call = self.context.parent(parent)
-            return isinstance(call, cst.Call) and call_tail(call.func) in ("autocast", "GradScaler")
+            return isinstance(call, cst.Call) and self._amp_off_cuda(call)
         name = self.facts.scopes.assigned_name(node)
         if name is None:
             return False
         for inner in self.context.subtree(self.context.module):
-            if (
-                isinstance(inner, cst.Arg)
-                and isinstance(inner.value, cst.Name)
-                and inner.value.value == name
-            ):
-                call = self.context.parent(inner)
-                if isinstance(call, cst.Call) and call_tail(call.func) in (
-                    "autocast",
-                    "GradScaler",
-                ):
+            if not (isinstance(inner, cst.Name) and inner.value == name):
+                continue
+            parent = self.context.parent(inner)
+            if isinstance(parent, cst.Arg):
+                call = self.context.parent(parent)
+                if isinstance(call, cst.Call) and self._amp_off_cuda(call):
                     return True
+            elif self._chooses_amp(inner):
+                return True
         return False
+
+    def _chooses_amp(self, use: cst.Name) -> bool:
+        """`nullcontext() if device_type == "cpu" else torch.cuda.amp.autocast()`: the device
+        type decides whether an AMP object is used at all."""
+        current: cst.CSTNode = use
+        for ancestor in self.context.ancestors(use):
+            if isinstance(ancestor, (cst.IfExp, cst.If)) and current is ancestor.test:
+                return any(
+                    isinstance(call, cst.Call) and self._amp_off_cuda(call)
+                    for branch in (ancestor.body, ancestor.orelse)
+                    if branch is not None
+                    for call in self.context.subtree(branch)
+                )
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+            current = ancestor
+        return False
+
+    def _amp_off_cuda(self, call: cst.Call) -> bool:
+        return (
+            call_tail(call.func) in ("autocast", "GradScaler")
+            and not self._under_device_type_check(call)
+            and not self.facts.flow.guarded_by_cuda_check(call)
+        )
 
     def _is_cuda(self, value: cst.BaseExpression | None) -> bool:
         if value is None:

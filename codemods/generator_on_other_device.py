@@ -6,10 +6,12 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, remove_argument
+from devfix.codemods.analysis.companions import DefaultDevice
 from devfix.codemods.analysis.names import argument, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CUDA_SEEDING,
     MODEL_WRAPPERS,
+    OWN_GENERATOR_SAMPLERS,
     RANDOM_FUNCTIONS,
     RANDOM_METHODS,
     SAMPLING_CALLS,
@@ -20,6 +22,7 @@ from devfix.types import Applicability, Edit, ImportSpec
 _RANDOM_TAILS = frozenset(name.rsplit(".", 1)[1] for name in RANDOM_FUNCTIONS)
 _SAMPLING_TAILS = frozenset(name.rsplit(".", 1)[1] for name in SAMPLING_CALLS)
 _SEEDING_TAILS = frozenset(name.rsplit(".", 1)[1] for name in CUDA_SEEDING)
+_OWN_GENERATOR_TAILS = frozenset(name.rsplit(".", 1)[1] for name in OWN_GENERATOR_SAMPLERS)
 #: Factories whose output device is their `device=` (the others follow their tensor input).
 _FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
 _ERROR = "Expected a '{want}' device type for generator but found '{found}'"
@@ -40,8 +43,11 @@ class GeneratorOnOtherDevice(DevicePass):
     - `DataLoader(shuffle=True)`, `random_split`, `RandomSampler` and `SubsetRandomSampler`
       after `torch.set_default_device("cuda")` (or a CUDA default tensor type): they draw their
       permutation on the default device with a CPU generator unless given one, so they get
-      `generator=torch.Generator(device="cuda")` (`torch.get_default_device()` when the
-      default is set under an `if`); a CPU generator already given to them is moved instead;
+      `generator=torch.Generator(device=torch.get_default_device())` (the device variable,
+      when the default was set from one; after a CUDA default tensor type, which
+      `get_default_device()` does not read, `torch.empty(0).device`); a CPU generator already
+      given to them is moved there instead. `DistributedSampler`, which shuffles with a
+      generator of its own and takes none, is reported;
     - a CUDA generator given to them while the default device is the CPU: it becomes a CPU
       generator (`torch.Generator()`);
     - `torch.cuda.manual_seed(seed)` in a script that drives several GPUs from one process
@@ -107,6 +113,8 @@ class GeneratorOnOtherDevice(DevicePass):
             self._sampling(node)
         elif tail in _SEEDING_TAILS:
             self._seeding(node)
+        elif tail in _OWN_GENERATOR_TAILS:
+            self._own_generator_sampler(node)
 
     # -- draws with `generator=` -------------------------------------------------------------
 
@@ -130,7 +138,11 @@ class GeneratorOnOtherDevice(DevicePass):
             else:
                 default = companions.default_device(node)
                 wanted = default.expression if default is not None else None
-        elif isinstance(node.func, cst.Attribute) and call_tail(node.func) in RANDOM_METHODS:
+        elif (
+            isinstance(node.func, cst.Attribute)
+            and call_tail(node.func) in RANDOM_METHODS
+            and not (qualified or "").startswith("torch.")  # `torch.nn.init.normal_`
+        ):
             placed = self.facts.devices.placed(node.func.value, node)
             if placed is None:
                 return
@@ -267,11 +279,7 @@ class GeneratorOnOtherDevice(DevicePass):
             if given is None:
                 torch, imports = self.facts.names.torch_spelling()
                 value = cst.parse_expression(f"{torch}.Generator(device={default.expression})")
-                where = (
-                    "the default device (set under an `if`)"
-                    if default.conditional
-                    else f"the default device `{default.expression}`"
-                )
+                where = _default_device_words(default)
                 self.report(
                     node,
                     message=f"{shown} draws its permutation on {where} with the CPU default "
@@ -319,6 +327,26 @@ class GeneratorOnOtherDevice(DevicePass):
             message=f"{problem}; use a CPU generator (`torch.Generator()`)",
             fix_title="Use a CPU generator",
             edits=[Edit(generator, replacement)],
+        )
+
+    def _own_generator_sampler(self, node: cst.Call) -> None:
+        """`DistributedSampler(ds)` under a CUDA default device: it shuffles with a CPU
+        generator of its own, and takes none."""
+        if self.qualified_name(node.func) not in OWN_GENERATOR_SAMPLERS:
+            return
+        shuffle = argument(node, "shuffle", 3)
+        if isinstance(shuffle, cst.Name) and shuffle.value in ("False", "None"):
+            return
+        default = self.facts.companions.default_device(node)
+        if default is None:
+            return
+        where = _default_device_words(default)
+        self.report(
+            node,
+            message=f"`{call_tail(node.func)}(...)` shuffles with a CPU generator of its own on "
+            f"{where}: `{_ERROR.format(want='cuda', found='cpu')}` at the first epoch; it takes "
+            "no generator, so keep the CPU as the default device (move tensors with `.to()`) or "
+            "pass `shuffle=False` and shuffle the dataset yourself",
         )
 
     # -- seeding one GPU -----------------------------------------------------------------------
@@ -383,3 +411,12 @@ class GeneratorOnOtherDevice(DevicePass):
     def _shown(self, node: cst.Call) -> str:
         func = code_of(node.func)
         return f"{func}()" if not node.args else f"{func}(...)"
+
+
+def _default_device_words(default: DefaultDevice) -> str:
+    """How a message names the default device the data utilities draw on."""
+    if default.conditional:
+        return "the default device (set under an `if`)"
+    if default.tensor_type:
+        return "the device of the CUDA default tensor type"
+    return f"the default device `{default.expression}`"

@@ -55,11 +55,14 @@ class DefaultDevice:
     tensors to, as seen at some node."""
 
     setter: cst.Call
-    #: Source text of the device (`"cuda"`, `device`); for a default that differs by branch,
-    #: `torch.get_default_device()`.
+    #: Source text of the device (`device`); for a literal or a default that differs by
+    #: branch, `torch.get_default_device()`; for a CUDA default tensor type, which that
+    #: function does not read, `torch.empty(0).device`.
     expression: str
     #: The setters run under an `if` (or disagree): the default depends on the run.
     conditional: bool = False
+    #: Set by `torch.set_default_tensor_type(...)` (which `torch.get_default_device()` ignores).
+    tensor_type: bool = False
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,8 @@ class Companions:
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
                 return False
+            if isinstance(ancestor, cst.If) and _is_main_guard(ancestor):
+                continue  # the script's own code, run whenever it runs
             if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp, cst.Try, cst.ExceptHandler)):
                 return True
         return False
@@ -297,13 +302,20 @@ class Companions:
         if not accelerators:
             return None
         last = relevant[-1]
-        conditional = (
-            len(set(devices)) > 1 or any(self._conditional(s) for s in relevant)
-        ) and len(relevant) >= 1
-        if conditional:
-            torch = self.names.torch_alias() or "torch"
-            return DefaultDevice(last, f"{torch}.get_default_device()", True)
-        return DefaultDevice(last, accelerators[-1], False)
+        conditional = len(set(devices)) > 1 or any(self._conditional(s) for s in relevant)
+        device = accelerators[-1]
+        torch = self.names.torch_alias() or "torch"
+        if any(call_tail(setter.func) == "set_default_tensor_type" for setter in relevant):
+            # `torch.get_default_device()` does not read the default tensor type: after
+            # `set_default_tensor_type("torch.cuda.FloatTensor")` it answers "cpu". A new empty
+            # tensor is created where the type says, on every PyTorch version (and, unlike a
+            # "cuda" literal, on the GPU `torch.cuda.set_device` selected).
+            return DefaultDevice(last, f"{torch}.empty(0).device", conditional, tensor_type=True)
+        if conditional or string_device(_parsed(device)) is not None:
+            # A literal ("cuda") names whichever GPU is current, and the portable-device rewrite
+            # would change it: the default device itself is what the permutation is drawn on.
+            return DefaultDevice(last, f"{torch}.get_default_device()", conditional)
+        return DefaultDevice(last, device, False)
 
     def _set_device(self, setter: cst.Call) -> str | None:
         """What one setter sets: a device's source text, '"cpu"', or None (unknown)."""
@@ -890,6 +902,19 @@ class Companions:
                     continue
                 return name
         return None
+
+
+def _is_main_guard(node: cst.If) -> bool:
+    """`if __name__ == "__main__":`."""
+    test = node.test
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == "__name__"
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+        and test.comparisons[0].comparator.evaluated_value == "__main__"
+    )
 
 
 def _strip_module_calls(value: cst.BaseExpression) -> cst.BaseExpression:

@@ -788,6 +788,13 @@ SAMPLING_CALLS = {
     "torch.utils.data.SubsetRandomSampler": (),
     "torch.utils.data.sampler.SubsetRandomSampler": (),
 }
+#: Samplers that draw with a CPU generator of their own and take none from the caller.
+OWN_GENERATOR_SAMPLERS = frozenset(
+    {
+        "torch.utils.data.DistributedSampler",
+        "torch.utils.data.distributed.DistributedSampler",
+    }
+)
 #: Calls that change the device new tensors (and the data utilities' permutations) go to.
 DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
 #: `torch.cuda` seeding calls that act on one GPU only.

@@ -50,7 +50,8 @@ def test_default_device_plain_and_conditional() -> None:
     )
     loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
     found = parsed.facts.companions.default_device(loader)
-    assert found is not None and found.expression == '"cuda"' and not found.conditional
+    assert found is not None and found.expression == "torch.get_default_device()"
+    assert not found.conditional
 
     parsed = parse(
         """
@@ -68,7 +69,22 @@ def test_default_device_plain_and_conditional() -> None:
     loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
     found = parsed.facts.companions.default_device(loader)
     assert found is not None and found.conditional
-    assert found.expression == "torch.get_default_device()"
+    # get_default_device() answers "cpu" after a CUDA default tensor type: an empty tensor does not
+    assert found.expression == "torch.empty(0).device"
+
+    parsed = parse(
+        """
+        import torch
+
+        if __name__ == "__main__":
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            loader = DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.companions.default_device(loader)
+    assert found is not None and found.expression == "torch.empty(0).device"
+    assert not found.conditional
 
     parsed = parse("import torch\nloader = DataLoader(ds, shuffle=True)\n")
     loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")

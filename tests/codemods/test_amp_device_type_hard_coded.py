@@ -235,3 +235,44 @@ def test_enabled_by_position_is_declined() -> None:
         """,
         reason="gets `enabled` by position",
     )
+
+
+def test_hand_made_device_type_that_gates_a_cuda_only_autocast_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from contextlib import nullcontext
+
+        device = "cuda" if torch.cuda.is_available() else "mps"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16) if device_type == "cuda" else nullcontext()
+        model.to(device)
+        """,
+    )
+
+
+def test_hand_made_device_type_used_behind_a_negated_cuda_test_is_fixed() -> None:
+    # `!= "cuda"` runs the autocast everywhere but CUDA: the type it gets matters there
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "mps"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        model.to(device)
+        if device_type != "cuda":
+            ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        """
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "mps"
+        device_type = torch.device(device).type
+        model.to(device)
+        if device_type != "cuda":
+            ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        unsafe=True,
+    )

@@ -125,13 +125,13 @@ def test_shuffling_loader_after_set_default_device() -> None:
         torch.set_default_device("cuda")
 
         def make_loaders(dataset):
-            train, val = random_split(dataset, [0.9, 0.1], generator=torch.Generator(device="cuda"))
-            return DataLoader(train, batch_size=32, shuffle=True, generator=torch.Generator(device="cuda")), DataLoader(val, batch_size=32)
+            train, val = random_split(dataset, [0.9, 0.1], generator=torch.Generator(device=torch.get_default_device()))
+            return DataLoader(train, batch_size=32, shuffle=True, generator=torch.Generator(device=torch.get_default_device())), DataLoader(val, batch_size=32)
         """,
     )
 
 
-def test_default_tensor_type_set_under_an_if_uses_the_default_device() -> None:
+def test_default_tensor_type_set_under_an_if_uses_where_an_empty_tensor_goes() -> None:
     assert_fix(
         RULE,
         """
@@ -156,7 +156,7 @@ def test_default_tensor_type_set_under_an_if_uses_the_default_device() -> None:
             torch.set_default_tensor_type("torch.FloatTensor")
 
         def train():
-            loader = data.DataLoader(dataset, args.batch_size, shuffle=True, num_workers=2, generator=torch.Generator(device=torch.get_default_device()))
+            loader = data.DataLoader(dataset, args.batch_size, shuffle=True, num_workers=2, generator=torch.Generator(device=torch.empty(0).device))
         """,
     )
 
@@ -178,7 +178,7 @@ def test_cpu_generator_given_to_a_loader_on_a_cuda_default() -> None:
         from torch.utils.data import DataLoader
 
         torch.set_default_device("cuda:0")
-        g = torch.Generator(device="cuda:0")
+        g = torch.Generator(device=torch.get_default_device())
         g.manual_seed(0)
         loader = DataLoader(ds, shuffle=True, generator=g)
         """,
@@ -312,4 +312,72 @@ def test_hard_coded_rng_state_index_is_reported() -> None:
         model = DistributedDataParallel(Net().to(rank), device_ids=[rank])
         """,
         reason="random state of GPU 0 only",
+    )
+
+
+def test_distributed_sampler_under_a_cuda_default_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        def train(args, dataset):
+            sampler = DistributedSampler(dataset)
+            return DataLoader(dataset, batch_size=4, sampler=sampler)
+
+        if __name__ == "__main__":
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            train(parse_args(), load())
+        """,
+        reason="shuffles with a CPU generator of its own",
+    )
+
+
+def test_main_guard_is_not_a_condition_and_init_functions_are_not_draws() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        if __name__ == "__main__":
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            rng = torch.Generator()
+            torch.nn.init.normal_(weight, generator=rng)
+            loader = DataLoader(dataset, shuffle=True)
+        """,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        if __name__ == "__main__":
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            rng = torch.Generator()
+            torch.nn.init.normal_(weight, generator=rng)
+            loader = DataLoader(dataset, shuffle=True, generator=torch.Generator(device=torch.empty(0).device))
+        """,
+    )
+
+
+def test_default_device_from_a_variable() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import RandomSampler
+
+        device = torch.device("cuda", args.local_rank)
+        torch.set_default_device(device)
+        sampler = RandomSampler(train_set)
+        """,
+        """
+        import torch
+        from torch.utils.data import RandomSampler
+
+        device = torch.device("cuda", args.local_rank)
+        torch.set_default_device(device)
+        sampler = RandomSampler(train_set, generator=torch.Generator(device=device))
+        """,
     )
