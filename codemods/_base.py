@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 import libcst as cst
 
 from devfix.codemods.analysis import FileFacts
 from devfix.context import FileContext
+from devfix.edit_plan import renders_alone, text_edits
 from devfix.types import Applicability, Edit, Finding, ImportSpec, TextEdit
 
 
@@ -69,7 +70,7 @@ class DevicePass(cst.CSTVisitor):
         level = applicability or self.APPLICABILITY
         if not edit_group:
             level = Applicability.DISPLAY_ONLY
-        text_edits = tuple(self._as_text(edit) for edit in edit_group)
+        text_edits = self._as_text(edit_group)
         self.findings.append(
             Finding(
                 code=self.CODE,
@@ -87,7 +88,17 @@ class DevicePass(cst.CSTVisitor):
             )
         )
 
-    def _as_text(self, edit: Edit) -> TextEdit:
+    def _as_text(self, edits: Sequence[Edit]) -> tuple[TextEdit, ...]:
+        """The group as replacements of the file's text: each edit's span and rendering, or,
+        when the edits nest or reuse the file's nodes (whose renderings alone would overlap
+        or miss the edits inside them), the group's effect, line by line."""
+        if not edits:
+            return ()
+        if not renders_alone(edits, self.context.tables.order):
+            return text_edits(self.context.module, edits)
+        return tuple(self._edit_as_text(edit) for edit in edits)
+
+    def _edit_as_text(self, edit: Edit) -> TextEdit:
         span = self.context.position(edit.target)
         replacement = edit.replacement
         if isinstance(replacement, cst.RemovalSentinel):

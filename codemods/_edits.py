@@ -4,19 +4,6 @@ from __future__ import annotations
 
 import libcst as cst
 
-# Readers live in codemods.analysis.names; DF401 still imports these two from here (remove the
-# re-export when it is ported onto the analysis layer).
-from devfix.codemods.analysis.names import call_tail, keyword_argument
-
-__all__ = [
-    "append_keyword",
-    "call_tail",
-    "keyword_argument",
-    "method_call",
-    "move_to",
-    "remove_argument",
-]
-
 
 def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
     """`f(a, b)` -> `f(a, b, keyword=value)`, keeping trailing commas and one-per-line layouts."""

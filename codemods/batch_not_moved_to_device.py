@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.flow import LoopPlan
 from devfix.types import Applicability
 
 
@@ -73,17 +74,36 @@ class BatchNotMovedToDevice(DevicePass):
         if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):
             return
         plan = self.facts.flow.loop_plan(node)
-        if plan is None or not plan.unmoved:
+        if plan is not None:
+            self._report(node.target, plan, "at the head of the loop")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # `inputs, target = next(iter(valid_loader))`: one batch taken by hand.
+        if not (isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)):
+            return
+        if node.value.func.value != "next":
+            return
+        plan = self.facts.flow.next_batch_plan(node)
+        if plan is not None:
+            self._report(node, plan, "after it")
+
+    def _report(self, node: cst.CSTNode, plan: LoopPlan, where_added: str) -> None:
+        if not plan.unmoved:
             return
         names = ", ".join(f"`{n}`" for n in plan.unmoved)
-        where = plan.move.describe() if plan.move is not None else "a device"
-        base = f"batch {names} reaches `{plan.model}` (moved to {where}) without being moved"
+        if plan.move is not None:
+            where = plan.move.describe()
+        elif plan.helper:
+            where = f"the device `{plan.helper}` moves batches to"
+        else:
+            where = "a device"
+        base = f"batch {names} reaches `{plan.model}` (on {where}) without being moved"
         if plan.edit is None:
-            self.report(node.target, message=f"{base}; no fix: {plan.reason}")
+            self.report(node, message=f"{base}; no fix: {plan.reason}")
             return
         self.report(
-            node.target,
+            node,
             message=base,
-            fix_title=f"Add `{plan.statement_code}` at the head of the loop",
+            fix_title=f"Add `{plan.statement_code}` {where_added}",
             edits=[plan.edit],
         )

@@ -7,13 +7,19 @@ from collections.abc import Callable
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods._edits import append_keyword, move_to
+from devfix.codemods.analysis.devices import Named, Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.names import call_tail, keyword_argument
-from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES
+from devfix.codemods.analysis.torch_names import (
+    CUDA_LEGACY_CONSTRUCTORS,
+    LEGACY_DTYPES,
+    TENSOR_FACTORIES,
+)
 from devfix.types import Applicability, Edit
 
 _FACTORY_TAILS = frozenset(name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES)
+_CUDA_CONSTRUCTOR_TAILS = frozenset(name.rsplit(".", 1)[1] for name in CUDA_LEGACY_CONSTRUCTORS)
 
 
 class DeviceFixedAtConstruction(DevicePass):
@@ -74,6 +80,30 @@ class DeviceFixedAtConstruction(DevicePass):
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("torch",)
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A method that spreads its work over the module's own devices (model parallelism):
+        its moves stay; an input that meets a value it placed goes to that value's device."""
+        function = self.facts.modules.function_info(node)
+        if not function.is_model_code:
+            return
+        owner = self.facts.devices.spread_devices(function)
+        if owner is None:
+            return
+        for value, placed in self.facts.devices.inputs_meeting_placed(function):
+            device = f"{placed}.device"
+            shown = self.context.module.code_for_node(value)
+            self.report(
+                value,
+                message=(
+                    f"`{function.name}` spreads its work over the module's devices (`{owner}`); "
+                    f"`{shown}` comes from an input, on the caller's device (under DataParallel, "
+                    f"each replica's GPU), and meets `{placed}`, which is on one of them: move it "
+                    f"with `.to({device})`"
+                ),
+                fix_title=f"Use `.to({device})`",
+                edits=[Edit(value, move_to(value, cst.parse_expression(device)))],
+            )
+
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)
         if tail == "to" and isinstance(node.func, cst.Attribute):
@@ -82,12 +112,14 @@ class DeviceFixedAtConstruction(DevicePass):
             self._check_cuda(node)
         elif tail in _FACTORY_TAILS:
             self._check_factory(node)
+        elif tail in _CUDA_CONSTRUCTOR_TAILS:
+            self._check_cuda_constructor(node)
 
     # -- the three shapes ------------------------------------------------------------------
 
     def _check_to(self, node: cst.Call) -> None:
         assert isinstance(node.func, cst.Attribute)
-        if _is_module_receiver(node.func.value):
+        if self._moves_a_module_or_nothing(node):
             return
         device_arg = keyword_argument(node, "device") or next(
             (arg for arg in node.args if arg.keyword is None), None
@@ -97,10 +129,10 @@ class DeviceFixedAtConstruction(DevicePass):
 
     def _check_cuda(self, node: cst.Call) -> None:
         assert isinstance(node.func, cst.Attribute)
-        if _is_module_receiver(node.func.value) or any(a.keyword for a in node.args):
+        if self._moves_a_module_or_nothing(node) or any(a.keyword for a in node.args):
             return
         function = self._model_function(node)
-        if function is None:
+        if function is None or self._spread_move(node, function):
             return
         receiver = node.func.value
         self._fix(
@@ -117,14 +149,65 @@ class DeviceFixedAtConstruction(DevicePass):
         if device_arg is not None and self.qualified_name(node.func) in TENSOR_FACTORIES:
             self._check_argument(node, device_arg)
 
+    def _check_cuda_constructor(self, node: cst.Call) -> None:
+        """`torch.cuda.FloatTensor(n, c)` allocates on the current CUDA device: a factory with
+        the dtype and the device of the tensor it meets instead."""
+        qualified = self.qualified_name(node.func)
+        if qualified not in CUDA_LEGACY_CONSTRUCTORS:
+            return
+        function = self._model_function(node)
+        if function is None:
+            return
+        dtype = LEGACY_DTYPES[qualified.rsplit(".", 1)[1]]
+        torch_name, _ = self.facts.names.torch_spelling()
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if len(positional) != len(node.args) or any(arg.star for arg in node.args):
+            return
+        target: cst.Call = node
+        if len(positional) == 1 and isinstance(positional[0].value, (cst.List, cst.Tuple)):
+            factory = "tensor"
+        elif (len(positional) > 1 and all(_is_size(arg.value) for arg in positional)) or (
+            len(positional) == 1 and _is_single_size(positional[0].value)
+        ):
+            factory = "empty"
+            parent = self.context.parent(node)
+            call = self.context.parent(parent) if parent is not None else None
+            if (
+                isinstance(parent, cst.Attribute)
+                and parent.attr.value == "zero_"
+                and isinstance(call, cst.Call)
+                and not call.args
+            ):
+                factory, target = "zeros", call  # `.zero_()` of a new tensor: `torch.zeros`
+        else:
+            self.report(
+                node,
+                message=(
+                    f"`{qualified}` allocates on the current CUDA device in `{function.name}`; "
+                    "its arguments may be sizes or data, so it is left for you to rewrite"
+                ),
+            )
+            return
+
+        def rebuild(device: cst.BaseExpression) -> cst.CSTNode:
+            call = node.with_changes(func=cst.parse_expression(f"{torch_name}.{factory}"))
+            call = append_keyword(call, "dtype", cst.parse_expression(f"{torch_name}.{dtype}"))
+            return append_keyword(call, "device", device)
+
+        self._fix(node, function, f"`{qualified}` (the current CUDA device)", rebuild, target)
+
     def _check_argument(self, node: cst.Call, device_arg: cst.Arg) -> None:
         """`.to(<device>)` / `device=<device>`: rewritten when the device is fixed outside."""
         function = self._model_function(node)
         if function is None:
             return
+        if self._spread_move(node, function):
+            return
         fixed = self.facts.devices.fixed_outside(device_arg.value, function)
         if fixed is None:
             return
+        if isinstance(fixed, Named) and self.facts.flow.runs_on_one_device():
+            return  # the script runs on the one device it stored: right in its configuration
         self._fix(
             node,
             function,
@@ -141,9 +224,30 @@ class DeviceFixedAtConstruction(DevicePass):
 
     def _model_function(self, node: cst.Call) -> FunctionInfo | None:
         function = self.facts.modules.enclosing_function(node)
-        if function is None or not function.is_model_code or function.name == "__init__":
+        if function is None or not function.is_model_code:
             return None
+        if self.facts.modules.is_construction(function):
+            return None  # runs while the module is built: what it places, `__init__` places
         return function
+
+    def _spread_move(self, node: cst.Call, function: FunctionInfo) -> bool:
+        """A move to an element of the device list the method spreads its work over."""
+        devices = self.facts.devices
+        target = node.args[0].value if node.args else None
+        keyword = keyword_argument(node, "device")
+        if keyword is not None:
+            target = keyword.value
+        owner = devices.device_list_element(target, function)
+        return owner is not None and owner == devices.spread_devices(function)
+
+    def _moves_a_module_or_nothing(self, node: cst.Call) -> bool:
+        """`self.head.to(...)`, `Net(...).cuda()`: moving modules is DF105's business; a move
+        whose result is thrown away (`t.cuda()` as a statement) changes nothing."""
+        assert isinstance(node.func, cst.Attribute)
+        receiver = node.func.value
+        if _is_module_receiver(receiver) or self.facts.modules.constructed_module(receiver):
+            return True
+        return isinstance(self.context.parent(node), cst.Expr)
 
     def _fix(
         self,
@@ -151,8 +255,9 @@ class DeviceFixedAtConstruction(DevicePass):
         function: FunctionInfo,
         fixed: str,
         rebuild: Callable[[cst.BaseExpression], cst.CSTNode],
+        target: cst.Call | None = None,
     ) -> None:
-        needed = self.facts.devices.needed_by(node, function)
+        needed = self.facts.devices.needed_by(target or node, function)
         expression = needed.expression()
         if expression is None or isinstance(needed, Unknown):
             self.report(
@@ -171,7 +276,7 @@ class DeviceFixedAtConstruction(DevicePass):
                 f"({needed.evidence})"
             ),
             fix_title=f"Use `{expression}`",
-            edits=[Edit(node, replacement)],
+            edits=[Edit(target or node, replacement)],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
@@ -185,3 +290,36 @@ def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
         and isinstance(receiver.value, cst.Name)
         and receiver.value.value == "self"
     )
+
+
+def _is_size(node: cst.BaseExpression) -> bool:
+    """A size argument: a number, `x.size(...)`, `x.shape[...]`, `len(...)`, a plain name, or
+    arithmetic of them (data is a list or tuple, passed alone)."""
+    if isinstance(node, (cst.Integer, cst.Name)):
+        return True
+    if isinstance(node, cst.BinaryOperation):
+        return _is_size(node.left) and _is_size(node.right)
+    if isinstance(node, cst.Subscript):
+        return _is_size(node.value) or (
+            isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
+        )
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "shape" or _is_size(node.value)
+    if isinstance(node, cst.Call):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel"):
+            return True
+        return isinstance(node.func, cst.Name) and node.func.value in ("len", "int")
+    return False
+
+
+def _is_single_size(node: cst.BaseExpression) -> bool:
+    """A lone argument that is surely a size (a lone name could be data as well)."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "shape"
+    if isinstance(node, cst.Call):
+        return (isinstance(node.func, cst.Attribute) and node.func.attr.value == "size") or (
+            isinstance(node.func, cst.Name) and node.func.value == "len"
+        )
+    return False

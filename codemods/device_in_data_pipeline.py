@@ -9,7 +9,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
 from devfix.codemods.analysis.flow import DataFunction, ScriptFlow
-from devfix.codemods.analysis.moves import device_argument
+from devfix.codemods.analysis.moves import DeviceMove, device_argument
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     TENSOR_FACTORIES,
@@ -115,7 +115,8 @@ class DeviceInDataPipeline(DevicePass):
         flow = self.facts.flow
         function = entry.node if isinstance(entry.node, cst.FunctionDef) else None
         if kind == "move":
-            if flow.device_move(node, function) is None:
+            move = flow.device_move(node, function)
+            if move is None:
                 return
             replacement = _without_device(node)
             assert isinstance(node.func, cst.Attribute)
@@ -128,11 +129,16 @@ class DeviceInDataPipeline(DevicePass):
                 return
             device = keyword_argument(node, "device")
             assert device is not None
-            if flow.moves.device_kind(device.value, function) not in ("accelerator", "device"):
+            device_kind = flow.moves.device_kind(device.value, function)
+            if device_kind not in ("accelerator", "device"):
                 return
+            move = DeviceMove("to", device.value, kind=device_kind)
             replacement = remove_argument(node, device)
             what = f"`device={code_of(device.value)}`"
-        base = f"{entry.role} puts data on a GPU with {what}"
+        hazard = flow.data_move_hazard(entry, node, move)
+        if hazard is None:
+            return  # one process, no workers, the model's device: correct as written
+        base = f"{entry.role} puts data on a GPU with {what} ({hazard.text})"
         if entry.preloads:
             self.report(
                 node,
@@ -142,7 +148,7 @@ class DeviceInDataPipeline(DevicePass):
                 ),
             )
             return
-        self._fix(node, replacement, base, entry, flow)
+        self._fix(node, replacement, base, entry, flow, move if hazard.right_device else None)
 
     def _fix(
         self,
@@ -151,17 +157,10 @@ class DeviceInDataPipeline(DevicePass):
         base: str,
         entry: DataFunction,
         flow: ScriptFlow,
+        data_device: DeviceMove | None,
     ) -> None:
         removal = Edit(node, replacement)
-        loops = [
-            loop
-            for loop in self.context.subtree(self.context.module)
-            if isinstance(loop, cst.For)
-            and any(
-                call in entry.loaders
-                for call in flow.dataloader_calls(loop.iter, flow.scopes.enclosing_function(loop))
-            )
-        ]
+        loops = flow.consuming_loops(entry)
         trainer = self.facts.flow.has_self_moving_trainer()
         if not loops:
             if trainer:
@@ -181,10 +180,39 @@ class DeviceInDataPipeline(DevicePass):
                     ),
                 )
             return
+        covered = {
+            id(call)
+            for loop in loops
+            for call in flow.dataloader_calls(loop.iter, flow.scopes.enclosing_function(loop))
+        }
+        elsewhere = [call for call in entry.loaders if id(call) not in covered]
+        if elsewhere:
+            line = self.context.position(elsewhere[0]).start.line
+            self.report(
+                node,
+                message=(
+                    f"{base}; no fix: the batches of the DataLoader on line {line} are used where "
+                    "they cannot be followed, and would stay on the CPU"
+                ),
+            )
+            return
         edits = [removal]
         statements: list[str] = []
+        origin = entry.node if isinstance(entry.node, cst.FunctionDef) else None
         for loop in loops:
             plan = flow.loop_plan(loop)
+            if data_device is not None and (plan is None or (plan.edit is None and plan.unmoved)):
+                # The device the data went to is the right one: the loop moves it there.
+                found = flow.batch_move(loop, data_device, origin, entry)
+                if isinstance(found, tuple):
+                    edits.append(found[0])
+                    statements.append(found[1])
+                    continue
+                if not found:
+                    continue  # the loop moves the batch already
+                if plan is None and flow.hands_batch_on(loop):
+                    self.report(node, message=f"{base}; no fix: {found}")
+                    return
             if plan is None and not flow.hands_batch_on(loop):
                 continue  # the loop only inspects the batch (or does nothing with it)
             if plan is None:

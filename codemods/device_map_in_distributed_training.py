@@ -100,6 +100,11 @@ class DeviceMapInDistributedTraining(DevicePass):
         evidence = self.facts.flow.distributed_evidence()
         if evidence is None:
             return  # inference only: a device map is what Big Model Inference is for
+        if self.facts.flow.one_process_reason() is not None:
+            return  # a notebook is one process: the map places its one copy of the model
+        model_name = self.facts.scopes.assigned_name(node)
+        if model_name is not None and self.facts.flow.declares_model_parallelism(model_name):
+            return  # `model.model_parallel = True`: split over the GPUs of one process on purpose
         quantized = any(
             keyword_argument(node, name) is not None
             for name in ("load_in_4bit", "load_in_8bit", "quantization_config")
@@ -112,7 +117,6 @@ class DeviceMapInDistributedTraining(DevicePass):
             if spread
             else ""
         )
-        model_name = self.facts.scopes.assigned_name(node)
         placed_by_library = evidence in ("Trainer", "accelerate") or (
             model_name is not None and self.facts.flow.moved_after(model_name, node)
         )

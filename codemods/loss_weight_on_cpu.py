@@ -6,7 +6,14 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_call
-from devfix.codemods.analysis.names import call_tail, keyword_argument, root_name
+from devfix.codemods.analysis.names import (
+    call_tail,
+    code_of,
+    dotted_name,
+    is_constant,
+    keyword_argument,
+    root_name,
+)
 from devfix.codemods.analysis.torch_names import (
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
@@ -16,6 +23,14 @@ from devfix.types import Applicability, Edit
 _CANDIDATE_TAILS = frozenset(
     name.rsplit(".", 1)[1] for name in (*WEIGHTED_LOSSES, *WEIGHTED_FUNCTIONAL_LOSSES)
 )
+_FACTORY_WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight", "class_weight", "class_weights"})
+
+
+def _names_a_loss_factory(tail: str) -> bool:
+    """`get_loss`, `build_criterion`, `make_loss_fn`: a function (not a class) named for the
+    criterion it returns."""
+    lowered = tail.lower()
+    return not tail[:1].isupper() and ("loss" in lowered or "criterion" in lowered)
 
 
 class LossWeightOnCpu(DevicePass):
@@ -71,13 +86,71 @@ class LossWeightOnCpu(DevicePass):
     APPLICABILITY = Applicability.SAFE
 
     def visit_Call(self, node: cst.Call) -> None:
-        if call_tail(node.func) not in _CANDIDATE_TAILS:
+        tail = call_tail(node.func)
+        if tail not in _CANDIDATE_TAILS:
+            if tail is not None and _names_a_loss_factory(tail):
+                self._check_factory(node, tail)
             return
         qualified = self.qualified_name(node.func)
         if qualified in WEIGHTED_LOSSES:
             self._check_class(node, qualified)
         elif qualified in WEIGHTED_FUNCTIONAL_LOSSES:
             self._check_functional(node, qualified)
+
+    # -- get_loss(..., weight=w): a project's own criterion factory ------------------------------
+
+    def _check_factory(self, node: cst.Call, tail: str) -> None:
+        """`criterion = get_loss(..., weight=class_weights)` in a script that runs on a device:
+        the factory (defined elsewhere) builds the criterion with weights nothing here moves.
+        Reported only: whether the factory returns a module (with `.to`) or a function, and
+        whether the weights can be `None`, cannot be seen from here."""
+        if self.qualified_name(node.func) in WEIGHTED_LOSSES:
+            return
+        if self.facts.modules.in_model_method(node):
+            return  # built inside a model: moves with it
+        weights = [
+            arg
+            for arg in node.args
+            if arg.keyword is not None
+            and arg.keyword.value in _FACTORY_WEIGHT_KEYWORDS
+            and not is_constant(arg.value)
+            and dotted_name(arg.value) is not None
+            and self.facts.devices.placed(arg.value, node) is None
+        ]
+        if not weights:
+            return
+        parent = self.context.parent(node)
+        holder = self._holder(parent)
+        if holder is None or self._moved_later(holder, node):
+            return
+        if isinstance(parent, cst.Attribute):
+            return  # `get_loss(...).to(device)`
+        device = self._device_in_scope(node)
+        if device is None:
+            return
+        listed = ", ".join(
+            f"`{arg.keyword.value}={code_of(arg.value)}`" for arg in weights if arg.keyword
+        )
+        self.report(
+            node,
+            message=(
+                f"`{tail}` builds the criterion with {listed}, which nothing here puts on "
+                f"`{device}`, the device this code runs on; a weighted loss keeps its weights "
+                f"where they were made: move the criterion (`{holder} = {holder}.to({device})` "
+                "when it is a module) or the weights"
+            ),
+        )
+
+    def _device_in_scope(self, node: cst.CSTNode) -> str | None:
+        """A device variable the code around `node` binds (`device = ...`), if any."""
+        names = self.facts.moves.device_names(node)
+        if names:
+            return names[0]
+        function = self.facts.scopes.enclosing_function(node)
+        for name in ("device", "dev"):
+            if self.facts.scopes.bound_in(name, function):
+                return name
+        return None
 
     # -- nn.<Loss>(weight=...) -------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.codemods.analysis.torch_names import NUMPY_ARRAY_FUNCTIONS
 from devfix.types import Applicability, Edit
 
 _NUMPY_REDUCTIONS = {"numpy.sum": "sum", "numpy.mean": "mean"}
@@ -69,10 +70,16 @@ class NumpyOfDeviceTensor(DevicePass):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "numpy" and not node.args:
             self._check_numpy(node, func)
-        elif isinstance(func, (cst.Attribute, cst.Name)) and call_tail(func) in ("sum", "mean"):
+        elif isinstance(func, (cst.Attribute, cst.Name)) and (
+            f"numpy.{call_tail(func)}" in NUMPY_ARRAY_FUNCTIONS
+        ):
             qualified = self.qualified_name(func)
-            if qualified in _NUMPY_REDUCTIONS:
-                self._check_reduction(node, _NUMPY_REDUCTIONS[qualified])
+            if qualified in _NUMPY_REDUCTIONS and self._check_reduction(
+                node, _NUMPY_REDUCTIONS[qualified]
+            ):
+                return
+            if qualified in NUMPY_ARRAY_FUNCTIONS:
+                self._check_array_function(node, qualified.rsplit(".", 1)[1])
 
     # -- .numpy() --------------------------------------------------------------------------
 
@@ -103,9 +110,40 @@ class NumpyOfDeviceTensor(DevicePass):
 
     # -- np.sum / np.mean ------------------------------------------------------------------
 
-    def _check_reduction(self, node: cst.Call, method: str) -> None:
-        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+    def _check_array_function(self, node: cst.Call, function: str) -> None:
+        """`np.sqrt(mse / n)` with `mse` on a device: NumPy converts its argument, which needs
+        the tensor on the CPU first."""
+        if not node.args or node.args[0].keyword is not None or node.args[0].star:
             return
+        argument = node.args[0]
+        value = argument.value
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+            return
+        origin = self._origin(value, node)
+        if origin is None:
+            return
+        receiver: cst.BaseExpression = value
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not value.lpar:
+            receiver = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if _ends_with(value, "detach"):
+            moved: cst.BaseExpression = _method(_method(receiver, "cpu"), "numpy")
+            added = ".cpu().numpy()"
+        else:
+            moved = _method(_method(_method(receiver, "detach"), "cpu"), "numpy")
+            added = ".detach().cpu().numpy()"
+        self.report(
+            node,
+            message=(
+                f"`np.{function}` of a tensor on a device ({origin}): NumPy reads CPU memory "
+                f"only; it needs `{added}` first"
+            ),
+            fix_title=f"Pass `{code_of(moved)}`",
+            edits=[Edit(argument, argument.with_changes(value=moved))],
+        )
+
+    def _check_reduction(self, node: cst.Call, method: str) -> bool:
+        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return False
         values = node.args[0].value
         origin: str | None
         if isinstance(values, cst.List) and values.elements:
@@ -117,9 +155,9 @@ class NumpyOfDeviceTensor(DevicePass):
         elif isinstance(values, cst.Name):
             origin = self._list_of_device_tensors(values.value, node)
         else:
-            return
+            return False
         if origin is None:
-            return
+            return False
         torch_name, imports = self.facts.names.torch_spelling()
         stacked = cst.Call(
             func=cst.Attribute(value=cst.parse_expression(torch_name), attr=cst.Name("stack")),
@@ -138,6 +176,7 @@ class NumpyOfDeviceTensor(DevicePass):
             applicability=Applicability.UNSAFE,
             imports=imports,
         )
+        return True
 
     def _list_of_device_tensors(self, name: str, at: cst.CSTNode) -> str | None:
         """`losses = []` filled only by `losses.append(<device tensor>)`: the first origin."""

@@ -8,6 +8,7 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.modules import (
     TensorJudge,
     class_level_names,
+    method,
     methods,
     self_attribute,
     self_name,
@@ -92,11 +93,20 @@ class TensorAttributeNotBuffer(DevicePass):
         if not isinstance(target.value, cst.Name):
             return
         init, classdef = self._init_of(node)
-        if init is None or classdef is None:
+        if init is not None and classdef is not None:
+            attr = self_attribute(target, self_name(init) or "")
+            if attr is None:
+                return
+            if isinstance(node.value, cst.Name) and node.value.value == "None":
+                self._check_cache_slot(node, attr, init, classdef)
+            else:
+                self._check(node, attr, node.value, init, classdef, setattr_call=None)
             return
-        if self_attribute(target, self_name(init) or "") is None:
-            return
-        self._check(node, target.attr.value, node.value, init, classdef, setattr_call=None)
+        switch, classdef = self._mode_switch_of(node)
+        if switch is not None and classdef is not None:
+            attr = self_attribute(target, self_name(switch) or "")
+            if attr is not None and self._is_cache(attr, classdef, switch):
+                self._check(node, attr, node.value, switch, classdef, setattr_call=None)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is None or not isinstance(node.target, cst.Attribute):
@@ -137,12 +147,103 @@ class TensorAttributeNotBuffer(DevicePass):
     # -- deciding --------------------------------------------------------------------------
 
     def _init_of(self, node: cst.CSTNode) -> tuple[cst.FunctionDef | None, cst.ClassDef | None]:
+        """The construction-time method (`__init__` or a helper only it calls) around `node`
+        in an `nn.Module`, and its class."""
         function = self.facts.modules.enclosing_function(node)
-        if function is None or function.name != "__init__":
+        if function is None or function.owner is None or not function.owner.is_module:
             return None, None
-        if function.owner is None or not function.owner.is_module:
+        if not self.facts.modules.is_construction(function):
             return None, None
         return function.node, function.owner.node
+
+    def _mode_switch_of(
+        self, node: cst.CSTNode
+    ) -> tuple[cst.FunctionDef | None, cst.ClassDef | None]:
+        """A `train(mode)` / `eval()` override of an `nn.Module` around `node`: what it stores
+        on `self` is a cache the module keeps between calls of `forward`."""
+        function = self.facts.modules.enclosing_function(node)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return None, None
+        if function.name not in ("train", "eval"):
+            return None, None
+        return function.node, function.owner.node
+
+    def _is_cache(self, attr: str, classdef: cst.ClassDef, writer: cst.FunctionDef) -> bool:
+        """`self.<attr>` is read back as a value by another method (not only tested against
+        `None` or deleted): a tensor kept between calls, not a value left for the caller."""
+        for function in methods(classdef):
+            if function is writer:
+                continue
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in self.facts.scopes.nodes(function.body):
+                if (
+                    isinstance(node, cst.Attribute)
+                    and self_attribute(node, self_var) == attr
+                    and self._read_as_value(node)
+                ):
+                    return True
+        return False
+
+    def _read_as_value(self, node: cst.Attribute) -> bool:
+        parent = self.context.parent(node)
+        if isinstance(parent, (cst.AssignTarget, cst.Del)):
+            return False
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+            return False
+        if isinstance(parent, cst.Comparison) and all(
+            isinstance(c.operator, (cst.Is, cst.IsNot)) for c in parent.comparisons
+        ):
+            return False  # `self.x is None`
+        return not (
+            isinstance(parent, cst.ComparisonTarget)
+            and isinstance(parent.operator, (cst.Is, cst.IsNot))
+        )
+
+    def _check_cache_slot(
+        self, node: cst.Assign, attr: str, init: cst.FunctionDef, classdef: cst.ClassDef
+    ) -> None:
+        """`self.cache = None` while the module is built, a tensor stored there by another
+        method (`forward`) and read back later: the cached tensor stays wherever it was made
+        (`model.to()` never moves it, DataParallel replicas all read the first device's copy).
+        A buffer registered as `None` holds the tensor assigned to it later, and moves."""
+        modules = self.facts.modules
+        if modules.registered_otherwise(classdef, attr):
+            return
+        construction = modules.construction_methods(classdef)
+        stored = False
+        for function, other, value in modules.assignments_to(classdef, attr):
+            if other is node or value is None:
+                continue
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            if function.name.value in construction:
+                return  # set to a value while built as well: the assignment of that value decides
+            if not self._judge(function).is_tensor(value, same_attr=attr):
+                return
+            stored = True
+        if not stored or not self._is_cache(attr, classdef, init):
+            return
+        reason = self._blocker(node, attr, init, classdef)
+        if reason is not None:
+            self.report(
+                node,
+                message=f"`self.{attr}` caches a tensor that `model.to()` does not move; {reason}",
+            )
+            return
+        call = _register_buffer(
+            self_name(init) or "self", cst.SimpleString(f'"{attr}"'), node.value
+        )
+        self.report(
+            node,
+            message=(
+                f"`self.{attr}` caches a tensor made in another method; `model.to()` never moves "
+                "it and DataParallel replicas read the first device's copy; register the slot as "
+                "a non-persistent buffer"
+            ),
+            edits=[Edit(node, cst.Expr(value=call, semicolon=node.semicolon))],
+        )
 
     def _judge(self, function: cst.FunctionDef) -> TensorJudge:
         return self.facts.modules.tensor_judge(function)
@@ -181,6 +282,8 @@ class TensorAttributeNotBuffer(DevicePass):
         modules = self.facts.modules
         if attr is not None and modules.registered_otherwise(classdef, attr):
             return
+        if _placed(value) and self.facts.flow.runs_on_one_device():
+            return  # put on the script's one device: right where nothing else runs
         if judge.requires_grad(value) or (
             attr is not None and modules.grad_enabled_later(classdef, attr)
         ):
@@ -220,6 +323,39 @@ class TensorAttributeNotBuffer(DevicePass):
             edits=[edit],
         )
 
+    def _before_super(
+        self, node: cst.CSTNode, method_node: cst.FunctionDef, classdef: cst.ClassDef
+    ) -> str | None:
+        """Why the buffer could not be registered yet where `node` runs: `__init__` has no
+        `super().__init__()`, or `node` (or the call of the helper it is in) runs before it."""
+        if method_node.name.value in ("train", "eval"):
+            return None  # runs on a built module
+        init = method(classdef, "__init__")
+        super_call = super_init_call(init) if init is not None else None
+        if init is None or super_call is None:
+            return (
+                "`__init__` has no top-level `super().__init__()` call, so a buffer cannot be "
+                "registered"
+            )
+        super_line = self.context.position(super_call).start.line
+        if method_node is init:
+            runs_at = [self.context.position(node).start.line]
+        else:
+            construction = self.facts.modules.construction_methods(classdef)
+            self_var = self_name(init) or "self"
+            runs_at = [
+                self.context.position(call).start.line
+                for call in self.facts.scopes.nodes(init.body)
+                if isinstance(call, cst.Call)
+                and self_attribute(call.func, self_var) in construction
+            ]
+        if any(line < super_line for line in runs_at):
+            return (
+                "it is assigned before `super().__init__()`, where a buffer cannot be registered "
+                "yet"
+            )
+        return None
+
     def _blocker(
         self,
         node: cst.Assign | cst.Call,
@@ -229,17 +365,9 @@ class TensorAttributeNotBuffer(DevicePass):
     ) -> str | None:
         """Why `register_buffer` would fail or change the program, or None."""
         start = self.context.position(node).start.line
-        super_call = super_init_call(init)
-        if super_call is None:
-            return (
-                "`__init__` has no top-level `super().__init__()` call, so a buffer cannot be "
-                "registered"
-            )
-        if self.context.position(super_call).start.line > start:
-            return (
-                "it is assigned before `super().__init__()`, where a buffer cannot be registered "
-                "yet"
-            )
+        reason = self._before_super(node, init, classdef)
+        if reason is not None:
+            return reason
         if attr is None:
             return None
         if attr in class_level_names(classdef):
@@ -283,6 +411,15 @@ class TensorAttributeNotBuffer(DevicePass):
         return None
 
 
+def _placed(value: cst.BaseExpression) -> bool:
+    """`<tensor>.to(device)` / `.cuda()` at the end of the value."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("to", "cuda")
+    )
+
+
 def _literal_string(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
         value = node.evaluated_value
@@ -291,9 +428,14 @@ def _literal_string(node: cst.BaseExpression) -> str | None:
 
 
 def _holds_tensors(judge: TensorJudge, value: cst.BaseExpression) -> bool:
+    """A container of new tensors; one that lists attributes the module already holds
+    (`[self.alphas, self.betas]`) adds nothing the attributes themselves do not."""
     if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
         return bool(value.elements) and all(
-            isinstance(e, cst.Element) and judge.is_tensor(e.value) for e in value.elements
+            isinstance(e, cst.Element)
+            and judge.is_tensor(e.value)
+            and not (isinstance(e.value, cst.Attribute) and self_attribute(e.value) is not None)
+            for e in value.elements
         )
     if isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
         return judge.is_tensor(value.elt)

@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, method_call
 from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
@@ -18,7 +19,6 @@ from devfix.types import Applicability, Edit
 _CANDIDATE_TAILS = frozenset(
     name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES | LEGACY_CONSTRUCTORS
 )
-_CONTAINERS = (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)
 
 
 class TensorFactoryWithoutDevice(DevicePass):
@@ -100,13 +100,15 @@ class TensorFactoryWithoutDevice(DevicePass):
     def _check(self, node: cst.Call, qualified: str, *, legacy: bool) -> None:
         if not legacy and _states_its_device(node):
             return
-        if qualified in DATA_FACTORIES and not _holds_data(node):
-            return  # a 0-dim scalar: legal next to CUDA tensors
-        if _already_moved(self, node):
-            return
         function = self.facts.modules.enclosing_function(node)
-        if function is None or not function.is_model_code or function.name == "__init__":
-            return  # tensors built in __init__ are DF103's business (register them as buffers)
+        if function is None or not function.is_model_code:
+            return
+        if self.facts.modules.is_construction(function):
+            return  # tensors built in __init__ (or its helpers) are DF103's: register them
+        if qualified in DATA_FACTORIES and not self.facts.devices.makes_data_tensor(node, function):
+            return  # a 0-dim scalar: legal next to CUDA tensors
+        if _already_moved(self, node, function):
+            return
         needed = self.facts.devices.needed_by(node, function)
         expression = needed.expression()
         if isinstance(needed, Unknown) and needed.as_index:
@@ -145,14 +147,11 @@ def _states_its_device(node: cst.Call) -> bool:
     )
 
 
-def _holds_data(node: cst.Call) -> bool:
-    """`torch.tensor([..])` holds data; `torch.tensor(2.0)` or `torch.tensor(n)` is a scalar."""
-    positional = [arg for arg in node.args if arg.keyword is None]
-    return bool(positional) and isinstance(positional[0].value, _CONTAINERS)
-
-
-def _already_moved(checker: DevicePass, node: cst.Call) -> bool:
-    """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated (DF102 judges it)."""
+def _already_moved(checker: DevicePass, node: cst.Call, function: FunctionInfo) -> bool:
+    """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated (DF102 judges it).
+    `.type_as(x)` states only a type: a CUDA type means the current device, which is `x`'s
+    only where one device is in use (the file runs on one device, or the module is a
+    Lightning/Hugging Face one, whose framework sets the current device per process)."""
     current: cst.CSTNode = node
     for _ in range(8):
         parent = checker.context.parent(current)
@@ -160,9 +159,29 @@ def _already_moved(checker: DevicePass, node: cst.Call) -> bool:
             call = checker.context.parent(parent)
             if not isinstance(call, cst.Call):
                 return False
-            if parent.attr.value in ("to", "cuda", "cpu", "type_as", "numpy", "tolist", "item"):
+            if parent.attr.value in ("to", "cuda", "cpu", "numpy", "tolist", "item"):
                 return True
+            if parent.attr.value == "type_as":
+                owner = function.owner
+                return checker.facts.flow.runs_on_one_device() or (
+                    owner is not None and owner.has_device_property
+                )
             current = call
+        elif isinstance(parent, cst.Arg) and _is_first_argument(checker, parent):
+            call = checker.context.parent(parent)
+            assert isinstance(call, cst.Call)
+            helper = (
+                checker.facts.scopes.module_functions().get(call.func.value)
+                if isinstance(call.func, cst.Name)
+                else None
+            )
+            # `to_var(torch.randn(n))`: the file's own helper moves it.
+            return helper is not None and checker.facts.moves.is_move_helper(helper)
         else:
             return False
     return False
+
+
+def _is_first_argument(checker: DevicePass, arg: cst.Arg) -> bool:
+    call = checker.context.parent(arg)
+    return isinstance(call, cst.Call) and bool(call.args) and call.args[0] is arg

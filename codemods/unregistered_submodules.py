@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
@@ -107,114 +109,120 @@ class UnregisteredSubmodules(DevicePass):
         ):
             return
         function = self.facts.modules.enclosing_function(node)
-        if function is None or function.name != "__init__":
+        if function is None or function.owner is None or not function.owner.is_module:
             return
-        if function.owner is None or not function.owner.is_module:
-            return
+        if not self.facts.modules.is_construction(function):
+            return  # `__init__` and the helpers only it calls build the module
         self_var = self_name(function.node)
         attr = self_attribute(node.targets[0].target, self_var or "")
         if attr is None or self_var is None:
             return
         classdef = function.owner.node
         if isinstance(value, cst.Name):
-            kind, modules, unknown = self._local_list(value.value, node, function.node)
+            kind, held, unknown = self._local_list(value.value, node, function.node)
         else:
-            kind, modules, unknown = self._contents(value)
+            kind, held, unknown = self._contents(value)
         if kind is None:
             return
         uses = AttributeUses.collect(self.facts.modules, classdef, attr, node)
         if uses.registered_elsewhere:
             return  # `nn.Sequential(*self.layers)` registers the same modules already
-        modules += uses.added_modules
+        held = Counter(held)
+        held["module"] += uses.added_modules
+        held["parameter"] += uses.added_parameters
         unknown += uses.added_unknown
-        if modules == 0:
+        if held["module"] and held["parameter"]:
+            unknown += held["parameter"]  # one container class holds one kind
+            held["parameter"] = 0
+        member = "module" if held["module"] else "parameter"
+        if held[member] == 0:
             return
-        container = "nn.ModuleList" if kind == "list" else "nn.ModuleDict"
+        members = "modules" if member == "module" else "parameters"
+        prefix = "Module" if member == "module" else "Parameter"
+        container_class = prefix + ("List" if kind == "list" else "Dict")
+        container = f"nn.{container_class}"
         shown = f"self.{attr}"
         if unknown:
             self.report(
                 node,
                 message=(
-                    f"`{shown}` holds modules in a plain {kind} that `model.to()` does not move, "
-                    f"but also values that are not provably modules; use `{container}` for the "
-                    "modules"
+                    f"`{shown}` holds {members} in a plain {kind} that `model.to()` does not "
+                    f"move, but also values that are not provably {members}; use `{container}` "
+                    f"for the {members}"
                 ),
             )
             return
         blocker = uses.blocker(kind)
         if blocker is None and kind == "dict":
-            blocker = _dict_key_problem(value, uses)
+            blocker = _dict_key_problem(value, uses, container)
         if blocker is not None:
             self.report(
                 node,
                 message=(
-                    f"`{shown}` holds modules in a plain {kind} that `model.to()` does not move; "
-                    f"{blocker}, so it is not rewritten to `{container}`"
+                    f"`{shown}` holds {members} in a plain {kind} that `model.to()` does not "
+                    f"move; {blocker}, so it is not rewritten to `{container}`"
                 ),
             )
             return
-        spelled, imports = self.facts.names.nn_reference(
-            "ModuleList" if kind == "list" else "ModuleDict"
-        )
+        spelled, imports = self.facts.names.nn_reference(container_class)
         replacement = _wrap(spelled, value)
         self.report(
             node,
             message=(
-                f"`{shown}` holds modules in a plain {kind}: `model.to()`, `model.parameters()` "
-                f"and `state_dict()` never see them; use `{container}`"
+                f"`{shown}` holds {members} in a plain {kind}: `model.to()`, "
+                f"`model.parameters()` and `state_dict()` never see them; use `{container}`"
             ),
             fix_title=f"Use `{container}`",
             edits=[Edit(value, replacement)],
             imports=imports,
         )
 
-    def _contents(self, value: cst.BaseExpression) -> tuple[str | None, int, int]:
-        """("list" | "dict" | None, module constructions, other values) held by a literal."""
+    def _contents(self, value: cst.BaseExpression) -> tuple[str | None, Counter[str], int]:
+        """("list" | "dict" | None, modules and parameters constructed, other values) held by
+        a literal or comprehension."""
+        held: Counter[str] = Counter()
+        kind_of = self.facts.modules.held_kind
         if isinstance(value, (cst.List, cst.Tuple)):
-            modules = unknown = 0
+            unknown = 0
             for element in value.elements:
-                if isinstance(element, cst.StarredElement):
+                found = None if isinstance(element, cst.StarredElement) else kind_of(element.value)
+                if found is None:
                     unknown += 1
-                elif self.facts.modules.constructed_module(element.value):
-                    modules += 1
                 else:
-                    unknown += 1
-            return "list", modules, unknown
+                    held[found] += 1
+            return "list", held, unknown
         if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-            return (
-                ("list", 1, 0) if self.facts.modules.constructed_module(value.elt) else (None, 0, 0)
-            )
+            found = kind_of(value.elt)
+            return ("list", Counter({found: 1}), 0) if found else (None, held, 0)
         if isinstance(value, cst.Dict):
-            modules = unknown = 0
+            unknown = 0
             for item in value.elements:
-                if isinstance(item, cst.DictElement) and self.facts.modules.constructed_module(
-                    item.value
-                ):
-                    modules += 1
-                else:
+                found = kind_of(item.value) if isinstance(item, cst.DictElement) else None
+                if found is None:
                     unknown += 1
-            return "dict", modules, unknown
+                else:
+                    held[found] += 1
+            return "dict", held, unknown
         if isinstance(value, cst.DictComp):
-            return (
-                ("dict", 1, 0)
-                if self.facts.modules.constructed_module(value.value)
-                else (None, 0, 0)
-            )
+            found = kind_of(value.value)
+            return ("dict", Counter({found: 1}), 0) if found else (None, held, 0)
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
             # `[nn.Linear(d, d)] * n`: one module repeated (shared weights), still unregistered.
             for side, other in ((value.left, value.right), (value.right, value.left)):
                 if isinstance(side, cst.List) and isinstance(other, (cst.Name, cst.Integer)):
-                    kind, modules, unknown = self._contents(side)
-                    return (kind, modules, unknown) if kind == "list" else (None, 0, 0)
-        return None, 0, 0
+                    kind, inner, unknown = self._contents(side)
+                    return (kind, inner, unknown) if kind == "list" else (None, held, 0)
+        return None, held, 0
 
     def _local_list(
         self, name: str, origin: cst.Assign, init: cst.FunctionDef
-    ) -> tuple[str | None, int, int]:
+    ) -> tuple[str | None, Counter[str], int]:
         """`layers = []; layers.append(nn.Linear(...)); self.layers = layers`: the local list's
         contents, when its only uses are those (so its modules are registered nowhere else)."""
+        none: tuple[str | None, Counter[str], int] = (None, Counter(), 0)
         bound: list[cst.BaseExpression] = []
-        modules = unknown = 0
+        held: Counter[str] = Counter()
+        unknown = 0
         mutator_receivers: set[int] = set()
         for node in self.facts.scopes.nodes(init.body):
             if isinstance(node, cst.Assign) and node is not origin:
@@ -224,7 +232,7 @@ class UnregisteredSubmodules(DevicePass):
                             bound.append(node.value)
             elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor, cst.AnnAssign)):
                 if name in {n.value for n in target_names(node.target)}:
-                    return None, 0, 0
+                    return none
             elif (
                 isinstance(node, cst.Call)
                 and isinstance(node.func, cst.Attribute)
@@ -232,24 +240,29 @@ class UnregisteredSubmodules(DevicePass):
                 and node.func.value.value == name
             ):
                 if node.func.attr.value not in LIST_MUTATORS or not node.args:
-                    return None, 0, 0
+                    return none
                 mutator_receivers.add(id(node.func.value))
                 added = node.args[-1].value
                 if node.func.attr.value == "extend":
-                    if isinstance(added, (cst.List, cst.Tuple)):
-                        for element in added.elements:
-                            if self.facts.modules.constructed_module(element.value):
-                                modules += 1
-                            else:
-                                unknown += 1
-                    else:
-                        unknown += 1
-                elif self.facts.modules.constructed_module(added):
-                    modules += 1
+                    added_values = (
+                        [e.value for e in added.elements]
+                        if isinstance(added, (cst.List, cst.Tuple))
+                        else [None]
+                    )
                 else:
-                    unknown += 1
+                    added_values = [added]
+                for added_value in added_values:
+                    found = (
+                        self.facts.modules.held_kind(added_value)
+                        if added_value is not None
+                        else None
+                    )
+                    if found is None:
+                        unknown += 1
+                    else:
+                        held[found] += 1
         if len(bound) != 1 or not isinstance(bound[0], (cst.List, cst.ListComp)):
-            return None, 0, 0
+            return none
         # Every other read of the name (`nn.Sequential(*layers)`, `return layers`) disqualifies it.
         attribute_names = {
             id(node.attr)
@@ -271,11 +284,11 @@ class UnregisteredSubmodules(DevicePass):
                 and node is not origin.value
                 and not _is_binding(self.facts.scopes, node, bound[0], init)
             ):
-                return None, 0, 0
-        kind, first_modules, first_unknown = self._contents(bound[0])
+                return none
+        kind, first_held, first_unknown = self._contents(bound[0])
         if kind is None:
-            return None, 0, 0
-        return kind, modules + first_modules, unknown + first_unknown
+            return none
+        return kind, held + first_held, unknown + first_unknown
 
     # -- layers built in forward -------------------------------------------------------------
 
@@ -340,18 +353,16 @@ def _is_binding(
     return False
 
 
-def _dict_key_problem(value: cst.BaseExpression, uses: AttributeUses) -> str | None:
+def _dict_key_problem(value: cst.BaseExpression, uses: AttributeUses, container: str) -> str | None:
+    rule = f"`{container}` keys must be strings without a dot"
     if uses.bad_keys:
-        return "a key is not a string literal (`nn.ModuleDict` keys must be strings without a dot)"
+        return f"a key is not a string literal ({rule})"
     if isinstance(value, cst.Dict):
         for element in value.elements:
             if isinstance(element, cst.DictElement) and not valid_module_key(element.key):
-                return (
-                    "a key is not a string literal (`nn.ModuleDict` keys must be strings "
-                    "without a dot)"
-                )
+                return f"a key is not a string literal ({rule})"
     if isinstance(value, cst.DictComp):
-        return "its keys are computed (`nn.ModuleDict` keys must be strings without a dot)"
+        return f"its keys are computed ({rule})"
     return None
 
 

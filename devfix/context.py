@@ -142,9 +142,6 @@ class FileContext:
         return chain
 
 
-#: `node.children` without a context, for DF401 until it asks the analysis layer (remove then).
-children_view = children_of
-
 _BUILTINS = frozenset(dir(builtins))
 
 

@@ -13,65 +13,30 @@ from typing import Union
 
 import libcst as cst
 
-from devfix.tree import children_of
-from devfix.types import Edit, Finding, ImportSpec, Replacement
+from devfix.edit_plan import EditSet
+from devfix.types import Finding, ImportSpec
 
 #: A statement of a module's or a block's body.
 Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]
 
 
-def _subtree_ids(node: cst.CSTNode) -> set[int]:
-    ids = {id(node)}
-    for child in children_of(node):
-        ids |= _subtree_ids(child)
-    return ids
-
-
-class _Replacer(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, Replacement]) -> None:
-        super().__init__()
-        self.replacements = replacements
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) not in self.replacements
-
-    # libcst types on_leave per node class through a TypeVar; a replacer returns any node.
-    def on_leave(  # type: ignore[override]
-        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
-    ) -> cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel[cst.CSTNode]:
-        return self.replacements.get(id(original_node), updated_node)
-
-
 def apply_findings(
     module: cst.Module, findings: Iterable[Finding]
 ) -> tuple[cst.Module, list[Finding]]:
-    """Apply each finding's edit group whole, skipping groups that overlap one already taken.
+    """Apply each finding's edit group whole, skipping groups that conflict with one already
+    taken (:mod:`devfix.edit_plan` says when groups conflict and how reused nodes compose).
 
     Skipped groups are found again, on the rewritten code, by the next round.
     """
-    claimed: set[int] = set()
-    replacements: dict[int, Replacement] = {}
-    applied: list[Finding] = []
-    for finding in findings:
-        touched: set[int] = set()
-        for edit in finding.edits:
-            touched |= _subtree_ids(edit.target)
-        if touched & claimed:
-            continue
-        claimed |= touched
-        replacements.update(_replacement_map(finding.edits))
-        applied.append(finding)
+    edit_set = EditSet(module)
+    applied = [finding for finding in findings if edit_set.add(finding.edits)]
     if not applied:
         return module, []
-    rewritten = module.visit(_Replacer(replacements))
+    rewritten = edit_set.apply()
     imports = [spec for finding in applied for spec in finding.imports]
     if imports:
         rewritten = add_imports(rewritten, imports)
     return rewritten, applied
-
-
-def _replacement_map(edits: Iterable[Edit]) -> dict[int, Replacement]:
-    return {id(edit.target): edit.replacement for edit in edits}
 
 
 # -- imports a fix needs, placed as isort/ruff would place them -------------------------------

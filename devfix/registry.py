@@ -6,20 +6,30 @@ import functools
 import importlib
 import pkgutil
 from collections.abc import Iterable
+from types import ModuleType
 
 from devfix.codemods._base import DevicePass
 from devfix.errors import UnknownRuleError
 
+#: Subpackages of `devfix.codemods` that are shared layers, not passes.
+SHARED_PACKAGES = frozenset({"analysis"})
+
 
 @functools.cache
 def all_passes() -> tuple[type[DevicePass], ...]:
-    """Every pass class, sorted by code. One public module in the package = one pass; `_`
-    modules and packages (the `analysis` layer) hold what passes share."""
+    """Every pass class, sorted by code."""
     import devfix.codemods as package
 
+    return discover(package)
+
+
+def discover(package: ModuleType) -> tuple[type[DevicePass], ...]:
+    """The passes of `package`, sorted by code: one per public module, or per public
+    subpackage whose `__init__` defines the pass (its own modules are its parts: planners,
+    helpers). Names starting with `_` and the `analysis` layer hold what passes share."""
     found: list[type[DevicePass]] = []
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.ispkg:
+        if info.name.startswith("_") or info.name in SHARED_PACKAGES:
             continue
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         classes = [
@@ -31,9 +41,8 @@ def all_passes() -> tuple[type[DevicePass], ...]:
             and value.__module__ == module.__name__
         ]
         if len(classes) != 1:
-            raise RuntimeError(
-                f"{module.__name__} must define exactly one pass, found {len(classes)}"
-            )
+            where = f"{module.__name__}.__init__" if info.ispkg else module.__name__
+            raise RuntimeError(f"{where} must define exactly one pass, found {len(classes)}")
         found.extend(classes)
     return tuple(sorted(found, key=lambda cls: cls.CODE))
 

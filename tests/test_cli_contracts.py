@@ -54,7 +54,7 @@ def training_repo(tmp_path: Path) -> Path:
     """A user's repository: scripts in a subfolder, a notebook, a venv and a build folder."""
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
-    for name in ("transformer_positions.py", "device_in_data_pipeline.py", "hard_coded_device.py"):
+    for name in ("tensor_factory_without_device.py", "device_in_data_pipeline.py", "hard_coded_device.py"):
         shutil.copy(EXAMPLES / name, root / "scripts" / name)
     shutil.copy(EXAMPLES / "torch_load_without_map_location.py", root / "load.py")
     shutil.copy(NOTEBOOK, root / "tagger.ipynb")
@@ -78,7 +78,7 @@ def training_repo(tmp_path: Path) -> Path:
 def test_apply_commit_has_the_exit_code_and_output_of_apply(tmp_path: Path) -> None:
     reference = tmp_path / "reference"
     reference.mkdir()
-    for name in ("transformer_positions.py", "tensor_attribute_not_buffer.py"):
+    for name in ("tensor_factory_without_device.py", "tensor_attribute_not_buffer.py"):
         shutil.copy(EXAMPLES / name, reference / name)
     committed = tmp_path / "committed"
     shutil.copytree(reference, committed)
@@ -97,12 +97,12 @@ def test_apply_commit_has_the_exit_code_and_output_of_apply(tmp_path: Path) -> N
 
 
 def test_apply_commit_outside_a_repository_is_one_line(tmp_path: Path) -> None:
-    shutil.copy(EXAMPLES / "transformer_positions.py", tmp_path / "model.py")
+    shutil.copy(EXAMPLES / "tensor_factory_without_device.py", tmp_path / "model.py")
     completed = devfix("apply", "--commit", "model.py", cwd=tmp_path)
     assert completed.returncode == 2
     assert completed.stderr == "devfix: error: not a git repository: model.py\n"
     assert (tmp_path / "model.py").read_text() == (
-        EXAMPLES / "transformer_positions.py"
+        EXAMPLES / "tensor_factory_without_device.py"
     ).read_text()
 
 
@@ -233,7 +233,7 @@ def test_marks_table_summary_and_report_count_the_edits_of_the_diff(tmp_path: Pa
     # Every fix here changes or adds exactly one line; DF201's fix also moves the batch that
     # DF204 flags, which counts as that finding fixed.
     for name in (
-        "transformer_positions.py",
+        "tensor_factory_without_device.py",
         "device_in_data_pipeline.py",
         "batch_not_moved_to_device.py",
         "torch_load_without_map_location.py",
@@ -293,12 +293,12 @@ def load_targets(x):
 
 
 def test_negative_jobs_is_a_usage_error(tmp_path: Path) -> None:
-    shutil.copy(EXAMPLES / "transformer_positions.py", tmp_path / "model.py")
+    shutil.copy(EXAMPLES / "tensor_factory_without_device.py", tmp_path / "model.py")
     completed = devfix("apply", "-j", "-1", "model.py", cwd=tmp_path)
     assert completed.returncode == 2
     assert "Invalid value for '-j' / '--jobs'" in completed.stderr
     assert (tmp_path / "model.py").read_text() == (
-        EXAMPLES / "transformer_positions.py"
+        EXAMPLES / "tensor_factory_without_device.py"
     ).read_text()
     assert "0: one per core" in devfix("apply", "--help", cwd=tmp_path).stdout
 
@@ -320,7 +320,7 @@ def test_latin1_comment_without_cookie_is_reported_as_not_utf8(tmp_path: Path) -
 
 
 def test_check_without_paths_checks_the_working_folder(tmp_path: Path) -> None:
-    shutil.copy(EXAMPLES / "transformer_positions.py", tmp_path / "model.py")
+    shutil.copy(EXAMPLES / "tensor_factory_without_device.py", tmp_path / "model.py")
     (tmp_path / "empty").mkdir()
     completed = devfix("check", cwd=tmp_path)
     assert completed.returncode == 1
@@ -336,7 +336,7 @@ def test_check_without_paths_checks_the_working_folder(tmp_path: Path) -> None:
 
 def test_summaries_count_each_finding_once(tmp_path: Path) -> None:
     for name in (
-        "transformer_positions.py",
+        "tensor_factory_without_device.py",
         "tensor_attribute_not_buffer.py",
         "hard_coded_device.py",
     ):

@@ -22,7 +22,7 @@ from devfix.codemods.analysis.devices import (
     Named,
     ParamsOf,
 )
-from devfix.codemods.analysis.flow import ScriptFlow
+from devfix.codemods.analysis.flow import ScriptFlow, is_main_guard
 from devfix.codemods.analysis.modules import ModuleFacts, self_attribute
 from devfix.codemods.analysis.moves import DeviceMove, Moves, string_device
 from devfix.codemods.analysis.names import (
@@ -146,7 +146,7 @@ class Companions:
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
                 return False
-            if isinstance(ancestor, cst.If) and _is_main_guard(ancestor):
+            if is_main_guard(ancestor):
                 continue  # the script's own code, run whenever it runs
             if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp, cst.Try, cst.ExceptHandler)):
                 return True
@@ -902,19 +902,6 @@ class Companions:
                     continue
                 return name
         return None
-
-
-def _is_main_guard(node: cst.If) -> bool:
-    """`if __name__ == "__main__":`."""
-    test = node.test
-    return (
-        isinstance(test, cst.Comparison)
-        and isinstance(test.left, cst.Name)
-        and test.left.value == "__name__"
-        and len(test.comparisons) == 1
-        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
-        and test.comparisons[0].comparator.evaluated_value == "__main__"
-    )
 
 
 def _strip_module_calls(value: cst.BaseExpression) -> cst.BaseExpression:

@@ -19,6 +19,7 @@ unsafe on judgement, and report without a fix on `Unknown`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -41,6 +42,7 @@ from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     LAYER_PARAMETER,
     LEAVES_DEVICE_METHODS,
+    MODULE_ONLY_METHODS,
     MOVE_METHODS,
     NON_TENSOR_MEMBERS,
     RECURRENT_LAYERS,
@@ -52,6 +54,19 @@ from devfix.context import FileContext
 _MAX_FLOW_DEPTH = 6
 _MAX_PLACED_DEPTH = 8
 _MAX_CPU_DEPTH = 6
+
+#: Tensor methods whose result has at least one dimension, whatever the receiver's.
+_GIVES_DIMENSIONS = frozenset(
+    {"unsqueeze", "view", "reshape", "repeat", "expand", "expand_as", "flatten", "unflatten"}
+)
+#: NumPy functions that return a scalar for the arguments usually passed to them.
+_NUMPY_SCALARS = frozenset(
+    {
+        "sum", "mean", "max", "min", "prod", "std", "var", "median", "argmax", "argmin",
+        "count_nonzero", "all", "any", "float32", "float64", "int64", "int32", "log", "exp",
+        "sqrt", "power", "abs", "floor", "ceil", "round",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -168,20 +183,116 @@ class DeviceInference:
         judged = [e for e in evidence if not isinstance(e, Unknown)]
         if judged:
             return judged[0]
-        if function.tensor_params:
-            first = function.tensor_params[0]
-            return SameAs(f"`{first}` is the first tensor argument", proof=False, name=first)
+        # Judgements, best first. Never "the first tensor argument": an argument the value does
+        # not meet says nothing about where it is needed (and may not even be a tensor).
         owner = function.owner
-        if owner is not None and owner.layers:
-            chosen = next((a for a, q in owner.layers.items() if q in RECURRENT_LAYERS), None)
-            chosen = chosen or next(iter(owner.layers))
-            return ParamsOf(
-                f"the module's layer `self.{chosen}` holds it",
-                proof=False,
-                module=f"self.{chosen}",
-                parameter=LAYER_PARAMETER[owner.layers[chosen]],
+        if owner is not None and owner.is_module and owner.has_device_property:
+            return Named(
+                "the module's own `device` property", proof=False, name=f"{_self(function)}.device"
             )
+        shaped = self._shape_source(value, function)
+        if shaped is not None:
+            return shaped
+        if owner is not None and owner.is_module:
+            chosen = next((a for a, q in owner.layers.items() if q in RECURRENT_LAYERS), None)
+            if chosen is not None:
+                # A state the module builds for its recurrent layer, which consumes it.
+                return ParamsOf(
+                    f"the module's recurrent layer `self.{chosen}` consumes it",
+                    proof=False,
+                    module=f"self.{chosen}",
+                    parameter=LAYER_PARAMETER[owner.layers[chosen]],
+                )
         return NOTHING_TELLS
+
+    def makes_data_tensor(self, call: cst.Call, function: FunctionInfo) -> bool:
+        """`torch.tensor(x)` makes a tensor with dimensions (which must live where the tensors
+        it meets live), not a 0-dim scalar (which may stay on the CPU next to CUDA tensors):
+        `x` is a list, tuple or comprehension, a NumPy array, a value the code takes `len()`
+        of, iterates or indexes, or the result is given dimensions (`.unsqueeze(0)`,
+        `.view(...)`)."""
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if not positional:
+            return False
+        data = positional[0].value
+        if self._is_sequence(data, function, 0):
+            return True
+        parent = self.context.parent(call)
+        if isinstance(parent, cst.Attribute) and parent.value is call:
+            return parent.attr.value in _GIVES_DIMENSIONS
+        return False
+
+    def _is_sequence(self, data: cst.BaseExpression, function: FunctionInfo, depth: int) -> bool:
+        if isinstance(data, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+            return True
+        if depth > 3:
+            return False
+        if isinstance(data, cst.Call):
+            qualified = self.names.qualified_name(data.func)
+            if qualified is not None and qualified.startswith("numpy."):
+                return qualified.rsplit(".", 1)[1] not in _NUMPY_SCALARS
+            if qualified in ("list", "builtins.list", "tuple", "builtins.tuple"):
+                return True
+            return isinstance(data.func, cst.Attribute) and data.func.attr.value == "tolist"
+        if isinstance(data, cst.BinaryOperation):
+            return self._is_sequence(data.left, function, depth + 1) or self._is_sequence(
+                data.right, function, depth + 1
+            )
+        text = dotted_name(data)
+        if text is None:
+            return False
+        scope: cst.CSTNode = function.node
+        if text.startswith(f"{_self(function)}.") and function.owner is not None:
+            scope = function.owner.node  # `self.quantiles` is used by every method
+        elif isinstance(data, cst.Name):
+            for value in self.scopes.simple_assignments(function.node, text):
+                if self._is_sequence(value, function, depth + 1):
+                    return True
+        for node in self.context.subtree(scope):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Name)
+                and node.func.value == "len"
+                and len(node.args) == 1
+                and dotted_name(node.args[0].value) == text
+            ) or (isinstance(node, (cst.For, cst.CompFor)) and dotted_name(node.iter) == text):
+                return True
+        return False
+
+    def _shape_source(self, value: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+        """`torch.zeros(x.shape[0], n)`, `torch.zeros(X.size(0), n)` (also inside a
+        comprehension over `X`): the tensor whose sizes size the new one, a judgement of
+        where it is needed. Only a name, or a name subscripted with a literal key."""
+        factory = value
+        while (
+            isinstance(factory, cst.Call)
+            and isinstance(factory.func, cst.Attribute)
+            and isinstance(factory.func.value, cst.Call)
+        ):
+            factory = factory.func.value  # `torch.zeros(...).to(device)`
+        if not isinstance(factory, cst.Call):
+            return None
+        for arg in factory.args:
+            if arg.keyword is not None and arg.keyword.value not in ("size",):
+                continue
+            for node in self.context.subtree(arg.value):
+                source: cst.BaseExpression | None = None
+                if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+                    source = node.value
+                elif (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value == "size"
+                ):
+                    source = node.func.value
+                if source is None or not _plain_reference(source):
+                    continue
+                root = receiver_root(source)
+                if root is None or root == _self(function):
+                    continue
+                shown = code_of(source)
+                return SameAs(f"it is shaped after `{shown}`", proof=False, name=shown)
+        return None
 
     def _layer(self, function: FunctionInfo, attr: str | None, evidence: str) -> Device | None:
         owner = function.owner
@@ -210,6 +321,11 @@ class DeviceInference:
             if not (isinstance(call, cst.Call) and call.func is parent):
                 return  # `.shape`, `.device`: no tensor flows on
             method = parent.attr.value
+            if method == "type_as":
+                # `type_as(t)` casts to `t`'s type, which names no device index: a CUDA type goes
+                # to the current device, not to `t`'s. The author wants it where `t` is.
+                yield from self._meets_in_args(call, None, function, own_names, line)
+                return
             if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:
                 return
             if method not in SHAPE_ARGUMENT_METHODS:
@@ -250,7 +366,13 @@ class DeviceInference:
             # Used as an index: CPU indices into a CUDA tensor are legal, so no device is owed.
             yield AS_INDEX
         elif isinstance(parent, cst.AugAssign):
-            yield from self._meet(parent.target, function, own_names, line, arithmetic=True)
+            if parent.target is node:
+                # `acc += <value>`: the accumulator meets every value added to it.
+                yield from self._meet(parent.value, function, own_names, line, arithmetic=True)
+            else:
+                yield from self._meet(parent.target, function, own_names, line, arithmetic=True)
+        elif isinstance(parent, cst.Return) and depth < _MAX_FLOW_DEPTH:
+            yield from self._returned(function, depth)
         elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
             targets = (
                 [t.target for t in parent.targets]
@@ -262,6 +384,34 @@ class DeviceInference:
             for name in names:
                 for use in self._uses_after(name, parent, function):
                     yield from self._flow(use, function, own_names, line, depth + 1)
+
+    def _returned(self, function: FunctionInfo, depth: int) -> Iterator[Device]:
+        """A method's return value meets, in its callers of the same class, the module state
+        they feed it to (`hidden = self.init_hidden(n); self.lstm(x, hidden)`). Only the
+        module's own layers and parameters are named the same way in both methods."""
+        owner = function.owner
+        if owner is None or not owner.is_module:
+            return
+        for caller in _methods_of(owner.node):
+            if caller is function.node:
+                continue
+            caller_info = self.modules.function_info(caller)
+            self_var = _self(caller_info)
+            for call in self.context.subtree(caller.body):
+                if not (
+                    isinstance(call, cst.Call)
+                    and self_attribute(call.func, self_var) == function.name
+                ):
+                    continue
+                line = self.scopes.statement_start(call)
+                for found in self._flow(call, caller_info, set(), line, depth + 1):
+                    if isinstance(found, ParamsOf) and found.module.startswith("self"):
+                        yield ParamsOf(
+                            f"`{caller.name.value}` hands it on: {found.evidence}",
+                            proof=found.proof,
+                            module=found.module,
+                            parameter=found.parameter,
+                        )
 
     def _into_call(
         self,
@@ -310,6 +460,19 @@ class DeviceInference:
         """Evidence if `other` is a tensor whose device can be named at `line`. In arithmetic, a
         name not proven to be a tensor is still taken as one (a judgement): `x + t` puts `t`
         on `x`'s device whenever `x` is a tensor at all."""
+        if isinstance(other, (cst.BinaryOperation, cst.Comparison)):
+            # `(d >= 0)`, `a * b`: the value meets each operand.
+            operands = (
+                [other.left, other.right]
+                if isinstance(other, cst.BinaryOperation)
+                else [other.left, *(c.comparator for c in other.comparisons)]
+            )
+            for operand in operands:
+                yield from self._meet(operand, function, own_names, line, arithmetic=arithmetic)
+            return
+        if isinstance(other, cst.UnaryOperation):
+            yield from self._meet(other.expression, function, own_names, line)
+            return
         root = receiver_root(other)
         if isinstance(other, cst.Call):
             layer_attr = self_attribute(other.func)
@@ -317,6 +480,10 @@ class DeviceInference:
             if layer is not None:
                 yield layer
                 return
+        state = self._registered_state(other, function)
+        if state is not None:
+            yield state
+            return
         if root is None or root in own_names or root == "self":
             return
         shown = dotted_name(other) or root
@@ -327,6 +494,34 @@ class DeviceInference:
         origin = self._tensor_origin(root, function, line, set())
         if origin is not None:
             yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _registered_state(self, other: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+        """`self.bias` (or `self.bias.unsqueeze(0)`, `self.table[idx]`) where the class registers
+        `bias` as a parameter or buffer: it lives where the module's state lives."""
+        owner = function.owner
+        if owner is None or not owner.is_module:
+            return None
+        node = other
+        while True:
+            if isinstance(node, cst.Subscript):
+                node = node.value
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                if node.func.attr.value in MOVE_METHODS or node.func.attr.value in (
+                    NON_TENSOR_MEMBERS
+                ):
+                    return None
+                node = node.func.value
+            else:
+                break
+        self_var = _self(function)
+        attr = self_attribute(node, self_var)
+        if attr is None or not self.modules.registered_otherwise(owner.node, attr):
+            return None
+        return ParamsOf(
+            f"it meets the module's registered `{self_var}.{attr}`",
+            module=self_var,
+            parameter=attr,
+        )
 
     def _is_input(self, name: str, function: FunctionInfo, line: int) -> bool:
         """`name` is a parameter not rebound before `line`, in a function where no parameter is
@@ -389,6 +584,10 @@ class DeviceInference:
             ) or self.is_tensor_expression(node.right, function, seen)
         if isinstance(node, cst.UnaryOperation):
             return self.is_tensor_expression(node.expression, function, seen)
+        if isinstance(node, cst.Comparison):
+            return self.is_tensor_expression(node.left, function, seen) or any(
+                self.is_tensor_expression(c.comparator, function, seen) for c in node.comparisons
+            )
         if isinstance(node, cst.Call):
             layer_attr = self_attribute(node.func)
             if layer_attr is not None:
@@ -435,6 +634,79 @@ class DeviceInference:
             ):
                 continue
             yield candidate
+
+    # -- a module that spreads its work over its own devices ------------------------------------
+
+    def device_list_element(
+        self, expr: cst.BaseExpression | None, function: FunctionInfo
+    ) -> str | None:
+        """`self.device_ids[k]` (as a move's device): an element of a list of devices the
+        module stores; the list's name, else None."""
+        if not isinstance(expr, cst.Subscript) or function.owner is None:
+            return None
+        self_var = _self(function)
+        attr = self_attribute(expr.value, self_var)
+        if attr is None or attr in function.owner.layers:
+            return None
+        if attr in self.modules.tensor_attributes(function.owner.node):
+            return None
+        return f"{self_var}.{attr}"
+
+    def spread_devices(self, function: FunctionInfo) -> str | None:
+        """The module's device list that `function` spreads its work over (moves to two or
+        more different elements of it: `x.cuda(self.device_id[i])` in a loop, `[0]` and
+        `[1]`): deliberate model parallelism inside the module; None when it does not."""
+        elements: dict[str, set[str]] = {}
+        for node in self.context.subtree(function.node.body):
+            device = _move_target(node)
+            owner = self.device_list_element(device, function)
+            if owner is not None and device is not None:
+                elements.setdefault(owner, set()).add(code_of(device))
+        return next((owner for owner, found in elements.items() if len(found) > 1), None)
+
+    def inputs_meeting_placed(
+        self, function: FunctionInfo
+    ) -> Iterator[tuple[cst.BaseExpression, str]]:
+        """In a function that spreads its work over the module's devices: (input expression,
+        placed local) where a value computed from a parameter without any move (on the
+        caller's device) is handed to a method of, or combined with, a local the function put
+        on one of those devices (`one_hot.scatter_(1, label.view(-1, 1), 1)`)."""
+        owner = self.spread_devices(function)
+        if owner is None:
+            return
+        placed: set[str] = set()
+        for node in self.context.subtree(function.node.body):
+            # Put there by a move, or computed from what was (`torch.zeros_like(logits)`).
+            if isinstance(node, cst.Assign) and any(
+                self.device_list_element(_move_target(inner), function) == owner
+                or (isinstance(inner, cst.Name) and inner.value in placed)
+                for inner in self.context.subtree(node.value)
+            ):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name):
+                        placed.add(target.target.value)
+        inputs = {
+            name for name in function.params if name not in function.bindings and name not in placed
+        }
+        for node in self.context.subtree(function.node.body):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and isinstance(node.func.value, cst.Name)
+                and node.func.value.value in placed
+                and node.func.attr.value not in MOVE_METHODS
+            ):
+                for arg in node.args:
+                    if _unmoved_from(arg.value, inputs):
+                        yield arg.value, node.func.value.value
+            elif isinstance(node, cst.BinaryOperation):
+                for side, other in ((node.left, node.right), (node.right, node.left)):
+                    if (
+                        isinstance(other, cst.Name)
+                        and other.value in placed
+                        and _unmoved_from(side, inputs)
+                    ):
+                        yield side, other.value
 
     # -- a device fixed outside the call -------------------------------------------------------
 
@@ -538,10 +810,12 @@ class DeviceInference:
                 return self.placed(func.value, at, depth + 1)
             return None
         if isinstance(expr, cst.Name):
-            binding = self.scopes.binding_before(expr.value, at)
-            if binding is None or binding[1] is None or binding[0] not in ("assign", "unpack"):
-                return None
-            return self.placed(binding[1], at, depth + 1)
+            binding = self._reaching(expr.value, at)
+            if binding is not None and binding[0] in ("assign", "unpack") and binding[1]:
+                found = self.placed(binding[1], at, depth + 1)
+                if found is not None:
+                    return found
+            return self._accumulated(expr.value, at, depth)
         if isinstance(expr, cst.Attribute):
             if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
                 "self."
@@ -554,6 +828,47 @@ class DeviceInference:
             return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
             return self.placed(expr.expression, at, depth + 1)
+        return None
+
+    def _reaching(self, name: str, at: cst.CSTNode) -> tuple[str, cst.BaseExpression | None] | None:
+        """(kind, value) of the binding of `name` that `at` reads: the last one before it, not
+        counting the assignment `at` is the value of (`x = f(x)` reads the previous `x`)."""
+        function = self.scopes.enclosing_function(at)
+        table, table_function = self.scopes.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if table_function is function:
+            position = self.context.order(at)[0]
+            bindings = [
+                b
+                for b in bindings
+                if b.position < position
+                and not (
+                    b.value is not None
+                    and self.context.order(b.value)[0] <= position <= self.context.order(b.value)[1]
+                )
+            ]
+        if not bindings:
+            return None
+        return bindings[-1].kind, bindings[-1].value
+
+    def _accumulated(self, name: str, at: cst.CSTNode, depth: int) -> Device | None:
+        """`total = 0` then `total += loss` (a device tensor) before `at`: the sum is a tensor
+        on that device."""
+        function = self.scopes.enclosing_function(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        position = self.context.order(at)[0]
+        for node in self.scopes.nodes(scope):
+            if (
+                isinstance(node, cst.AugAssign)
+                and isinstance(node.target, cst.Name)
+                and node.target.value == name
+                and self.context.order(node)[1] < position
+            ):
+                found = self.placed(node.value, node, depth + 1)
+                if found is not None:
+                    return dataclasses.replace(
+                        found, evidence=f"`{name}` adds up a tensor {found.evidence}"
+                    )
         return None
 
     def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
@@ -572,12 +887,16 @@ class DeviceInference:
         return None
 
     def _is_module_instance(self, func: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module)."""
+        """`criterion(...)` where `criterion = nn.CrossEntropyLoss(...)` (a torch.nn module), or
+        `model(...)` where `model = handpose_model()` is used as one (`model.load_state_dict`,
+        `model.eval()`): its output is where its input is."""
         if not isinstance(func, cst.Name):
             return False
         binding = self.scopes.binding_before(func.value, at)
         if binding is None or binding[0] != "assign" or not isinstance(binding[1], cst.Call):
             return False
+        if self._used_as_module(func.value, at):
+            return True
         value = binding[1]
         while isinstance(value.func, cst.Attribute) and isinstance(value.func.value, cst.Call):
             value = value.func.value  # `nn.CrossEntropyLoss().to(device)`
@@ -587,6 +906,24 @@ class DeviceInference:
             and qualified.startswith("torch.nn.")
             and (not qualified.startswith("torch.nn.functional."))
         )
+
+    def _used_as_module(self, name: str, at: cst.CSTNode) -> bool:
+        """The scope of `at` (or the module) calls a method only modules have on `name`."""
+        function = self.scopes.enclosing_function(at)
+        scopes: list[cst.CSTNode] = [self.context.module]
+        if function is not None:
+            scopes.insert(0, function)
+        for scope in scopes:
+            for node in self.scopes.nodes(scope):
+                if (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in MODULE_ONLY_METHODS
+                    and isinstance(node.func.value, cst.Name)
+                    and node.func.value.value == name
+                ):
+                    return True
+        return False
 
     # -- values on the CPU ---------------------------------------------------------------------
 
@@ -672,3 +1009,58 @@ def _is_move(node: cst.BaseExpression) -> bool:
         and isinstance(node.func, cst.Attribute)
         and node.func.attr.value in ("to", "cuda")
     )
+
+
+def _self(function: FunctionInfo) -> str:
+    """The name of a method's instance parameter (`self`, usually)."""
+    params = [*function.node.params.posonly_params, *function.node.params.params]
+    return params[0].name.value if params and function.owner is not None else "self"
+
+
+def _methods_of(classdef: cst.ClassDef) -> list[cst.FunctionDef]:
+    return [s for s in classdef.body.body if isinstance(s, cst.FunctionDef)]
+
+
+def _plain_reference(node: cst.BaseExpression) -> bool:
+    """A name, or a name subscripted with literal keys (`inputs["time"]`, `xs[0]`): safe to
+    read again where the fix puts it."""
+    if isinstance(node, cst.Name):
+        return True
+    if isinstance(node, cst.Subscript):
+        return _plain_reference(node.value) and all(
+            isinstance(element.slice, cst.Index)
+            and isinstance(element.slice.value, (cst.SimpleString, cst.Integer))
+            for element in node.slice
+        )
+    return False
+
+
+def _move_target(node: cst.CSTNode) -> cst.BaseExpression | None:
+    """The device of `x.to(d)` / `x.cuda(d)`, else None."""
+    if not (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("to", "cuda")
+    ):
+        return None
+    if node.func.attr.value == "to":
+        return device_argument(node)
+    return next(
+        (a.value for a in node.args if a.keyword is None or a.keyword.value == "device"), None
+    )
+
+
+def _unmoved_from(node: cst.BaseExpression, inputs: set[str]) -> bool:
+    """`label`, `label.view(-1, 1).long()`: computed from an input by tensor methods alone,
+    with no move on the way."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value in inputs
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in MOVE_METHODS:
+                return False
+            node = node.func.value
+        elif isinstance(node, cst.Subscript):
+            node = node.value
+        else:
+            return False

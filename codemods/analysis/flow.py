@@ -26,6 +26,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     root_name,
+    statement_call,
 )
 from devfix.codemods.analysis.scopes import Binding, Scopes
 from devfix.codemods.analysis.torch_names import (
@@ -34,16 +35,19 @@ from devfix.codemods.analysis.torch_names import (
     DISTRIBUTED_MARKERS,
     GRAD_SCALERS,
     ITERATION_WRAPPERS,
+    LOGGING_METHODS,
     MAPPING_METHODS,
     MODEL_WRAPPERS,
+    OPTIMIZER_CLASS_NAMES,
     OTHER_OPTIMIZERS,
     PER_ITEM_METHODS,
     PLACEMENT_NAMES,
     PLACEMENT_WORDS,
     SELF_MOVING_TRAINERS,
-    SPLIT_MODEL_BASES,
+    TENSOR_DATASETS,
 )
 from devfix.context import FileContext
+from devfix.notebooks import is_notebook
 from devfix.types import Edit
 
 _MOVES = ("to", "cuda")
@@ -57,6 +61,8 @@ METADATA_KEY = re.compile(
 _INSPECTING_CALLS = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
 _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
 _INSPECTING_BUILTINS = frozenset({"len", "print", "isinstance", "type", "str", "repr", "id"})
+#: The comment that opens each code cell of a notebook in the module devfix analyses.
+_CELL_MARKER = "# ~~devfix-cell~~ "
 
 
 @dataclass(frozen=True)
@@ -91,16 +97,31 @@ class DataFunction:
     #: DataLoader calls that consume it (empty: none found).
     loaders: list[cst.Call] = field(default_factory=list)
     preloads: bool = False
+    #: It is mapped over a `datasets` dataset (`ds.map(f)`), not run by a DataLoader.
+    mapping: bool = False
+
+
+@dataclass(frozen=True)
+class DataHazard:
+    """Why a move inside data preparation breaks (`text`), and whether the device it moves to
+    is the right one for the batch (then the training loop can move the batch there instead)."""
+
+    text: str
+    right_device: bool
 
 
 @dataclass
 class LoopPlan:
     """What DF204 (and DF201) make of one `for` loop over a DataLoader."""
 
-    loop: cst.For
+    #: The `for` loop, or the `x, y = next(iter(loader))` statement that takes one batch.
+    loop: cst.CSTNode
     loaders: list[cst.Call]
     model: str | None = None
     move: DeviceMove | None = None
+    #: The project's own helper that moves a batch (`self._batch_to_device`), when another
+    #: loop feeding the same callee moves its batch with it.
+    helper: str = ""
     #: Batch names that reach the model unmoved, in target order.
     unmoved: list[str] = field(default_factory=list)
     #: The statement that moves them, and where it goes; None when the plan has a reason.
@@ -132,7 +153,9 @@ class ScriptFlow:
         self._callbacks: frozenset[str] | None = None
         self._module_objects: dict[str, TrainingObject] | None = None
         self._multi_device: bool | None = None
+        self._one_device: bool | None = None
         self._data: dict[int, DataFunction] | None = None
+        self._loggers: set[str] | None = None
 
     def device_move(self, call: cst.Call, function: cst.FunctionDef | None) -> DeviceMove | None:
         """A move to a device known to be one (a literal, `.cuda()`, a device variable)."""
@@ -165,8 +188,35 @@ class ScriptFlow:
                     )
             self._call_sites = sites
         if self.scopes.module_functions().get(function.name.value) is not function:
-            return []
+            return self._method_call_sites(function)
         return self._call_sites.get(function.name.value, [])
+
+    def _method_call_sites(
+        self, method: cst.FunctionDef
+    ) -> list[tuple[cst.Call, cst.FunctionDef | None]]:
+        """Calls `self.m(...)` of a private method `m` (`_train`) from its own class: only the
+        class calls it, so these are all its callers. [] for other functions."""
+        owner = self.scopes.class_of(method)
+        params = method.params.params
+        if (
+            owner is None
+            or not method.name.value.startswith("_")
+            or method.name.value.startswith("__")
+            or not params
+            or params[0].name.value != "self"
+            or method.decorators
+        ):
+            return []
+        sites: list[tuple[cst.Call, cst.FunctionDef | None]] = []
+        for node in self.context.subtree(owner):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == method.name.value
+                and _is_name(node.func.value, "self")
+            ):
+                sites.append((node, self.scopes.enclosing_function(node)))
+        return sites
 
     def _argument_for(
         self, call: cst.Call, function: cst.FunctionDef, param: str
@@ -177,6 +227,13 @@ class ScriptFlow:
             if arg.keyword is not None and arg.keyword.value == param:
                 return arg.value
         names = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if (
+            names
+            and names[0] == "self"
+            and isinstance(call.func, cst.Attribute)
+            and _is_name(call.func.value, "self")
+        ):
+            names = names[1:]  # `self.m(a)`: `a` fills the parameter after `self`
         if param not in names:
             return None
         index = names.index(param)
@@ -393,15 +450,22 @@ class ScriptFlow:
         self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0
     ) -> list[cst.Call]:
         """The `DataLoader(...)` calls an iterable comes from; [] if anything else may feed it."""
-        if depth > 4:
+        if depth > 6:
             return []
+        if isinstance(expr, cst.IfExp):
+            # `None if val is None else DataLoader(...)`: a `None` is never iterated.
+            branches = [b for b in (expr.body, expr.orelse) if not _is_name(b, "None")]
+            found_in = [self.dataloader_calls(b, function, depth + 1) for b in branches]
+            return [c for calls in found_in for c in calls] if all(found_in) else []
         if isinstance(expr, cst.Call):
             qualified = self.names.qualified_name(expr.func)
             if qualified in DATALOADERS:
                 return [expr]
-            if qualified in ITERATION_WRAPPERS and expr.args and expr.args[0].keyword is None:
+            if (qualified in ITERATION_WRAPPERS or _names_an_iterator(expr.func)) and (
+                expr.args and expr.args[0].keyword is None
+            ):
                 return self.dataloader_calls(expr.args[0].value, function, depth + 1)
-            return []
+            return self._returned_loaders(expr, None, depth)
         name = dotted_name(expr)
         if name is None:
             return []
@@ -424,9 +488,42 @@ class ScriptFlow:
                         return []
                     found.extend(calls)
                 continue
+            if binding.kind == "unpack" and isinstance(binding.value, cst.Call):
+                # `train_loader, test_loader = load_data()`: that element of what it returns.
+                index = _unpacked_index(self.context, binding.value, name)
+                calls = (
+                    self._returned_loaders(binding.value, index, depth) if index is not None else []
+                )
+                if not calls:
+                    return []
+                found.extend(calls)
+                continue
             if binding.kind != "assign" or binding.value is None:
                 return []
             calls = self.dataloader_calls(binding.value, table_function, depth + 1)
+            if not calls:
+                return []
+            found.extend(calls)
+        return found
+
+    def _returned_loaders(self, call: cst.Call, index: int | None, depth: int) -> list[cst.Call]:
+        """The DataLoaders a module function returns (`return DataLoader(...)`), or the
+        `index`-th element of the tuple it returns; [] when any return is something else."""
+        if not isinstance(call.func, cst.Name):
+            return []
+        function = self.scopes.module_functions().get(call.func.value)
+        if function is None or not isinstance(function.body, cst.IndentedBlock):
+            return []
+        found: list[cst.Call] = []
+        for node in self._scope_nodes(function.body):
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value: cst.BaseExpression = node.value
+            if index is not None:
+                if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+                    return []
+                value = value.elements[index].value
+            calls = self.dataloader_calls(value, function, depth + 1)
             if not calls:
                 return []
             found.extend(calls)
@@ -442,7 +539,9 @@ class ScriptFlow:
     def _make_plan(self, loop: cst.For) -> LoopPlan | None:
         function = self.scopes.enclosing_function(loop)
         loaders = self.dataloader_calls(loop.iter, function)
-        if not loaders:
+        if loaders and all(self.yields_device_batches(loader) for loader in loaders):
+            return None
+        if not loaders and not self._typed_loader(loop.iter, function):
             return None
         target: cst.BaseExpression = loop.target
         if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
@@ -480,33 +579,35 @@ class ScriptFlow:
             found = self.model_device(callee, call)
             if found is not None and (found.move is not None or found.reason):
                 model_calls.append((call, found))
-        if not model_calls:
-            return None
         plan = LoopPlan(loop, loaders)
-        devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
-        first = model_calls[0][1]
-        plan.model = first.model
-        if len(devices) > 1:
-            plan.reason = "the loop feeds models on different devices"
-        elif first.move is None:
-            plan.reason = first.reason
+        if model_calls:
+            devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
+            first = model_calls[0][1]
+            plan.model = first.model
+            if len(devices) > 1:
+                plan.reason = "the loop feeds models on different devices"
+            elif first.move is None:
+                plan.reason = first.reason
+            else:
+                plan.move = first.move
+            fed = [c for c, _ in model_calls]
         else:
-            plan.move = first.move
-        bound = self._device_bound(loop, names, [c for c, _ in model_calls])
+            sibling = self._sibling_feed(loop, calls, names, function)
+            if sibling is None:
+                return None
+            fed, plan.model, plan.move, plan.helper = sibling
+        nodes = list(self._scope_nodes(loop.body))
+        bound = self._device_bound(nodes, names, fed)
         plan.unmoved = [n for n in names if n in bound and not self._is_moved(loop.body, n)]
         if one_line and not plan.reason:
             plan.reason = "the loop body is on the `for` line"
-        if not plan.unmoved or plan.reason or plan.move is None:
+        if not plan.unmoved or plan.reason or (plan.move is None and not plan.helper):
             return plan
         anchor = body[0]
-        if single is not None:
-            statement = self._single_move(loop.body, single, plan.move)
-            if statement is None:
-                plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
-                return plan
-        else:
-            moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
-            statement = f"{', '.join(plan.unmoved)} = {moved}"
+        statement = self._move_statement(loop.body, plan, single)
+        if statement is None:
+            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+            return plan
         plan.statement_code = statement
         new_line = cst.parse_statement(
             statement + "\n", config=self.context.module.config_for_parsing
@@ -515,7 +616,402 @@ class ScriptFlow:
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
 
-    def _single_move(self, body: cst.BaseSuite, name: str, move: DeviceMove) -> str | None:
+    def _move_statement(
+        self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
+    ) -> str | None:
+        """The statement that moves `plan.unmoved`: `x, y = x.to(d), y.to(d)`, the project's
+        helper (`batch = self._batch_to_device(batch)`), or by how a single batch name is read."""
+        if plan.helper:
+            moved = ", ".join(f"{plan.helper}({n})" for n in plan.unmoved)
+            return f"{', '.join(plan.unmoved)} = {moved}"
+        assert plan.move is not None
+        if single is not None:
+            return self._single_move(body, single, plan.move)
+        moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
+        return f"{', '.join(plan.unmoved)} = {moved}"
+
+    def next_batch_plan(self, assign: cst.Assign) -> LoopPlan | None:
+        """`x, y = next(iter(loader))` (one batch taken from a DataLoader): the plan to move
+        the names the statements after it hand to a model on a device, right after it."""
+        value = assign.value
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "next"
+            and len(value.args) == 1
+            and isinstance(value.args[0].value, cst.Call)
+            and isinstance(value.args[0].value.func, cst.Name)
+            and value.args[0].value.func.value == "iter"
+            and len(value.args[0].value.args) == 1
+            and len(assign.targets) == 1
+        ):
+            return None
+        function = self.scopes.enclosing_function(assign)
+        source = value.args[0].value.args[0].value
+        loaders = self.dataloader_calls(source, function)
+        if loaders and all(self.yields_device_batches(loader) for loader in loaders):
+            return None
+        if not loaders and not self._typed_loader(source, function):
+            return None
+        target = assign.targets[0].target
+        if isinstance(target, cst.Name):
+            names, single = [target.value], target.value
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+            single = None
+        else:
+            return None
+        line = self.context.parent(assign)
+        block = self.context.parent(line) if line is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(
+            block, (cst.IndentedBlock, cst.Module)
+        ):
+            return None
+        following = list(block.body)[list(block.body).index(line) + 1 :]
+        nodes: list[cst.CSTNode] = []
+        for after in following:
+            nodes.append(after)
+            nodes.extend(self._scope_nodes(after))
+        calls = [n for n in nodes if isinstance(n, cst.Call)]
+        plan = LoopPlan(assign, loaders)
+        fed: list[cst.Call] = []
+        for call in calls:
+            callee = call.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
+                callee = callee.value
+            if dotted_name(callee) is None or dotted_name(callee) in names:
+                continue
+            found = self.model_device(callee, call)
+            if found is not None and found.move is not None:
+                fed.append(call)
+                plan.model, plan.move = found.model, found.move
+        if not fed:
+            sibling = self._sibling_feed(assign, calls, names, function)
+            if sibling is None:
+                return None
+            fed, plan.model, plan.move, plan.helper = sibling
+        bound = self._device_bound(nodes, names, fed)
+        plan.unmoved = [
+            n
+            for n in names
+            if n in bound and not any(self._is_moved(after, n) for after in following)
+        ]
+        if not plan.unmoved:
+            return plan
+        statement = self._move_statement(cst.IndentedBlock(body=following), plan, single)
+        if statement is None:
+            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+            return plan
+        plan.statement_code = statement
+        new_line = cst.parse_statement(
+            statement + "\n", config=self.context.module.config_for_parsing
+        )
+        plan.edit = Edit(line, cst.FlattenSentinel([line, new_line]))
+        return plan
+
+    def _typed_loader(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """`expr` is a parameter annotated as a DataLoader (`loader: DataLoader`), or an
+        attribute `__init__` sets from one (`self.valid_dataloader = valid_dataloader`)."""
+        for _ in range(4):
+            if (
+                isinstance(expr, cst.Call)
+                and (
+                    self.names.qualified_name(expr.func) in ITERATION_WRAPPERS
+                    or _names_an_iterator(expr.func)
+                )
+                and expr.args
+            ):
+                expr = expr.args[0].value
+                continue
+            name = dotted_name(expr)
+            if name is None:
+                return False
+            if name.startswith("self.") and function is not None:
+                owner = self.scopes.class_of(function)
+                init = _method_of(owner, "__init__") if owner is not None else None
+                if owner is None or init is None:
+                    return False
+                bindings = self.scopes.table(owner).bindings.get(name, [])
+                if len(bindings) != 1 or bindings[0].value is None:
+                    return False
+                expr, function = bindings[0].value, init
+                continue
+            if function is None:
+                return False
+            for param in (*function.params.posonly_params, *function.params.params):
+                if param.name.value == name and param.annotation is not None:
+                    return any(
+                        self.names.qualified_name(node) in DATALOADERS
+                        for node in self.context.subtree(param.annotation.annotation)
+                        if isinstance(node, (cst.Name, cst.Attribute))
+                    )
+            return False
+        return False
+
+    def _sibling_feed(
+        self,
+        site: cst.CSTNode,
+        calls: list[cst.Call],
+        names: list[str],
+        function: cst.FunctionDef | None,
+    ) -> tuple[list[cst.Call], str, DeviceMove | None, str] | None:
+        """Evidence from another loop over a DataLoader in the same class (or module): it
+        moves its batch first (`x, y = x.to(DEVICE), y.to(DEVICE)`, `batch =
+        self._batch_to_device(batch)`) and then hands it to a callee (`self.model`,
+        `self._step`) that the batch names of `site` reach unmoved. Returns the calls of that
+        callee here, its name, and the move (as written here) or the helper."""
+        owner = self.scopes.class_of(function) if function is not None else None
+        scope: cst.CSTNode = owner if owner is not None else self.context.module
+        wanted = {dotted_name(c.func) for c in calls} - {None} - set(names)
+        for loop in self.context.subtree(scope):
+            if (
+                not isinstance(loop, cst.For)
+                or loop is site
+                or not isinstance(loop.body, cst.IndentedBlock)
+            ):
+                continue
+            first, last = self.context.order(loop)
+            if first <= self.context.order(site)[0] <= last:
+                continue  # `site` is inside this loop
+            loop_function = self.scopes.enclosing_function(loop)
+            if not (
+                self.dataloader_calls(loop.iter, loop_function)
+                or self._typed_loader(loop.iter, loop_function)
+            ):
+                continue
+            found = self._moving_head(loop)
+            if found is None:
+                continue
+            moved_names, move, helper = found
+            callees = {
+                dotted_name(call.func)
+                for call in self._scope_nodes(loop.body)
+                if isinstance(call, cst.Call)
+                and any(moved_names & self.scopes.names_read(arg.value) for arg in call.args)
+            } & wanted
+            here = [c for c in calls if dotted_name(c.func) in callees]
+            if not here:
+                continue
+            # Name the model rather than a torch function it shares the batch with.
+            model = next(
+                (
+                    code_of(c.func)
+                    for c in here
+                    if not (self.names.qualified_name(c.func) or "").startswith("torch.")
+                ),
+                code_of(here[0].func),
+            )
+            if helper:
+                return here, model, None, helper
+            assert move is not None
+            expressed = self.express(move, loop_function, function)
+            if isinstance(expressed, str):
+                return None
+            return here, model, expressed, ""
+        return None
+
+    def _moving_head(self, loop: cst.For) -> tuple[set[str], DeviceMove | None, str] | None:
+        """The first statements of a loop that move its batch: the names moved, and the move
+        (`.to(d)`/`.cuda()`) or the helper's name (`self._batch_to_device`)."""
+        body = cast(cst.IndentedBlock, loop.body).body
+        for statement in body[:3]:
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                continue
+            assign = statement.body[0]
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            target = assign.targets[0].target
+            values = (
+                [e.value for e in assign.value.elements]
+                if isinstance(assign.value, cst.Tuple)
+                else [assign.value]
+            )
+            targets = (
+                [e.value for e in target.elements]
+                if isinstance(target, (cst.Tuple, cst.List))
+                else [target]
+            )
+            if len(values) != len(targets) or not all(isinstance(t, cst.Name) for t in targets):
+                continue
+            moved = {t.value for t in targets if isinstance(t, cst.Name)}
+            moves = [v for v in values if isinstance(v, cst.Call)]
+            if len(moves) != len(values):
+                continue
+            first = moves[0]
+            if isinstance(first.func, cst.Attribute) and first.func.attr.value in _MOVES:
+                move = self.device_move(first, self.scopes.enclosing_function(loop))
+                if move is not None and all(
+                    _moved_whole(v.func.value, t.value)
+                    for v, t in zip(moves, targets)
+                    if isinstance(v.func, cst.Attribute) and isinstance(t, cst.Name)
+                ):
+                    return moved, move, ""
+            elif (
+                _device_helper(first)
+                and len(moves) == 1
+                and len(first.args) == 1
+                and _is_name(first.args[0].value, cast(cst.Name, targets[0]).value)
+            ):
+                return moved, None, code_of(first.func)
+        return None
+
+    def batch_move(
+        self, loop: cst.For, move: DeviceMove, origin: cst.FunctionDef | None, data: DataFunction
+    ) -> tuple[Edit, str] | str:
+        """The statement that moves the batch of `loop` (a loop over a DataLoader that runs
+        `data`) to the device `move` (written in `origin`) put it on before, at the head of the
+        loop: the edit and the statement, or why there is none. The batch's shape comes from
+        what `data` returns (a tuple of tensors, `None`s and lists is moved element by element
+        where it is a tensor), else from how the loop reads it."""
+        function = self.scopes.enclosing_function(loop)
+        expressed = self.express(move, origin, function)
+        if isinstance(expressed, str):
+            return expressed
+        target: cst.BaseExpression = loop.target
+        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
+            "enumerate",
+            "builtins.enumerate",
+        ):
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                return "the loop's target is not a batch"
+            target = target.elements[1].value
+        if not isinstance(target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
+            return "the loop unpacks the batch in its header"
+        name = target.value
+        if self._is_moved(loop.body, name):
+            return ""  # the loop moves the batch already
+        if not any(
+            not _is_inspected(self.context.parent(use), self.context)
+            for use in self.scopes.names_in(loop.body, name)
+        ):
+            return ""  # the loop does not use the batch (it counts or prints it)
+        shape = self._returned_shape(data.node)
+        if shape is None:
+            statement = self._single_move(loop.body, name, expressed)
+            if statement is None:
+                return f"cannot tell whether `{name}` is a tensor, a sequence or a dict"
+        else:
+            kind, mixed = shape
+            item = "t" if "t" not in self._root_names_of_move(expressed) else "item"
+            moved = code_of(expressed.apply(cst.Name(item)))
+            torch_name, _ = self.names.torch_spelling()
+            guarded = f"{moved} if isinstance({item}, {torch_name}.Tensor) else {item}"
+            if kind == "tensor":
+                statement = f"{name} = {code_of(expressed.apply(cst.Name(name)))}"
+            elif kind == "dict":
+                key = "k" if "k" not in self._root_names_of_move(expressed) else "key"
+                value = guarded if mixed else moved
+                statement = f"{name} = {{{key}: {value} for {key}, {item} in {name}.items()}}"
+            elif mixed:
+                # Tensors move; `None`s and lists of other objects stay as they are.
+                statement = f"{name} = tuple({guarded} for {item} in {name})"
+                source = f"{name} = tuple(\n    {guarded}\n    for {item} in {name}\n)\n"
+            else:
+                statement = f"{name} = [{moved} for {item} in {name}]"
+        anchor = loop.body.body[0]
+        new_line = cst.parse_statement(
+            source if shape is not None and shape == ("sequence", True) else statement + "\n",
+            config=self.context.module.config_for_parsing,
+        )
+        return Edit(anchor, cst.FlattenSentinel([new_line, anchor])), statement
+
+    def _returned_shape(self, function: cst.FunctionDef | cst.Lambda) -> tuple[str, bool] | None:
+        """What a collate function returns: ("sequence" | "dict" | "tensor", whether some
+        elements are not tensors: `None`, lists); None when it cannot be told."""
+        if not isinstance(function, cst.FunctionDef) or not isinstance(
+            function.body, cst.IndentedBlock
+        ):
+            return None
+        shapes: set[tuple[str, bool]] = set()
+        for node in self._scope_nodes(function.body):
+            if isinstance(node, cst.Return):
+                if node.value is None:
+                    return None
+                shape = self._shape_of(node.value, node)
+                if shape is None:
+                    return None
+                shapes.add(shape)
+        if len(shapes) != 1:
+            return None
+        return shapes.pop()
+
+    def _shape_of(self, value: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, bool] | None:
+        if isinstance(value, (cst.Tuple, cst.List)):
+            return "sequence", any(_not_a_tensor(e.value) for e in value.elements)
+        if isinstance(value, cst.Dict):
+            return "dict", any(
+                isinstance(e, cst.DictElement) and _not_a_tensor(e.value) for e in value.elements
+            )
+        if (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value in ("tuple", "list")
+            and len(value.args) == 1
+        ):
+            inner = value.args[0].value
+            if isinstance(inner, cst.Name):
+                return "sequence", self._filled_with_non_tensors(inner.value, at)
+            return None
+        if isinstance(value, cst.Call):
+            qualified = self.names.qualified_name(value.func) or ""
+            if qualified.startswith("torch.") and call_tail(value.func) in (
+                "stack",
+                "cat",
+                "tensor",
+                "as_tensor",
+                "from_numpy",
+            ):
+                return "tensor", False
+        return None
+
+    def _filled_with_non_tensors(self, name: str, at: cst.CSTNode) -> bool:
+        """`name = []` appended to in the function: whether it gets `None`s or lists too."""
+        function = self.scopes.enclosing_function(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        for node in self.context.subtree(scope):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "append"
+                and _is_name(node.func.value, name)
+                and node.args
+                and _not_a_tensor(node.args[0].value)
+            ):
+                return True
+        return False
+
+    def yields_device_batches(self, loader: cst.Call) -> bool:
+        """The DataLoader serves tensors already on a device: its dataset is a
+        `TensorDataset` of tensors moved there (`TensorDataset(x.to(device), y.to(device))`)."""
+        dataset = argument(loader, "dataset")
+        at: cst.CSTNode = loader
+        for _ in range(3):
+            if not isinstance(dataset, cst.Name):
+                break
+            bound = self.scopes.latest_binding(dataset.value, at)
+            if bound is None:
+                return False
+            dataset = bound
+        if not (
+            isinstance(dataset, cst.Call)
+            and self.names.qualified_name(dataset.func) in TENSOR_DATASETS
+            and dataset.args
+        ):
+            return False
+        for arg in dataset.args:
+            value = arg.value
+            if isinstance(value, cst.Name):
+                bound = self.scopes.latest_binding(value.value, loader)
+                if bound is None:
+                    return False
+                value = bound
+            if arg.star or not _is_move_call(value):
+                return False
+        return True
+
+    def _single_move(self, body: cst.CSTNode, name: str, move: DeviceMove) -> str | None:
         """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used."""
         as_dict = as_sequence = as_tensor = False
         for node in self._scope_nodes(body):
@@ -560,11 +1056,12 @@ class ScriptFlow:
         return f"{name} = {code_of(move.apply(cst.Name(name)))}"
 
     def _device_bound(
-        self, loop: cst.For, names: list[str], model_calls: list[cst.Call]
+        self, nodes: list[cst.CSTNode], names: list[str], model_calls: list[cst.Call]
     ) -> set[str]:
-        """Batch names passed to the model, or meeting its output in a call or an operation."""
+        """Batch names passed to the model, or meeting its output in a call or an operation,
+        in `nodes` (a loop body's)."""
         wanted = set(names)
-        assigns = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Assign)]
+        assigns = [n for n in nodes if isinstance(n, cst.Assign)]
         # `x = batch[0]`, `inp = x.float()`: names that hold (part of) a batch name unmoved.
         aliases: dict[str, set[str]] = {n: {n} for n in names}
         for _ in range(3):
@@ -575,6 +1072,16 @@ class ScriptFlow:
                 for target in assign.targets:
                     for bound_name in self.scopes.names_read(target.target) - wanted:
                         aliases.setdefault(bound_name, set()).update(origin)
+        # `img = img_list[j]` then `img = img.cuda()`: the alias is moved before it is used.
+        for assign in assigns:
+            if _is_move_call(assign.value) and len(assign.targets) == 1:
+                target_node = assign.targets[0].target
+                if (
+                    isinstance(target_node, cst.Name)
+                    and target_node.value not in wanted
+                    and _moved_whole(assign.value, target_node.value)
+                ):
+                    aliases.pop(target_node.value, None)
 
         def batch_of(node: cst.BaseExpression) -> set[str]:
             return {b for r in _tensor_roots(node) for b in aliases.get(r, ())}
@@ -597,7 +1104,7 @@ class ScriptFlow:
                 if from_model(assign.value):
                     for target in assign.targets:
                         derived |= self.scopes.names_read(target.target)
-        for node in self._scope_nodes(loop.body):
+        for node in nodes:
             parts: list[cst.BaseExpression] = []
             if isinstance(node, cst.Call) and id(node) not in model_ids:
                 if isinstance(node.func, cst.Attribute):
@@ -650,9 +1157,88 @@ class ScriptFlow:
         self._distributed = found or ""
         return found
 
+    def runs_on_one_device(self) -> bool:
+        """The file is a script (or notebook) that runs on the one device it chooses itself:
+        code outside classes moves things only to one device variable it binds
+        (`device = torch.device(...)`; `model.to(device)`), and nothing spreads the work over
+        several devices (DataParallel, DDP, torchrun, `Trainer`, device maps, `device_count()`,
+        a GPU other than `cuda:0`). Model code of such a file that uses a device stored at
+        construction uses that same device."""
+        if self._one_device is None:
+            self._one_device = self._one_device_script()
+        return self._one_device
+
+    def _one_device_script(self) -> bool:
+        if self.is_distributed() or self.places_over_devices():
+            return False
+        chosen: set[str] = set()
+        for node in self.context.subtree(self.context.module):
+            if not isinstance(node, cst.Call):
+                continue
+            wrapper = self.names.qualified_name(node.func)
+            if wrapper in MODEL_WRAPPERS and wrapper.endswith("DataParallel"):
+                return False
+            if self.modules.enclosing_class(node) is not None:
+                continue
+            function_info = self.modules.enclosing_function(node)
+            if function_info is not None and function_info.is_model_code:
+                continue  # model code: the moves under judgement, not the script's choice
+            move = self.moves.move_of(node)
+            if move is None or move.kind is None:
+                continue
+            if move.method == "cuda" or move.expression is None:
+                return False  # the current device, chosen elsewhere
+            name = dotted_name(move.expression)
+            if name is None or name.endswith(".device"):
+                continue  # `x.to(y.device)`: follows a tensor
+            function = function_info.node if function_info is not None else None
+            root = name.split(".")[0]
+            if function is not None and any(
+                binding.kind == "param"
+                for binding in self.scopes.table(function).bindings.get(root, [])
+            ):
+                continue  # a helper's parameter: its callers choose
+            chosen.add(name)
+        return len(chosen) == 1
+
     def is_distributed(self) -> bool:
         """The script runs as one of several processes (torchrun, DDP, accelerate, `Trainer`)."""
         return self.distributed_evidence() is not None
+
+    def is_notebook(self) -> bool:
+        """The file is a Jupyter notebook (its code cells joined into one module)."""
+        return is_notebook(self.context.path) or _CELL_MARKER in self.context.text
+
+    def one_process_reason(self) -> str | None:
+        """Why the file runs as a single process whatever it imports, or None: a notebook is one
+        kernel process (unless it starts workers with `notebook_launcher`)."""
+        if not self.is_notebook():
+            return None
+        launches = any(
+            isinstance(node, (cst.Name, cst.Attribute))
+            and (call_tail(node) or "") == "notebook_launcher"
+            and self.names.qualified_name(node) == "accelerate.notebook_launcher"
+            for node in self.context.subtree(self.context.module)
+        )
+        return None if launches else "a notebook runs in one process"
+
+    def declares_model_parallelism(self, model: str) -> cst.CSTNode | None:
+        """`model.model_parallel = True` / `model.is_parallelizable = True`: the script states
+        that `model` is split over the GPUs of one process on purpose (a `Trainer` then neither
+        moves nor wraps it). The assignment, or None."""
+        for node in self.context.subtree(self.context.module):
+            if not isinstance(node, cst.Assign) or not (
+                isinstance(node.value, cst.Name) and node.value.value == "True"
+            ):
+                continue
+            for target in node.targets:
+                if (
+                    isinstance(target.target, cst.Attribute)
+                    and target.target.attr.value in ("model_parallel", "is_parallelizable")
+                    and dotted_name(target.target.value) == model
+                ):
+                    return node
+        return None
 
     def data_callbacks(self) -> frozenset[str]:
         """Names of functions handed to `ds.map(f)`, `DataLoader(collate_fn=f)`, `transform=f`."""
@@ -995,9 +1581,7 @@ class ScriptFlow:
                 isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
             )
         if isinstance(node, cst.ClassDef):
-            return any(
-                self.names.qualified_name(base.value) in SPLIT_MODEL_BASES for base in node.bases
-            )
+            return any(self.modules.is_pretrained_model_base(base.value) for base in node.bases)
         return False
 
     # -- which code prepares data -------------------------------------------------------------
@@ -1028,9 +1612,10 @@ class ScriptFlow:
                 entry = found[id(node)] = DataFunction(node, role)
             entry.loaders.extend(c for c in consumers if c not in entry.loaders)
 
-        # Dataset classes and the loaders built on their instances.
+        # Dataset classes (torch's, or the project's own `...Dataset` bases that define
+        # `__getitem__`) and the loaders built on their instances.
         for name, cls in classes.items():
-            if not code.class_info(cls).is_dataset:
+            if not (code.class_info(cls).is_dataset or self._project_dataset(cls)):
                 continue
             consumers = [
                 c
@@ -1065,6 +1650,9 @@ class ScriptFlow:
                 if is_mapping:
                     consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
                     role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
+                    add(target, role, consumers)
+                    found[id(target)].mapping = True
+                    continue
                 elif keyword == "collate_fn":
                     consumers = [call] if call in loaders else []
                     role = "the `collate_fn`"
@@ -1077,17 +1665,91 @@ class ScriptFlow:
                     role = f"the `{keyword}`"
                 add(target, role, consumers)
 
-        # Module functions those call, one level down.
+        # `loader.collate_fn = f` installs a collate function after the loader is built.
+        for assign in (n for n in self.context.subtree(module) if isinstance(n, cst.Assign)):
+            for assign_target in assign.targets:
+                target_node = assign_target.target
+                if not (
+                    isinstance(target_node, cst.Attribute)
+                    and target_node.attr.value == "collate_fn"
+                ):
+                    continue
+                target = self._callable(assign.value, functions, classes, flow, assign)
+                if target is not None:
+                    consumers = self.dataloader_calls(
+                        target_node.value, self.scopes.enclosing_function(assign)
+                    )
+                    add(target, "the `collate_fn`", consumers)
+
+        # Functions and methods named as collate functions (`collate`, `pad_collate`,
+        # `_batch_collate_fn`): a library hands them to DataLoaders its users build. One the
+        # file only ever calls itself runs in the caller's process.
+        for node in self.context.subtree(module):
+            if not isinstance(node, cst.FunctionDef) or "collate" not in node.name.value.lower():
+                continue
+            if id(node) in found or self._only_called_directly(node):
+                continue
+            owner = self.scopes.class_of(node)
+            where = f"{owner.name.value}.{node.name.value}" if owner else node.name.value
+            add(node, f"the collate function `{where}`", [])
+
+        # Functions those call, one level down: module functions, and methods of the same
+        # class called on `self`.
         for entry in list(found.values()):
+            owner = (
+                self.scopes.class_of(entry.node)
+                if isinstance(entry.node, cst.FunctionDef)
+                else None
+            )
             for inner in (n for n in self.context.subtree(entry.node) if isinstance(n, cst.Call)):
+                helper: cst.FunctionDef | None = None
                 if isinstance(inner.func, cst.Name) and inner.func.value in functions:
                     helper = functions[inner.func.value]
-                    if id(helper) not in found:
-                        add(
-                            helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders
-                        )
+                elif (
+                    owner is not None
+                    and isinstance(inner.func, cst.Attribute)
+                    and _is_name(inner.func.value, "self")
+                ):
+                    helper = _method_of(owner, inner.func.attr.value)
+                if helper is not None and id(helper) not in found:
+                    add(helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders)
         self._data = found
         return found
+
+    def _only_called_directly(self, function: cst.FunctionDef) -> bool:
+        """Every other mention of the function's name calls it (`f(batch)`), and there is one:
+        nothing hands it on as a value."""
+        mentions = [
+            use
+            for use in self.scopes.names_in(self.context.module, function.name.value)
+            if use is not function.name
+        ]
+        for use in mentions:
+            parent = self.context.parent(use)
+            if isinstance(parent, cst.Attribute) and parent.attr is use:
+                parent = self.context.parent(parent)
+                use_node: cst.CSTNode = self.context.parent(use) or use
+            else:
+                use_node = use
+            if not (isinstance(parent, cst.Call) and parent.func is use_node):
+                return False
+        return bool(mentions)
+
+    def _project_dataset(self, cls: cst.ClassDef) -> bool:
+        """A dataset class of the project: it defines `__getitem__` and derives from a class
+        named as a dataset (`DataFrameDataset`, `BaseDataset`) that is not a torch name."""
+        if _method_of(cls, "__getitem__") is None:
+            return False
+        for base in cls.bases:
+            name = dotted_name(base.value)
+            qualified = self.names.qualified_name(base.value) or ""
+            if (
+                name is not None
+                and name.rsplit(".", 1)[-1].endswith("Dataset")
+                and not qualified.startswith("torch.")
+            ):
+                return True
+        return False
 
     def _callable(
         self,
@@ -1101,11 +1763,24 @@ class ScriptFlow:
             return value
         if isinstance(value, cst.Name) and value.value in functions:
             return functions[value.value]
+        if isinstance(value, cst.Attribute) and _is_name(value.value, "self"):
+            # `collate_fn=self._collate`: a method of the class the call is in.
+            function = self.scopes.enclosing_function(at)
+            owner = self.scopes.class_of(function) if function is not None else None
+            return _method_of(owner, value.attr.value) if owner is not None else None
         instance = value
         if isinstance(value, cst.Name):
             values = self.scopes.assigned_values(value.value, at)
             if len(values) == 1:
                 instance = values[0]
+        if (
+            isinstance(instance, cst.Call)
+            and self.names.qualified_name(instance.func) == "functools.partial"
+            and instance.args
+            and instance.args[0].keyword is None
+        ):
+            # `collate = partial(custom_collate, device=device)`: the function it wraps.
+            return self._callable(instance.args[0].value, functions, classes, flow, at)
         if isinstance(instance, cst.Call) and isinstance(instance.func, cst.Name):
             cls = classes.get(instance.func.value)
             if cls is not None:
@@ -1164,6 +1839,115 @@ class ScriptFlow:
             if isinstance(ancestor, cst.ClassDef):
                 return None
         return None
+
+    def consuming_loops(self, entry: DataFunction) -> list[cst.For]:
+        """The `for` loops over a DataLoader that runs `entry`."""
+        if not entry.loaders:
+            return []
+        return [
+            loop
+            for loop in self.context.subtree(self.context.module)
+            if isinstance(loop, cst.For)
+            and any(
+                call in entry.loaders
+                for call in self.dataloader_calls(loop.iter, self.scopes.enclosing_function(loop))
+            )
+        ]
+
+    def data_move_hazard(
+        self, entry: DataFunction, node: cst.CSTNode, move: DeviceMove
+    ) -> DataHazard | None:
+        """Where `move` inside data preparation `entry` breaks, or None where it cannot (then it
+        is not a bug): the function runs in DataLoader worker processes (`num_workers`, or
+        loaders this file does not show), its loader pins memory, it is mapped over a
+        `datasets` dataset, the script runs as several processes and the device is not each
+        process's own, or the model is on another device. A function that feeds a model itself
+        (feature extraction inside `ds.map`) needs its moves."""
+        if self._feeds_a_model(entry.node):
+            return None
+        right_device = move.kind == "device"
+        if entry.mapping:
+            return DataHazard(
+                "a mapped dataset is stored on the CPU, and with `num_proc` the function runs "
+                "in worker processes, which cannot use CUDA",
+                False,
+            )
+        model_devices = {
+            plan.move.code
+            for loop in self.consuming_loops(entry)
+            if (plan := self.loop_plan(loop)) is not None and plan.move is not None
+        }
+        evidence = self.distributed_evidence()
+        if evidence is not None and not self._is_process_device(move, node, model_devices):
+            return DataHazard(
+                f"the script runs as several processes ({evidence}) and {move.describe()} is not "
+                "each process's own device",
+                False,
+            )
+        right_device = right_device and not (model_devices - {move.code})
+        for loader in entry.loaders:
+            workers = argument(loader, "num_workers", 5)
+            if isinstance(workers, cst.Name):
+                workers = self.scopes.latest_binding(workers.value, loader) or workers
+            if workers is not None and not (
+                isinstance(workers, cst.Integer) and workers.evaluated_value == 0
+            ):
+                return DataHazard(
+                    "its DataLoader runs it in worker processes "
+                    f"(`num_workers={code_of(workers)}`), which cannot use CUDA",
+                    right_device,
+                )
+            pinned = argument(loader, "pin_memory", 7)
+            if isinstance(pinned, cst.Name) and pinned.value not in ("True", "False"):
+                pinned = self.scopes.latest_binding(pinned.value, loader) or pinned
+            if pinned is not None and not _is_name(pinned, "False"):
+                return DataHazard(
+                    f"its DataLoader pins the batches (`pin_memory={code_of(pinned)}`), which "
+                    "works only on CPU tensors",
+                    right_device,
+                )
+        if not entry.loaders:
+            return DataHazard(
+                "no DataLoader in this file is known to run it: with `num_workers > 0` it runs "
+                "in worker processes, which cannot use CUDA",
+                right_device,
+            )
+        if evidence is not None or move.kind != "accelerator":
+            return None  # each process's own device, or the script's choice in one process
+        others = sorted(model_devices - {move.code})
+        if others:
+            return DataHazard(
+                f"the model is on `{others[0]}`, the data on {move.describe()}", False
+            )
+        return None
+
+    def _is_process_device(
+        self, move: DeviceMove, node: cst.CSTNode, model_devices: set[str]
+    ) -> bool:
+        """The move is to each process's own device: the rank's (`cuda:{local_rank}`), the
+        current device after `set_device(local_rank)`, or the device every process moves its
+        model to."""
+        if move.code in model_devices:
+            return True
+        if move.method == "cuda":
+            return not move.cuda_args and self.sets_current_device()
+        device = move.expression
+        return isinstance(device, cst.Name) and self.moves.is_process_device(device.value, node)
+
+    def _feeds_a_model(self, function: cst.FunctionDef | cst.Lambda) -> bool:
+        """`function` calls a model that is on a device (`model(**inputs)`, `model.generate`)."""
+        for call in self.context.subtree(function):
+            if not isinstance(call, cst.Call):
+                continue
+            callee = call.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value in ("forward", "generate"):
+                callee = callee.value
+            if dotted_name(callee) is None:
+                continue
+            found = self.model_device(callee, call)
+            if found is not None and (found.move is not None or found.pretrained or found.reason):
+                return True
+        return False
 
     def has_self_moving_trainer(self) -> bool:
         """A Hugging Face / Lightning trainer that moves batches to the model itself."""
@@ -1229,7 +2013,7 @@ class ScriptFlow:
             return self._root_names(move.expression)
         return set()
 
-    def _is_moved(self, body: cst.BaseSuite, name: str) -> bool:
+    def _is_moved(self, body: cst.CSTNode, name: str) -> bool:
         """Whether the loop moves `name` itself (`.to`, `.cuda`, a device helper, a comprehension)
         or rebinds it from something that may have moved it."""
         for node in self._scope_nodes(body):
@@ -1238,6 +2022,7 @@ class ScriptFlow:
                     isinstance(node.func, cst.Attribute)
                     and node.func.attr.value in _MOVES
                     and _moved_whole(node.func.value, name)
+                    and self._bound_result(node)
                 ):
                     return True
                 if _device_helper(node) and any(
@@ -1260,13 +2045,26 @@ class ScriptFlow:
                 return True
         return False
 
+    def _bound_result(self, call: cst.Call) -> bool:
+        """The move's result is assigned (`x = x.to(d)`, `x, y = x.to(d), y.to(d)`), not used
+        once inline (`criterion(out, y.to(d))` leaves `y` itself where it was)."""
+        node: cst.CSTNode = call
+        parent = self.context.parent(node)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+            node, parent = parent, self.context.parent(parent)
+        return isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node
+
     def _keeps_device(self, value: cst.BaseExpression) -> bool:
         """A rebinding computed by tensor methods and torch functions only (it stays where it
         was)."""
         for node in self.context.subtree(value):
             if isinstance(node, cst.Call):
-                if isinstance(node.func, cst.Attribute) and not dotted_name(node.func):
-                    continue
+                if (
+                    isinstance(node.func, cst.Attribute)
+                    and not dotted_name(node.func)
+                    and node.func.attr.value not in _MOVES
+                ):
+                    continue  # `batch[0].float()`; but `data[0].to(d)` moves
                 qualified = self.names.qualified_name(node.func)
                 if qualified is not None and qualified.startswith("torch."):
                     continue
@@ -1277,6 +2075,76 @@ class ScriptFlow:
                         continue
                 return False
         return True
+
+    # -- training, optimizers and output, as a script-level judgement sees them ---------------
+
+    def calls_backward(self, root: cst.CSTNode, _depth: int = 0) -> bool:
+        """A `.backward()` call under `root`, or in a module-level function called there
+        (followed two calls deep): the code under `root` trains."""
+        module = self.context.module
+        for call in self.scopes.find(root, cst.Call):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward":
+                return True
+            if _depth < 2 and isinstance(call.func, cst.Name):
+                for statement in module.body:
+                    if (
+                        isinstance(statement, cst.FunctionDef)
+                        and statement.name.value == call.func.value
+                        and statement.body is not root
+                        and self.calls_backward(statement.body, _depth + 1)
+                    ):
+                        return True
+        return False
+
+    def builds_optimizer(self, call: cst.Call) -> bool:
+        """An optimizer is built here: one of torch.optim (schedulers aside), a known optimizer
+        class of another library (`FusedAdam`), or a factory named for one
+        (`build_optimizer(cfg, model)`). Looser than :meth:`training_objects`: enough to tell
+        which models a script trains."""
+        qualified = self.names.qualified_name(call.func) or ""
+        if qualified.startswith("torch.optim.") and ".lr_scheduler" not in qualified:
+            return True
+        tail = call_tail(call.func) or ""
+        return tail in OPTIMIZER_CLASS_NAMES or "optimizer" in tail.lower()
+
+    def logs(self, statement: cst.BaseStatement) -> bool:
+        """`print(...)`, `logging.info(...)` or `logger.info(...)` alone on its line."""
+        call = statement_call(statement)
+        if call is None:
+            return False
+        qualified = self.names.qualified_name(call.func) or ""
+        if qualified in ("builtins.print", "print") or (
+            qualified.startswith("logging.") and call_tail(call.func) in LOGGING_METHODS
+        ):
+            return True
+        if (
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in LOGGING_METHODS
+            and isinstance(call.func.value, cst.Name)
+        ):
+            return call.func.value.value in self.loggers()
+        return False
+
+    def in_log_statement(self, node: cst.CSTNode) -> bool:
+        """`node` is part of a statement that :meth:`logs` (a string that is printed)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.SimpleStatementLine):
+                return self.logs(ancestor)
+        return False
+
+    def loggers(self) -> set[str]:
+        """Names bound to `logging.getLogger(...)` anywhere in the file."""
+        if self._loggers is None:
+            self._loggers = set()
+            for assign in self.scopes.find(self.context.module, cst.Assign):
+                if (
+                    isinstance(assign.value, cst.Call)
+                    and self.names.qualified_name(assign.value.func) == "logging.getLogger"
+                ):
+                    for target in assign.targets:
+                        if isinstance(target.target, cst.Name):
+                            self._loggers.add(target.target.value)
+        return self._loggers
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -1332,6 +2200,57 @@ def _unpacking(statement: cst.BaseStatement, name: str) -> list[str] | None:
     return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
 
 
+def _is_inspected(parent: cst.CSTNode | None, context: FileContext) -> bool:
+    """A use of a name as the argument of `len(...)`, `print(...)` and the like."""
+    if not isinstance(parent, cst.Arg):
+        return False
+    call = context.parent(parent)
+    return (
+        isinstance(call, cst.Call)
+        and isinstance(call.func, cst.Name)
+        and call.func.value in _INSPECTING_CALLS
+    )
+
+
+def _unpacked_index(context: FileContext, value: cst.BaseExpression, name: str) -> int | None:
+    """In `a, name = value`: the position of `name` (1)."""
+    assign = context.parent(value)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for index, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            return None
+        if _is_name(element.value, name):
+            return index
+    return None
+
+
+def _names_an_iterator(func: cst.BaseExpression) -> bool:
+    """A project's own progress-bar or iterator wrapper (`_build_tqdm_iterator(loader)`,
+    `make_iter(loader)`), named as one: it yields what its first argument yields."""
+    tail = (call_tail(func) or "").lower()
+    return (
+        isinstance(func, (cst.Name, cst.Attribute))
+        and any(word in tail for word in ("tqdm", "iter", "progress"))
+        and tail not in ("iter", "next")
+    )
+
+
+def _not_a_tensor(value: cst.BaseExpression) -> bool:
+    """`None`, a string, a list or list comprehension: what a collate returns next to tensors."""
+    return _is_name(value, "None") or isinstance(value, (cst.SimpleString, cst.List, cst.ListComp))
+
+
+def _method_of(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
+
+
 def _device_helper(call: cst.Call) -> bool:
     name = dotted_name(call.func)
     tail = (name or "").rsplit(".", 1)[-1].lower()
@@ -1349,3 +2268,18 @@ def _moved_whole(receiver: cst.BaseExpression, name: str) -> bool:
             receiver = receiver.value
         else:
             return False
+
+
+def is_main_guard(node: cst.CSTNode) -> bool:
+    """`if __name__ == "__main__":` (either operand order): the script's entry point."""
+    if not isinstance(node, cst.If):
+        return False
+    test = node.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    parts = [test.left, test.comparisons[0].comparator]
+    names = [p for p in parts if isinstance(p, cst.Name) and p.value == "__name__"]
+    strings = [
+        p for p in parts if isinstance(p, cst.SimpleString) and p.evaluated_value == "__main__"
+    ]
+    return bool(names and strings) and isinstance(test.comparisons[0].operator, cst.Equal)

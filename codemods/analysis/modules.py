@@ -4,6 +4,7 @@ the tensors and device attributes `__init__` stores, and which functions are mod
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -19,10 +20,12 @@ from devfix.codemods.analysis.torch_names import (
     LAYER_PARAMETER,
     LEGACY_CONSTRUCTORS,
     MODULE_BASES,
+    MODULE_RETURNING_WRAPPERS,
     MODULE_SELF_METHODS,
     NON_MODULE_CLASSES,
     NON_TENSOR_METHODS,
     PARAMETER,
+    SPLIT_MODEL_BASES,
     TENSOR_FACTORIES,
     TENSOR_FUNCTIONS,
     TENSOR_MEMBERS,
@@ -69,6 +72,7 @@ class FunctionInfo:
         return bool(self.tensor_params)
 
 
+_TENSOR_KEYWORDS = frozenset({"input", "other", "target", "tensor", "mat2", "weight"})
 _LOSS_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
 
 
@@ -112,6 +116,40 @@ def class_level_names(classdef: cst.ClassDef) -> set[str]:
                 elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
                     names.add(small.target.value)
     return names
+
+
+def _hands_back(value: cst.BaseExpression | None, name: str) -> bool:
+    """`name`, or a call (not of a builtin such as `str`) whose first argument is `name`."""
+    if isinstance(value, cst.Name):
+        return value.value == name
+    if isinstance(value, cst.Call) and value.args and value.args[0].keyword is None:
+        if isinstance(value.func, cst.Name) and value.func.value in _BUILTIN_NAMES:
+            return False
+        first = value.args[0].value
+        return isinstance(first, cst.Name) and first.value == name
+    return False
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+
+
+def _is_static(function: cst.FunctionDef) -> bool:
+    return any(
+        (dotted_name(d.decorator) or "").rsplit(".", 1)[-1] in ("staticmethod", "classmethod")
+        for d in function.decorators
+    )
+
+
+#: Bases that never make a class an `nn.Module`, whatever it defines.
+_PLAIN_BASES = frozenset({"object", "builtins.object", "abc.ABC", "typing.Generic"})
+
+
+def _unknown_bases(node: cst.ClassDef, qualified: set[str]) -> bool:
+    """The class has a base, and none that is a plain Python base or a torch class (torch
+    classes are judged by name): a base imported from elsewhere in the project."""
+    if not node.bases:
+        return False
+    return not any(name in _PLAIN_BASES or name.startswith("torch.") for name in qualified)
 
 
 def is_super_init(node: cst.CSTNode) -> bool:
@@ -182,12 +220,16 @@ class ModuleFacts:
         self._judges: dict[int, TensorJudge] = {}
         self._global_losses: set[str] | None = None
         self._local_tables: dict[int, set[str]] = {}
+        self._construction: dict[int, frozenset[str]] = {}
+        self._returns_tensor: dict[int, bool] = {}
+        self._tensor_attrs: dict[int, frozenset[str]] = {}
 
     # -- classes ---------------------------------------------------------------------------
 
     def class_info(self, node: cst.ClassDef) -> ClassInfo:
         info = self._classes.get(id(node))
         if info is None:
+            self._classes[id(node)] = ClassInfo(node)  # a class that builds itself stops here
             info = self._build_class(node)
             self._classes[id(node)] = info
         return info
@@ -198,8 +240,9 @@ class ModuleFacts:
             bases |= {qn.name for qn in self.context.qualified_names(base.value)}
         info = ClassInfo(node)
         info.is_dataset = bool(bases & DATASET_BASES)
-        info.is_module = not info.is_dataset and any(
-            name in MODULE_BASES or name.startswith("torch.nn.") for name in bases
+        info.is_module = not info.is_dataset and (
+            any(name in MODULE_BASES or name.startswith("torch.nn.") for name in bases)
+            or any(self.is_pretrained_model_base(base.value) for base in node.bases)
         )
         if not info.is_module:
             # A subclass of another model class in the same file is model code too.
@@ -214,14 +257,162 @@ class ModuleFacts:
                     and self.class_info(statement).is_module
                 ):
                     info.is_module = True
+        if not info.is_module and not info.is_dataset and _unknown_bases(node, bases):
+            info.is_module = self._used_as_module(node)
         info.has_device_property = bool(bases & BASES_WITH_DEVICE_PROPERTY)
+        construction = self.construction_methods(node)
         for member in node.body.body:
             if isinstance(member, cst.FunctionDef):
                 if member.name.value == "device":
                     info.has_device_property = True
-                if member.name.value == "__init__":
+                if member.name.value in construction:
                     self._read_init(member, info)
         return info
+
+    def is_pretrained_model_base(self, base: cst.BaseExpression) -> bool:
+        """A Hugging Face model base class: `transformers.PreTrainedModel` (however imported),
+        a model family's base (`transformers...LlamaPreTrainedModel`), or `PreTrainedModel`
+        imported relatively from a `modeling_utils` module (a vendored copy of transformers, or
+        a model's remote code shipped next to it)."""
+        qualified = self.names.qualified_name(base)
+        if qualified in SPLIT_MODEL_BASES or (
+            qualified is not None
+            and qualified.startswith("transformers.")
+            and qualified.endswith("PreTrainedModel")
+        ):
+            return True
+        if isinstance(base, cst.Name) and base.value == "PreTrainedModel":
+            source = self.names.relative_import_source(base.value)
+            return source is not None and source.rsplit(".", 1)[-1] == "modeling_utils"
+        return False
+
+    def _used_as_module(self, node: cst.ClassDef) -> bool:
+        """A class whose base comes from elsewhere (another file of the project) is an
+        `nn.Module` when it is used as one: it defines `forward`, calls `super().__init__()` and
+        builds `torch.nn` layers on `self` while it is constructed."""
+        forward = method(node, "forward")
+        init = method(node, "__init__")
+        if forward is None or init is None or super_init_call(init) is None:
+            return False
+        construction = self.construction_methods(node)
+        for function in methods(node):
+            if function.name.value not in construction:
+                continue
+            self_var = self_name(function)
+            for assign in self.context.subtree(function.body):
+                if (
+                    isinstance(assign, cst.Assign)
+                    and len(assign.targets) == 1
+                    and self_var is not None
+                    and self_attribute(assign.targets[0].target, self_var) is not None
+                    and (self.constructed_module(assign.value) or "").startswith("torch.nn.")
+                ):
+                    return True
+        return False
+
+    # -- construction-time methods -----------------------------------------------------------
+
+    def construction_methods(self, classdef: cst.ClassDef) -> frozenset[str]:
+        """`__init__` and the methods that run only while the object is built: methods every
+        use of which (`self.<m>(...)`, `self.apply(self.<m>)`) is in a construction-time method
+        of the class. Code there runs before `model.to(device)`, like `__init__` itself."""
+        found = self._construction.get(id(classdef))
+        if found is not None:
+            return found
+        by_name = {m.name.value: m for m in methods(classdef)}
+        users: dict[str, set[str]] = {name: set() for name in by_name}
+        for caller, function in by_name.items():
+            self_var = self_name(function)
+            if self_var is None or _is_static(function):
+                continue
+            for node in self.context.subtree(function.body):
+                if isinstance(node, cst.Attribute):
+                    attr = self_attribute(node, self_var)
+                    if attr in users and caller != attr:
+                        users[attr].add(caller)
+        construction = {"__init__"} if "__init__" in by_name else set()
+        changed = True
+        while changed:
+            changed = False
+            for name, callers in users.items():
+                if (
+                    name not in construction
+                    and name != "forward"
+                    and not name.startswith("__")
+                    and callers
+                    and callers <= construction
+                ):
+                    construction.add(name)
+                    changed = True
+        found = frozenset(construction)
+        self._construction[id(classdef)] = found
+        return found
+
+    def is_construction(self, function: FunctionInfo) -> bool:
+        """`function` is `__init__` or a method only `__init__` (transitively) calls."""
+        if function.owner is None:
+            return False
+        return function.name in self.construction_methods(function.owner.node)
+
+    def tensor_attributes(self, classdef: cst.ClassDef) -> frozenset[str]:
+        """Attributes that construction-time methods of the class set to a tensor (plain,
+        a buffer or an `nn.Parameter`): `self.<attr>` reads a tensor in any method."""
+        found = self._tensor_attrs.get(id(classdef))
+        if found is not None:
+            return found
+        self._tensor_attrs[id(classdef)] = frozenset()  # a cycle through the judge stops here
+        attrs: set[str] = set()
+        construction = self.construction_methods(classdef)
+        for function in methods(classdef):
+            if function.name.value not in construction:
+                continue
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            judge = self.tensor_judge(function)
+            for node in self.scopes.nodes(function.body):
+                if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                    attr = self_attribute(node.targets[0].target, self_var)
+                    value = node.value
+                    if attr is not None and (
+                        judge.is_tensor(value)
+                        or (
+                            isinstance(value, cst.Call)
+                            and self.names.qualified_name(value.func) in PARAMETER
+                        )
+                    ):
+                        attrs.add(attr)
+                elif (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in ("register_buffer", "register_parameter")
+                    and self_attribute(node.func, self_var) is not None
+                    and len(node.args) >= 2
+                    and isinstance(node.args[0].value, cst.SimpleString)
+                ):
+                    name = node.args[0].value.evaluated_value
+                    if isinstance(name, str):
+                        attrs.add(name)
+        found = frozenset(attrs)
+        self._tensor_attrs[id(classdef)] = found
+        return found
+
+    def returns_tensor(self, function: cst.FunctionDef) -> bool:
+        """Every `return` of `function` (a method or a module-level function of this file)
+        returns a value that is provably a tensor, and there is at least one."""
+        known = self._returns_tensor.get(id(function))
+        if known is not None:
+            return known
+        self._returns_tensor[id(function)] = False  # recursion: not proven
+        judge = self.tensor_judge(function)
+        returns = [
+            node for node in self.scopes.nodes(function.body) if isinstance(node, cst.Return)
+        ]
+        verdict = bool(returns) and all(
+            r.value is not None and judge.is_tensor(r.value) for r in returns
+        )
+        self._returns_tensor[id(function)] = verdict
+        return verdict
 
     def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
         for assign in self.context.subtree(init.body):
@@ -273,6 +464,69 @@ class ModuleFacts:
         if self.local_module_class(qualified) is not None:
             return qualified
         return None
+
+    def held_kind(self, node: cst.BaseExpression) -> str | None:
+        """What a container element is: "module" (`nn.Linear(...)`, a local module class, or
+        one passed through a wrapper that returns it: `weight_norm(nn.Linear(...))`,
+        `init_(nn.Linear(...))` with a local `def init_(m): return init(m, ...)`), "parameter"
+        (`nn.Parameter(...)`), or None."""
+        if self.constructed_module(node) is not None:
+            return "module"
+        if not isinstance(node, cst.Call) or dotted_name(node.func) is None:
+            return None
+        qualified = self.names.qualified_name(node.func)
+        if qualified in PARAMETER:
+            return "parameter"
+        positional = [arg for arg in node.args if arg.keyword is None]
+        if not positional or self.constructed_module(positional[0].value) is None:
+            return None
+        if qualified in MODULE_RETURNING_WRAPPERS or self._passes_first_argument(node.func):
+            return "module"
+        return None
+
+    def _passes_first_argument(self, func: cst.BaseExpression) -> bool:
+        """`func` is a function or lambda of this file (module level, or local to the function
+        around it) whose every return is its first parameter, or a call that takes its first
+        parameter first (`return init(m, init_method)`): an initialiser that hands the module
+        back."""
+        if not isinstance(func, cst.Name):
+            return False
+        candidates: list[cst.FunctionDef | cst.Lambda] = []
+        enclosing = self.scopes.enclosing_function(func)
+        scopes: list[cst.CSTNode] = [enclosing] if enclosing is not None else []
+        scopes.append(self.context.module)
+        for scope in scopes:
+            for node in self.scopes.nodes(
+                scope.body if isinstance(scope, cst.FunctionDef) else scope
+            ):
+                if isinstance(node, cst.FunctionDef) and node.name.value == func.value:
+                    candidates.append(node)
+                elif (
+                    isinstance(node, cst.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0].target, cst.Name)
+                    and node.targets[0].target.value == func.value
+                    and isinstance(node.value, cst.Lambda)
+                ):
+                    candidates.append(node.value)
+            if candidates:
+                break
+        if len(candidates) != 1:
+            return False
+        function = candidates[0]
+        params = [*function.params.posonly_params, *function.params.params]
+        if not params:
+            return False
+        first = params[0].name.value
+        if isinstance(function, cst.Lambda):
+            returns: list[cst.BaseExpression | None] = [function.body]
+        else:
+            returns = [
+                node.value
+                for node in self.context.subtree(function.body)
+                if isinstance(node, cst.Return)
+            ]
+        return bool(returns) and all(_hands_back(value, first) for value in returns)
 
     def assignments_to(
         self, classdef: cst.ClassDef, attr: str
@@ -451,10 +705,30 @@ class ModuleFacts:
         layers = owner.layers if owner is not None and owner.is_module else {}
         for node in self.context.subtree(function.body):
             if isinstance(node, cst.Attribute):
-                if isinstance(node.value, cst.Name) and node.attr.value in TENSOR_MEMBERS:
-                    names.add(node.value.value)
+                base = node.value
+                if isinstance(base, cst.Subscript):
+                    base = base.value  # `y[mask].shape`
+                if isinstance(base, cst.Name) and node.attr.value in TENSOR_MEMBERS:
+                    names.add(base.value)
             elif isinstance(node, cst.Call):
-                arg_names = [a.value.value for a in node.args if isinstance(a.value, cst.Name)]
+                if (
+                    isinstance(node.func, cst.Attribute)
+                    and isinstance(node.func.value, cst.Name)
+                    and any(a.keyword is not None and a.keyword.value == "dim" for a in node.args)
+                    and (self.names.qualified_name(node.func) or node.func.value.value).split(".")[
+                        0
+                    ]
+                    == node.func.value.value
+                ):
+                    names.add(node.func.value.value)  # `x.argmax(dim=1)`: NumPy says `axis=`
+                # Keyword arguments of torch functions are mostly numbers (`min=`, `max=`,
+                # `dim=`); only the ones that name a tensor count.
+                arg_names = [
+                    a.value.value
+                    for a in node.args
+                    if isinstance(a.value, cst.Name)
+                    and (a.keyword is None or a.keyword.value in _TENSOR_KEYWORDS)
+                ]
                 if not arg_names:
                     continue
                 if self_attribute(node.func) in layers or (
@@ -556,8 +830,14 @@ class ModuleFacts:
         """Whether expressions of `function` are provably tensors (built once per function)."""
         judge = self._judges.get(id(function))
         if judge is None:
-            judge = self._judges[id(function)] = TensorJudge(self.names, self.scopes, function)
+            judge = self._judges[id(function)] = TensorJudge(
+                self.names, self.scopes, function, self
+            )
         return judge
+
+
+#: A verdict inside a name's own bindings: computed from the name itself.
+_SELF_REFERENCE = "self-reference"
 
 
 class TensorJudge:
@@ -567,11 +847,21 @@ class TensorJudge:
     tensor methods, arithmetic with a tensor, and local names every binding of which is one.
     """
 
-    def __init__(self, names: Names, scopes: Scopes, function: cst.FunctionDef) -> None:
+    def __init__(
+        self,
+        names: Names,
+        scopes: Scopes,
+        function: cst.FunctionDef,
+        modules: ModuleFacts | None = None,
+    ) -> None:
         self.names = names
         self.scopes = scopes
         self.function = function
-        self.self_var = self_name(function)
+        #: With the module facts, `self.<tensor attribute>` and calls of methods and functions
+        #: of this file that return tensors are judged too.
+        self.modules = modules
+        self.owner = scopes.class_of(function)
+        self.self_var = self_name(function) if self.owner is not None else None
         self._locals: dict[str, list[cst.BaseExpression]] | None = None
         self._annotated: set[str] = set()
         for param in (
@@ -621,7 +911,7 @@ class TensorJudge:
         seen: frozenset[str] = frozenset(),
         same_attr: str | None = None,
     ) -> bool:
-        return self._judge(node, seen, same_attr) is not None
+        return self._judge(node, seen, same_attr) not in (None, _SELF_REFERENCE)
 
     def requires_grad(self, node: cst.BaseExpression) -> bool:
         return self._judge(node, frozenset(), None) == "trainable"
@@ -629,18 +919,24 @@ class TensorJudge:
     def _judge(
         self, node: cst.BaseExpression, seen: frozenset[str], same_attr: str | None
     ) -> str | None:
-        """ "tensor", "trainable" (requires grad) or None (not provably a tensor)."""
+        """ "tensor", "trainable" (requires grad) or None (not provably a tensor); inside the
+        bindings of a name, `_SELF_REFERENCE` for a value computed from that same name
+        (`omega = 1.0 / omega`), which the name's other bindings decide."""
         if isinstance(node, cst.Name):
             if node.value in self._annotated:
                 return "tensor"
             values = self._local_values().get(node.value)
-            if not values or node.value in seen:
+            if not values:
                 return None
+            if node.value in seen:
+                return _SELF_REFERENCE
             verdicts = [self._judge(v, seen | {node.value}, same_attr) for v in values]
             augmented = [
                 v for v in values if isinstance(v, cst.Name) and v.value == "__augmented__"
             ]
-            real = [x for x, v in zip(verdicts, values) if v not in augmented]
+            real = [
+                x for x, v in zip(verdicts, values) if v not in augmented and x != _SELF_REFERENCE
+            ]
             if not real or any(x is None for x in real):
                 return None
             return "trainable" if "trainable" in real else "tensor"
@@ -653,15 +949,24 @@ class TensorJudge:
                 return "tensor"
             if node.attr.value in ("T", "mT", "H", "data", "real", "imag"):
                 return self._judge(node.value, seen, same_attr)
+            attr = self_attribute(node, self.self_var) if self.self_var else None
+            if (
+                attr is not None
+                and self.modules is not None
+                and self.owner is not None
+                and attr in self.modules.tensor_attributes(self.owner)
+            ):
+                return "tensor"  # derived from the module's state, never a new leaf
             return None
         if isinstance(node, cst.Subscript):
             return self._judge(node.value, seen, same_attr)
         if isinstance(node, cst.BinaryOperation):
             left = self._judge(node.left, seen, same_attr)
             right = self._judge(node.right, seen, same_attr)
-            if left is None and right is None:
-                return None
-            return "trainable" if "trainable" in (left, right) else "tensor"
+            sides = {left, right} - {None, _SELF_REFERENCE}
+            if not sides:
+                return _SELF_REFERENCE if _SELF_REFERENCE in (left, right) else None
+            return "trainable" if "trainable" in sides else "tensor"
         if isinstance(node, cst.UnaryOperation) and not isinstance(node.operator, cst.Not):
             return self._judge(node.expression, seen, same_attr)
         if isinstance(node, cst.Call):
@@ -680,6 +985,9 @@ class TensorJudge:
         if isinstance(node.func, cst.Attribute) and dotted_name(node.func) is None:
             # A method call on a computed receiver: `torch.zeros(3).unsqueeze(0)`.
             return self._method(node, seen, same_attr)
+        helper = self._local_callee(node.func)
+        if helper is not None:
+            return "tensor" if self.modules and self.modules.returns_tensor(helper) else None
         qualified = self.names.qualified_name(node.func) if dotted_name(node.func) else None
         if qualified is not None:
             if qualified in VARIABLE:
@@ -701,6 +1009,23 @@ class TensorJudge:
                 return None
         if isinstance(node.func, cst.Attribute):
             return self._method(node, seen, same_attr)
+        return None
+
+    def _local_callee(self, func: cst.BaseExpression) -> cst.FunctionDef | None:
+        """The function of this file that `func(...)` calls: `self.<method>`, `Cls.<method>`
+        of the enclosing class, or a module-level function."""
+        if self.modules is None:
+            return None
+        if isinstance(func, cst.Attribute) and self.owner is not None:
+            receiver = func.value
+            if isinstance(receiver, cst.Name) and receiver.value in (
+                self.self_var,
+                self.owner.name.value,
+            ):
+                return method(self.owner, func.attr.value)
+            return None
+        if isinstance(func, cst.Name) and not self._local_values().get(func.value):
+            return self.scopes.module_functions().get(func.value)
         return None
 
     def _method(self, node: cst.Call, seen: frozenset[str], same_attr: str | None) -> str | None:
@@ -747,6 +1072,7 @@ class AttributeUses:
 
     def __init__(self) -> None:
         self.added_modules = 0
+        self.added_parameters = 0
         self.added_unknown = 0
         self.list_only: set[str] = set()
         self.dict_only: set[str] = set()
@@ -790,7 +1116,7 @@ class AttributeUses:
                     self_attribute(arg.value, self_var) == attr for arg in node.args
                 ):
                     if (
-                        function.name.value == "__init__"
+                        function.name.value in modules.construction_methods(classdef)
                         and modules.constructed_module(node) is not None
                     ):
                         uses.registered_elsewhere = True
@@ -821,8 +1147,11 @@ class AttributeUses:
         return uses
 
     def _count(self, modules: ModuleFacts, value: cst.BaseExpression) -> None:
-        if modules.constructed_module(value):
+        kind = modules.held_kind(value)
+        if kind == "module":
             self.added_modules += 1
+        elif kind == "parameter":
+            self.added_parameters += 1
         else:
             self.added_unknown += 1
 

@@ -171,6 +171,38 @@ class Moves:
             return None
         return DeviceMove("to", device, kind=kind)
 
+    def is_move_helper(self, function: cst.FunctionDef) -> bool:
+        """A function of this file that moves its first parameter to a device and returns it:
+        `def to_var(x): if torch.cuda.is_available(): x = x.cuda(); return Variable(x)`."""
+        key = f"moves.helper.{id(function)}"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, bool):
+            return cached
+        params = [*function.params.posonly_params, *function.params.params]
+        found = False
+        if params:
+            name = params[0].name.value
+            moved = False
+            for node in self.scopes.nodes(function.body):
+                if (
+                    isinstance(node, cst.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0].target, cst.Name)
+                    and node.targets[0].target.value == name
+                    and isinstance(node.value, cst.Call)
+                    and isinstance(node.value.func, cst.Attribute)
+                    and isinstance(node.value.func.value, cst.Name)
+                    and node.value.func.value.value == name
+                    and self.move_of(node.value) is not None
+                ):
+                    moved = True
+                elif isinstance(node, cst.Return) and node.value is not None and moved:
+                    found = name in {
+                        n.value for n in self.context.subtree(node.value) if isinstance(n, cst.Name)
+                    }
+        self.context.shared[key] = found
+        return found
+
     def moved_name(self, call: cst.Call) -> str | None:
         """The plain name a device move moves: `model.to(device)` -> "model"."""
         if not isinstance(call.func, cst.Attribute) or not isinstance(call.func.value, cst.Name):

@@ -104,6 +104,26 @@ def is_constant(node: cst.BaseExpression) -> bool:
     )
 
 
+def statement_call(statement: cst.BaseStatement) -> cst.Call | None:
+    """The call of a statement that is one call expression (`print(x)`, `torch.save(...)`)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        return small.value
+    return None
+
+
+def is_docstring(statement: cst.BaseStatement) -> bool:
+    """A statement that is one string expression (a docstring where it comes first)."""
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and len(statement.body) == 1
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def code_of(node: cst.CSTNode) -> str:
     """The source text of a node (of this file or built by a fix)."""
     return cst.Module(body=[]).code_for_node(node)
@@ -118,6 +138,8 @@ class ImportRecord:
     name: str | None
     #: The local name; None for `import a.b` (which binds `a`).
     bound: str | None
+    #: `from .module import name`: `module` is relative to the file's package.
+    relative: bool = False
 
 
 class Names:
@@ -127,6 +149,7 @@ class Names:
         self.context = context
         self._imports: list[ImportRecord] | None = None
         self._aliases: dict[tuple[str, ...], frozenset[str]] = {}
+        self._table: dict[str, str] | None = None
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """The single fully resolved dotted name of `node`, or None if absent or ambiguous."""
@@ -170,10 +193,27 @@ class Names:
                                     source or "",
                                     dotted_name(alias.name),
                                     bound_node.value if isinstance(bound_node, cst.Name) else None,
+                                    bool(small.relative),
                                 )
                             )
             self._imports = records
         return self._imports
+
+    def import_table(self) -> dict[str, str]:
+        """Local name -> the dotted name a top-level absolute import binds it to (`import a.b`
+        binds `a` to `a`; a later import of the same name wins, as at run time)."""
+        if self._table is None:
+            table: dict[str, str] = {}
+            for record in self.imports():
+                if record.relative:
+                    continue
+                if record.name is None:
+                    top = record.module.split(".")[0]
+                    table[record.bound or top] = record.module if record.bound else top
+                elif record.bound is not None and record.module:
+                    table[record.bound] = f"{record.module}.{record.name}"
+            self._table = table
+        return self._table
 
     def imported_aliases(self, *modules: str) -> frozenset[str]:
         """Local names bound by top-level `from <module> import x [as y]` for the given modules:
@@ -189,6 +229,24 @@ class Names:
             )
             self._aliases[modules] = cached
         return cached
+
+    def relative_import_source(self, name: str) -> str | None:
+        """The module a top-level relative import binds `name` from, without its dots:
+        `from ...modeling_utils import PreTrainedModel` -> "modeling_utils"; None otherwise."""
+        for line in self.context.module.body:
+            if not isinstance(line, cst.SimpleStatementLine):
+                continue
+            for small in line.body:
+                if (
+                    isinstance(small, cst.ImportFrom)
+                    and small.relative
+                    and not isinstance(small.names, cst.ImportStar)
+                ):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname else alias.name
+                        if isinstance(bound, cst.Name) and bound.value == name:
+                            return dotted_name(small.module) if small.module else ""
+        return None
 
     def binds_from_import(self, name: str) -> bool:
         """A top-level `from ... import name` binds `name`."""

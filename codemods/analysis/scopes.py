@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import libcst as cst
 
@@ -20,6 +21,7 @@ SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
 _MOVES = ("to", "cuda")
 
 Body = Sequence[cst.BaseStatement]
+_N = TypeVar("_N", bound=cst.CSTNode)
 
 
 def target_names(target: cst.CSTNode) -> Iterator[cst.Name]:
@@ -138,6 +140,27 @@ class Scopes:
             yield from self.nodes(scope.body)
         else:
             yield from self.nodes(scope)
+
+    def find(
+        self,
+        root: cst.CSTNode,
+        kind: type[_N] | tuple[type[_N], ...],
+        *,
+        own_scope: bool = False,
+    ) -> Iterator[_N]:
+        """The nodes of type `kind` under `root` (itself included), in source order; with
+        `own_scope`, those of `root`'s scope only (see :meth:`nodes`)."""
+        for node in self.nodes(root) if own_scope else self.context.subtree(root):
+            if isinstance(node, kind):
+                yield node
+
+    def within(self, node: cst.CSTNode, root: cst.CSTNode) -> bool:
+        """`node` is `root` or under it."""
+        order = self.context.tables.order
+        span, place = order.get(id(root)), order.get(id(node))
+        if span is None or place is None:
+            return any(candidate is node for candidate in self.context.subtree(root))
+        return span[0] <= place[0] <= span[1]
 
     def names_in(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
         """The `Name` nodes spelled `name` in `scope` (its signature included)."""
@@ -261,6 +284,27 @@ class Scopes:
             else:
                 bound.update(name.value for name in bound_by(node))
         return bound
+
+    def names_bound_anywhere(self) -> frozenset[str]:
+        """Every name the file binds in any scope: what :meth:`names_bound` finds, and the
+        parameters and `global` names; a name a fix introduces must be none of them."""
+        cached = self.context.shared.get("scopes.names_bound_anywhere")
+        if isinstance(cached, frozenset):
+            return cached
+        bound = self.names_bound(self.context.module)
+        for node in self.context.subtree(self.context.module):
+            if isinstance(node, cst.Param):
+                bound.add(node.name.value)
+            elif isinstance(node, cst.Global):
+                bound.update(item.name.value for item in node.names)
+        found = frozenset(bound)
+        self.context.shared["scopes.names_bound_anywhere"] = found
+        return found
+
+    def mentions(self, root: cst.CSTNode, name: str) -> bool:
+        """A `Name` spelled `name` anywhere under `root`: read, bound, an attribute's or a
+        keyword's name, in nested scopes too (a mention, not a reference)."""
+        return any(isinstance(n, cst.Name) and n.value == name for n in self.context.subtree(root))
 
     def binds(self, node: cst.CSTNode, name: str) -> bool:
         """Whether the statement-level `node` binds `name`."""

@@ -44,6 +44,24 @@ LEGACY_CONSTRUCTORS = frozenset(
     )
 )
 
+#: Legacy typed constructors of `torch.cuda`: they allocate on the current CUDA device.
+CUDA_LEGACY_CONSTRUCTORS = frozenset(
+    "torch.cuda." + name.rsplit(".", 1)[1] for name in LEGACY_CONSTRUCTORS if name != "torch.Tensor"
+)
+#: The dtype each typed constructor makes, as a `torch` attribute.
+LEGACY_DTYPES = {
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "ByteTensor": "uint8",
+    "CharTensor": "int8",
+    "ShortTensor": "int16",
+    "IntTensor": "int32",
+    "LongTensor": "int64",
+    "BoolTensor": "bool",
+}
+
 #: Bases (besides anything under torch.nn) whose subclasses are model code.
 MODULE_BASES = frozenset(
     {
@@ -576,6 +594,53 @@ MODULE_SELF_METHODS = frozenset(
         "to_empty",
     }
 )
+#: Methods only an `nn.Module` has: an object they are called on is a model.
+MODULE_ONLY_METHODS = frozenset(
+    {"load_state_dict", "state_dict", "parameters", "named_parameters", "zero_grad"}
+)
+#: NumPy functions that read their first argument as an array (a CUDA tensor fails there).
+NUMPY_ARRAY_FUNCTIONS = frozenset(
+    f"numpy.{name}"
+    for name in (
+        "sqrt",
+        "exp",
+        "log",
+        "log2",
+        "log10",
+        "abs",
+        "absolute",
+        "square",
+        "array",
+        "asarray",
+        "sum",
+        "mean",
+        "std",
+        "var",
+        "median",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "round",
+        "clip",
+        "squeeze",
+        "transpose",
+        "ravel",
+        "isnan",
+        "isinf",
+    )
+)
+#: Functions that take a module and return it (changed in place or wrapped).
+MODULE_RETURNING_WRAPPERS = frozenset(
+    {
+        "torch.nn.utils.weight_norm",
+        "torch.nn.utils.spectral_norm",
+        "torch.nn.utils.parametrizations.weight_norm",
+        "torch.nn.utils.parametrizations.spectral_norm",
+        "torch.nn.utils.parametrizations.orthogonal",
+        "torch.nn.utils.parametrize.register_parametrization",
+    }
+)
 #: torch.nn classes that are not modules (or hold no device state worth a container).
 NON_MODULE_CLASSES = frozenset(
     {
@@ -664,6 +729,10 @@ INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
 # -- data, models and training scripts -----------------------------------------------------------
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+#: Datasets that serve slices of the tensors they are given, on those tensors' device.
+TENSOR_DATASETS = frozenset(
+    {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
+)
 #: Calls that wrap a model and keep it on the device it was moved to.
 MODEL_WRAPPERS = frozenset(
     {
@@ -854,4 +923,56 @@ DEPRECATED_CUDA_AMP = frozenset(
         "torch.cuda.amp.GradScaler",
         "torch.cuda.amp.grad_scaler.GradScaler",
     }
+)
+
+# -- data-parallel training scripts (DF401) -------------------------------------------------
+
+#: `nn.DataParallel` under each of its names.
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+#: `DistributedDataParallel` under each of its names.
+DISTRIBUTED_DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+    }
+)
+#: Calls that start a script's worker processes themselves.
+PROCESS_SPAWNERS = frozenset(
+    {
+        "torch.multiprocessing.spawn",
+        "torch.multiprocessing.start_processes",
+        "torch.multiprocessing.spawn.spawn",
+    }
+)
+#: Calls that write files: in a multi-process run, one process writes and the others would race.
+FILE_WRITES = frozenset(
+    {
+        "torch.save",
+        "os.mkdir",
+        "os.makedirs",
+        "shutil.copyfile",
+        "shutil.copy",
+        "shutil.copy2",
+        "torchvision.utils.save_image",
+        "numpy.save",
+        "numpy.savez",
+        "matplotlib.pyplot.savefig",
+    }
+)
+#: Names scripts give the number of GPUs (`if n_gpu > 1:`, `args.n_gpu`).
+GPU_COUNT_NAMES = frozenset({"n_gpu", "n_gpus", "ngpu", "ngpus", "num_gpus", "gpu_count"})
+#: Optimizer classes by their last name, from torch.optim and beyond (apex, timm, DeepSpeed).
+OPTIMIZER_CLASS_NAMES = frozenset(
+    {"SGD", "Adam", "AdamW", "Adagrad", "Adadelta", "Adamax", "RMSprop", "LBFGS", "NAdam",
+     "RAdam", "SparseAdam", "Rprop", "ASGD", "Adafactor", "FusedAdam", "FusedLAMB", "Lamb"}
+)  # fmt: skip
+#: Methods of `logging` and of its loggers that write a record.
+LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
 )

@@ -55,7 +55,7 @@ def train_epoch(model, loader, optimizer, args):
         optimizer.step()
         total += loss.item()
         if step % 2 == 0:
-            if not dist.is_initialized() or dist.get_rank() == 0:
+            if os.environ.get("RANK", "0") == "0":
                 logger.info("step %d loss %.4f", step, loss.item())
     return total / len(loader)
 
@@ -106,10 +106,7 @@ def main():
         if rank == 0:
             print(f"epoch {epoch} mean loss {loss:.4f}")
     if rank == 0:
-        torch.save(
-            (model.module if isinstance(model, DistributedDataParallel) else model).state_dict(),
-            args.output,
-        )
+        torch.save((model.module if distributed else model).state_dict(), args.output)
     if distributed:
         dist.barrier()
         dist.destroy_process_group()

@@ -6,8 +6,9 @@
 # devfix-flags: --select DF401 --unsafe-fixes
 # devfix-expect: DF401
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
-# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs>
-# cifar_checkpoints.before.py` (`python cifar_checkpoints.before.py` runs one process)
+# devfix DF401: launch with
+# `torchrun --standalone --nproc_per_node=<GPUs> cifar_checkpoints.before.py`
+# (`python cifar_checkpoints.before.py` runs one process)
 import os
 import tempfile
 
@@ -70,6 +71,9 @@ if __name__ == "__main__":
     net = Net(channel_mean)
     net.to(device)
     criterion = nn.CrossEntropyLoss()
+    if torch.cuda.device_count() > 1:
+        if rank == 0:
+            print("Let's use", torch.cuda.device_count(), "GPUs!")
     if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
         if torch.cuda.is_available():
             net = net.to(torch.device("cuda", local_rank))
@@ -91,10 +95,7 @@ if __name__ == "__main__":
             running_loss += loss.item()
         if rank == 0:
             print(f"[{epoch + 1}] loss: {running_loss / len(trainloader):.3f}")
-            torch.save(
-                (net.module if isinstance(net, DistributedDataParallel) else net).state_dict(),
-                CHECKPOINT,
-            )
+            torch.save((net.module if distributed else net).state_dict(), CHECKPOINT)
 
     correct = 0
     total = 0

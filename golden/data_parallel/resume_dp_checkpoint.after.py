@@ -6,8 +6,9 @@
 # devfix-flags: --select DF401,DF102 --unsafe-fixes
 # devfix-expect: DF401 DF102
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
-# devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs>
-# resume_dp_checkpoint.before.py` (`python resume_dp_checkpoint.before.py` runs one process)
+# devfix DF401: launch with
+# `torchrun --standalone --nproc_per_node=<GPUs> resume_dp_checkpoint.before.py`
+# (`python resume_dp_checkpoint.before.py` runs one process)
 import os
 import tempfile
 
@@ -69,13 +70,11 @@ if __name__ == "__main__":
             model = DistributedDataParallel(model)
     if resume:
         loaded_state = torch.load(resume, map_location=DEVICE)
-        if any(
-            key.startswith("module.") for key in loaded_state
-        ):  # devfix DF401: saved by DataParallel
+        # devfix DF401: saved by DataParallel
+        if any(key.startswith("module.") for key in loaded_state):
             consume_prefix_in_state_dict_if_present(loaded_state, "module.")
-        (model.module if isinstance(model, DistributedDataParallel) else model).load_state_dict(
-            loaded_state
-        )  # a DataParallel checkpoint
+        # a DataParallel checkpoint
+        (model.module if distributed else model).load_state_dict(loaded_state)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
 
     for epoch in range(3):
@@ -91,10 +90,7 @@ if __name__ == "__main__":
         if rank == 0:
             print(f"epoch {epoch}: loss {loss.item():.4f}")
     if rank == 0:
-        torch.save(
-            (model.module if isinstance(model, DistributedDataParallel) else model).state_dict(),
-            checkpoint,
-        )
+        torch.save((model.module if distributed else model).state_dict(), checkpoint)
     if distributed:
         dist.barrier()
         dist.destroy_process_group()

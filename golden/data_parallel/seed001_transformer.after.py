@@ -8,7 +8,8 @@
 # devfix-expect: DF401 DF103
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
 # devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs>
-# seed001_transformer.before.py` (`python seed001_transformer.before.py` runs one process)
+# seed001_transformer.before.py`
+# (`python seed001_transformer.before.py` runs one process)
 import os
 import tempfile
 
@@ -174,9 +175,7 @@ if __name__ == "__main__":
         if valid_loss < best_valid_loss:
             best_valid_loss = valid_loss
             if rank == 0:
-                torch.save((model.module if isinstance(
-                    model, DistributedDataParallel
-                ) else model).state_dict(), CHECKPOINT)
+                torch.save((model.module if distributed else model).state_dict(), CHECKPOINT)
         if rank == 0:
             print(f"Epoch: {epoch + 1:02} | Train Loss: {train_loss:.3f} | Val. Loss: {valid_loss:.3f}")
     if distributed:

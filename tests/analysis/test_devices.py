@@ -14,6 +14,7 @@ from devfix.codemods.analysis.devices import (
     SameAs,
     Unknown,
 )
+from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
 MODEL = """
@@ -133,3 +134,124 @@ def test_values_proven_to_be_on_the_cpu() -> None:
     values = [element.value for element in parsed.all(cst.Tuple)[-1].elements]
     verdicts = [devices.on_cpu(value, value) for value in values]
     assert verdicts == [True, True, False, True, False, False]
+
+
+def test_data_for_torch_tensor_that_has_dimensions() -> None:
+    parsed = parse(
+        """
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+        class Pinball(nn.Module):
+            def __init__(self, quantiles, scale):
+                super().__init__()
+                self.quantiles = quantiles
+                self.scale = scale
+
+            def forward(self, y, t):
+                q = torch.tensor(self.quantiles)
+                s = torch.tensor(self.scale)
+                u = torch.tensor(self.scale).unsqueeze(0)
+                counts = np.bincount(t)
+                w = torch.tensor(1.0 / counts)
+                return q * (y - t) * len(self.quantiles) * s * u * w
+        """
+    )
+    devices = parsed.facts.devices
+    info = parsed.facts.modules.function_info(parsed.function("forward"))
+    calls = [c for c in parsed.all(cst.Call) if code_of(c.func) == "torch.tensor"]
+    verdicts = [devices.makes_data_tensor(call, info) for call in calls]
+    # `len(self.quantiles)` shows a sequence; `self.scale` may be a number, unless the result
+    # is given dimensions; NumPy arithmetic makes an array.
+    assert verdicts == [True, False, True, True]
+
+
+def test_return_values_meet_what_the_callers_feed_them_to() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 8)
+
+            def init_hidden(self, batch):
+                return torch.zeros(1, batch, 8), torch.zeros(1, batch, 8)
+
+            def forward(self, x):
+                hidden = self.init_hidden(x.shape[1])
+                return self.lstm(x, hidden)
+        """
+    )
+    info = parsed.facts.modules.function_info(parsed.function("init_hidden"))
+    needed = parsed.facts.devices.needed_by(
+        parsed.all(cst.Call, "torch.zeros(1, batch, 8)")[0], info
+    )
+    assert isinstance(needed, ParamsOf) and needed.proof
+    assert needed.expression() == "self.lstm.weight_ih_l0.device"
+    assert needed.evidence == "`forward` hands it on: it is fed to `self.lstm`"
+
+
+def test_judgements_never_name_an_argument_the_value_does_not_meet() -> None:
+    parsed = parse(
+        """
+        import torch
+        import pytorch_lightning as pl
+
+        def relative_positions(length, max_distance, lengths):
+            d = torch.arange(length)
+            span = lengths.numel()
+            return torch.clamp(d, min=-max_distance, max=max_distance)
+
+        def hidden(feats, out):
+            return {k: torch.zeros(x.shape[0], out) for k, x in feats.items()}
+
+        class Lit(pl.LightningModule):
+            def training_step(self, batch, idx):
+                return torch.zeros(3)
+        """
+    )
+    devices, modules = parsed.facts.devices, parsed.facts.modules
+    first = modules.function_info(parsed.function("relative_positions"))
+    assert first.tensor_params == ["lengths"]  # `max=max_distance` is a number
+    unknown = devices.needed_by(parsed.one(cst.Call, "torch.arange(length)"), first)
+    assert isinstance(unknown, Unknown)  # never `lengths.device`: `d` does not meet it
+    info = modules.function_info(parsed.function("hidden"))
+    shaped = devices.needed_by(parsed.one(cst.Call, "torch.zeros(x.shape[0], out)"), info)
+    assert isinstance(shaped, SameAs) and not shaped.proof and shaped.expression() == "x.device"
+    lit = modules.function_info(parsed.function("training_step"))
+    own = devices.needed_by(parsed.one(cst.Call, "torch.zeros(3)"), lit)
+    assert isinstance(own, Named) and not own.proof and own.expression() == "self.device"
+
+
+def test_a_method_that_spreads_its_work_over_the_module_devices() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self, d, n, device_ids):
+                super().__init__()
+                self.device_ids = device_ids
+                self.weight = nn.Parameter(torch.randn(n, d))
+
+            def forward(self, x, label):
+                parts = torch.chunk(self.weight, len(self.device_ids))
+                out = (x.cuda(self.device_ids[0]) @ parts[0].cuda(self.device_ids[0]).t())
+                for i in range(1, len(self.device_ids)):
+                    part = x.cuda(self.device_ids[i]) @ parts[i].cuda(self.device_ids[i]).t()
+                    out = torch.cat((out, part.cuda(self.device_ids[0])), 1)
+                mask = torch.zeros(out.size()).cuda(self.device_ids[0])
+                mask.scatter_(1, label.view(-1, 1), 1)
+                return out * mask + label.float().unsqueeze(1)
+        """
+    )
+    devices = parsed.facts.devices
+    info = parsed.facts.modules.function_info(parsed.function("forward"))
+    assert devices.spread_devices(info) == "self.device_ids"
+    met = [(code_of(value), placed) for value, placed in devices.inputs_meeting_placed(info)]
+    assert met == [("label.view(-1, 1)", "mask")]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.flow import is_main_guard
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
@@ -92,3 +93,116 @@ def test_checkpoints_that_only_feed_state_dicts() -> None:
     )
     assert flow.feeds_only_state_dicts(first)
     assert not flow.feeds_only_state_dicts(second)
+
+
+def test_backward_is_found_through_the_files_functions_two_calls_deep() -> None:
+    parsed = parse(
+        """
+        def step(loss):
+            loss.backward()
+
+        def one(loss):
+            step(loss)
+
+        def two(loss):
+            one(loss)
+
+        for batch in loader:
+            one(compute(batch))
+        for batch in loader:
+            two(compute(batch))
+        for batch in loader:
+            evaluate(batch)
+        """
+    )
+    flow = parsed.facts.flow
+    first, second, third = parsed.all(cst.For)
+    assert flow.calls_backward(first.body)
+    assert not flow.calls_backward(second.body)  # three calls deep
+    assert not flow.calls_backward(third.body)
+    assert flow.calls_backward(parsed.function("step"))
+
+
+def test_builds_optimizer_is_a_loose_test() -> None:
+    parsed = parse(
+        """
+        import torch
+        from apex.optimizers import FusedAdam
+        a = torch.optim.SGD(model.parameters(), lr=0.1)
+        b = FusedAdam(model.parameters())
+        c = build_optimizer(cfg, model)
+        d = torch.optim.lr_scheduler.StepLR(a, 1)
+        e = torch.nn.Linear(2, 2)
+        """
+    )
+    flow = parsed.facts.flow
+    built = [code_of(call.func) for call in parsed.all(cst.Call) if flow.builds_optimizer(call)]
+    assert built == ["torch.optim.SGD", "FusedAdam", "build_optimizer"]
+
+
+def test_log_statements_print_log_or_use_a_logger() -> None:
+    parsed = parse(
+        """
+        import logging as lg
+        log = lg.getLogger(__name__)
+        print("cuda:0")
+        lg.info("x")
+        log.warning("y")
+        other.warning("z")
+        x = print("w")
+        """
+    )
+    flow = parsed.facts.flow
+    statements = list(parsed.module.body)
+    assert [flow.logs(s) for s in statements[2:]] == [True, True, True, False, False]
+    assert flow.loggers() == {"log"}
+    string = parsed.one(cst.SimpleString, '"cuda:0"')
+    assert flow.in_log_statement(string)
+    assert not flow.in_log_statement(parsed.one(cst.SimpleString, '"w"'))
+
+
+def test_main_guard_in_either_order() -> None:
+    parsed = parse(
+        """
+        if __name__ == "__main__":
+            main()
+        if "__main__" == __name__:
+            main()
+        if __name__ != "__main__":
+            pass
+        if name == "__main__":
+            pass
+        """
+    )
+    assert [is_main_guard(s) for s in parsed.module.body] == [True, True, False, False]
+ONE_DEVICE = """
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+class Encoder(nn.Module):
+    def __init__(self, device):
+        super().__init__()
+        self.device = device
+        self.emb = nn.Embedding(10, 4)
+
+    def forward(self, ids):
+        return self.emb(ids.to(self.device))
+
+def predict(model, ids, device):
+    return model(ids.to(device))
+
+model = Encoder(device).to(device)
+"""
+
+
+def test_a_script_that_runs_on_the_one_device_it_chooses() -> None:
+    # The helper's `device` parameter is its callers' choice; model code does not count.
+    assert parse(ONE_DEVICE).facts.flow.runs_on_one_device()
+    wrapped = ONE_DEVICE + "model = nn.DataParallel(model)\n"
+    assert not parse(wrapped).facts.flow.runs_on_one_device()
+    two = ONE_DEVICE + 'other = torch.device("cuda:1")\nmodel.to(other)\n'
+    assert not parse(two).facts.flow.runs_on_one_device()
+    library = ONE_DEVICE.split("def predict")[0]  # classes only: nothing runs
+    assert not parse(library).facts.flow.runs_on_one_device()

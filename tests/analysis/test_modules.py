@@ -103,3 +103,130 @@ def test_tensor_judge_proves_tensors_and_trainable_ones() -> None:
     assert judge.is_tensor(a) and judge.is_tensor(b) and judge.is_tensor(c)
     assert judge.requires_grad(c) and not judge.requires_grad(a)
     assert not judge.is_tensor(d) and not judge.is_tensor(e)
+
+
+CONSTRUCTION = """
+import torch
+import torch.nn as nn
+from .base import BaseModel
+
+class Net(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.fc = nn.Linear(n, n)
+        self._build(n)
+        self.apply(self._init_weights)
+
+    def _build(self, n):
+        self._grid(n)
+        self.table = torch.arange(n).float()
+
+    def _grid(self, n):
+        self.grid = torch.zeros(n, n)
+
+    def _init_weights(self, m):
+        pass
+
+    def reset(self):
+        self._grid(3)
+
+    def forward(self, x):
+        return self.fc(x) + self.table
+
+class Tagger(BaseModel):
+    def __init__(self, d):
+        super().__init__()
+        self.lstm = nn.LSTM(d, d)
+
+    def forward(self, x):
+        return self.lstm(x)
+
+class Config(BaseModel):
+    def __init__(self):
+        super().__init__()
+        self.size = 3
+"""
+
+
+def test_construction_time_methods_are_those_only_init_reaches() -> None:
+    parsed = parse(CONSTRUCTION)
+    modules = parsed.facts.modules
+    net = parsed.all(cst.ClassDef)[0]
+    # `_grid` is also called from `reset`, which runs any time: not construction-time.
+    assert modules.construction_methods(net) == {"__init__", "_build", "_init_weights"}
+    build = modules.function_info(parsed.function("_build"))
+    assert modules.is_construction(build)
+    assert not modules.is_construction(modules.function_info(parsed.function("reset")))
+
+
+def test_a_class_with_a_base_from_elsewhere_is_a_module_when_used_as_one() -> None:
+    parsed = parse(CONSTRUCTION)
+    modules = parsed.facts.modules
+    tagger, config = parsed.all(cst.ClassDef)[1:]
+    assert modules.class_info(tagger).is_module  # forward, super().__init__(), nn layers
+    assert modules.class_info(tagger).layers == {"lstm": "torch.nn.LSTM"}
+    assert not modules.class_info(config).is_module  # no forward, no layers
+
+
+def test_tensor_attributes_and_methods_that_return_tensors() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Enc(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.w = nn.Parameter(torch.ones(n))
+                self.mean = torch.tensor([0.5, 0.5]).view(2, 1)
+                self.register_buffer("idx", torch.arange(n))
+                self.name = "enc"
+                self.table = self.sincos(n)
+
+            @staticmethod
+            def sincos(n, temperature=10000.0):
+                omega = torch.arange(n) / n
+                omega = 1.0 / (temperature**omega)
+                return torch.cat([omega.sin(), omega.cos()])[None]
+
+            def label(self):
+                return self.name
+        """
+    )
+    modules = parsed.facts.modules
+    enc = parsed.all(cst.ClassDef)[0]
+    assert modules.tensor_attributes(enc) == {"w", "mean", "idx", "table"}
+    assert modules.returns_tensor(parsed.function("sincos"))  # `omega` rebinds itself
+    assert not modules.returns_tensor(parsed.function("label"))
+
+
+def test_what_a_container_element_holds() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.nn.utils import weight_norm
+        from .util import init
+
+        class Net(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                def init_(m):
+                    return init(m, nn.init.orthogonal_)
+                show = lambda m: str(m)
+                a = init_(nn.Linear(d, 1))
+                b = weight_norm(nn.Linear(d, 1))
+                c = nn.Parameter(torch.zeros(d))
+                e = show(nn.Linear(d, 1))
+                f = torch.zeros(d)
+        """
+    )
+    modules = parsed.facts.modules
+    values = {
+        assign.targets[0].target.value: assign.value  # type: ignore[attr-defined]
+        for assign in parsed.all(cst.Assign)
+        if isinstance(assign.targets[0].target, cst.Name)
+        and assign.targets[0].target.value in "abcef"
+    }
+    kinds = {name: modules.held_kind(value) for name, value in values.items()}
+    assert kinds == {"a": "module", "b": "module", "c": "parameter", "e": None, "f": None}

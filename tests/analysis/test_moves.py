@@ -70,3 +70,23 @@ def test_device_map_kinds_and_module_casts() -> None:
     tensor = parsed.one(cst.Call, "self.head.to(x)")
     assert "may be a dtype or a tensor" in (moves.casts_besides_moving(tensor) or "")
     assert moves.only_casts(parsed.one(cst.Call, "self.head.to(dtype=torch.half)"))
+
+
+def test_a_helper_that_moves_its_argument() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        def to_var(x):
+            if torch.cuda.is_available():
+                x = x.cuda()
+            return x
+
+        def describe(x):
+            y = x.cuda()
+            return str(x)
+        """
+    )
+    moves = parsed.facts.moves
+    assert moves.is_move_helper(parsed.function("to_var"))
+    assert not moves.is_move_helper(parsed.function("describe"))

@@ -6,10 +6,13 @@ import libcst as cst
 
 from devfix.codemods.analysis.names import (
     argument,
+    code_of,
     is_constant,
+    is_docstring,
     keyword_argument,
     receiver_root,
     root_name,
+    statement_call,
 )
 from devfix.types import ImportSpec
 from tests.analysis._parsed import parse
@@ -92,3 +95,56 @@ def test_argument_by_keyword_or_position() -> None:
     second = argument(call, "batch_size", 1)
     assert isinstance(second, cst.Integer) and second.value == "4"
     assert argument(call, "sampler", 2) is None
+
+
+def test_the_import_table_maps_top_level_absolute_imports() -> None:
+    parsed = parse(
+        """
+        import os.path
+        import torch as t
+        import torch.distributed as dist
+        from torch.nn import DataParallel as DP, Linear
+        from . import sibling
+        from .pkg import helper
+        from numpy import *
+        import torch as t2
+        from math import pi as t2
+
+        def f():
+            import json
+        """
+    )
+    assert parsed.facts.names.import_table() == {
+        "os": "os",
+        "t": "torch",
+        "dist": "torch.distributed",
+        "DP": "torch.nn.DataParallel",
+        "Linear": "torch.nn.Linear",
+        "t2": "math.pi",  # the later import of the name wins
+    }
+
+
+def test_import_records_say_which_imports_are_relative() -> None:
+    parsed = parse("from .models import Net\nfrom models import Head\n")
+    records = {record.name: record.relative for record in parsed.facts.names.imports()}
+    assert records == {"Net": True, "Head": False}
+
+
+def test_statement_readers() -> None:
+    parsed = parse(
+        """
+        '''Module docs.'''
+        print("a")
+        x = print("b")
+        print("c"); print("d")
+        if x:
+            pass
+        """
+    )
+    lines = list(parsed.module.body)
+    assert is_docstring(lines[0]) and not is_docstring(lines[1])
+    call = statement_call(lines[1])
+    assert call is not None and code_of(call) == 'print("a")'
+    assert statement_call(lines[2]) is None  # an assignment, not a call statement
+    assert statement_call(lines[3]) is None  # two statements on the line
+    assert statement_call(lines[4]) is None and not is_docstring(lines[4])

@@ -96,3 +96,52 @@ def test_placements_find_the_common_body() -> None:
     assert pair is not None
     assert (pair[0].index, pair[1].index) == (0, 1)
     assert isinstance(pair[0].owner, cst.IndentedBlock)
+
+
+def test_names_bound_anywhere_include_parameters_and_globals() -> None:
+    parsed = parse(
+        """
+        import torch.nn
+        from os import path as p
+        def f(rank, *args, world=1, **kw):
+            global counter
+            [s for s in args]
+            with open(p) as (a, b):
+                pass
+        class C:
+            def g(self):
+                if (n := 3):
+                    pass
+        """
+    )
+    bound = parsed.facts.scopes.names_bound_anywhere()
+    assert bound == {
+        "torch", "p", "f", "rank", "args", "world", "kw", "counter", "s", "a", "b", "C", "g",
+        "self", "n",
+    }  # fmt: skip
+    assert "open" not in bound and "path" not in bound
+
+
+def test_find_filters_the_subtree_or_the_scope() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    train = parsed.function("train")
+    everywhere = [code_of(a) for a in scopes.find(train.body, cst.Assign)]
+    assert everywhere == ["lr = 0.1", "hidden = 1", "out = model(x)", "lr = lr * 2"]
+    own = [code_of(a) for a in scopes.find(train.body, (cst.Assign,), own_scope=True)]
+    assert own == ["lr = 0.1", "out = model(x)", "lr = lr * 2"]
+
+
+def test_within_and_mentions() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    loop = parsed.all(cst.For)[0]
+    call = parsed.one(cst.Call, "model(x)")
+    assert scopes.within(call, loop) and scopes.within(loop, loop)
+    assert not scopes.within(loop, call)
+    assert not scopes.within(call, loop.iter)
+    train = parsed.function("train")
+    # A mention is any Name spelled so: a nested scope's, an attribute's, a keyword's.
+    assert scopes.mentions(train, "hidden") and scopes.mentions(train, "q")
+    assert scopes.mentions(parsed.one(cst.Call, 'os.environ.get("X")'), "environ")
+    assert not scopes.mentions(train, "device")

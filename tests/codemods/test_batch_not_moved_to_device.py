@@ -355,3 +355,145 @@ for x, y in loader: model(x)
 """,
         reason="on the `for` line",
     )
+
+
+def test_labels_moved_only_inside_the_loss_call_are_still_compared_on_the_cpu() -> None:
+    # `y.to(device)` inside the loss moves that use only: the accuracy line compares the GPU
+    # predictions with the CPU labels. The loaders come from a function returning a tuple.
+    before = """
+        import torch
+        from torch.utils.data import DataLoader
+
+        DEVICE = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+        def evaluate(net, loader):
+            correct = 0
+            with torch.no_grad():
+                for images, labels in loader:
+                    outputs = net(images.to(DEVICE))
+                    loss = torch.nn.functional.cross_entropy(outputs, labels.to(DEVICE))
+                    correct += (outputs.argmax(1) == labels).sum().item()
+            return correct
+
+        def load_data():
+            return DataLoader(train_set, shuffle=True), DataLoader(test_set)
+
+        net = Net().to(DEVICE)
+        train_loader, test_loader = load_data()
+        print(evaluate(net, test_loader))
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "for images, labels in loader:\n",
+            "for images, labels in loader:\n                    labels = labels.to(DEVICE)\n",
+        ),
+        unsafe=True,
+    )
+
+
+def test_one_batch_taken_by_hand_moves_like_the_training_loop_of_the_class() -> None:
+    # A trainer class given its model and loaders: the training loop moves its batch to
+    # DEVICE before the model, so the model is there; the validation step takes one batch with
+    # `next(iter(...))` and forgets the move.
+    before = """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from .constants import DEVICE
+
+        class Trainer:
+            def __init__(self, model, train_loader: DataLoader, valid_loader: DataLoader):
+                self.model = model
+                self.train_loader = train_loader
+                self.valid_loader = valid_loader
+
+            def train(self):
+                for inputs, target in self.train_loader:
+                    inputs, target = inputs.to(DEVICE), target.to(DEVICE)
+                    loss = torch.nn.functional.mse_loss(self.model(inputs), target)
+                    loss.backward()
+
+            def validation(self):
+                with torch.no_grad():
+                    inputs, target = next(iter(self.valid_loader))
+                    output = self.model(inputs)
+                    return torch.nn.functional.mse_loss(output, target).item()
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "inputs, target = next(iter(self.valid_loader))\n",
+            "inputs, target = next(iter(self.valid_loader))\n"
+            "                    inputs, target = inputs.to(DEVICE), target.to(DEVICE)\n",
+        ),
+        unsafe=True,
+    )
+
+
+def test_a_loop_moves_its_batch_with_the_helper_another_loop_of_the_class_uses() -> None:
+    before = """
+        from torch.utils.data import DataLoader
+
+        class Forecaster:
+            def _batch_to_device(self, batch):
+                return tuple(t.to(self.device) if t is not None else None for t in batch)
+
+            def _train(self, train_loader: DataLoader, val_loader: DataLoader):
+                for train_batch in train_loader:
+                    train_batch = self._batch_to_device(train_batch)
+                    self._step(train_batch[:-1], train_batch[-1])
+                return self._validate(val_loader)
+
+            def _validate(self, val_loader: DataLoader):
+                for val_batch in val_loader:
+                    self._step(val_batch[:-1], val_batch[-1])
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "for val_batch in val_loader:\n",
+            "for val_batch in val_loader:\n"
+            "                    val_batch = self._batch_to_device(val_batch)\n",
+        ),
+        unsafe=True,
+    )
+
+
+def test_batches_already_on_the_device_are_left_alone() -> None:
+    # A TensorDataset of tensors moved to the device serves device batches.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        device = torch.device("cuda")
+        x = torch.from_numpy(features).float().to(device)
+        y = torch.from_numpy(targets).float().to(device)
+        model = Net().to(device)
+        loader = DataLoader(TensorDataset(x, y), batch_size=32, drop_last=True)
+        for inputs, labels in loader:
+            loss = torch.nn.functional.mse_loss(model(inputs), labels)
+        """,
+    )
+    # A batch that is a list of patches: each patch is moved after it is taken from the list.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        model = Net().cuda()
+        for img_list, target_list in DataLoader(patches, batch_size=1):
+            for j in range(len(img_list)):
+                img = img_list[j]
+                img = img.cuda()
+                output = model(img)
+                gt = target_list[j].sum().cuda()
+                err = abs(gt - output.sum())
+        """,
+    )

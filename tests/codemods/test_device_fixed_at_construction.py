@@ -224,3 +224,173 @@ def test_global_device_chosen_under_a_module_level_if() -> None:
             return x + torch.ones(x.shape[-1]).to(x.device)
         """,
     )
+
+
+def test_construction_helpers_discarded_moves_and_module_moves_are_left_alone() -> None:
+    """`.cuda()` in a helper only `__init__` calls places what `__init__` places (after a
+    `torch.cuda.set_device`, on the chosen GPU); a `.cuda()` whose result is thrown away moves
+    nothing; `Net(...).cuda()` moves a module (DF105's business)."""
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Search(nn.Module):
+            def __init__(self, k):
+                super().__init__()
+                self.fc = nn.Linear(k, k)
+                self._init_alphas(k)
+
+            def _init_alphas(self, k):
+                self.alphas = (1e-3 * torch.randn(k, 4).cuda()).requires_grad_()
+
+            def new(self):
+                return Search(4).cuda()
+
+            def forward(self, x):
+                pe = self.fc.weight[:, : x.size(1)]
+                if x.is_cuda:
+                    pe.cuda()
+                return x + pe
+        """,
+    )
+
+
+ONE_DEVICE_SCRIPT = """
+import torch
+import torch.nn as nn
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab, device):
+        super().__init__()
+        self.device = device
+        self.tok = nn.Embedding(vocab, 8)
+        self.pos = nn.Embedding(64, 8)
+
+    def forward(self, src):
+        pos = torch.arange(0, src.shape[1]).unsqueeze(0).to(self.device)
+        return self.tok(src) + self.pos(pos)
+
+
+model = Encoder(100, device).to(device)
+"""
+
+
+def test_a_stored_device_is_right_in_a_script_that_runs_on_it() -> None:
+    assert_noop(RULE, ONE_DEVICE_SCRIPT)
+    wrapped = ONE_DEVICE_SCRIPT + "model = nn.DataParallel(model)\n"
+    assert_fix(
+        RULE,
+        wrapped,
+        wrapped.replace(".to(self.device)", ".to(self.pos.weight.device)"),
+    )
+
+
+def test_legacy_cuda_constructor_becomes_a_factory_on_the_labels_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def one_hot(labels, classes):
+            canvas = torch.cuda.FloatTensor(labels.size(0), classes, labels.size(2)).zero_()
+            return canvas.scatter_(1, labels.unsqueeze(1), 1)
+
+        def offsets(labels):
+            return labels.view(-1, 1) + torch.cuda.LongTensor([1, 2])
+        """,
+        """
+        import torch
+
+        def one_hot(labels, classes):
+            canvas = torch.zeros(labels.size(0), classes, labels.size(2), dtype=torch.float32, device=labels.device)
+            return canvas.scatter_(1, labels.unsqueeze(1), 1)
+
+        def offsets(labels):
+            return labels.view(-1, 1) + torch.tensor([1, 2], dtype=torch.int64, device=labels.device)
+        """,
+    )
+
+
+def test_legacy_cuda_constructor_with_an_ambiguous_argument_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+
+        def shift(x, values):
+            return x.float() + torch.cuda.FloatTensor(values)
+        """,
+        reason="may be sizes or data",
+    )
+
+
+MARGIN_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MarginHead(nn.Module):
+    def __init__(self, d, n, gpu_ids):
+        super().__init__()
+        self.gpu_ids = gpu_ids
+        self.weight = nn.Parameter(torch.randn(n, d))
+
+    def forward(self, feats, label):
+        parts = torch.chunk(self.weight, len(self.gpu_ids), dim=0)
+        logits = F.linear(feats.cuda(self.gpu_ids[0]), parts[0].cuda(self.gpu_ids[0]))
+        for i in range(1, len(self.gpu_ids)):
+            part = F.linear(feats.cuda(self.gpu_ids[i]), parts[i].cuda(self.gpu_ids[i]))
+            logits = torch.cat((logits, part.cuda(self.gpu_ids[0])), dim=1)
+        mask = torch.zeros_like(logits)
+        mask.scatter_(1, label.view(-1, 1), 1.0)
+        return logits - 0.2 * mask
+"""
+
+
+def test_model_parallel_head_keeps_its_placement_and_moves_the_label() -> None:
+    """The head splits its weight over `self.gpu_ids` on purpose: those moves stay. Under
+    DataParallel the label stays on the replica's GPU, so it goes where the mask is."""
+    findings = assert_fix(
+        RULE,
+        MARGIN_HEAD,
+        MARGIN_HEAD.replace(
+            "mask.scatter_(1, label.view(-1, 1), 1.0)",
+            "mask.scatter_(1, label.view(-1, 1).to(mask.device), 1.0)",
+        ),
+    )
+    assert len(findings) == 1 and "spreads its work" in findings[0].message
+
+
+def test_a_model_class_whose_base_lives_in_another_file() -> None:
+    source = """
+        import torch
+        import torch.nn as nn
+        from base_model import BaseModel
+
+        class BiLstmTagger(BaseModel):
+            def __init__(self, args):
+                super().__init__(args.bert_dir)
+                self.device = torch.device("cuda:" + args.gpu_ids.split(",")[0])
+                self.lstm = nn.LSTM(768, 128, bidirectional=True, batch_first=True)
+
+            def init_hidden(self, batch_size):
+                h0 = torch.zeros(2, batch_size, 128).to(self.device)
+                return h0, h0.clone()
+
+            def forward(self, seq):
+                hidden = self.init_hidden(seq.size(0))
+                out, _ = self.lstm(seq, hidden)
+                return out
+        """
+    findings = assert_fix(
+        RULE,
+        source,
+        source.replace(".to(self.device)", ".to(self.lstm.weight_ih_l0.device)"),
+    )
+    assert findings[0].applicability is Applicability.SAFE

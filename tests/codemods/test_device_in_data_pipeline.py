@@ -58,7 +58,7 @@ def collate(items):
     return {"input": ids.cuda(), "mask": mask}
 
 model = nn.Linear(4, 2).to(device)
-loader = DataLoader(data, batch_size=4, collate_fn=collate)
+loader = DataLoader(data, batch_size=4, collate_fn=collate, num_workers=2)
 for batch in loader:
     out = model(batch["input"]) * batch["mask"].unsqueeze(1)
 """,
@@ -70,7 +70,7 @@ def collate(items):
     return {"input": ids, "mask": mask}
 
 model = nn.Linear(4, 2).to(device)
-loader = DataLoader(data, batch_size=4, collate_fn=collate)
+loader = DataLoader(data, batch_size=4, collate_fn=collate, num_workers=2)
 for batch in loader:
     batch = {k: v.to(device) for k, v in batch.items()}
     out = model(batch["input"]) * batch["mask"].unsqueeze(1)
@@ -122,7 +122,7 @@ class Files(Dataset):
         return load(self.paths[i])
 
 model = nn.Linear(4, 2).cuda()
-for x in DataLoader(Files()):
+for x in DataLoader(Files(), num_workers=4):
     x = x.cuda(non_blocking=True)
     model(x)
 """,
@@ -136,7 +136,7 @@ class Files(Dataset):
         return load(self.paths[i])
 
 model = nn.Linear(4, 2).cuda()
-for x in DataLoader(Files()):
+for x in DataLoader(Files(), num_workers=4):
     x = x.cuda(non_blocking=True)
     model(x)
 """,
@@ -156,7 +156,7 @@ def test_aliased_imports_and_a_collator_class() -> None:
 
         dev = t.device("cuda:1")
         net = Net().to(dev)
-        for xb in tud.DataLoader(rows, collate_fn=Collator()):
+        for xb in tud.DataLoader(rows, collate_fn=Collator(), pin_memory=True):
             net(xb)
         """,
         """
@@ -169,7 +169,7 @@ def test_aliased_imports_and_a_collator_class() -> None:
 
         dev = t.device("cuda:1")
         net = Net().to(dev)
-        for xb in tud.DataLoader(rows, collate_fn=Collator()):
+        for xb in tud.DataLoader(rows, collate_fn=Collator(), pin_memory=True):
             xb = xb.to(dev)
             net(xb)
         """,
@@ -206,7 +206,7 @@ def test_declined_when_no_loop_can_take_over_the_move() -> None:
 def collate(items):
     return torch.stack(items).to(device)
 
-loader = DataLoader(data, collate_fn=collate)
+loader = DataLoader(data, collate_fn=collate, num_workers=2)
 batch = next(iter(loader))
 """,
         reason="no loop over its DataLoader",
@@ -225,7 +225,7 @@ class Pairs(Dataset):
 def main():
     dev = pick()
     model = Net().to(dev)
-    fit(model, DataLoader(Pairs()))
+    fit(model, DataLoader(Pairs(), num_workers=8))
 
 def fit(model, loader):
     for x in loader:
@@ -283,7 +283,7 @@ def test_transform_keyword_of_a_dataset_links_to_its_loader() -> None:
 
         train_set = torchvision.datasets.MNIST("data", transform=to_gpu)
         model = Net().cuda()
-        for images, labels in DataLoader(train_set, batch_size=8):
+        for images, labels in DataLoader(train_set, batch_size=8, num_workers=2):
             loss = criterion(model(images), labels)
         """,
         """
@@ -296,9 +296,177 @@ def test_transform_keyword_of_a_dataset_links_to_its_loader() -> None:
 
         train_set = torchvision.datasets.MNIST("data", transform=to_gpu)
         model = Net().cuda()
-        for images, labels in DataLoader(train_set, batch_size=8):
+        for images, labels in DataLoader(train_set, batch_size=8, num_workers=2):
             images, labels = images.cuda(), labels.cuda()
             loss = criterion(model(images), labels)
         """,
         unsafe=True,
+    )
+
+
+def test_collate_method_with_pinned_loaders_moves_in_every_loop_of_the_class() -> None:
+    # A library's model class: the collate is a bound method, the loaders pin memory (the pin
+    # thread cannot pin CUDA tensors), and the loops live in private methods that receive the
+    # loaders as arguments. The batch is a tuple of tensors, `None`s and lists.
+    before = """
+        import numpy as np
+        import torch
+        from torch.utils.data import DataLoader
+
+        class Forecaster:
+            def __init__(self, net):
+                self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                self.net = net.to(self.device)
+
+            def _collate(self, samples):
+                out = []
+                for i, first in enumerate(samples[0]):
+                    if isinstance(first, np.ndarray):
+                        out.append(torch.from_numpy(np.stack([s[i] for s in samples])).to(self.device))
+                    elif first is None:
+                        out.append(None)
+                    else:
+                        out.append([s[i] for s in samples])
+                return tuple(out)
+
+            def fit(self, train_set, val_set=None):
+                train = DataLoader(train_set, batch_size=32, pin_memory=True, collate_fn=self._collate)
+                val = None if val_set is None else DataLoader(val_set, pin_memory=True, collate_fn=self._collate)
+                self._train(train, val)
+
+            def _train(self, train_loader, val_loader):
+                for step, batch in enumerate(train_loader):
+                    self._step(batch[:-1], batch[-1])
+                if val_loader is not None:
+                    self._validate(val_loader)
+
+            def _validate(self, loader):
+                for batch in loader:
+                    self._step(batch[:-1], batch[-1])
+        """
+    moved = (
+        "{indent}batch = tuple(\n"
+        "{indent}    t.to(self.device) if isinstance(t, torch.Tensor) else t\n"
+        "{indent}    for t in batch\n"
+        "{indent})\n"
+    )
+    after = (
+        before.replace(
+            "np.stack([s[i] for s in samples])).to(self.device))",
+            "np.stack([s[i] for s in samples])))",
+        )
+        .replace(
+            "for step, batch in enumerate(train_loader):\n",
+            "for step, batch in enumerate(train_loader):\n" + moved.format(indent=" " * 20),
+        )
+        .replace("for batch in loader:\n", "for batch in loader:\n" + moved.format(indent=" " * 20))
+    )
+    assert_fix(RULE, before, after, unsafe=True)
+
+
+def test_collate_installed_by_assignment_in_a_library_is_reported() -> None:
+    # The DataLoaders come from the library's users (any `num_workers`): the collate must not
+    # touch CUDA, but the loop that would take over the move is not in view.
+    finding = assert_declined(
+        RULE,
+        """
+        import torch
+
+        class Encoder(torch.nn.Module):
+            def fit(self, objectives):
+                loaders = [loader for loader, _ in objectives]
+                for loader in loaders:
+                    loader.collate_fn = self.smart_collate
+
+            def smart_collate(self, batch):
+                labels = torch.tensor([example.label for example in batch]).to(self._target_device)
+                return [example.texts for example in batch], labels
+        """,
+        reason="worker processes",
+    )
+    assert "`Encoder.smart_collate`" in finding.message or "collate_fn" in finding.message
+
+
+def test_project_dataset_helper_called_from_getitem_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from .base import TableDataset
+
+        class Labelled(TableDataset):
+            def __init__(self, table, device=torch.device("cuda" if torch.cuda.is_available() else "cpu")):
+                self.device = device
+                self.table = table
+
+            def __getitem__(self, index):
+                return self._pair(self.table.iloc[index])
+
+            def _pair(self, row):
+                return row.name, torch.tensor(list(row.values), device=self.device)
+        """,
+        reason="no DataLoader in this file is known to run it",
+    )
+
+
+def test_single_process_loaders_without_workers_on_the_models_device_are_fine() -> None:
+    # One process, no worker processes, nothing pinned, the data goes where the model is.
+    assert_noop(
+        RULE,
+        HEADER
+        + """
+def collate(rows):
+    ids = torch.tensor([r[0] for r in rows], dtype=torch.long, device=device)
+    return ids, torch.tensor([r[1] for r in rows], device=device)
+
+model = nn.Linear(4, 2).to(device)
+loader = DataLoader(data, batch_size=16, shuffle=True, collate_fn=collate)
+for ids, labels in loader:
+    loss = nn.functional.cross_entropy(model(ids), labels)
+""",
+    )
+    # Under torchrun each process builds its batches on its own GPU, in the main process.
+    assert_noop(
+        RULE,
+        """
+        import os
+        import torch
+        from torch.utils.data import DataLoader
+        from torch.utils.data.distributed import DistributedSampler
+
+        torch.distributed.init_process_group(backend="nccl")
+        local_rank = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local_rank)
+
+        def collate(rows):
+            return torch.tensor(rows, dtype=torch.long, device=device)
+
+        model = Net().to(device)
+        loader = DataLoader(data, sampler=DistributedSampler(data), collate_fn=collate)
+        for batch in loader:
+            model(batch).sum().backward()
+        """,
+    )
+
+
+def test_map_function_that_runs_the_model_itself_keeps_its_moves() -> None:
+    # Feature extraction inside `datasets.map`: the moved inputs feed the GPU model there.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModel, Trainer
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = AutoModel.from_pretrained(checkpoint).to(device)
+
+        def hidden_states(batch):
+            inputs = {k: v.to(device) for k, v in batch.items() if k in names}
+            with torch.no_grad():
+                last = model(**inputs).last_hidden_state
+            return {"hidden_state": last[:, 0].cpu().numpy()}
+
+        features = encoded.map(hidden_states, batched=True)
+        Trainer(model=classifier, train_dataset=features["train"]).train()
+        """,
     )

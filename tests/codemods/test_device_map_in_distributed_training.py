@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from devfix.types import Applicability
+import textwrap
+
+from devfix.engine import check_source
+from devfix.types import Applicability, Options
 from tests.helpers import assert_fix, assert_noop
 
 RULE = "DF305"
@@ -181,3 +184,62 @@ def test_cuda_after_set_device_is_the_ranks_gpu() -> None:
         Trainer(model=model).train()
         """,
     )
+
+
+_NOTEBOOK_TRAINING = """\
+# ~~devfix-cell~~ 1
+from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer
+# ~~devfix-cell~~ 2
+model = AutoModelForCausalLM.from_pretrained(
+    name, quantization_config=BitsAndBytesConfig(load_in_8bit=True), device_map="auto"
+)
+# ~~devfix-cell~~ 3
+trainer = Trainer(model=model, args=args, train_dataset=train_ds)
+trainer.train()
+"""
+
+
+def test_a_notebook_is_one_process() -> None:
+    # A notebook's kernel is one process: the map places its only copy of the model.
+    options = Options(select=(RULE,), unsafe_fixes=True)
+    for path in ("finetune.ipynb", "<string>"):
+        assert check_source(_NOTEBOOK_TRAINING, path, options) == []
+
+
+def test_a_notebook_that_launches_workers_is_not_one_process() -> None:
+    source = _NOTEBOOK_TRAINING.replace(
+        "trainer.train()", "from accelerate import notebook_launcher\nnotebook_launcher(run)"
+    )
+    findings = check_source(source, "finetune.ipynb", Options(select=(RULE,), unsafe_fixes=True))
+    assert [f.code for f in findings] == [RULE]
+
+
+def test_declared_single_process_model_parallelism_is_left_alone() -> None:
+    # `model_parallel = True` tells Trainer the model is split over this process's GPUs on purpose
+    # (it then neither moves it nor wraps it in DataParallel): the map is the point.
+    assert_noop(
+        RULE,
+        """
+        import transformers
+        def train():
+            model = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="auto")
+            model.is_parallelizable = True
+            model.model_parallel = True
+            trainer = transformers.Trainer(model=model, args=training_args)
+            trainer.train()
+        """,
+    )
+    # ... which says nothing about another model of the script.
+    findings = check_source(
+        textwrap.dedent(
+            """
+            import transformers
+            policy = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="auto")
+            reference = transformers.AutoModelForCausalLM.from_pretrained(path, device_map="auto")
+            policy.model_parallel = True
+            transformers.Trainer(model=policy, ref=reference).train()
+            """
+        ),
+        options=Options(select=(RULE,), unsafe_fixes=True),
+    )
+    assert [f.line for f in findings] == [4]

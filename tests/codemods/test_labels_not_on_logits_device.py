@@ -211,3 +211,51 @@ def test_noops() -> None:
                 print(F.cross_entropy(logits, y).item())
         """,
     )
+
+
+def test_head_of_a_model_family_base_in_remote_code() -> None:
+    # Remote/vendored modeling code: `XForCausalLM(XPreTrainedModel)`, `XPreTrainedModel` on
+    # `transformers.modeling_utils.PreTrainedModel`, the loss on labels sliced and made contiguous.
+    before = """
+        import torch
+        from torch.nn import CrossEntropyLoss
+        from transformers.modeling_utils import PreTrainedModel
+
+        class TinyPreTrainedModel(PreTrainedModel):
+            base_model_prefix = "transformer"
+
+        class TinyForCausalLM(TinyPreTrainedModel):
+            def forward(self, input_ids, labels=None):
+                lm_logits = self.lm_head(self.transformer(input_ids)).to(torch.float32)
+                loss = None
+                if labels is not None:
+                    shift_logits = lm_logits[..., :-1, :].contiguous()
+                    shift_labels = labels[..., 1:].contiguous()
+                    loss_fct = CrossEntropyLoss()
+                    loss = loss_fct(shift_logits.view(-1, shift_logits.size(-1)), shift_labels.view(-1))
+                return loss, lm_logits
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace("shift_labels.view(-1))", "shift_labels.view(-1).to(shift_logits.device))"),
+    )
+    # The same file vendored inside a copy of transformers (a relative import).
+    vendored = before.replace(
+        "from transformers.modeling_utils import PreTrainedModel",
+        "from ...modeling_utils import PreTrainedModel",
+    )
+    assert_fix(
+        RULE,
+        vendored,
+        vendored.replace(
+            "shift_labels.view(-1))", "shift_labels.view(-1).to(shift_logits.device))"
+        ),
+    )
+    # A `PreTrainedModel` of the project's own (not Hugging Face's) says nothing.
+    assert_noop(
+        RULE,
+        vendored.replace(
+            "from ...modeling_utils import PreTrainedModel", "from .base import PreTrainedModel"
+        ),
+    )

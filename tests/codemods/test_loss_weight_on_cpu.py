@@ -178,3 +178,39 @@ def test_declines_functional_with_inline_input() -> None:
         """,
         reason="not a plain name",
     )
+
+
+def test_weights_handed_to_a_project_criterion_factory_are_reported() -> None:
+    """`get_criterion` lives in another file of the project: whether it returns a module and
+    whether the weights can be `None` cannot be seen here, so it is reported, not rewritten."""
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from .losses import get_criterion
+        from .utils import pick_device
+
+        def run(cfg, model, targets, device=None):
+            device = pick_device(device)
+            class_weights = targets.class_weights() if cfg.balanced else None
+            criterion = get_criterion(cfg.loss, weight=class_weights)
+            return fit(model, criterion, device=device)
+        """,
+        reason="`get_criterion` builds the criterion with `weight=class_weights`",
+    )
+
+
+def test_criterion_factories_with_weights_already_placed_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from .losses import build_loss
+
+        def run(cfg, counts, device):
+            w = torch.tensor(counts, dtype=torch.float, device=device)
+            criterion = build_loss(cfg, weight=w)
+            other = build_loss(cfg, weight=w.cpu()).to(device)
+            return criterion, other
+        """,
+    )

@@ -138,3 +138,54 @@ def test_noop_for_cpu_tensors_items_and_unknown_values() -> None:
         np.mean(mixed)
         """,
     )
+
+
+def test_numpy_function_of_an_error_summed_over_gpu_tensors() -> None:
+    # `mse` starts as a Python number and becomes a CUDA tensor once a GPU error is added.
+    before = """
+        import numpy as np
+        import torch
+
+        def validate(loader, model):
+            mse = 0
+            for img, target in loader:
+                output = model(img.cuda())
+                gt_count = target.sum().float().cuda()
+                mse += (gt_count - output.data.sum()) ** 2
+            mse = np.sqrt(mse / len(loader))
+            return mse
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "np.sqrt(mse / len(loader))", "np.sqrt((mse / len(loader)).detach().cpu().numpy())"
+        ),
+    )
+    # A Python float summed from `.item()` is NumPy's already.
+    assert_noop(RULE, before.replace("output.data.sum()) ** 2", "output.data.sum()).item() ** 2"))
+
+
+def test_output_of_a_model_fed_a_gpu_input_is_on_the_gpu() -> None:
+    # The model is never moved here, but it is called on a CUDA input: its output (if the call
+    # works at all) is on the GPU, and `.numpy()` needs it on the CPU.
+    before = """
+        import torch
+        from model import handpose_model
+
+        model = handpose_model()
+        model.load_state_dict(torch.load("hand.pth"))
+        data = torch.from_numpy(image).float()
+        if torch.cuda.is_available():
+            data = data.cuda()
+        with torch.no_grad():
+            output = model(data).numpy()
+        """
+    assert_fix(
+        RULE, before, before.replace("model(data).numpy()", "model(data).detach().cpu().numpy()")
+    )
+    # An object that is not used as a model says nothing about where its result is.
+    assert_noop(
+        RULE,
+        before.replace('model.load_state_dict(torch.load("hand.pth"))', "model.configure()"),
+    )

@@ -337,3 +337,243 @@ def test_variable_with_requires_grad_is_reported_as_a_parameter() -> None:
         """,
         reason="make it `nn.Parameter(...)`",
     )
+
+
+def test_cache_slot_set_to_none_and_filled_in_forward_becomes_a_buffer() -> None:
+    """The cached encoding is made in `forward` and returned on later calls: as a plain
+    attribute it stays where the first call made it."""
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class SinusoidalEncoding(nn.Module):
+            def __init__(self, channels):
+                super().__init__()
+                self.channels = channels
+                self.cache = None
+
+            def forward(self, x):
+                if self.cache is not None and self.cache.shape == x.shape:
+                    return self.cache
+                pos = torch.arange(x.shape[1], device=x.device).float()
+                table = torch.sin(pos[:, None] / (1 + torch.arange(self.channels, device=x.device)))
+                self.cache = table[None].expand(x.shape[0], -1, -1)
+                return self.cache
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "self.cache = None",
+            'self.register_buffer("cache", None, persistent=False)',
+        ),
+        unsafe=True,
+    )
+
+
+def test_cuda_copy_cached_in_forward_is_registered_like_its_source() -> None:
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Normalize(nn.Module):
+            def __init__(self, mean):
+                super().__init__()
+                self.register_buffer("mean", torch.tensor(mean).view(-1, 1, 1))
+                self.mean_gpu = None
+
+            def forward(self, x):
+                if x.is_cuda:
+                    if self.mean_gpu is None:
+                        self.mean_gpu = self.mean.cuda()
+                    return x - self.mean_gpu
+                return x - self.mean
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "self.mean_gpu = None",
+            'self.register_buffer("mean_gpu", None, persistent=False)',
+        ),
+        unsafe=True,
+    )
+
+
+def test_slots_that_forward_only_writes_are_left_alone() -> None:
+    """Attention maps kept for the caller to inspect are never read back by the module."""
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Attention(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.qk = nn.Linear(d, 2 * d)
+                self.last_attention = None
+
+            def forward(self, x):
+                q, k = self.qk(x).chunk(2, dim=-1)
+                attn = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+                self.last_attention = attn.detach()
+                return attn @ x
+        """,
+    )
+
+
+def test_cache_built_by_a_train_override() -> None:
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class RelativeBias(nn.Module):
+            def __init__(self, heads, size):
+                super().__init__()
+                self.biases = nn.Parameter(torch.zeros(heads, size * size))
+                self.register_buffer("index", torch.arange(size * size).view(size, size))
+
+            @torch.no_grad()
+            def train(self, mode=True):
+                super().train(mode)
+                if mode and hasattr(self, "cached"):
+                    del self.cached
+                else:
+                    self.cached = self.biases[:, self.index]
+
+            def forward(self, scores):
+                return scores + (self.biases[:, self.index] if self.training else self.cached)
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "self.cached = self.biases[:, self.index]",
+            'self.register_buffer("cached", self.biases[:, self.index], persistent=False)',
+        ),
+        unsafe=True,
+    )
+
+
+def test_helper_called_from_init_sets_tables_with_setattr() -> None:
+    """`_reset_parameters` runs only while the module is built; the table comes from a static
+    method that returns a tensor."""
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Encoder(nn.Module):
+            def __init__(self, levels=(0, 1), size=8, dim=16):
+                super().__init__()
+                self.levels, self.size, self.dim = levels, size, dim
+                self.proj = nn.Linear(dim, dim)
+                self._reset_parameters()
+
+            def _reset_parameters(self):
+                for level in self.levels:
+                    table = self.grid_embedding(self.size >> level, self.dim)
+                    setattr(self, f"pos{level}", table)
+
+            @staticmethod
+            def grid_embedding(n, dim, temperature=10000.0):
+                omega = torch.arange(dim // 2, dtype=torch.float32) / (dim // 2)
+                omega = 1.0 / (temperature**omega)
+                grid = torch.arange(n, dtype=torch.float32)[:, None] @ omega[None]
+                return torch.cat([grid.sin(), grid.cos()], dim=1)[None]
+
+            def forward(self, x, level):
+                return self.proj(x) + getattr(self, f"pos{level}")
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            'setattr(self, f"pos{level}", table)',
+            'self.register_buffer(f"pos{level}", table, persistent=False)',
+        ),
+        unsafe=True,
+    )
+
+
+def test_table_built_in_a_local_and_class_weights_of_a_loss() -> None:
+    assert_fix(
+        RULE,
+        """
+        import math
+        import torch
+        import torch.nn as nn
+
+        class Positions(nn.Module):
+            def __init__(self, d, n=100):
+                super().__init__()
+                pe = torch.zeros(n, d)
+                for pos in range(n):
+                    pe[pos, 0] = math.sin(pos)
+                pe = pe.unsqueeze(0)
+                self.pe = pe
+
+        class WeightedNLL(nn.Module):
+            def __init__(self, weights):
+                super().__init__()
+                self.weights = torch.tensor(weights)
+
+            def forward(self, logp, y):
+                return -(self.weights[y] * logp.gather(1, y[:, None]).squeeze(1)).mean()
+        """,
+        """
+        import math
+        import torch
+        import torch.nn as nn
+
+        class Positions(nn.Module):
+            def __init__(self, d, n=100):
+                super().__init__()
+                pe = torch.zeros(n, d)
+                for pos in range(n):
+                    pe[pos, 0] = math.sin(pos)
+                pe = pe.unsqueeze(0)
+                self.register_buffer("pe", pe, persistent=False)
+
+        class WeightedNLL(nn.Module):
+            def __init__(self, weights):
+                super().__init__()
+                self.register_buffer("weights", torch.tensor(weights), persistent=False)
+
+            def forward(self, logp, y):
+                return -(self.weights[y] * logp.gather(1, y[:, None]).squeeze(1)).mean()
+        """,
+        unsafe=True,
+    )
+
+
+def test_a_scale_put_on_the_one_device_a_script_runs_on() -> None:
+    source = """
+        import torch
+        import torch.nn as nn
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        class Attention(nn.Module):
+            def __init__(self, d, device):
+                super().__init__()
+                self.fc = nn.Linear(d, d)
+                self.scale = torch.sqrt(torch.FloatTensor([d])).to(device)
+
+            def forward(self, x):
+                return self.fc(x) / self.scale
+
+        model = Attention(8, device).to(device)
+        """
+    assert_noop(RULE, source)
+    wrapped = source + "model = nn.DataParallel(model)\n"
+    assert_fix(
+        RULE,
+        wrapped,
+        wrapped.replace(
+            "self.scale = torch.sqrt(torch.FloatTensor([d])).to(device)",
+            'self.register_buffer("scale", torch.sqrt(torch.FloatTensor([d])).to(device), '
+            "persistent=False)",
+        ),
+        unsafe=True,
+    )

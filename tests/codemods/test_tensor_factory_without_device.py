@@ -310,7 +310,8 @@ def test_names_defined_in_terms_of_each_other_do_not_loop() -> None:
     )
     findings = check_source(source, options=Options(select=(RULE,)))
     assert [f.code for f in findings] == ["DF101"]
-    assert "first tensor argument" in findings[0].message
+    # `x` is a tensor argument, but the zeros never meet it: no device is guessed from it.
+    assert "no tensor or layer in scope tells" in findings[0].message
 
 
 def test_arithmetic_with_an_input_gets_its_device_in_both_shapes() -> None:
@@ -404,3 +405,293 @@ def test_an_accumulator_added_to_an_input_later_follows_the_input() -> None:
         unsafe=True,
     )
     assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_list_valued_data_in_a_loss_forward_meets_the_loss() -> None:
+    """`torch.tensor(self.levels)`: a list the loss takes `len()` of, not a scalar; it meets
+    `err` (a tensor computed from the inputs) through `torch.where`."""
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class QuantileLoss(nn.Module):
+            def __init__(self, levels):
+                super().__init__()
+                self.levels = levels
+
+            def forward(self, pred, target):
+                target = target.unsqueeze(-1).expand(-1, -1, len(self.levels))
+                err = target - pred
+                up = torch.tensor(self.levels) * err
+                down = (torch.tensor(self.levels) - 1) * err
+                return torch.where(err >= 0, up, down).mean()
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class QuantileLoss(nn.Module):
+            def __init__(self, levels):
+                super().__init__()
+                self.levels = levels
+
+            def forward(self, pred, target):
+                target = target.unsqueeze(-1).expand(-1, -1, len(self.levels))
+                err = target - pred
+                up = torch.tensor(self.levels, device=err.device) * err
+                down = (torch.tensor(self.levels, device=err.device) - 1) * err
+                return torch.where(err >= 0, up, down).mean()
+        """,
+    )
+
+
+def test_numpy_class_weights_in_a_plain_loss_function() -> None:
+    assert_fix(
+        RULE,
+        """
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+
+        def balanced_bce(logits, labels, counts, beta=0.99):
+            effective = 1.0 - np.power(beta, counts)
+            w = (1.0 - beta) / np.array(effective)
+            targets = F.one_hot(labels, len(counts)).float()
+            w = torch.tensor(w).float().unsqueeze(0) * targets
+            return F.binary_cross_entropy_with_logits(logits, targets, weight=w)
+        """,
+        """
+        import numpy as np
+        import torch
+        import torch.nn.functional as F
+
+        def balanced_bce(logits, labels, counts, beta=0.99):
+            effective = 1.0 - np.power(beta, counts)
+            w = (1.0 - beta) / np.array(effective)
+            targets = F.one_hot(labels, len(counts)).float()
+            w = torch.tensor(w, device=targets.device).float().unsqueeze(0) * targets
+            return F.binary_cross_entropy_with_logits(logits, targets, weight=w)
+        """,
+    )
+
+
+def test_type_as_goes_to_the_current_device_not_to_its_argument() -> None:
+    """`arange(n).type_as(lengths)` is cast to the current CUDA device, which is not
+    `lengths`' when the model runs on another GPU; a Lightning module's framework sets the
+    current device per process, so there it is left alone."""
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def length_mask(lengths, max_len=None):
+            max_len = max_len or lengths.max()
+            steps = torch.arange(0, max_len).type_as(lengths)
+            return steps.unsqueeze(0) < lengths.unsqueeze(1)
+        """,
+        """
+        import torch
+
+        def length_mask(lengths, max_len=None):
+            max_len = max_len or lengths.max()
+            steps = torch.arange(0, max_len, device=lengths.device).type_as(lengths)
+            return steps.unsqueeze(0) < lengths.unsqueeze(1)
+        """,
+    )
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import pytorch_lightning as pl
+
+        class Tagger(pl.LightningModule):
+            def mask(self, lengths):
+                steps = torch.arange(0, int(lengths.max())).type_as(lengths)
+                return steps.unsqueeze(0) < lengths.unsqueeze(1)
+        """,
+    )
+
+
+def test_accumulator_filled_with_plus_equals_and_its_sizing_input() -> None:
+    """`acc += self.head(x)`: the accumulator meets the layer's output (proof). Zero states
+    in a dict comprehension are shaped after the comprehension's tensor (a judgement)."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Mixer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.head = nn.Linear(d, d)
+
+            def forward(self, inputs):
+                acc = torch.zeros(inputs["x"].shape[0], 4)
+                acc += self.head(inputs["x"])
+                return acc
+
+            def init_states(self, feats):
+                return {k: torch.zeros(v.shape[0], 4) for k, v in feats.items()}
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Mixer(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.head = nn.Linear(d, d)
+
+            def forward(self, inputs):
+                acc = torch.zeros(inputs["x"].shape[0], 4, device=self.head.weight.device)
+                acc += self.head(inputs["x"])
+                return acc
+
+            def init_states(self, feats):
+                return {k: torch.zeros(v.shape[0], 4, device=v.device) for k, v in feats.items()}
+        """,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings] == [Applicability.SAFE, Applicability.UNSAFE]
+    assert "shaped after `v`" in findings[1].message
+
+
+def test_lightning_module_falls_back_on_its_own_device_property() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import pytorch_lightning as pl
+
+        class Forecaster(pl.LightningModule):
+            def training_step(self, batch, idx):
+                ids = torch.tensor([self.ids[name] for name in batch["names"]])
+                return self(batch["x"], ids)
+        """,
+        """
+        import torch
+        import pytorch_lightning as pl
+
+        class Forecaster(pl.LightningModule):
+            def training_step(self, batch, idx):
+                ids = torch.tensor([self.ids[name] for name in batch["names"]], device=self.device)
+                return self(batch["x"], ids)
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_hidden_state_returned_to_the_rnn_is_proven_by_the_caller() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 8)
+
+            def init_hidden(self, batch_size):
+                return (torch.zeros(1, batch_size, 8), torch.zeros(1, batch_size, 8))
+
+            def forward(self, x):
+                hidden = self.init_hidden(x.size(1))
+                out, _ = self.lstm(x, hidden)
+                return out
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 8)
+
+            def init_hidden(self, batch_size):
+                return (torch.zeros(1, batch_size, 8, device=self.lstm.weight_ih_l0.device), torch.zeros(1, batch_size, 8, device=self.lstm.weight_ih_l0.device))
+
+            def forward(self, x):
+                hidden = self.init_hidden(x.size(1))
+                out, _ = self.lstm(x, hidden)
+                return out
+        """,
+    )
+    assert all(f.applicability is Applicability.SAFE for f in findings)
+
+
+def test_construction_helpers_and_move_helpers_are_left_alone() -> None:
+    """A helper only `__init__` calls builds state (DF103's business); a value handed to the
+    file's own move helper (`to_var`) is moved by it."""
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        def to_var(x):
+            if torch.cuda.is_available():
+                x = x.cuda()
+            return x
+
+        class VAE(nn.Module):
+            def __init__(self, z):
+                super().__init__()
+                self.fc = nn.Linear(z, z)
+                self._make_tables(z)
+
+            def _make_tables(self, z):
+                self.table = torch.zeros(z, z)
+
+            def sample(self, mu):
+                eps = to_var(torch.randn(*mu.size()))
+                return mu + eps
+        """,
+    )
+
+
+def test_a_factory_that_meets_nothing_gets_no_guessed_device() -> None:
+    """The positions only leave the function: the caller moves them. A number passed as
+    `max=` is not a tensor argument, so nothing here is model code."""
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def relative_positions(length, max_distance):
+            span = torch.arange(length)
+            dist = span[None, :] - span[:, None]
+            clipped = torch.clamp(dist, min=-max_distance, max=max_distance)
+            return clipped + max_distance
+        """,
+    )
+
+
+def test_one_element_denominator_in_an_accuracy_helper() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def masked_accuracy(preds, y, pad):
+            top = preds.argmax(dim=1, keepdim=True)
+            keep = (y != pad).nonzero()
+            correct = top[keep].squeeze(1).eq(y[keep])
+            return correct.sum() / torch.FloatTensor([y[keep].shape[0]])
+        """,
+        """
+        import torch
+
+        def masked_accuracy(preds, y, pad):
+            top = preds.argmax(dim=1, keepdim=True)
+            keep = (y != pad).nonzero()
+            correct = top[keep].squeeze(1).eq(y[keep])
+            return correct.sum() / torch.FloatTensor([y[keep].shape[0]]).to(correct.device)
+        """,
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from devfix.types import Applicability
+import textwrap
+
+from devfix.engine import check_source
+from devfix.types import Applicability, Options
 from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF104"
@@ -251,5 +254,91 @@ def test_noops() -> None:
         class Plain:
             def __init__(self):
                 self.layers = [nn.Linear(2, 2)]
+        """,
+    )
+
+
+def test_modules_passed_through_an_initialiser_wrapper() -> None:
+    """`init_(nn.Linear(...))`, where the local `init_` hands its module to an initialiser
+    that returns it: still a module construction."""
+    before = """
+        import torch.nn as nn
+        from .util import init
+
+        class Critic(nn.Module):
+            def __init__(self, hidden, heads):
+                super().__init__()
+                def init_(m):
+                    return init(m, nn.init.orthogonal_, lambda b: nn.init.constant_(b, 0))
+                self.trunk = init_(nn.Linear(hidden, hidden))
+                self.q_heads = [init_(nn.Linear(hidden, 1)) for _ in range(heads)]
+
+            def forward(self, x):
+                h = self.trunk(x).relu()
+                return [q(h) for q in self.q_heads]
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "self.q_heads = [init_(nn.Linear(hidden, 1)) for _ in range(heads)]",
+            "self.q_heads = nn.ModuleList([init_(nn.Linear(hidden, 1)) for _ in range(heads)])",
+        ),
+        unsafe=True,
+    )
+
+
+def test_parameters_in_plain_containers_set_by_a_helper() -> None:
+    """A helper only `__init__` calls builds the gates: a list of `nn.Parameter` becomes an
+    `nn.ParameterList`; a dict keyed by computed names is reported, since
+    `nn.ParameterDict` needs string keys."""
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class GatedCell(nn.Module):
+            def __init__(self, sizes, out):
+                super().__init__()
+                self.sizes, self.out = sizes, out
+                self._create_gates()
+
+            def _create_gates(self):
+                self.scales = [nn.Parameter(torch.ones(self.out)) for _ in range(3)]
+                self.weights = {
+                    kind: nn.Parameter(torch.empty(size, self.out))
+                    for kind, size in self.sizes.items()
+                }
+
+            def forward(self, xs):
+                return sum(xs[k] @ w for k, w in self.weights.items()) * self.scales[0]
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "self.scales = [nn.Parameter(torch.ones(self.out)) for _ in range(3)]",
+            "self.scales = nn.ParameterList([nn.Parameter(torch.ones(self.out)) for _ in range(3)])",
+        ),
+        unsafe=True,
+    )
+    result = check_source(
+        textwrap.dedent(before), options=Options(select=(RULE,), unsafe_fixes=True)
+    )
+    reported = [f for f in result if "self.weights" in f.message]
+    assert len(reported) == 1 and not reported[0].edits
+    assert "`nn.ParameterDict` keys must be strings" in reported[0].message
+
+
+def test_a_wrapper_that_does_not_return_the_module_is_not_one() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                describe = lambda m: str(m)
+                self.names = [describe(nn.Linear(d, d)) for _ in range(2)]
         """,
     )

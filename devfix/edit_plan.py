@@ -1,0 +1,254 @@
+"""How findings' edits are applied: node replacements that may reuse the nodes they replace.
+
+An :class:`~devfix.types.Edit` replaces one node of the parsed module, found by identity. Its
+replacement may contain nodes *of the original tree*: a statement wrapped in `if rank == 0:`,
+statements inserted before or after a statement (`FlattenSentinel([new, statement])`), a
+statement moved elsewhere (removed at its place, reused at the new one), a block of statements
+moved under `if __name__ == "__main__":`. Every reused node is taken *with the edits made
+inside it* (by the same finding or by another one applied in the same round) and with its own
+edit, except where that makes no sense: a target reused in its own replacement is taken
+without it (a statement with another one inserted after it), and so is a node that its edit
+removes (removed at its place and reused at another, it is moved). So a finding can report one
+edit per statement and still compose with the expression-level edits inside those statements,
+and with other passes' fixes.
+
+Two findings conflict (the second waits for the next round) when one edits a node that the
+other replaces wholesale, or when one edits or reuses a node that the other edits itself.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
+
+import libcst as cst
+
+from devfix.tree import children_of
+from devfix.types import Edit, Replacement, TextEdit
+
+
+def _walk(root: cst.CSTNode, stop: Collection[int] = ()) -> Iterator[cst.CSTNode]:
+    """Every node under `root` (itself included); a node whose id is in `stop` is yielded but
+    not entered."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if id(node) not in stop:
+            stack.extend(children_of(node))
+
+
+def _replacement_nodes(replacement: Replacement) -> Sequence[cst.CSTNode]:
+    if isinstance(replacement, cst.RemovalSentinel):
+        return ()
+    if isinstance(replacement, cst.FlattenSentinel):
+        return list(replacement.nodes)
+    return (replacement,)
+
+
+def _reused(edits: Iterable[Edit], original: Container[int]) -> tuple[set[int], set[int]]:
+    """(ids of `original` nodes the replacements reuse, ids of the targets that reuse some)."""
+    reused: set[int] = set()
+    reusing: set[int] = set()
+    for edit in edits:
+        for top in _replacement_nodes(edit.replacement):
+            stack = [top]
+            while stack:
+                node = stack.pop()
+                if id(node) in original:
+                    reused.add(id(node))
+                    reusing.add(id(edit.target))
+                else:
+                    stack.extend(children_of(node))
+    return reused, reusing
+
+
+def renders_alone(edits: Sequence[Edit], order: Mapping[int, tuple[int, int]]) -> bool:
+    """Whether each edit of a group can be shown as text on its own: no target lies inside
+    another one and no replacement reuses a node of the file. `order` holds the file's nodes
+    (id -> the pre-order span of its subtree, as `devfix.tree.TreeTables.order`)."""
+    spans = []
+    for edit in edits:
+        span = order.get(id(edit.target))
+        if span is None:
+            return False
+        spans.append(span)
+    spans.sort()
+    if any(later[0] <= earlier[1] for earlier, later in zip(spans, spans[1:])):
+        return False
+    reused, _ = _reused(edits, order)
+    return not reused
+
+
+class EditSet:
+    """Edit groups (one per finding) accepted one at a time, then applied in one traversal."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._original: set[int] | None = None
+        self._claimed: set[int] = set()
+        self._replacements: dict[int, Replacement] = {}
+        #: Original nodes that some accepted replacement reuses.
+        self._reused: set[int] = set()
+        #: Targets whose replacement reuses original nodes (their subtrees must be visited).
+        self._reusing: set[int] = set()
+
+    def _original_ids(self) -> set[int]:
+        if self._original is None:
+            self._original = {id(node) for node in _walk(self.module)}
+        return self._original
+
+    def reused_by(self, edits: Iterable[Edit]) -> tuple[set[int], set[int]]:
+        """(ids of original nodes the replacements reuse, ids of the targets that reuse some)."""
+        return _reused(edits, self._original_ids())
+
+    def claims(self, edits: Sequence[Edit], reused: set[int]) -> set[int]:
+        """The nodes a group needs for itself: each target and what it replaces wholesale
+        (everything under it that the group does not reuse), and every node it reuses."""
+        claimed = set(reused)
+        for edit in edits:
+            claimed.add(id(edit.target))
+            for node in _walk(edit.target, reused):
+                if id(node) not in reused:
+                    claimed.add(id(node))
+        return claimed
+
+    def add(self, edits: Sequence[Edit]) -> bool:
+        """Accept a group unless it conflicts with one accepted before (see the module doc)."""
+        reused, reusing = self.reused_by(edits)
+        claimed = self.claims(edits, reused)
+        if claimed & self._claimed:
+            return False
+        self._claimed |= claimed
+        self._reused |= reused
+        self._reusing |= reusing
+        for edit in edits:
+            self._replacements[id(edit.target)] = edit.replacement
+        return True
+
+    def apply(self) -> cst.Module:
+        """The module with every accepted group applied."""
+        if not self._replacements:
+            return self.module
+        applier = _Applier(self._replacements, self._reused, self._reusing)
+        rewritten = self.module.visit(applier)
+        assert isinstance(rewritten, cst.Module)
+        return rewritten
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(
+        self, replacements: dict[int, Replacement], reused: set[int], reusing: set[int]
+    ) -> None:
+        super().__init__()
+        self.replacements = replacements
+        self.reused = reused
+        self.reusing = reusing
+        #: Reused node -> the node with the edits inside it applied (its own edit not).
+        self.inner: dict[int, cst.CSTNode] = {}
+        #: Nodes being rebuilt on their own (for a reuse ahead of their place): no own edit.
+        self.standalone: list[int] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        key = id(node)
+        return (
+            key not in self.replacements
+            or key in self.reusing
+            or bool(self.standalone and self.standalone[-1] == key)
+        )
+
+    # libcst types on_leave per node class through a TypeVar; an applier returns any node.
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Replacement:
+        key = id(original_node)
+        if key in self.reused:
+            self.inner[key] = updated_node
+        if self.standalone and self.standalone[-1] == key:
+            return updated_node
+        replacement = self.replacements.get(key)
+        if replacement is None:
+            return updated_node
+        if key not in self.reusing:
+            return replacement
+        return self._with_reused(replacement, key)
+
+    def inner_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        found = self.inner.get(id(node))
+        if found is None:
+            # Reused ahead of its own place in the traversal: rebuild it now.
+            self.standalone.append(id(node))
+            try:
+                node.visit(self)
+            finally:
+                self.standalone.pop()
+            found = self.inner[id(node)]
+        return found
+
+    def reused_form(self, node: cst.CSTNode, target: int) -> Replacement:
+        """What a reused node becomes inside the replacement of `target` (see the module doc)."""
+        replacement = self.replacements.get(id(node))
+        if (
+            replacement is None
+            or id(node) == target
+            or isinstance(replacement, cst.RemovalSentinel)
+        ):
+            return self.inner_of(node)
+        if id(node) in self.reusing:
+            return self._with_reused(replacement, id(node))
+        return replacement
+
+    def _with_reused(self, replacement: Replacement, target: int) -> Replacement:
+        substitute = _Substitute(self, target)
+        if isinstance(replacement, cst.RemovalSentinel):
+            return replacement
+        if isinstance(replacement, cst.FlattenSentinel):
+            return cst.FlattenSentinel([_visit(node, substitute) for node in replacement.nodes])
+        return _visit(replacement, substitute)
+
+
+def _visit(node: cst.CSTNode, visitor: cst.CSTTransformer) -> cst.CSTNode:
+    result = node.visit(visitor)
+    assert isinstance(result, cst.CSTNode)
+    return result
+
+
+class _Substitute(cst.CSTTransformer):
+    """Rebuilds a replacement with each reused original node swapped for what it becomes."""
+
+    def __init__(self, applier: _Applier, target: int) -> None:
+        super().__init__()
+        self.applier = applier
+        self.target = target
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) not in self.applier.reused
+
+    def on_leave(  # type: ignore[override]
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> Replacement:
+        if id(original_node) in self.applier.reused:
+            return self.applier.reused_form(original_node, self.target)
+        return updated_node
+
+
+def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
+    """`module` with one group of edits applied (no other group competes)."""
+    edit_set = EditSet(module)
+    edit_set.add(edits)
+    return edit_set.apply()
+
+
+def text_edits(module: cst.Module, edits: Sequence[Edit]) -> tuple[TextEdit, ...]:
+    """The group's effect as whole-line text replacements that do not overlap (one per changed
+    run of lines), for findings whose edits nest or reuse the file's nodes (see
+    :func:`renders_alone`)."""
+    before = module.code.splitlines(keepends=True)
+    after = apply_edits(module, edits).code.splitlines(keepends=True)
+    found: list[TextEdit] = []
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    for tag, first, last, new_first, new_last in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        found.append(TextEdit(first + 1, 1, last + 1, 1, "".join(after[new_first:new_last])))
+    return tuple(found)
