@@ -76,8 +76,9 @@ class AmpDeviceTypeHardCoded(DevicePass):
     and the scaler stays off elsewhere (without the warning). Autocast with the script's device
     type, and a device type that now says `mps` instead of `cpu`: unsafe, because on the CPU
     and on MPS autocast now runs in lower precision (bfloat16 on the CPU by default) where it
-    was switched off. `enabled` given by position, `*args`, and a script device the call
-    cannot see are reported without a fix.
+    was switched off. `enabled` given by position, `*args` in a deprecated spelling, and a
+    script device the call cannot see are reported without a fix; `torch.autocast(*args)`, whose
+    device type is not in sight, is left alone.
 
     ## References
     - `torch.amp` docs (`torch.cuda.amp.autocast(args...)` is deprecated);
@@ -129,8 +130,8 @@ class AmpDeviceTypeHardCoded(DevicePass):
             return
         deprecated = qualified in DEPRECATED_CUDA_AMP
         given = None if deprecated else argument(node, "device_type", 0)
-        if not deprecated and not self._is_cuda(given):
-            return
+        if not deprecated and (given is None or not self._is_cuda(given)):
+            return  # `torch.autocast(*args)`: its device type is not in sight (it has no default)
         what = f"`{code_of(node.func)}({'' if deprecated else code_of(given or node)})`"
         if any(arg.star for arg in node.args):
             self.report(node, message=f"{what} is CUDA-only; rewrite its `*args` by hand")

@@ -276,3 +276,20 @@ def test_hand_made_device_type_used_behind_a_negated_cuda_test_is_fixed() -> Non
         """,
         unsafe=True,
     )
+
+
+def test_autocast_with_its_device_type_in_star_args_is_left_alone() -> None:
+    # `torch.autocast` has no default device type: one passed through `*args` is not CUDA's
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model.to(device)
+
+        def run(settings, step):
+            with torch.autocast(*settings):
+                return step()
+        """,
+    )
