@@ -175,6 +175,8 @@ def test_main_guard_in_either_order() -> None:
         """
     )
     assert [is_main_guard(s) for s in parsed.module.body] == [True, True, False, False]
+
+
 ONE_DEVICE = """
 import torch
 import torch.nn as nn
