@@ -13,6 +13,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
+- `companions`: objects that live beside the model and do not follow `model.to()`: metric
+  modules, model copies (EMA), generators and the default device, AMP objects.
 
 Analyses take the file's context (never a pass) and hold it through a weak proxy: the context
 keeps them in `context.shared`, so a file's tree is freed by reference counting alone.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import weakref
 
+from devfix.codemods.analysis.companions import Companions
 from devfix.codemods.analysis.devices import DeviceInference
 from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import ModuleFacts
@@ -47,6 +50,7 @@ class FileFacts:
         self._flow: ScriptFlow | None = None
         self._devices: DeviceInference | None = None
         self._values: HeldValues | None = None
+        self._companions: Companions | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -87,3 +91,17 @@ class FileFacts:
         if self._values is None:
             self._values = HeldValues(self.context, self.names, self.scopes, self.modules)
         return self._values
+
+    @property
+    def companions(self) -> Companions:
+        if self._companions is None:
+            self._companions = Companions(
+                self.context,
+                self.names,
+                self.scopes,
+                self.modules,
+                self.moves,
+                self.flow,
+                self.devices,
+            )
+        return self._companions

@@ -135,9 +135,19 @@ def test_diagnosis_names_the_finding_of_the_failing_expression(tmp_path) -> None
     post = r.stderr.split("devfix verify: the script died of a device mismatch\n", 1)[1]
     assert post.startswith(
         "  at ../src/model.py:14\n    src = self.tok_embedding(src) * self.scale\n"
-        "  devices involved: cuda:0, cpu\n  devfix findings (tied to the failing expression):\n"
-        "    ../src/model.py:10:9: DF103 "
+        "  devices involved: cuda:0, cpu\n"
     ), post
+    # the CPU operand's provenance: the attribute set in __init__, and the rule that fixes it
+    assert (
+        "  the cpu tensor `other` (shape [1]) is the plain tensor attribute `scale` set at "
+        "../src/model.py:10 (Module.to() and DataParallel move parameters and buffers, not plain "
+        "attributes)  (root cause)\n"
+        "      its value was created at ../src/model.py:10 by torch.FloatTensor(...) without "
+        "device=\n    -> DF103 fixes it: "
+    ) in post, post
+    assert (
+        "  devfix findings (tied to the failing expression):\n    ../src/model.py:10:9: DF103 "
+    ) in post, post
     assert "DF101" not in post and "scripts/../src" not in post
     assert post.rstrip().endswith("  to fix: devfix apply --unsafe-fixes ../src/model.py")
 
@@ -202,3 +212,17 @@ def test_dataparallel_fixed_runs_over_two_gpus(vgpu_run) -> None:
 
 def test_scripts_folder_exists() -> None:
     assert (SCRIPTS / "dp_before.py").exists()
+
+
+@pytest.mark.slow
+def test_a_warm_child_takes_its_warning_filters_from_pythonwarnings(tmp_path) -> None:
+    """As a fresh `python` would: the golden tier turns a warning into the failure this way."""
+    from devfix.vgpu.warm import runner
+
+    script = tmp_path / "warns.py"
+    script.write_text("import warnings\nwarnings.warn('switched off', UserWarning)\nprint('on')\n")
+    strict = runner(0).run(script, env={"PYTHONWARNINGS": "error::UserWarning"}, cwd=tmp_path)
+    assert strict.returncode == 1 and "UserWarning: switched off" in strict.stderr
+    assert strict.stdout == ""
+    lenient = runner(0).run(script, cwd=tmp_path)
+    assert lenient.returncode == 0 and lenient.stdout == "on\n", lenient.stderr
