@@ -7,11 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, string_device
 from devfix.codemods.analysis.names import call_tail, keyword_argument
-from devfix.codemods.analysis.torch_names import CUDA_AUTOCAST, CUDA_GRAD_SCALERS
 from devfix.types import Applicability, Edit, ImportSpec
-
-#: `torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`: positional order of the old API.
-_AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 
 _HELPER = '''
 
@@ -49,9 +45,8 @@ class HardCodedDevice(DevicePass):
     (`"cuda"`); `torch.load(..., map_location="cuda:0")` loads to the script's device variable,
     else to the CPU; `x.to(f"cuda:{self.gpu_id}")` where the file treats `gpu_id` as possibly
     None goes to the device of the model the class moved to that id.
-    Companion rewrites: `torch.cuda.amp.autocast(...)` becomes
-    `torch.autocast(device_type=device.type, ...)` and `torch.cuda.amp.GradScaler(...)` becomes
-    `torch.amp.GradScaler(device.type, ..., enabled=device.type == "cuda")`.
+    `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
+    device is portable, DF308 makes them follow `device.type`.
 
     Left alone: notebooks and inference scripts that choose their GPU for themselves, library
     modules that do nothing when run (a bare `"cuda"` there is the caller's current device), a
@@ -64,13 +59,12 @@ class HardCodedDevice(DevicePass):
     A hard-coded `cuda:0` fails on a machine without a GPU or with an Apple GPU, and under
     torchrun every process uses GPU 0 while DDP and the data sampler work on the process's own
     GPU: `RuntimeError: Expected all tensors to be on the same device, but found at least two
-    devices, cuda:1 and cuda:0!`. `torch.cuda.amp` is deprecated and CUDA-only.
+    devices, cuda:1 and cuda:0!`.
 
     ## Example
     ```python
     device = torch.device("cuda:0")
     model = Net().to(device)
-    scaler = torch.cuda.amp.GradScaler()
     ```
 
     ## Use instead
@@ -84,7 +78,6 @@ class HardCodedDevice(DevicePass):
 
     device = select_device()
     model = Net().to(device)
-    scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
     ```
 
     ## Fix safety
@@ -96,13 +89,10 @@ class HardCodedDevice(DevicePass):
     and `cuda:1`, naive model parallelism), a pinned fallback in a DataParallel/DDP script
     (each process needs its own GPU), an id that may be None without a model moved to it, and a
     device string that the script compares as a string (`if device == "cuda":`) are reported
-    without a fix. The `autocast` rewrite is
-    unsafe: on CPU and MPS, where `torch.cuda.amp.autocast` switched itself off, autocast now
-    runs in the device's lower precision. `GradScaler` stays enabled only on CUDA, as before.
+    without a fix.
 
     ## References
-    - PyTorch docs, "MPS backend"; `torch.amp` (`torch.cuda.amp.autocast(args...)` is deprecated).
-    - karpathy/nanoGPT PR#698 (GradScaler only for CUDA float16).
+    - PyTorch docs, "MPS backend".
     """
 
     CODE = "DF304"
@@ -138,12 +128,6 @@ class HardCodedDevice(DevicePass):
                 self._map_location(arg.value, node)
         elif tail == "cuda" and isinstance(node.func, cst.Attribute):
             self._check_cuda_method(node)
-        elif tail == "autocast" or tail == "GradScaler":
-            qualified = self.qualified_name(node.func)
-            if qualified in CUDA_AUTOCAST:
-                self._companion(node, autocast=True)
-            elif qualified in CUDA_GRAD_SCALERS:
-                self._companion(node, autocast=False)
         else:
             arg = keyword_argument(node, "device")
             if arg is not None and cuda_string(arg.value):
@@ -468,90 +452,6 @@ class HardCodedDevice(DevicePass):
             applicability=Applicability.SAFE,
         )
 
-    # -- companions ----------------------------------------------------------------------------
-
-    def _companion(self, node: cst.Call, *, autocast: bool) -> None:
-        if self._out_of_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
-            return
-        what = "torch.cuda.amp.autocast" if autocast else "torch.cuda.amp.GradScaler"
-        if any(arg.star for arg in node.args):
-            self.report(node, message=f"`{what}` is CUDA-only; rewrite its `*args` by hand")
-            return
-        name = self._device_variable(node, torch_device_only=True)
-        if name is None:
-            self.report(
-                node,
-                message=(
-                    f"`{what}` is deprecated and CUDA-only; no `torch.device` variable in scope "
-                    "tells which device type to use"
-                ),
-            )
-            return
-        alias = self.facts.names.torch_alias()
-        imports = [] if alias is not None else [ImportSpec("torch")]
-        alias = alias or "torch"
-        device_type = cst.parse_expression(f"{name}.type")
-        if autocast:
-            positional = [arg for arg in node.args if arg.keyword is None]
-            if len(positional) > len(_AUTOCAST_POSITIONAL):
-                return
-            args = [cst.Arg(device_type, keyword=cst.Name("device_type"), equal=_EQUAL)]
-            for index, arg in enumerate(node.args):
-                if arg.keyword is None:
-                    arg = arg.with_changes(
-                        keyword=cst.Name(_AUTOCAST_POSITIONAL[index]), equal=_EQUAL
-                    )
-                args.append(arg)
-            replacement = node.with_changes(
-                func=cst.parse_expression(f"{alias}.autocast"), args=_commas(args, node)
-            )
-            self.report(
-                node,
-                message=(
-                    f"`{what}` is deprecated and CUDA-only; use "
-                    f"`{alias}.autocast(device_type={name}.type, ...)` (on CPU and MPS autocast "
-                    "then runs in lower precision instead of switching itself off)"
-                ),
-                fix_title=f"Use `{alias}.autocast(device_type={name}.type, ...)`",
-                edits=[Edit(node, replacement)],
-                imports=imports,
-                applicability=Applicability.UNSAFE,
-            )
-            return
-        positional = [arg for arg in node.args if arg.keyword is None]
-        if len(positional) > 4:
-            self.report(node, message=f"`{what}` gets `enabled` by position; rewrite it by hand")
-            return
-        on_cuda = f'{name}.type == "cuda"'
-        args = [cst.Arg(device_type)]
-        enabled = keyword_argument(node, "enabled")
-        for arg in node.args:
-            if arg is enabled:
-                value = self._code(arg.value)
-                if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Call)):
-                    combined = f"{value} and {on_cuda}"
-                else:
-                    combined = f"({value}) and {on_cuda}"
-                arg = arg.with_changes(value=cst.parse_expression(combined))
-            args.append(arg)
-        if enabled is None:
-            args.append(
-                cst.Arg(cst.parse_expression(on_cuda), keyword=cst.Name("enabled"), equal=_EQUAL)
-            )
-        replacement = node.with_changes(
-            func=cst.parse_expression(f"{alias}.amp.GradScaler"), args=_commas(args, node)
-        )
-        self.report(
-            node,
-            message=(
-                f"`{what}` is deprecated and CUDA-only; use `{alias}.amp.GradScaler({name}.type, "
-                f"enabled=...)`, enabled only on CUDA"
-            ),
-            fix_title=f"Use `{alias}.amp.GradScaler({name}.type, ...)`",
-            edits=[Edit(node, replacement)],
-            imports=imports,
-        )
-
     # -- scope and declines --------------------------------------------------------------------
 
     def _out_of_scope(self, node: cst.CSTNode) -> bool:
@@ -590,30 +490,6 @@ class HardCodedDevice(DevicePass):
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
-
-
-_EQUAL = cst.AssignEqual(
-    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-)
-
-
-def _commas(args: list[cst.Arg], original: cst.Call) -> list[cst.Arg]:
-    """Comma-separate rebuilt arguments; keep a trailing comma if the call had one."""
-    trailing = bool(original.args) and isinstance(original.args[-1].comma, cst.Comma)
-    result = []
-    for index, arg in enumerate(args):
-        if index < len(args) - 1:
-            comma = (
-                arg.comma
-                if isinstance(arg.comma, cst.Comma) and index < len(args) - 1
-                else (cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            )
-            result.append(arg.with_changes(comma=comma))
-        else:
-            result.append(
-                arg.with_changes(comma=arg.comma if trailing else cst.MaybeSentinel.DEFAULT)
-            )
-    return result
 
 
 def _names_other_device(call: cst.Call) -> bool:

@@ -3,8 +3,8 @@
 # from the rank's GPU and rank 1 fails with "cuda:1 and cuda:0"; without a GPU it does not run
 # at all (shared/design/fix-semantics.md B.10, companions).
 # Run on 2 GPUs: LOCAL_RANK=1 python amp_training_cuda_index.before.py
-# devfix-flags: --select DF304 --unsafe-fixes
-# devfix-expect: DF304
+# devfix-flags: --select DF304,DF308 --unsafe-fixes
+# devfix-expect: DF304 DF308
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0" env="LOCAL_RANK=1"
 import os
 

@@ -133,32 +133,6 @@ def test_inline_use_defines_the_device_once() -> None:
     assert "from cuda:1 to GPU 0" in result[0].message
 
 
-def test_amp_companions() -> None:
-    findings = assert_fix(
-        RULE,
-        """
-        import torch
-        from torch.cuda.amp import GradScaler
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        scaler = GradScaler(init_scale=1024, enabled=args.amp)
-        with torch.cuda.amp.autocast(dtype=torch.float16):
-            loss = model(x)
-        scaler.scale(loss).backward()
-        """,
-        """
-        import torch
-        from torch.cuda.amp import GradScaler
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        scaler = torch.amp.GradScaler(device.type, init_scale=1024, enabled=args.amp and device.type == "cuda")
-        with torch.autocast(device_type=device.type, dtype=torch.float16):
-            loss = model(x)
-        scaler.scale(loss).backward()
-        """,
-        unsafe=True,
-    )
-    assert [f.applicability for f in findings] == [Applicability.SAFE, Applicability.UNSAFE]
-
-
 def test_noops() -> None:
     assert_noop(
         RULE,
@@ -214,18 +188,6 @@ def test_declines_string_comparison() -> None:
         model(x.to(device)).sum().backward()
         """,
         reason="compared as a string",
-    )
-
-
-def test_declines_companion_without_device() -> None:
-    assert_declined(
-        RULE,
-        """
-        import torch
-        scaler = torch.cuda.amp.GradScaler()
-        scaler.scale(model(x).sum()).backward()
-        """,
-        reason="no `torch.device` variable",
     )
 
 
