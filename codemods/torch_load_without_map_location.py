@@ -25,6 +25,11 @@ class TorchLoadWithoutMapLocation(DevicePass):
     directly (not only through `load_state_dict`) and that holds its device in a variable.
     `weights_only`, `mmap` and every other argument stay exactly as written.
 
+    Left alone: a single-process program (a notebook, a tutorial script) that loads back the
+    file it saved itself (`torch.save(model.state_dict(), "best.pt")` during training, then
+    `model.load_state_dict(torch.load("best.pt"))`): the tensors return to the device it saved
+    them from, its own.
+
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
     A checkpoint written by rank 0 holds `cuda:0` tensors, so every process of a `torchrun` job
@@ -85,6 +90,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
             return  # a second positional argument is `map_location`; `*args` may hold it
         if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
             return
+        flow = self.facts.flow
+        if not flow.is_distributed() and flow.loads_its_own_save(node):
+            return  # one process reads back what it saved: the devices are its own
         target, reason, certain = self._map_target(
             node, self.facts.flow.feeds_only_state_dicts(node)
         )

@@ -197,3 +197,58 @@ def test_direct_use_with_device_variable_loads_to_it() -> None:
         """,
     )
     assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_single_process_program_reading_back_its_own_save_is_left_alone() -> None:
+    # The tutorial shape: keep the best epoch's weights, reload them for the test set.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        SAVE = "best-model.pt"
+        best = float("inf")
+        for epoch in range(10):
+            valid_loss = train_and_evaluate(model)
+            if valid_loss < best:
+                best = valid_loss
+                torch.save(model.state_dict(), "tut-model.pt")
+                torch.save(obj=model.state_dict(), f=SAVE)
+        model.load_state_dict(torch.load("tut-model.pt"))
+        model.load_state_dict(torch.load(SAVE))
+        """,
+    )
+
+
+def test_another_file_or_several_processes_still_get_map_location() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        torch.save(model.state_dict(), "last.pt")
+        model.load_state_dict(torch.load("pretrained.pt"))
+        """,
+        """
+        import torch
+        torch.save(model.state_dict(), "last.pt")
+        model.load_state_dict(torch.load("pretrained.pt", map_location="cpu"))
+        """,
+    )
+    # Under torchrun rank 0 saved from cuda:0: every rank would read back onto cuda:0.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        torch.save(model.state_dict(), "best.pt")
+        model.load_state_dict(torch.load("best.pt"))
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        dist.init_process_group("nccl")
+        torch.save(model.state_dict(), "best.pt")
+        model.load_state_dict(torch.load("best.pt", map_location="cpu"))
+        """,
+    )
+    assert findings
