@@ -2,7 +2,7 @@
 # defaults to "cuda:0", the model keeps that device for the bias column it appends to every
 # batch (on cuda:0, while the replica's batch is on cuda:1), the model is wrapped when several
 # GPUs are visible, and the loss is averaged over the replicas.
-# Run: python argparse_main.before.py --epochs 2
+# Run: python data_parallel.py --epochs 2
 import argparse
 import logging
 import os

@@ -1,7 +1,7 @@
 # A causal LM head in the Hugging Face style (`loss_fct = CrossEntropyLoss()` on shifted logits
 # and labels) inside a model split over two GPUs: the logits come from cuda:1, the labels from
 # cuda:0 (huggingface/transformers#22561, PR#22591).
-# Run: python causal_lm_shifted_labels.before.py
+# Run: python labels_not_on_logits_device.py
 import torch
 from torch import nn
 from torch.nn import CrossEntropyLoss

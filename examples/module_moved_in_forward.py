@@ -1,7 +1,7 @@
 # A two-stage model keeps its second stage and head on cuda:1, but forward calls
 # `self.head.cuda()(x)`: a bare `.cuda()` means the current device, cuda:0, while the features
 # are on cuda:1 (thunlp/OpenPrompt PR#161; fix-semantics A.8).
-# Run: python bare_cuda_head.before.py
+# Run: python module_moved_in_forward.py
 import torch
 import torch.nn as nn
 

@@ -1,7 +1,7 @@
 # Seed 001's attention layer builds its scale in __init__ with `.to(device)`: the plain
 # attribute lives on cuda:0 only, and the nn.DataParallel replica on cuda:1 divides by it
 # (bentrevett/pytorch-seq2seq; fix-semantics A.8, B.7).
-# Run: python seed001_dataparallel_scale.before.py
+# Run: python tensor_attribute_not_buffer.py
 import torch
 import torch.nn as nn
 

@@ -1,6 +1,6 @@
 # Seed 001 (shared/seeds/001): a Transformer encoder builds its position ids with
 # torch.arange in forward, on the CPU, and feeds them to self.pos_embedding.
-# Run: python seed001_transformer_positions.before.py
+# Run: python tensor_factory_without_device.py
 import torch
 import torch.nn as nn
 

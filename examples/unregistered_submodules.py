@@ -1,6 +1,6 @@
 # Layers appended to a plain list in __init__ stay on the CPU after `model.to("cuda")`
 # (pytorch/pytorch#8017 with convolutions, Lightning-AI/pytorch-lightning#2623; fix-semantics A.7).
-# Run: python appended_layers.before.py
+# Run: python unregistered_submodules.py
 import torch
 import torch.nn as nn
 

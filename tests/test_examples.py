@@ -1,7 +1,7 @@
 """examples/: one script per pass, each generated from one golden `before` case.
 
 An example is its golden case without the `# devfix-...` directive lines (which only the golden
-tests read). `pytest tests/test_examples.py --update-goldens` rewrites examples/ from golden/.
+tests read), its `# Run:` line naming the example. `pytest tests/test_examples.py --update-goldens` rewrites examples/ from golden/.
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ SOURCES = {
 }
 
 
-def example_text(golden_before: str) -> str:
+def example_text(golden_before: str, case: str, module: str) -> str:
+    """The golden case without its directives, its `# Run:` line naming the example's file."""
     return "".join(
-        line for line in golden_before.splitlines(keepends=True) if not line.startswith("# devfix-")
+        line.replace(f"{case}.before.py", f"{module}.py") if line.startswith("# Run:") else line
+        for line in golden_before.splitlines(keepends=True)
+        if not line.startswith("# devfix-")
     )
 
 
@@ -55,7 +58,7 @@ def test_example_is_generated_from_its_golden_case(
     module: str, request: pytest.FixtureRequest
 ) -> None:
     source = GOLDEN / module / f"{SOURCES[module]}.before.py"
-    expected = example_text(source.read_text(encoding="utf-8"))
+    expected = example_text(source.read_text(encoding="utf-8"), SOURCES[module], module)
     example = EXAMPLES / f"{module}.py"
     if request.config.getoption("--update-goldens"):
         example.write_text(expected, encoding="utf-8")
