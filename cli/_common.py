@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from devfix import engine
+from devfix import engine, limits
 from devfix.cache import CACHE_FOLDER
 from devfix.config import ConfigError, find_config, load_config
 from devfix.errors import UnknownRuleError
@@ -62,6 +62,15 @@ def echo_err(message: str) -> None:
     click.echo(message, err=True)
 
 
+class OneLineError(click.ClickException):
+    """`devfix: error: MESSAGE` on stderr and exit status 2, without click's usage lines."""
+
+    exit_code = EXIT_FAILED
+
+    def show(self, file: Any = None) -> None:
+        echo_err(f"devfix: error: {self.format_message()}")
+
+
 def fail(message: str) -> int:
     echo_err(f"devfix: error: {message}")
     return EXIT_FAILED
@@ -80,9 +89,9 @@ def run_options(unsafe_fixes_help: str) -> Callable[[F], F]:
     """The options every run over files shares, turned into one `settings: Settings` argument.
 
     `--select`, `--extend-select`, `--ignore`, `--unsafe-fixes` (its help: `unsafe_fixes_help`),
-    `--exclude`, `--extend-exclude`, `--jobs`, `--config`, `--no-cache`. Flags override the
-    configuration file (`[tool.devfix]` in pyproject.toml, or devfix.toml, found from the first
-    path upwards).
+    `--exclude`, `--extend-exclude`, `--jobs`, `--config`, `--no-cache`, `--timeout-per-file`,
+    `--max-memory`. Flags override the configuration file (`[tool.devfix]` in pyproject.toml,
+    or devfix.toml, found from the first path upwards).
     """
 
     def decorate(function: F) -> F:
@@ -99,10 +108,13 @@ def run_options(unsafe_fixes_help: str) -> Callable[[F], F]:
                 jobs=kwargs.pop("jobs"),
                 config=kwargs.pop("config"),
                 no_cache=kwargs.pop("no_cache"),
+                timeout_per_file=kwargs.pop("timeout_per_file"),
+                max_memory_mib=kwargs.pop("max_memory"),
             )
             return function(*args, **kwargs)
 
         decorators = [
+            *limit_options,
             click.option("--config", type=click.Path(dir_okay=False), help="Configuration file."),
             click.option("--no-cache", is_flag=True, help="Do not read or write the result cache."),
             click.option(
@@ -137,6 +149,27 @@ def run_options(unsafe_fixes_help: str) -> Callable[[F], F]:
     return decorate
 
 
+#: `--timeout-per-file` and `--max-memory` (devfix.limits, devfix.isolation).
+limit_options = [
+    click.option(
+        "--max-memory",
+        type=click.IntRange(min=0),
+        default=limits.DEFAULT_MAX_MEMORY_MIB,
+        show_default=True,
+        metavar="MIB",
+        help="Memory budget of one file; a file that needs more is refused (0: no budget).",
+    ),
+    click.option(
+        "--timeout-per-file",
+        type=click.FloatRange(min=0),
+        default=limits.DEFAULT_TIMEOUT_SECONDS,
+        show_default=True,
+        metavar="SECONDS",
+        help="CPU seconds one file may take; a file that takes longer is stopped (0: no limit).",
+    ),
+]
+
+
 def build_settings(
     *,
     paths: tuple[str, ...],
@@ -149,6 +182,8 @@ def build_settings(
     jobs: int,
     config: str | None,
     no_cache: bool,
+    timeout_per_file: float = limits.DEFAULT_TIMEOUT_SECONDS,
+    max_memory_mib: int = limits.DEFAULT_MAX_MEMORY_MIB,
 ) -> Settings:
     """Merge command-line flags over the configuration file, resolved once into Settings."""
     try:
@@ -158,7 +193,7 @@ def build_settings(
             start = next((Path(p) for p in paths if p != "-" and os.path.exists(p)), Path.cwd())
             found = load_config(find_config(start))
     except ConfigError as error:
-        raise click.UsageError(str(error)) from None
+        raise OneLineError(str(error)) from None
     chosen = _split(select) or found.select or ()
     extra = _split(extend_select) + found.extend_select
     if chosen and extra:
@@ -174,6 +209,8 @@ def build_settings(
         extend_exclude=_split(extend_exclude) + found.extend_exclude,
         root=str(found.root),
         cache_dir=str(found.root / CACHE_FOLDER) if use_cache else None,
+        timeout_per_file=timeout_per_file,
+        max_memory_mib=max_memory_mib,
     )
     try:
         return Settings.resolve(options)

@@ -22,10 +22,11 @@ from devfix.engine import fix_paths, fix_source
 from devfix.errors import InputError, InternalError
 from devfix.formats import summary_table
 from devfix.gitops import GitError, toplevel
-from devfix.migrate import EXIT_INTERRUPTED, RunState, commit_per_rule, plan
+from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
 from devfix.settings import Settings
 from devfix.sources import decode
+from devfix.state import RunRecord
 from devfix.types import FileResult, FileStatus
 
 
@@ -99,7 +100,7 @@ def apply_command(
     tally = Tally(settings)
     results: list[FileResult] = []
     progress = progress_printer()
-    state = RunState(settings.cache_dir) if not diff and settings.cache_dir else None
+    state = RunRecord(settings.cache_dir) if not diff and settings.cache_dir else None
     try:
         for result in fix_paths(
             targets, settings, write=not diff, want_diff=diff, progress=progress

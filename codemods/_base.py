@@ -95,7 +95,9 @@ class DevicePass(cst.CSTVisitor):
         if not edits:
             return ()
         if not renders_alone(edits, self.context.tables.order):
-            return text_edits(self.context.module, edits)
+            return text_edits(
+                self.context.module, edits, self.context.tables.order, self.context.text
+            )
         return tuple(self._edit_as_text(edit) for edit in edits)
 
     def _edit_as_text(self, edit: Edit) -> TextEdit:

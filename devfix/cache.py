@@ -1,7 +1,10 @@
 """A cache of results for files whose content has not changed since the last run.
 
-One JSON file per devfix version, run mode and configuration, holding, per content hash, the
-findings of a file that needed no rewrite. A hit costs one read and one hash instead of a parse.
+One JSON file per devfix version, run mode and configuration, holding, per content hash (of
+the exact bytes that were parsed), the findings of a file that needed no rewrite. A hit costs
+one read and one hash instead of a parse. The file lives in devfix's state folder and is read
+and written without following links (devfix.state); an entry that is not exactly what devfix
+writes (a corrupted or crafted file) is a miss, never an error.
 """
 
 from __future__ import annotations
@@ -10,27 +13,23 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
+from devfix import state
 from devfix.settings import Settings
 from devfix.types import Applicability, FileResult, FileStatus, Finding, TextEdit
 from devfix.version import __version__
 
 #: The folder devfix keeps its state in (result cache, run record, review answers), in the
 #: configuration's folder or the working folder. It ignores itself for git.
-CACHE_FOLDER = ".devfix_cache"
-_IGNORE_ALL = "# Created by devfix; the cache never belongs in git.\n*\n"
+CACHE_FOLDER = state.STATE_FOLDER
 
 
 def ensure_cache_folder(directory: str) -> None:
-    """Create `directory` (a devfix state folder) with a `.gitignore` that ignores all of it."""
-    os.makedirs(directory, exist_ok=True)
-    ignore_file = os.path.join(directory, ".gitignore")
-    if not os.path.exists(ignore_file):
-        with open(ignore_file, "w", encoding="utf-8") as handle:
-            handle.write(_IGNORE_ALL)
+    """Create `directory` (a devfix state folder) with a `.gitignore` that ignores all of it;
+    never through a symbolic link (then StateError, an OSError)."""
+    state.ensure_folder(directory)
 
 
 def content_key(data: bytes) -> str:
@@ -59,38 +58,82 @@ def _finding_to_json(finding: Finding) -> dict[str, Any]:
     return data
 
 
-def _finding_from_json(data: dict[str, Any]) -> Finding:
-    fields = dict(data)
-    fields["applicability"] = Applicability(fields["applicability"])
-    fields["text_edits"] = tuple(TextEdit(**edit) for edit in fields.get("text_edits", ()))
-    if fields.get("file_span") is not None:
-        fields["file_span"] = tuple(fields["file_span"])
-    return Finding(**fields)
+_TEXT_FIELDS = ("code", "name", "message", "fix_title")
+_POSITION_FIELDS = ("line", "col", "end_line", "end_col")
+_FINDING_FIELDS = frozenset(f.name for f in fields(Finding)) - {"edits", "imports"}
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _text_edit_from_json(data: object) -> TextEdit:
+    if not (
+        isinstance(data, dict)
+        and set(data) == {*_POSITION_FIELDS, "text"}
+        and all(_is_count(data[key]) for key in _POSITION_FIELDS)
+        and isinstance(data["text"], str)
+    ):
+        raise ValueError("not a text edit")
+    return TextEdit(**data)
+
+
+def _finding_from_json(data: object) -> Finding:
+    """A Finding from what :func:`_finding_to_json` wrote; ValueError for anything else."""
+    if not isinstance(data, dict) or set(data) != _FINDING_FIELDS:
+        raise ValueError("not a finding")
+    if not all(isinstance(data[key], str) for key in _TEXT_FIELDS):
+        raise ValueError("not a finding")
+    if not all(_is_count(data[key]) for key in _POSITION_FIELDS):
+        raise ValueError("not a finding")
+    if data["cell"] is not None and not _is_count(data["cell"]):
+        raise ValueError("not a finding")
+    if not isinstance(data["text_edits"], list):
+        raise ValueError("not a finding")
+    span = data["file_span"]
+    if span is not None and not (
+        isinstance(span, list) and len(span) == 4 and all(_is_count(value) for value in span)
+    ):
+        raise ValueError("not a finding")
+    values = dict(data)
+    values["applicability"] = Applicability(data["applicability"])
+    values["text_edits"] = tuple(_text_edit_from_json(edit) for edit in data["text_edits"])
+    values["file_span"] = tuple(span) if span is not None else None
+    return Finding(**values)
 
 
 class ResultCache:
     """Load on creation, `lookup` / `store` during the run, `save` at the end (atomically)."""
 
     def __init__(self, directory: str, settings: Settings, mode: str) -> None:
-        self.path = os.path.join(directory, f"results-{_settings_key(settings, mode)}.json")
+        self.name = f"results-{_settings_key(settings, mode)}.json"
+        self.path = os.path.join(directory, self.name)
         self.directory = directory
         self.entries: dict[str, Any] = {}
         self.dirty = False
-        with contextlib.suppress(OSError, ValueError):
-            with open(self.path, encoding="utf-8") as handle:
-                loaded = json.load(handle)
+        data = state.read_file(directory, self.name)
+        with contextlib.suppress(ValueError, RecursionError):
+            loaded = json.loads(data) if data is not None else None
             if isinstance(loaded, dict):
                 self.entries = loaded
 
     def lookup(self, path: str, key: str) -> FileResult | None:
         entry = self.entries.get(key)
-        if entry is None:
+        if not isinstance(entry, dict) or set(entry) != {"findings"}:
+            return None
+        if not isinstance(entry["findings"], list):
             return None
         try:
             findings = tuple(_finding_from_json(item) for item in entry["findings"])
-        except (KeyError, TypeError, ValueError):
+        except (TypeError, ValueError):
             return None
-        return FileResult(path, FileStatus.UNCHANGED, findings=findings, remaining=findings)
+        return FileResult(
+            path,
+            FileStatus.UNCHANGED,
+            findings=findings,
+            remaining=findings,
+            fingerprint=key,
+        )
 
     def store(self, key: str, result: FileResult) -> None:
         if result.status is not FileStatus.UNCHANGED:
@@ -101,9 +144,7 @@ class ResultCache:
     def save(self) -> None:
         if not self.dirty:
             return
-        with contextlib.suppress(OSError):
-            ensure_cache_folder(self.directory)
-            handle_fd, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-            with os.fdopen(handle_fd, "w", encoding="utf-8") as stream:
-                json.dump(self.entries, stream)
-            os.replace(temporary, self.path)
+        try:
+            state.write_file(self.directory, self.name, json.dumps(self.entries).encode())
+        except state.StateError as error:
+            state.warn_once(f"{error}; results are not cached")

@@ -51,29 +51,35 @@ class Config:
 
 
 def find_config(start: Path) -> Path | None:
-    """The nearest devfix.toml, or pyproject.toml with a [tool.devfix] table, at or above start."""
+    """The nearest devfix.toml or pyproject.toml at or above start, whatever it holds.
+
+    The search stops at the first folder with either (devfix.toml first), as black's does: a
+    project's own pyproject.toml without [tool.devfix] means the defaults, never a parent
+    folder's settings (nor an error in an unrelated parent's broken file).
+    """
     directory = start.resolve()
     if directory.is_file():
         directory = directory.parent
     for folder in (directory, *directory.parents):
-        candidate = folder / "devfix.toml"
-        if candidate.is_file():
-            return candidate
-        pyproject = folder / "pyproject.toml"
-        if (
-            pyproject.is_file()
-            and "tool" in _read_toml(pyproject)
-            and "devfix" in _read_toml(pyproject).get("tool", {})
-        ):
-            return pyproject
+        for name in ("devfix.toml", "pyproject.toml"):
+            if (folder / name).is_file():
+                return folder / name
     return None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as error:
+            data = handle.read()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read configuration: {error.strerror}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: cannot read configuration: not valid UTF-8 (byte {error.start})"
+        ) from None
+    except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: cannot read configuration: {error}") from None
 
 

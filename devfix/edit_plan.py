@@ -18,6 +18,7 @@ other replaces wholesale, or when one edits or reuses a node that the other edit
 
 from __future__ import annotations
 
+import bisect
 import difflib
 from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 
@@ -81,11 +82,18 @@ def renders_alone(edits: Sequence[Edit], order: Mapping[int, tuple[int, int]]) -
 
 
 class EditSet:
-    """Edit groups (one per finding) accepted one at a time, then applied in one traversal."""
+    """Edit groups (one per finding) accepted one at a time, then applied in one traversal.
 
-    def __init__(self, module: cst.Module) -> None:
+    With the module's `order` (as `devfix.tree.TreeTables.order`), the traversal skips every
+    subtree that holds no target and no reused node: what they hold stays as it is, and a
+    large file with a few edits is not rebuilt node by node."""
+
+    def __init__(
+        self, module: cst.Module, order: Mapping[int, tuple[int, int]] | None = None
+    ) -> None:
         self.module = module
-        self._original: set[int] | None = None
+        self.order = order
+        self._original: Container[int] | None = order
         self._claimed: set[int] = set()
         self._replacements: dict[int, Replacement] = {}
         #: Original nodes that some accepted replacement reuses.
@@ -93,7 +101,7 @@ class EditSet:
         #: Targets whose replacement reuses original nodes (their subtrees must be visited).
         self._reusing: set[int] = set()
 
-    def _original_ids(self) -> set[int]:
+    def _original_ids(self) -> Container[int]:
         if self._original is None:
             self._original = {id(node) for node in _walk(self.module)}
         return self._original
@@ -131,6 +139,8 @@ class EditSet:
         if not self._replacements:
             return self.module
         applier = _Applier(self._replacements, self._reused, self._reusing)
+        if self.order is not None:
+            applier.prune(self.order, [*self._replacements, *self._reused])
         rewritten = self.module.visit(applier)
         assert isinstance(rewritten, cst.Module)
         return rewritten
@@ -148,14 +158,30 @@ class _Applier(cst.CSTTransformer):
         self.inner: dict[int, cst.CSTNode] = {}
         #: Nodes being rebuilt on their own (for a reuse ahead of their place): no own edit.
         self.standalone: list[int] = []
+        self._order: Mapping[int, tuple[int, int]] | None = None
+        #: Pre-order indexes of the targets and reused nodes, sorted (with `_order`).
+        self._marks: list[int] = []
+
+    def prune(self, order: Mapping[int, tuple[int, int]], nodes: Iterable[int]) -> None:
+        """Visit only the subtrees that hold one of `nodes` (ids of original nodes)."""
+        self._order = order
+        self._marks = sorted(order[key][0] for key in nodes if key in order)
+
+    def _holds_a_mark(self, key: int) -> bool:
+        assert self._order is not None
+        span = self._order.get(key)
+        if span is None:
+            return True  # not a node of the file: a replacement's own node
+        first = bisect.bisect_left(self._marks, span[0])
+        return first < len(self._marks) and self._marks[first] <= span[1]
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         key = id(node)
-        return (
-            key not in self.replacements
-            or key in self.reusing
-            or bool(self.standalone and self.standalone[-1] == key)
-        )
+        if self.standalone and self.standalone[-1] == key:
+            return True
+        if self._order is not None and not self._holds_a_mark(key):
+            return False
+        return key not in self.replacements or key in self.reusing
 
     # libcst types on_leave per node class through a TypeVar; an applier returns any node.
     def on_leave(  # type: ignore[override]
@@ -232,19 +258,30 @@ class _Substitute(cst.CSTTransformer):
         return updated_node
 
 
-def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
-    """`module` with one group of edits applied (no other group competes)."""
-    edit_set = EditSet(module)
+def apply_edits(
+    module: cst.Module,
+    edits: Sequence[Edit],
+    order: Mapping[int, tuple[int, int]] | None = None,
+) -> cst.Module:
+    """`module` with one group of edits applied (no other group competes); `order` as for
+    :class:`EditSet`."""
+    edit_set = EditSet(module, order)
     edit_set.add(edits)
     return edit_set.apply()
 
 
-def text_edits(module: cst.Module, edits: Sequence[Edit]) -> tuple[TextEdit, ...]:
+def text_edits(
+    module: cst.Module,
+    edits: Sequence[Edit],
+    order: Mapping[int, tuple[int, int]] | None = None,
+    text: str | None = None,
+) -> tuple[TextEdit, ...]:
     """The group's effect as whole-line text replacements that do not overlap (one per changed
     run of lines), for findings whose edits nest or reuse the file's nodes (see
-    :func:`renders_alone`)."""
-    before = module.code.splitlines(keepends=True)
-    after = apply_edits(module, edits).code.splitlines(keepends=True)
+    :func:`renders_alone`). `order` as for :class:`EditSet`; `text`: the module's code, when
+    the caller has it."""
+    before = (module.code if text is None else text).splitlines(keepends=True)
+    after = apply_edits(module, edits, order).code.splitlines(keepends=True)
     found: list[TextEdit] = []
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     for tag, first, last, new_first, new_last in matcher.get_opcodes():

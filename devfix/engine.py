@@ -21,10 +21,9 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 
-from devfix import sources
+from devfix import isolation, limits, sources
 from devfix.cache import ResultCache, content_key
 from devfix.edits import apply_findings
 from devfix.errors import InputError, InternalError
@@ -77,7 +76,13 @@ def fix_file(
                 found = _with_fix_text(source, settings)
             else:
                 found = tuple(source.locate(f) for f in check_source(source.code, path, settings))
-            return FileResult(path, FileStatus.UNCHANGED, findings=found, remaining=found)
+            return FileResult(
+                path,
+                FileStatus.UNCHANGED,
+                findings=found,
+                remaining=found,
+                fingerprint=source.document.fingerprint or "",
+            )
         result = fix_source(source.code, settings, path=path)
         output = source.render(result.output)
     except InputError as error:
@@ -106,6 +111,7 @@ def fix_file(
         applied=applied,
         remaining=remaining,
         diff=source.diff(result.output) if want_diff and changed else "",
+        fingerprint=source.document.fingerprint or "",
     )
 
 
@@ -115,6 +121,8 @@ def _with_fix_text(source: SourceFile, settings: Settings) -> tuple[Finding, ...
     module, findings = analyse_source(source.code, settings, path=source.path)
     if module is None:
         return ()
+    # As check_source does: no fix that apply would refuse to write (CR-only line endings).
+    findings = limits.mark_unfixable(module, source.code, findings)
     original = source.document.text
     located: list[Finding] = []
     for finding in findings:
@@ -178,15 +186,15 @@ def fix_paths(
 ) -> Iterator[FileResult]:
     """Fix every Python file under `paths`, yielding results in the order of the files found.
 
-    Paths that cannot be walked become FAILED results; work runs in `jobs` processes (0 = one
-    per core) when there is enough of it to be worth starting them. With a `cache_dir`, files
-    whose content produced no rewrite last time are not parsed again. `progress(done, total)` is
-    called after each file.
+    Paths that cannot be walked become FAILED results; each file is worked on in one of `jobs`
+    worker processes (0 = one per core), so that a crash or a hang costs only that file. With a
+    `cache_dir`, files whose content produced no rewrite last time are not parsed again.
+    `progress(done, total)` is called after each file.
     """
     settings = Settings.resolve(options)
     files: list[str] = []
     excludes = sources.Excludes(settings.exclude, settings.extend_exclude, settings.root)
-    for entry in sources.discover(paths, excludes):
+    for entry in sources.discover(paths, excludes, report_links=True):
         if isinstance(entry, FileResult):
             yield entry
         else:
@@ -195,16 +203,15 @@ def fix_paths(
         ("check+fixes" if fix_text else "check") if check_only else ("apply" if write else "diff")
     )
     store = ResultCache(settings.cache_dir, settings, mode) if settings.cache_dir else None
-    keys: dict[str, str] = {}
     cached: dict[str, FileResult] = {}
     if store is not None and not want_diff:
         for file in files:
             try:
                 with open(file, "rb") as handle:
-                    keys[file] = content_key(handle.read())
+                    key = content_key(handle.read())
             except OSError:
                 continue
-            hit = store.lookup(file, keys[file])
+            hit = store.lookup(file, key)
             if hit is not None:
                 cached[file] = hit
     todo = [file for file in files if file not in cached]
@@ -213,8 +220,10 @@ def fix_paths(
     try:
         for file in files:
             result = cached.get(file) or next(results)
-            if store is not None and file in keys and file not in cached:
-                store.store(keys[file], result)
+            if store is not None and file not in cached and result.fingerprint:
+                # Keyed on the bytes that were parsed, which differ from those hashed above
+                # if the file was edited in between.
+                store.store(result.fingerprint, result)
             done += 1
             if progress is not None:
                 progress(done, len(files))
@@ -245,11 +254,12 @@ def _run_jobs(
     check_only: bool,
     fix_text: bool,
 ) -> Iterator[FileResult]:
-    jobs = settings.jobs or os.cpu_count() or 1
-    work = [(file, settings, write, want_diff, check_only, fix_text) for file in files]
-    if jobs <= 1 or len(files) < 4:
-        for job in work:
-            yield _fix_one(job)
-        return
-    with ProcessPoolExecutor(max_workers=min(jobs, len(files)), initializer=tune_collector) as pool:
-        yield from pool.map(_fix_one, work, chunksize=max(1, len(files) // (jobs * 8)))
+    """Each file in a worker process (devfix.isolation): a crash or a hang costs that file."""
+    work = [(file, (file, settings, write, want_diff, check_only, fix_text)) for file in files]
+    yield from isolation.run_isolated(
+        _fix_one,
+        work,
+        workers=settings.jobs or os.cpu_count() or 1,
+        per_file=isolation.Limits(settings.timeout_per_file, settings.max_memory_mib),
+        initializer=tune_collector,
+    )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from devfix import limits
 from devfix.context import FileContext
 from devfix.edits import apply_findings, drop_imports_made_unused
 from devfix.errors import InputError, InternalError
@@ -49,7 +50,8 @@ def check_source(text: str, path: str = "<string>", options: OptionsLike = None)
     settings = Settings.resolve(options)
     if not _mentions_trigger(text, settings):
         return []
-    return _run_passes(parse(text, path), text, path, settings)
+    module = parse(text, path)
+    return limits.mark_unfixable(module, text, _run_passes(module, text, path, settings))
 
 
 def analyse_source(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import urllib.parse
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +50,14 @@ def _region(line: int, col: int, end_line: int, end_col: int) -> dict[str, int]:
     return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
 
 
+def _uri(path: str) -> str:
+    """A path as a SARIF `uri`: an RFC 3986 reference, so spaces, `%`, `#`, `?` and non-ASCII
+    letters are percent-encoded (UTF-8); an absolute path becomes a `file://` URI."""
+    posix = path.replace(os.sep, "/")
+    encoded = urllib.parse.quote(os.fsencode(posix), safe="/")
+    return f"file://{encoded}" if posix.startswith("/") else encoded
+
+
 def _file_region(finding: Finding) -> tuple[int, int, int, int]:
     """Where the finding is in the file's own text (a notebook's JSON for a cell's finding)."""
     if finding.file_span is not None:
@@ -75,7 +85,7 @@ def sarif_log(results: Iterable[FileResult]) -> str:
     sarif_results: list[dict[str, object]] = []
     notifications: list[dict[str, object]] = []
     for result in results:
-        location = {"artifactLocation": {"uri": result.path.replace("\\", "/")}}
+        location = {"artifactLocation": {"uri": _uri(result.path)}}
         if result.status is FileStatus.FAILED:
             notifications.append(
                 {

@@ -1,10 +1,20 @@
-"""Git operations for bulk runs: files changed since a ref, and one commit per rule."""
+"""Git operations for bulk runs: files changed since a ref, and one commit per rule.
+
+Everything git prints about paths is read NUL-separated (`-z`), so file names with spaces,
+quotes or non-ASCII characters (which git otherwise quotes) are compared as they are, and
+paths are handed to git as literal pathspecs (`*` in a name is not a pattern).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import stat
 import subprocess
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from devfix.errors import DevfixError
 
@@ -13,17 +23,41 @@ class GitError(DevfixError):
     """git is missing, the folder is not a repository, or a git command failed."""
 
 
-def _git(args: Sequence[str], cwd: str) -> str:
+def _run(
+    args: Sequence[str],
+    cwd: str,
+    *,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[bytes]:
     try:
-        completed = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False
+        return subprocess.run(
+            ["git", "--literal-pathspecs", *args],
+            cwd=cwd,
+            input=stdin,
+            capture_output=True,
+            check=False,
+            env={**os.environ, **env} if env else None,
         )
     except FileNotFoundError:
         raise GitError("git is not installed") from None
+
+
+def _failure(args: Sequence[str], completed: subprocess.CompletedProcess[bytes]) -> GitError:
+    message = os.fsdecode(completed.stderr).strip().splitlines()
+    return GitError(f"git {' '.join(args)}: {message[-1] if message else 'failed'}")
+
+
+def _git(args: Sequence[str], cwd: str, *, stdin: bytes | None = None) -> str:
+    completed = _run(args, cwd, stdin=stdin)
     if completed.returncode != 0:
-        message = completed.stderr.strip().splitlines()
-        raise GitError(f"git {' '.join(args)}: {message[-1] if message else 'failed'}")
-    return completed.stdout
+        raise _failure(args, completed)
+    return os.fsdecode(completed.stdout)
+
+
+def _names(args: Sequence[str], cwd: str) -> list[str]:
+    """The NUL-separated entries a `-z` command prints."""
+    return [entry for entry in _git(args, cwd).split("\0") if entry]
 
 
 def toplevel(path: str) -> str:
@@ -37,41 +71,193 @@ def toplevel(path: str) -> str:
         raise
 
 
+def _targets(paths: Sequence[str], root: str) -> list[str]:
+    return [os.path.relpath(os.path.abspath(p), root) for p in paths] or ["."]
+
+
 def changed_since(ref: str, paths: Sequence[str]) -> list[str]:
     """Files under `paths` that differ from `ref` (committed, staged, unstaged or untracked)."""
     root = toplevel(paths[0] if paths else ".")
-    targets = [os.path.relpath(os.path.abspath(p), root) for p in paths] or ["."]
+    targets = _targets(paths, root)
     _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root)
-    changed = _git(["diff", "--name-only", "--diff-filter=d", ref, "--", *targets], root)
-    untracked = _git(["ls-files", "--others", "--exclude-standard", "--", *targets], root)
+    changed = _names(["diff", "--name-only", "-z", "--diff-filter=d", ref, "--", *targets], root)
+    untracked = _names(["ls-files", "-z", "--others", "--exclude-standard", "--", *targets], root)
     found: list[str] = []
-    for line in sorted(set(changed.splitlines()) | set(untracked.splitlines())):
-        full = os.path.join(root, line)
+    for name in sorted(set(changed) | set(untracked)):
+        full = os.path.join(root, name)
         if os.path.isfile(full):
             found.append(os.path.relpath(full))
     return found
 
 
-def dirty_files(paths: Sequence[str]) -> list[str]:
-    """Tracked or untracked files under `paths` with uncommitted changes."""
+def _status(paths: Sequence[str]) -> tuple[str, dict[str, str]]:
+    """The repository's top folder, and `git status` per path under `paths` (two letters, as
+    in `--porcelain`; untracked files are `??`), relative to that folder."""
     root = toplevel(paths[0] if paths else ".")
-    targets = [os.path.relpath(os.path.abspath(p), root) for p in paths] or ["."]
-    status = _git(["status", "--porcelain", "--untracked-files=no", "--", *targets], root)
-    return [line[3:] for line in status.splitlines() if line.strip()]
+    entries = _names(
+        ["status", "--porcelain=v1", "-z", "--untracked-files=all", "--", *_targets(paths, root)],
+        root,
+    )
+    status: dict[str, str] = {}
+    renamed_from = False
+    for entry in entries:
+        if renamed_from:  # `R  new\0old`: the old name follows the new one
+            status.setdefault(entry, "R ")
+            renamed_from = False
+            continue
+        code, name = entry[:2], entry[3:]
+        status[name] = code
+        renamed_from = "R" in code or "C" in code
+    return root, status
 
 
-def start_branch(paths: Sequence[str], branch: str) -> None:
+def dirty_files(paths: Sequence[str]) -> list[str]:
+    """Files under `paths` with uncommitted changes, untracked ones included (their content is
+    in no commit), relative to the repository's top folder."""
+    return sorted(_status(paths)[1])
+
+
+def dirty_among(paths: Sequence[str], files: Sequence[str]) -> list[str]:
+    """Those of `files` (as given) that are untracked or differ from the last commit."""
+    root, status = _status(paths)
+    dirty = {os.path.realpath(os.path.join(root, name)) for name in status}
+    return [file for file in files if os.path.realpath(file) in dirty]
+
+
+# -- one branch of commits, undone whole if a commit fails --------------------------------------
+
+
+@dataclass
+class Branch:
+    """The branch devfix made, and what it needs to put things back if a commit fails:
+    the branch that was checked out, the index entries and the bytes of the files it may
+    rewrite."""
+
+    root: str
+    name: str
+    #: `refs/heads/x` that was checked out, or None (a detached HEAD at `head`).
+    previous_ref: str | None
+    head: str
+    #: Index lines (`mode sha stage\tpath`) of the files, as `git ls-files -s` gives them.
+    index: dict[str, str] = field(default_factory=dict)
+    #: Absolute path -> (bytes, mode) before devfix wrote anything.
+    contents: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    #: Files committed that were not among those (put back from `head` if need be).
+    others: set[str] = field(default_factory=set)
+
+    def commit(self, files: Sequence[str], message: str) -> str:
+        """Stage exactly `files` and commit them; returns the new commit's hash. If git (a
+        hook) refuses, everything is put back as it was before :func:`start_branch` and the
+        GitError names the hook."""
+        relative = [os.path.relpath(os.path.realpath(f), self.root) for f in files]
+        self.others.update(name for name in relative if name not in self.index)
+        try:
+            _git(["add", "--", *relative], self.root)
+        except GitError as error:
+            self.undo()
+            raise GitError(f"{error}; {_UNDONE}") from None
+        args = ["commit", "-q", "-m", message, "--", *relative]
+        # Git's trace (on stderr, one JSON object a line) says which hook ran and how it ended.
+        completed = _run(args, self.root, env={"GIT_TRACE2_EVENT": "2"})
+        if completed.returncode != 0:
+            self.undo()
+            raise GitError(f"{_commit_failure(args, completed)}; {_UNDONE}")
+        return _git(["rev-parse", "HEAD"], self.root).strip()
+
+    def undo(self) -> None:
+        """Check out the previous branch, restore the files' index entries and bytes, and
+        delete the new branch; the work tree is never checked out over."""
+        if self.previous_ref is not None:
+            _git(["symbolic-ref", "HEAD", self.previous_ref], self.root)
+        else:
+            _git(["update-ref", "--no-deref", "HEAD", self.head], self.root)
+        lines = []
+        for name, line in self.index.items():
+            # Mode 0 removes a path (a file that was not in the index: untracked before).
+            lines.append(line if line else f"0 {'0' * 40}\t{name}")
+        if lines:
+            info = "".join(line + "\0" for line in lines).encode("utf-8", "surrogateescape")
+            _git(["update-index", "-z", "--index-info"], self.root, stdin=info)
+        for path, (data, mode) in self.contents.items():
+            _put_back(path, data, mode)
+        if self.others:
+            _git(["checkout", "-q", self.head, "--", *sorted(self.others)], self.root)
+        with contextlib.suppress(GitError):
+            _git(["branch", "-q", "-D", self.name], self.root)
+
+
+_UNDONE = "devfix put back the branch, the index and the files as they were"
+
+
+def _commit_failure(args: Sequence[str], completed: subprocess.CompletedProcess[bytes]) -> str:
+    """Which hook failed (from git's trace2 events) and the last line it printed."""
+    output: list[str] = []
+    hooks: dict[object, str] = {}
+    failed: list[tuple[str, object]] = []
+    for line in os.fsdecode(completed.stderr).splitlines():
+        event = _trace_event(line)
+        if event is None:
+            if line.strip():
+                output.append(line.strip())
+        elif event.get("event") == "child_start" and event.get("child_class") == "hook":
+            hooks[event.get("child_id")] = str(event.get("hook_name", "a"))
+        elif event.get("event") == "child_exit" and event.get("child_id") in hooks:
+            code = event.get("code")
+            if code:
+                failed.append((hooks[event.get("child_id")], code))
+    said = f": {output[-1]}" if output else ""
+    if failed:
+        hook, code = failed[-1]
+        return f"the {hook} hook failed (exit status {code}){said}"
+    return f"git {' '.join(args[:2])} failed{said}"
+
+
+def _trace_event(line: str) -> dict[str, object] | None:
+    if not line.startswith('{"event":'):
+        return None
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _put_back(path: str, data: bytes, mode: int) -> None:
+    """Write `data` back to `path` in one rename (the original a commit hook saw)."""
+    directory = os.path.dirname(path) or "."
+    handle, temporary = tempfile.mkstemp(
+        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".devfix-tmp"
+    )
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def start_branch(paths: Sequence[str], branch: str, files: Sequence[str] = ()) -> Branch:
+    """Create and check out `branch`, remembering how to put back `files` (see Branch)."""
     root = toplevel(paths[0] if paths else ".")
     existing = _git(["branch", "--list", branch], root).strip()
     if existing:
         raise GitError(f"branch {branch!r} already exists; name another with --branch")
+    previous_ref = _run(["symbolic-ref", "-q", "HEAD"], root).stdout.decode().strip() or None
+    started = Branch(root, branch, previous_ref, _git(["rev-parse", "HEAD"], root).strip())
+    relative = [os.path.relpath(os.path.realpath(f), root) for f in files]
+    for name in relative:
+        started.index[name] = ""
+    if relative:
+        listed = _names(["ls-files", "-s", "-z", "--", *relative], root)
+        for line in listed:
+            started.index[line.split("\t", 1)[1]] = line
+    for name in relative:
+        path = os.path.join(root, name)
+        with open(path, "rb") as handle:
+            mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
+            started.contents[path] = (handle.read(), mode)
     _git(["checkout", "-q", "-b", branch], root)
-
-
-def commit(paths: Sequence[str], files: Sequence[str], message: str) -> str:
-    """Stage exactly `files` and commit them; returns the new commit's hash."""
-    root = toplevel(paths[0] if paths else ".")
-    relative = [os.path.relpath(os.path.abspath(f), root) for f in files]
-    _git(["add", "--", *relative], root)
-    _git(["commit", "-q", "-m", message, "--", *relative], root)
-    return _git(["rev-parse", "HEAD"], root).strip()
+    return started

@@ -39,15 +39,12 @@ from typing import Any
 
 import libcst as cst
 
+from devfix import limits
 from devfix.errors import InputError, InternalError
 from devfix.types import Finding, TextEdit
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
-_CELL_MARKER = "# ~~devfix-cell~~ {}"
-_CELL_MARKER_LINE = re.compile(r"^# ~~devfix-cell~~ (\d+)$")
-_MAGIC_PLACEHOLDER = "pass  # ~~devfix-magic~~ {}"
-_MAGIC_PLACEHOLDER_LINE = re.compile(r"^[ \t]*pass  # ~~devfix-magic~~ (\d+)$")
 #: `files = !ls`, `t = %timeit -o f()`: IPython assigns a magic's or a command's output.
 _ASSIGNED_MAGIC = re.compile(r"^[ \t]*[A-Za-z_][\w.]*[ \t]*=[ \t]*[%!]")
 #: `obj?`, `obj??`, `?obj`: IPython's help syntax.
@@ -58,6 +55,31 @@ _DECODER = json.JSONDecoder()
 
 def is_notebook(path: str) -> bool:
     return path.endswith(NOTEBOOK_SUFFIX)
+
+
+@dataclass(frozen=True)
+class _Markers:
+    """The comments that stand for cell boundaries and magics in one notebook's module:
+    `# ~~devfix-cell~~ N` and `pass  # ~~devfix-magic~~ N`, or, when a cell already holds that
+    text, `# ~~devfix-cell-K~~ N` (and so on) with the first K that no cell holds."""
+
+    cell: str
+    cell_line: re.Pattern[str]
+    magic: str
+    magic_line: re.Pattern[str]
+
+    @classmethod
+    def avoiding(cls, code: str) -> _Markers:
+        tag, number = "", 0
+        while f"~~devfix-cell{tag}~~" in code or f"~~devfix-magic{tag}~~" in code:
+            number += 1
+            tag = f"-{number}"
+        return cls(
+            f"# ~~devfix-cell{tag}~~ {{}}",
+            re.compile(rf"^# ~~devfix-cell{tag}~~ (\d+)$"),
+            f"pass  # ~~devfix-magic{tag}~~ {{}}",
+            re.compile(rf"^[ \t]*pass  # ~~devfix-magic{tag}~~ (\d+)$"),
+        )
 
 
 @dataclass(frozen=True)
@@ -161,6 +183,7 @@ class Notebook:
     def __init__(self, text: str, path: str) -> None:
         self.path = path
         self.text = text
+        limits.check_json_nesting(text)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
@@ -168,6 +191,8 @@ class Notebook:
                 f"is not valid notebook JSON (line {error.lineno}, column {error.colno}): "
                 f"{error.msg}"
             ) from None
+        except RecursionError:
+            raise InputError("is nested too deeply to read as JSON") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             raise InputError("is not an nbformat 4 notebook (no `cells` list)")
         self.data: dict[str, Any] = data
@@ -187,6 +212,7 @@ class Notebook:
             start, end = spans[position]
             opaque = not python or not source.strip() or _is_cell_magic(source)
             self.cells.append(_Cell(number, source, start, end, opaque))
+        self._markers = _Markers.avoiding("".join(cell.source for cell in self.cells))
         self.code = self._build_code()
         self._line_map = self._map_lines(self.code)
 
@@ -212,7 +238,7 @@ class Notebook:
         for cell in self.cells:
             if cell.opaque:
                 continue
-            parts.append(_CELL_MARKER.format(cell.number) + "\n")
+            parts.append(self._markers.cell.format(cell.number) + "\n")
             parts.append(self._mask_magics(cell.source))
             if not cell.source.endswith(("\n", "\r")):
                 parts.append("\n")
@@ -229,7 +255,7 @@ class Notebook:
             if in_magic or (not pending and _is_magic_start(line)):
                 if not in_magic:  # a continued magic line keeps the first line's indentation
                     indent = body[: len(body) - len(body.lstrip(" \t"))]
-                out.append(indent + _MAGIC_PLACEHOLDER.format(len(self._magics)) + ending)
+                out.append(indent + self._markers.magic.format(len(self._magics)) + ending)
                 self._magics.append(body)
                 # IPython joins a magic or shell line that ends with a backslash to the next.
                 in_magic = body.endswith("\\")
@@ -240,13 +266,12 @@ class Notebook:
                 pending = []
         return "".join(out)
 
-    @staticmethod
-    def _map_lines(code: str) -> list[tuple[int, int]]:
+    def _map_lines(self, code: str) -> list[tuple[int, int]]:
         """(cell number, line in cell) of every line of `code`; markers map to line 0."""
         mapping: list[tuple[int, int]] = []
         cell, line_in_cell = 0, 0
         for line in code.splitlines():
-            marker = _CELL_MARKER_LINE.match(line)
+            marker = self._markers.cell_line.match(line)
             if marker is not None:
                 cell, line_in_cell = int(marker.group(1)), 0
             else:
@@ -371,12 +396,12 @@ class Notebook:
         found: list[int] = []
         chunks: list[list[str]] = [[]]
         for line in code.splitlines(keepends=True):
-            marker = _CELL_MARKER_LINE.match(line.rstrip("\r\n"))
+            marker = self._markers.cell_line.match(line.rstrip("\r\n"))
             if marker is not None:
                 found.append(int(marker.group(1)))
                 chunks.append([])
                 continue
-            placeholder = _MAGIC_PLACEHOLDER_LINE.match(line.rstrip("\r\n"))
+            placeholder = self._markers.magic_line.match(line.rstrip("\r\n"))
             if placeholder is not None:
                 index = int(placeholder.group(1))
                 if index >= len(self._magics):
@@ -512,6 +537,7 @@ def _decoded_positions(text: str, start: int, end: int) -> list[int]:
 
 def check_parses(notebook: Notebook) -> None:
     """Raise InputError naming the first code cell that is not Python (after masking magics)."""
+    limits.check_parsable(notebook.code)
     try:
         cst.parse_module(notebook.code)
         return

@@ -16,17 +16,20 @@ from typing import Any, TypeVar, cast
 
 import libcst as cst
 
+from devfix import limits
 from devfix.errors import InputError
 
 
 def parse(text: str, path: str) -> cst.Module:
+    # Cheap refusals first (devfix.limits): libcst can crash or take minutes on what they catch.
+    limits.check_parsable(text)
+    _reject_what_python_rejects(text, path)
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
         raise InputError(_describe_syntax_error(text, path, error)) from None
     except RecursionError:
         raise InputError("nested too deeply to parse") from None
-    _reject_what_python_rejects(text, path)
     return module
 
 
@@ -40,7 +43,7 @@ def _reject_what_python_rejects(text: str, path: str) -> None:
         raise InputError(
             f"does not parse (line {error.lineno}, column {error.offset}): {error.msg}"
         ) from None
-    except (ValueError, RecursionError, MemoryError):
+    except (ValueError, RecursionError):
         raise InputError("nested too deeply to parse") from None
 
 

@@ -7,7 +7,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from devfix.names import shown
 from devfix.settings import Settings
+from devfix.sources import LINK_OUT_OF_TREE
 from devfix.types import FileResult, FileStatus, Finding, Fixability
 
 EXIT_CLEAN = 0
@@ -31,17 +33,19 @@ def finding_line(
         suffix = " (no automatic fix)"
     elif fixability is Fixability.NEEDS_UNSAFE:
         suffix = " (unsafe fix: needs --unsafe-fixes)"
+    path = shown(path)  # escaped as git does: a name cannot break the line or the terminal
     where = f"{path}:cell {finding.cell}" if finding.cell is not None else path  # notebooks
     return f"{where}:{finding.line}:{finding.col}: {finding.code}{marker} {finding.message}{suffix}"
 
 
 def failure_line(result: FileResult) -> str:
+    path = shown(result.path)
     if result.internal_error:
         return (
-            f"{result.path}: INTERNAL ERROR: {result.reason}. Nothing was written; please report "
+            f"{path}: INTERNAL ERROR: {result.reason}. Nothing was written; please report "
             "this as a devfix bug with the file attached."
         )
-    return f"{result.path}: error: {result.reason}"
+    return f"{path}: error: {result.reason}"
 
 
 @dataclass
@@ -56,9 +60,14 @@ class Tally:
     fixed: int = 0
     #: Findings left, by what could be done about them.
     left: Counter[Fixability] = field(default_factory=Counter)
+    #: Symbolic links to files outside the folders walked (not followed).
+    links: int = 0
     failures: list[FileResult] = field(default_factory=list)
 
     def add(self, result: FileResult) -> None:
+        if result.status is FileStatus.SKIPPED and result.reason == LINK_OUT_OF_TREE:
+            self.links += 1  # not a file of the tree: not counted among its files
+            return
         self.files += 1
         if result.status is FileStatus.FAILED:
             self.failed += 1
@@ -89,6 +98,9 @@ class Tally:
         parts = []
         if self.skipped:
             parts.append(f"{plural(self.skipped, 'generated file')} skipped")
+        if self.links:
+            links = plural(self.links, "symbolic link")
+            parts.append(f"{links} to files outside the folder skipped")
         if self.failed:
             parts.append(f"{plural(self.failed, 'file')} failed")
         return parts

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Union
 
+from devfix.limits import DEFAULT_MAX_MEMORY_MIB, DEFAULT_TIMEOUT_SECONDS
 from devfix.registry import select_passes
 from devfix.types import Applicability, Finding, Fixability, Options
 
@@ -37,6 +38,9 @@ class Settings:
     root: str = "."
     #: Where devfix keeps its state (result cache, run record, review answers); None: no cache.
     cache_dir: str | None = None
+    #: CPU seconds one file may take (0: no limit), and its memory budget in MiB (0: none).
+    timeout_per_file: float = DEFAULT_TIMEOUT_SECONDS
+    max_memory_mib: int = DEFAULT_MAX_MEMORY_MIB
 
     @classmethod
     def resolve(cls, options: Options | Settings | None = None) -> Settings:
@@ -55,6 +59,8 @@ class Settings:
             extend_exclude=options.extend_exclude,
             root=options.root,
             cache_dir=options.cache_dir,
+            timeout_per_file=options.timeout_per_file,
+            max_memory_mib=options.max_memory_mib,
         )
 
     def only(self, pass_class: type[DevicePass]) -> Settings:

@@ -22,7 +22,9 @@ from dataclasses import dataclass, replace
 
 import pathspec
 
+from devfix import state
 from devfix.errors import InputError
+from devfix.limits import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES
 from devfix.types import FileResult, FileStatus
 
 #: Folder names never walked into: version control, environments, caches, build output.
@@ -121,11 +123,6 @@ def is_generated(text: str) -> bool:
     return False
 
 
-#: Larger `.py` files are refused: a source file this big is generated data, and parsing it would
-#: take minutes and gigabytes (the largest file in torch or the standard library is under 1.5 MB).
-MAX_SOURCE_BYTES = 10 * 1024 * 1024
-
-
 def read(path: str) -> Document:
     if os.path.isdir(path):
         raise InputError("is a directory")
@@ -136,10 +133,12 @@ def read(path: str) -> Document:
     if not stat.S_ISREG(info.st_mode):
         # A FIFO or device would block or never end; only regular files are read.
         raise InputError("is not a regular file")
-    if info.st_size > MAX_SOURCE_BYTES and not path.endswith(".ipynb"):  # outputs weigh, not code
+    # A notebook's outputs weigh, not its code: its cells obey MAX_SOURCE_BYTES once joined.
+    limit = MAX_NOTEBOOK_BYTES if path.endswith(".ipynb") else MAX_SOURCE_BYTES
+    if info.st_size > limit:
+        kind = "notebooks" if limit == MAX_NOTEBOOK_BYTES else "source files"
         raise InputError(
-            f"is {info.st_size / 2**20:.1f} MiB; devfix reads source files up to "
-            f"{MAX_SOURCE_BYTES // 2**20} MiB"
+            f"is {info.st_size / 2**20:.1f} MiB; devfix reads {kind} up to {limit // 2**20} MiB"
         )
     try:
         with open(path, "rb") as handle:
@@ -150,15 +149,23 @@ def read(path: str) -> Document:
 
 
 def write_atomic(path: str, document: Document) -> None:
-    """Replace the file's content in one rename, keeping its permission bits."""
+    """Replace the file's content in one rename, keeping its permission bits and, where this
+    process may set them, its owner and group (a new file replaces the old one, so a hard link
+    to the old file keeps the old content)."""
     target = os.path.realpath(path)
+    directory = os.path.dirname(target) or "."
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        info = os.stat(target)
+        folder_mode = stat.S_IMODE(os.stat(directory).st_mode)
     except OSError as error:
         raise InputError(f"cannot be written: {error.strerror or error}") from None
-    if not os.access(target, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-        # The mode bits count even for root, who may write anything: read-only means kept.
+    mode = stat.S_IMODE(info.st_mode)
+    # The mode bits count even for root, who may write anything: read-only means kept, for the
+    # file and for the folder the new file is renamed into.
+    if not os.access(target, os.W_OK) or not mode & _ANY_WRITE:
         raise InputError("is read-only; not rewritten")
+    if not os.access(directory, os.W_OK) or not folder_mode & _ANY_WRITE:
+        raise InputError("is in a read-only folder; not rewritten")
     if document.fingerprint is not None:
         try:
             with open(target, "rb") as existing:
@@ -168,7 +175,6 @@ def write_atomic(path: str, document: Document) -> None:
         if current != document.fingerprint:
             # Another process (a second devfix run, an editor) wrote it meanwhile: keep theirs.
             raise InputError("changed on disk while devfix was working on it; not rewritten")
-    directory = os.path.dirname(target) or "."
     _remove_stale_temporaries(directory, os.path.basename(target))
     try:
         handle, temporary = tempfile.mkstemp(
@@ -176,19 +182,39 @@ def write_atomic(path: str, document: Document) -> None:
         )
     except OSError as error:
         raise InputError(f"cannot be written: {error.strerror or error}") from None
+    data = document.encode()
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(document.encode())
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, target)
+        _keep_owner(temporary, info)
+        os.chmod(temporary, mode)  # after chown, which clears set-user-ID bits
+        with state.recorded_rewrite(path, data):
+            os.replace(temporary, target)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         if isinstance(error, OSError):
             raise InputError(f"cannot be written: {error.strerror or error}") from None
         raise
+
+
+_ANY_WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+
+
+def _keep_owner(temporary: str, original: os.stat_result) -> None:
+    """Give the new file the old one's owner and group, or its group alone, as far as allowed
+    (root may set both; an owner may set a group they belong to)."""
+    created = os.stat(temporary)
+    if (created.st_uid, created.st_gid) == (original.st_uid, original.st_gid):
+        return
+    for uid in (original.st_uid, -1):
+        try:
+            os.chown(temporary, uid, original.st_gid)
+            return
+        except OSError:
+            continue
 
 
 #: Temporary files are `.<name>.<random>.devfix-tmp` beside the file; one older than this was
@@ -272,12 +298,19 @@ class Excludes:
         return self.spec.match_file(relative + "/" if is_dir else relative)
 
 
-def discover(paths: Iterable[str], excludes: Excludes | None = None) -> Iterator[str | FileResult]:
+#: The reason of a SKIPPED result for a symbolic link, found in a folder, to a file outside it.
+LINK_OUT_OF_TREE = "symbolic link to a file outside the folder; not followed"
+
+
+def discover(
+    paths: Iterable[str], excludes: Excludes | None = None, *, report_links: bool = False
+) -> Iterator[str | FileResult]:
     """Source files under `paths` (each once), or a FAILED result for a path that is unusable.
 
     A file named explicitly is always taken; folders are walked without following symbolic
     links, skipping excluded folders (EXCLUDED_DIRS unless configured otherwise), virtual
-    environments and what `.gitignore` files exclude.
+    environments and what `.gitignore` files exclude. A link to a file outside the folder
+    walked is not followed; with `report_links`, each is a SKIPPED result (LINK_OUT_OF_TREE).
     """
     excludes = excludes or Excludes()
     seen: set[str] = set()
@@ -294,10 +327,12 @@ def discover(paths: Iterable[str], excludes: Excludes | None = None) -> Iterator
             )
             yield FileResult(given, FileStatus.FAILED, reason=reason)
             continue
-        yield from _walk(given, seen, excludes)
+        yield from _walk(given, seen, excludes, report_links)
 
 
-def _walk(root: str, seen: set[str], excludes: Excludes) -> Iterator[str]:
+def _walk(
+    root: str, seen: set[str], excludes: Excludes, report_links: bool
+) -> Iterator[str | FileResult]:
     rules = _IgnoreRules()
     absolute_root = os.path.abspath(root)
     # .gitignore files above the root still apply inside it, up to the repository's top.
@@ -336,6 +371,9 @@ def _walk(root: str, seen: set[str], excludes: Excludes) -> Iterator[str]:
                 continue
             real = os.path.realpath(full)
             if os.path.islink(full) and not real.startswith(absolute_root + os.sep):
+                if report_links:
+                    where = os.path.join(root, os.path.relpath(full, absolute_root))
+                    yield FileResult(where, FileStatus.SKIPPED, reason=LINK_OUT_OF_TREE)
                 continue
             if real in seen:
                 continue

@@ -9,6 +9,8 @@ from typing import Any, Union
 
 import libcst as cst
 
+from devfix.limits import DEFAULT_MAX_MEMORY_MIB, DEFAULT_TIMEOUT_SECONDS
+
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel[cst.CSTNode]]
 
 
@@ -125,6 +127,9 @@ class Options:
     root: str = "."
     #: Where results of unchanged files are cached (None: no cache).
     cache_dir: str | None = None
+    #: CPU seconds one file may take (0: no limit), and its memory budget in MiB (0: none).
+    timeout_per_file: float = DEFAULT_TIMEOUT_SECONDS
+    max_memory_mib: int = DEFAULT_MAX_MEMORY_MIB
 
 
 class FileStatus(str, enum.Enum):
@@ -173,6 +178,8 @@ class FileResult:
     reason: str = ""
     diff: str = ""
     internal_error: bool = False
+    #: Hash of the bytes this result was computed from (the cache's key); "" if none.
+    fingerprint: str = ""
 
     def outcomes(self) -> list[tuple[Finding, bool]]:
         """Every finding, in file order, with whether it was fixed."""

@@ -54,7 +54,11 @@ def training_repo(tmp_path: Path) -> Path:
     """A user's repository: scripts in a subfolder, a notebook, a venv and a build folder."""
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
-    for name in ("tensor_factory_without_device.py", "device_in_data_pipeline.py", "hard_coded_device.py"):
+    for name in (
+        "tensor_factory_without_device.py",
+        "device_in_data_pipeline.py",
+        "hard_coded_device.py",
+    ):
         shutil.copy(EXAMPLES / name, root / "scripts" / name)
     shutil.copy(EXAMPLES / "torch_load_without_map_location.py", root / "load.py")
     shutil.copy(NOTEBOOK, root / "tagger.ipynb")

@@ -229,3 +229,22 @@ def test_a_group_renders_alone_unless_its_edits_nest_or_reuse_the_files_nodes() 
     # The replacement reuses `save`: its text is the statement with the edits made inside it.
     assert not renders_alone([Edit(save, _gated("rank == 0", [save]))], order)
     assert not renders_alone([Edit(cst.Name("elsewhere"), cst.Name("x"))], order)
+
+
+def test_with_the_files_order_only_subtrees_holding_an_edit_are_rebuilt() -> None:
+    module = _module()
+    order = build_tables(module).order
+    loop = _statements(module)[2]
+    save = _statements(module)[3]
+    path = _string(module, '"x.pt"')
+    first = _statements(module)[1]
+    moved = [
+        Edit(first, cst.RemovalSentinel.REMOVE),
+        Edit(save, cst.FlattenSentinel([first, _gated("rank == 0", [save])])),
+        Edit(path, cst.SimpleString('"y.pt"')),
+    ]
+    pruned = apply_edits(module, moved, order)
+    assert pruned.code == apply_edits(module, moved).code
+    assert 'if rank == 0:\n    torch.save(x, "y.pt")\n' in pruned.code
+    assert pruned.body[1] is loop  # a statement without an edit is the same node
+    assert text_edits(module, moved, order, SOURCE) == text_edits(module, moved)

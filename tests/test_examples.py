@@ -18,14 +18,18 @@ GOLDEN = ROOT / "golden"
 
 #: examples/<pass module>.py is generated from golden/<pass module>/<case>.before.py.
 SOURCES = {
+    "amp_device_type_hard_coded": "cuda_amp_with_cpu_fallback",
     "batch_not_moved_to_device": "cifar_tutorial_unpack",
     "data_parallel": "argparse_main",
     "device_fixed_at_construction": "global_device_rnn_state",
     "device_in_data_pipeline": "collate_fn_cuda",
     "device_map_in_distributed_training": "qlora_device_map_zero",
+    "generator_on_other_device": "seeded_noise_on_the_device",
     "hard_coded_device": "amp_training_cuda_index",
     "labels_not_on_logits_device": "causal_lm_shifted_labels",
     "loss_weight_on_cpu": "class_weights_from_counts",
+    "metric_not_on_device": "accuracy_in_training_loop",
+    "model_copy_on_other_device": "ema_copied_before_the_move",
     "module_moved_in_forward": "bare_cuda_head",
     "numpy_of_device_tensor": "epoch_loss_np_mean",
     "optimizer_state_before_model_move": "adagrad_built_before_move",

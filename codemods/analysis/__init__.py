@@ -11,6 +11,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   multi-process markers.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
+- `companions`: objects that live beside the model and do not follow `model.to()`: metric
+  modules, model copies (EMA), generators and the default device, AMP objects.
 
 Analyses take the file's context (never a pass) and hold it through a weak proxy: the context
 keeps them in `context.shared`, so a file's tree is freed by reference counting alone.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import weakref
 
+from devfix.codemods.analysis.companions import Companions
 from devfix.codemods.analysis.devices import DeviceInference
 from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import ModuleFacts
@@ -43,6 +46,7 @@ class FileFacts:
         self._moves: Moves | None = None
         self._flow: ScriptFlow | None = None
         self._devices: DeviceInference | None = None
+        self._companions: Companions | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -77,3 +81,17 @@ class FileFacts:
                 self.context, self.names, self.scopes, self.modules, self.moves, self.flow
             )
         return self._devices
+
+    @property
+    def companions(self) -> Companions:
+        if self._companions is None:
+            self._companions = Companions(
+                self.context,
+                self.names,
+                self.scopes,
+                self.modules,
+                self.moves,
+                self.flow,
+                self.devices,
+            )
+        return self._companions

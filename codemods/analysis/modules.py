@@ -5,7 +5,9 @@ the tensors and device attributes `__init__` stores, and which functions are mod
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterator
+import functools
+import weakref
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -52,9 +54,15 @@ class FunctionInfo:
     node: cst.FunctionDef
     owner: ClassInfo | None
     params: list[str]
-    tensor_params: list[str]
     #: Pre-order indices of the targets that bind each local name.
     bindings: dict[str, list[int]]
+    #: Computes `tensor_params` (a walk over the body) when first asked.
+    find_tensor_params: Callable[[], list[str]] = field(repr=False, compare=False)
+
+    @functools.cached_property
+    def tensor_params(self) -> list[str]:
+        """The parameters the body uses as tensors (or annotated as tensors)."""
+        return self.find_tensor_params()
 
     @property
     def name(self) -> str:
@@ -684,19 +692,25 @@ class ModuleFacts:
         ]
         if owner is not None and params and params[0] in ("self", "cls"):
             params = params[1:]
-        evidence = self._tensor_evidence(node, owner)
-        annotated = {
-            param.name.value
-            for param in (*node.params.posonly_params, *node.params.params)
-            if param.annotation is not None
-            and _is_tensor_type(self.names.qualified_name(param.annotation.annotation))
-        }
-        tensor_params = [p for p in params if p in evidence or p in annotated]
         bindings: dict[str, list[int]] = {}
         for inner in self.context.subtree(node.body):
             for target in bound_by(inner, comprehensions=False):
                 bindings.setdefault(target.value, []).append(self.context.order(target)[0])
-        return FunctionInfo(node, owner, params, tensor_params, bindings)
+
+        # A weak reference: the analysis holds the info, the info must not hold the analysis.
+        modules = weakref.proxy(self)
+
+        def tensor_params() -> list[str]:
+            evidence = modules._tensor_evidence(node, owner)
+            annotated = {
+                param.name.value
+                for param in (*node.params.posonly_params, *node.params.params)
+                if param.annotation is not None
+                and _is_tensor_type(modules.names.qualified_name(param.annotation.annotation))
+            }
+            return [p for p in params if p in evidence or p in annotated]
+
+        return FunctionInfo(node, owner, params, bindings, tensor_params)
 
     def _tensor_evidence(self, function: cst.FunctionDef, owner: ClassInfo | None) -> set[str]:
         """Names the body uses as tensors: `x.shape`, `F.relu(x)`, `x * torch.exp(...)`,

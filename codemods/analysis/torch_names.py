@@ -828,6 +828,122 @@ PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
 #: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
 PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
 
+# -- objects that live beside the model (metrics, EMA copies, generators, AMP) -------------
+
+#: The package whose classes are metric modules (`torchmetrics.Accuracy`, `MetricCollection`).
+METRICS_PACKAGE = "torchmetrics"
+#: Metric methods that take the predictions and targets (a metric is also called directly).
+METRIC_UPDATE_METHODS = frozenset({"update", "forward"})
+#: `torch.Generator`: created on the CPU unless `device=` says otherwise.
+GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
+#: Random factories and functions that take `generator=`; their device is `device=` (or the
+#: default device), not the generator's.
+RANDOM_FUNCTIONS = frozenset(
+    f"torch.{name}"
+    for name in (
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "normal",
+        "bernoulli",
+        "multinomial",
+        "poisson",
+    )
+)
+#: Tensor methods that draw in place with `generator=`, on the receiver's device.
+RANDOM_METHODS = frozenset(
+    {
+        "normal_",
+        "uniform_",
+        "random_",
+        "bernoulli_",
+        "exponential_",
+        "geometric_",
+        "log_normal_",
+        "cauchy_",
+    }
+)
+#: Data utilities that draw a permutation with `generator=` on the default device: the CPU,
+#: unless `torch.set_default_device` moved it. Value: the arguments that make them draw.
+SAMPLING_CALLS = {
+    "torch.utils.data.DataLoader": ("shuffle",),
+    "torch.utils.data.dataloader.DataLoader": ("shuffle",),
+    "torch.utils.data.random_split": (),
+    "torch.utils.data.dataset.random_split": (),
+    "torch.utils.data.RandomSampler": (),
+    "torch.utils.data.sampler.RandomSampler": (),
+    "torch.utils.data.SubsetRandomSampler": (),
+    "torch.utils.data.sampler.SubsetRandomSampler": (),
+}
+#: Samplers that draw with a CPU generator of their own and take none from the caller.
+OWN_GENERATOR_SAMPLERS = frozenset(
+    {
+        "torch.utils.data.DistributedSampler",
+        "torch.utils.data.distributed.DistributedSampler",
+    }
+)
+#: Calls that change the device new tensors (and the data utilities' permutations) go to.
+DEFAULT_DEVICE_SETTERS = frozenset({"torch.set_default_device", "torch.set_default_tensor_type"})
+#: `torch.cuda` seeding calls that act on one GPU only.
+CUDA_SEEDING = frozenset(
+    {"torch.cuda.manual_seed", "torch.cuda.get_rng_state", "torch.cuda.set_rng_state"}
+)
+#: `copy.deepcopy`: an auxiliary model (EMA, teacher) copied from the model.
+DEEP_COPY = frozenset({"copy.deepcopy"})
+#: EMA helpers that copy the model and take `device=` for the copy.
+EMA_HELPERS = frozenset(
+    {
+        "timm.utils.ModelEma",
+        "timm.utils.ModelEmaV2",
+        "timm.utils.ModelEmaV3",
+        "timm.utils.model_ema.ModelEma",
+        "timm.utils.model_ema.ModelEmaV2",
+        "timm.utils.model_ema.ModelEmaV3",
+        "torch.optim.swa_utils.AveragedModel",
+    }
+)
+#: In-place tensor updates an EMA applies to its copy from the model's tensors (`copy_` is not
+#: here: it copies across devices).
+IN_PLACE_UPDATES = frozenset(
+    {"lerp_", "add_", "sub_", "mul_", "addcmul_", "addcdiv_", "div_", "lerp", "mul", "add"}
+)
+#: `torch._foreach_*` updates over two lists of tensors (one list per device is required).
+FOREACH_UPDATES = frozenset(
+    f"torch._foreach_{name}" for name in ("lerp_", "add_", "sub_", "mul_", "addcmul_", "copy_")
+)
+#: Module methods that give the tensors a model holds.
+MODULE_TENSOR_METHODS = frozenset(
+    {"parameters", "named_parameters", "buffers", "named_buffers", "state_dict"}
+)
+#: AMP: every spelling of autocast, and the device type each spelling implies when none is given.
+AUTOCASTS = {
+    "torch.autocast": None,
+    "torch.amp.autocast": None,
+    "torch.amp.autocast_mode.autocast": None,
+    "torch.cuda.amp.autocast": "cuda",
+    "torch.cuda.amp.autocast_mode.autocast": "cuda",
+    "torch.cpu.amp.autocast": "cpu",
+}
+#: Every spelling of GradScaler and the device type it implies when none is given
+#: (`torch.amp.GradScaler()` defaults to "cuda").
+GRAD_SCALER_DEFAULTS = {
+    "torch.amp.GradScaler": "cuda",
+    "torch.amp.grad_scaler.GradScaler": "cuda",
+    "torch.GradScaler": "cuda",
+    "torch.cuda.amp.GradScaler": "cuda",
+    "torch.cuda.amp.grad_scaler.GradScaler": "cuda",
+}
+#: Deprecated CUDA-only AMP spellings (`torch.cuda.amp.*`).
+DEPRECATED_CUDA_AMP = frozenset(
+    {
+        "torch.cuda.amp.autocast",
+        "torch.cuda.amp.autocast_mode.autocast",
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+    }
+)
+
 # -- data-parallel training scripts (DF401) -------------------------------------------------
 
 #: `nn.DataParallel` under each of its names.

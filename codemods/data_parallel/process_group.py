@@ -27,7 +27,7 @@ def check_names(script: Script) -> None:
 def setup_statements(script: Script, *, unused: frozenset[str] = frozenset()) -> str:
     """The setup; `rank` and `world_size` are left out when the code it runs does not read
     them (`unused`)."""
-    rank = '' if "rank" in unused else 'rank = int(os.environ.get("RANK", "0"))\n'
+    rank = "" if "rank" in unused else 'rank = int(os.environ.get("RANK", "0"))\n'
     world_size = (
         "" if "world_size" in unused else 'world_size = int(os.environ.get("WORLD_SIZE", "1"))\n'
     )

@@ -86,6 +86,7 @@ def _child(request: dict[str, Any], gpus: int, private: Sequence[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    _warning_options(os.environ.get("PYTHONWARNINGS", ""))
     import random
 
     random.seed()
@@ -98,6 +99,21 @@ def _child(request: dict[str, Any], gpus: int, private: Sequence[int]) -> int:
     from devfix.vgpu.__main__ import run_script_here
 
     return run_script_here(script, list(request["args"]), virtual=gpus > 0)
+
+
+def _warning_options(spec: str) -> None:
+    """The warning filters a fresh interpreter would take from ``PYTHONWARNINGS`` (the server
+    read its own at start-up; a child's environment is the request's)."""
+    import warnings
+
+    setoption = getattr(warnings, "_setoption", None)
+    if not spec or setoption is None:
+        return
+    for option in spec.split(","):
+        try:
+            setoption(option.strip())
+        except Exception as error:  # as the interpreter does: report it and go on
+            print(f"Invalid -W option ignored: {error}", file=sys.stderr)
 
 
 def serve(gpus: int, requests: IO[str], replies: IO[str]) -> None:

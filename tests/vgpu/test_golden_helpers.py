@@ -78,3 +78,12 @@ def test_check_failure_reasons() -> None:
     assert why is not None and "last line: ValueError: nope" in why and "\n" not in why
     why = check_failure(exp, done(1, CG))
     assert why == ("devices {cpu, cuda:1} named instead of {cuda:0, cuda:1} in: " + CG)
+
+
+def test_gpus_zero_is_the_machine_without_cuda() -> None:
+    exp = parse_golden_header(
+        '# devfix-golden: gpus=0 fails-with="CUDA is not available" '
+        'env="PYTHONWARNINGS=error::UserWarning"'
+    )
+    assert exp is not None and exp.gpus == 0
+    assert exp.env == {"PYTHONWARNINGS": "error::UserWarning"}

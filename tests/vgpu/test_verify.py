@@ -202,3 +202,17 @@ def test_dataparallel_fixed_runs_over_two_gpus(vgpu_run) -> None:
 
 def test_scripts_folder_exists() -> None:
     assert (SCRIPTS / "dp_before.py").exists()
+
+
+@pytest.mark.slow
+def test_a_warm_child_takes_its_warning_filters_from_pythonwarnings(tmp_path) -> None:
+    """As a fresh `python` would: the golden tier turns a warning into the failure this way."""
+    from devfix.vgpu.warm import runner
+
+    script = tmp_path / "warns.py"
+    script.write_text("import warnings\nwarnings.warn('switched off', UserWarning)\nprint('on')\n")
+    strict = runner(0).run(script, env={"PYTHONWARNINGS": "error::UserWarning"}, cwd=tmp_path)
+    assert strict.returncode == 1 and "UserWarning: switched off" in strict.stderr
+    assert strict.stdout == ""
+    lenient = runner(0).run(script, cwd=tmp_path)
+    assert lenient.returncode == 0 and lenient.stdout == "on\n", lenient.stderr

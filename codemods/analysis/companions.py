@@ -1,0 +1,975 @@
+"""Companions: objects that live beside the model and do not follow `model.to(device)`. Metric
+modules (torchmetrics), auxiliary copies of the model (EMA, teacher), random-number generators
+and the default device their permutations are drawn on, and the AMP objects (autocast,
+GradScaler) whose device type must be the script's.
+
+Each question is answered from what the code states; when the answer cannot be written where
+it is needed, it carries the reason and the passes report instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.devices import (
+    Current,
+    Device,
+    DeviceInference,
+    Literal,
+    Named,
+    ParamsOf,
+)
+from devfix.codemods.analysis.flow import ScriptFlow, is_main_guard
+from devfix.codemods.analysis.modules import ModuleFacts, self_attribute
+from devfix.codemods.analysis.moves import DeviceMove, Moves, string_device
+from devfix.codemods.analysis.names import (
+    Names,
+    argument,
+    call_tail,
+    code_of,
+    dotted_name,
+    root_name,
+)
+from devfix.codemods.analysis.scopes import Scopes, all_params, param_names, target_names
+from devfix.codemods.analysis.torch_names import (
+    DEEP_COPY,
+    DEFAULT_DEVICE_SETTERS,
+    FOREACH_UPDATES,
+    GENERATORS,
+    IN_PLACE_UPDATES,
+    METRIC_UPDATE_METHODS,
+    METRICS_PACKAGE,
+    MODULE_TENSOR_METHODS,
+)
+from devfix.context import FileContext
+
+_MOVES = ("to", "cuda")
+
+
+@dataclass(frozen=True)
+class DefaultDevice:
+    """The device `torch.set_default_device(...)` / `set_default_tensor_type(...)` sends new
+    tensors to, as seen at some node."""
+
+    setter: cst.Call
+    #: Source text of the device (`device`); for a literal or a default that differs by
+    #: branch, `torch.get_default_device()`; for a CUDA default tensor type, which that
+    #: function does not read, `torch.empty(0).device`.
+    expression: str
+    #: The setters run under an `if` (or disagree): the default depends on the run.
+    conditional: bool = False
+    #: Set by `torch.set_default_tensor_type(...)` (which `torch.get_default_device()` ignores).
+    tensor_type: bool = False
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a module (a model or its copy) lives at some point of the script: moved to a
+    device (`move`), still on the CPU where it was built (`on_cpu`), or `reason` why the
+    device cannot be written where it is needed."""
+
+    on_cpu: bool = False
+    move: DeviceMove | None = None
+    reason: str = ""
+    #: How the module came to be (for messages): "copied from `model`", "built with `Net()`".
+    evidence: str = ""
+
+
+@dataclass(frozen=True)
+class EmaUpdate:
+    """An in-place update of a copy's tensor from the model's: `ema_p.lerp_(p, w)` inside
+    `for ema_p, p in zip(ema.parameters(), model.parameters())`, or
+    `torch._foreach_lerp_(ema_params, model_params, w)`."""
+
+    node: cst.CSTNode
+    #: The module whose tensors are updated (`ema`, `self.module`) and the one they follow.
+    copy: str
+    model: str
+    #: The name that carries the model's tensor into the update (`p`), when one does.
+    source: cst.Name | None
+    #: The copy's tensor being updated (`ema_p`), for `p.to(ema_p.device)`.
+    target: str | None
+    foreach: bool = False
+
+
+@dataclass(frozen=True)
+class AmpDevice:
+    """The device type the AMP objects at some node must use."""
+
+    #: Source text of the device type (`device.type`, `device_type`,
+    #: `torch.device(device).type`), or None when the script's device is always CUDA.
+    expression: str | None
+    #: The device it comes from (for messages).
+    device: str = ""
+    #: The device is fixed to CUDA by the script (a literal, `.cuda()`): only the deprecated
+    #: spelling is wrong.
+    cuda_only: bool = False
+
+
+class Companions:
+    """Metric objects, model copies, generators and AMP objects of one file."""
+
+    def __init__(
+        self,
+        context: FileContext,
+        names: Names,
+        scopes: Scopes,
+        modules: ModuleFacts,
+        moves: Moves,
+        flow: ScriptFlow,
+        devices: DeviceInference,
+    ) -> None:
+        self.context = context
+        self.names = names
+        self.scopes = scopes
+        self.modules = modules
+        self.moves = moves
+        self.flow = flow
+        self.devices = devices
+        self._setters: list[cst.Call] | None = None
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def _calls(self) -> Iterator[cst.Call]:
+        for node in self.context.subtree(self.context.module):
+            if isinstance(node, cst.Call):
+                yield node
+
+    def _before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        return self.context.order(first)[0] < self.context.order(second)[0]
+
+    def _conditional(self, node: cst.CSTNode) -> bool:
+        """`node` runs under an `if`/`try`/loop of its function (or of the module)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
+                return False
+            if is_main_guard(ancestor):
+                continue  # the script's own code, run whenever it runs
+            if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp, cst.Try, cst.ExceptHandler)):
+                return True
+        return False
+
+    def visible_at(self, expression: str, at: cst.CSTNode) -> bool:
+        """Every name `expression` reads is bound where `at` can read it."""
+        try:
+            parsed = cst.parse_expression(expression)
+        except cst.ParserSyntaxError:
+            return False
+        roots = {
+            node.value
+            for node in _free_names(parsed)
+            if node.value not in ("torch", "True", "False", "None")
+        }
+        if "self" in roots:
+            roots.discard("self")
+            if self.scopes.enclosing_function(at) is None:
+                return False
+        torch_visible = "torch" not in code_of(parsed) or self.names.torch_alias() == "torch"
+        return torch_visible and all(self.scopes.visible_name(root, at) for root in roots)
+
+    def device_move_at(self, device: Device, use: cst.CSTNode) -> DeviceMove | str | None:
+        """A placed device (`devices.placed`) as a move written at `use`; a reason when it
+        cannot be written; None when nothing is known."""
+        if isinstance(device, Current):
+            return DeviceMove("cuda", None)
+        if isinstance(device, (Named, Literal)):
+            text = device.expression()
+            if text is None:
+                return None
+            kind = "accelerator" if isinstance(device, Literal) else "device"
+            return DeviceMove("to", cst.parse_expression(text), kind=kind)
+        if isinstance(device, ParamsOf):
+            model = device.module
+            try:
+                model_expr = cst.parse_expression(model)
+            except cst.ParserSyntaxError:
+                return None
+            found = self.flow.model_device(model_expr, use)
+            if found is None:
+                return None
+            return found.move if found.move is not None else found.reason
+        return None
+
+    # -- metrics -------------------------------------------------------------------------------
+
+    def metric_class(self, call: cst.Call) -> str | None:
+        """The qualified name of the torchmetrics class `call` builds, else None."""
+        if dotted_name(call.func) is None:
+            return None
+        qualified = self.names.qualified_name(call.func)
+        if qualified is None or not qualified.startswith(METRICS_PACKAGE + "."):
+            return None
+        parts = qualified.split(".")
+        if not parts[-1][:1].isupper() or "functional" in parts or "utilities" in parts:
+            return None
+        return qualified
+
+    def metric_inside_metric(self, call: cst.Call) -> bool:
+        """`MetricCollection([Accuracy(), ...])`, `ClasswiseWrapper(Accuracy())`: the outer
+        object holds (and moves) this one."""
+        for ancestor in self.context.ancestors(call):
+            if isinstance(ancestor, cst.Call) and ancestor is not call:
+                if self.metric_class(ancestor) is not None:
+                    return True
+                if dotted_name(ancestor.func) is not None:
+                    return True  # handed to something else that may keep and move it
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+        return False
+
+    def metric_uses(self, name: str, after: cst.CSTNode) -> list[cst.Call]:
+        """`name.update(...)`, `name(...)`, `name.forward(...)` in the scope that binds `name`
+        (at `after`), after `after`."""
+        scope = self.scopes.enclosing_scope(after)
+        uses: list[cst.Call] = []
+        for node in self.scopes.statements(scope):
+            if not isinstance(node, cst.Call) or not self._before(after, node):
+                continue
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in METRIC_UPDATE_METHODS:
+                func = func.value
+            if dotted_name(func) == name:
+                uses.append(node)
+        return uses
+
+    def metric_escapes(self, name: str, after: cst.CSTNode) -> bool:
+        """`name` is moved later (`name.to(d)`, `name = name.cuda()`), handed to a call as an
+        argument (which may move it), or stored somewhere else (`self.m = name`)."""
+        scope = self.scopes.enclosing_scope(after)
+        for node in self.scopes.statements(scope):
+            if not isinstance(node, cst.Name) or node.value != name:
+                continue
+            if not self._before(after, node):
+                continue
+            parent = self.context.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                if parent.attr.value in (*_MOVES, "cpu", "set_dtype", "_apply", "apply"):
+                    return True
+                continue
+            if isinstance(parent, cst.Call) and parent.func is node:
+                continue
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            return True  # an argument, an element, the value of another assignment
+        return False
+
+    def metric_input_device(self, use: cst.Call) -> Device | None:
+        """The device the tensors given to a metric provably live on (not the CPU)."""
+        for arg in use.args:
+            if arg.keyword is not None and arg.keyword.value not in ("preds", "target", "value"):
+                continue
+            placed = self.devices.placed(arg.value, use)
+            if placed is not None:
+                return placed
+        return None
+
+    def metric_input_on_cpu(self, use: cst.Call) -> bool:
+        return any(arg.keyword is None and self.devices.on_cpu(arg.value, use) for arg in use.args)
+
+    # -- the default device ----------------------------------------------------------------------
+
+    def _default_setters(self) -> list[cst.Call]:
+        if self._setters is None:
+            self._setters = [
+                call
+                for call in self._calls()
+                if call_tail(call.func) in ("set_default_device", "set_default_tensor_type")
+                and self.names.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS
+            ]
+        return self._setters
+
+    def default_device(self, at: cst.CSTNode) -> DefaultDevice | None:
+        """The accelerator new tensors are created on at `at`, set by a call earlier in `at`'s
+        function or anywhere in the module's own code; None when it stays the CPU."""
+        setters = self._default_setters()
+        if not setters:
+            return None
+        function = self.scopes.enclosing_function(at)
+        relevant: list[cst.Call] = []
+        for setter in setters:
+            owner = self.scopes.enclosing_function(setter)
+            if owner is None and function is not None:
+                relevant.append(setter)  # module set-up runs before the functions it calls
+            elif owner is function and self._before(setter, at):
+                relevant.append(setter)
+        if not relevant:
+            return None
+        devices = [self._set_device(setter) for setter in relevant]
+        accelerators = [d for d in devices if d is not None and d != '"cpu"']
+        if not accelerators:
+            return None
+        last = relevant[-1]
+        conditional = len(set(devices)) > 1 or any(self._conditional(s) for s in relevant)
+        device = accelerators[-1]
+        torch = self.names.torch_alias() or "torch"
+        if any(call_tail(setter.func) == "set_default_tensor_type" for setter in relevant):
+            # `torch.get_default_device()` does not read the default tensor type: after
+            # `set_default_tensor_type("torch.cuda.FloatTensor")` it answers "cpu". A new empty
+            # tensor is created where the type says, on every PyTorch version (and, unlike a
+            # "cuda" literal, on the GPU `torch.cuda.set_device` selected).
+            return DefaultDevice(last, f"{torch}.empty(0).device", conditional, tensor_type=True)
+        if conditional or string_device(_parsed(device)) is not None:
+            # A literal ("cuda") names whichever GPU is current, and the portable-device rewrite
+            # would change it: the default device itself is what the permutation is drawn on.
+            return DefaultDevice(last, f"{torch}.get_default_device()", conditional)
+        return DefaultDevice(last, device, False)
+
+    def _set_device(self, setter: cst.Call) -> str | None:
+        """What one setter sets: a device's source text, '"cpu"', or None (unknown)."""
+        value = setter.args[0].value if setter.args else None
+        if value is None:
+            return None
+        if call_tail(setter.func) == "set_default_tensor_type":
+            text = code_of(value)
+            if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                text = value.evaluated_value
+            return '"cuda"' if ".cuda." in f".{text}" or text.startswith("cuda.") else '"cpu"'
+        literal = string_device(value)
+        if literal is not None:
+            return '"cpu"' if literal.startswith(("cpu", "meta")) else code_of(value)
+        kind = self.moves.device_kind(value, self.scopes.enclosing_function(setter))
+        if kind == "cpu":
+            return '"cpu"'
+        return code_of(value) if kind is not None else None
+
+    # -- generators -----------------------------------------------------------------------------
+
+    def generator_call(self, expr: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
+        """The `torch.Generator(...)` call `expr` is (also seeded in place:
+        `torch.Generator().manual_seed(0)`), or a plain name was last bound to."""
+        while (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "manual_seed"
+        ):
+            expr = expr.func.value
+        if isinstance(expr, cst.Call):
+            if dotted_name(expr.func) is not None and (
+                self.names.qualified_name(expr.func) in GENERATORS
+            ):
+                return expr
+            return None
+        if isinstance(expr, cst.Name):
+            value = self.scopes.latest_binding(expr.value, at)
+            if isinstance(value, cst.Call):
+                return self.generator_call(value, value)
+        return None
+
+    def generator_kind(self, generator: cst.Call) -> str | None:
+        """ "cpu", "accelerator", "device" (chosen at run time) or None, for a
+        `torch.Generator(...)` call."""
+        device = argument(generator, "device")
+        if device is None:
+            return "cpu"
+        return self.moves.device_kind(device, self.scopes.enclosing_function(generator))
+
+    def generator_uses(self, generator: cst.Call) -> list[cst.Call] | None:
+        """The calls that receive the generator bound by `g = torch.Generator(...)` (as
+        `generator=g` or a positional argument); None when it escapes elsewhere or is not
+        bound to a plain name."""
+        outer: cst.CSTNode = generator
+        while True:  # `torch.Generator().manual_seed(0)` is the generator too
+            parent = self.context.parent(outer)
+            grand = self.context.parent(parent) if parent is not None else None
+            if (
+                isinstance(parent, cst.Attribute)
+                and parent.attr.value == "manual_seed"
+                and isinstance(grand, cst.Call)
+            ):
+                outer = grand
+            else:
+                break
+        name = self.scopes.assigned_name(outer)
+        if name is None:
+            parent = self.context.parent(outer)
+            call = self.context.parent(parent) if isinstance(parent, cst.Arg) else None
+            return [call] if isinstance(call, cst.Call) else None
+        scope = self.scopes.enclosing_scope(generator)
+        uses: list[cst.Call] = []
+        for node in self.scopes.statements(scope):
+            if not isinstance(node, cst.Name) or node.value != name:
+                continue
+            if not self._before(outer, node):
+                continue
+            parent = self.context.parent(node)
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                continue  # `g.manual_seed(0)`, `g.device`
+            if isinstance(parent, cst.AssignTarget):
+                return None  # rebound: another generator from here on
+            if isinstance(parent, cst.Arg):
+                call = self.context.parent(parent)
+                if isinstance(call, cst.Call):
+                    uses.append(call)
+                    continue
+            return None
+        return uses
+
+    # -- model copies (EMA, teacher) --------------------------------------------------------------
+
+    def ema_updates(self, scope: cst.CSTNode) -> list[EmaUpdate]:
+        """In-place updates of one module's tensors from another's in `scope` (a function, or
+        the module's own code)."""
+        found: list[EmaUpdate] = []
+        pairs = self._zipped_tensors(scope)
+        lists = self._tensor_lists(scope)
+        for node in self.scopes.statements(scope):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                # `e.data = e.data * d + p.data * (1 - d)`: arithmetic across the two.
+                target = node.targets[0].target
+                receiver = (
+                    _update_receiver(target)
+                    if isinstance(target, cst.Subscript)
+                    or (isinstance(target, cst.Attribute) and target.attr.value == "data")
+                    else None
+                )
+                if receiver in pairs and receiver in {n.value for n in _free_names(node.value)}:
+                    update = self._update(node, receiver, [node.value], pairs)
+                    if update is not None:
+                        found.append(update)
+                continue
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            if isinstance(func, cst.Attribute) and (
+                func.attr.value == "copy_"
+                or (func.attr.value in IN_PLACE_UPDATES and func.attr.value.endswith("_"))
+            ):
+                receiver = _update_receiver(func.value)
+                if receiver is None or receiver not in pairs:
+                    continue
+                values = [arg.value for arg in node.args]
+                if func.attr.value == "copy_" and receiver not in {
+                    n.value for v in values for n in _free_names(v)
+                }:
+                    continue  # a plain copy works across devices
+                update = self._update(node, receiver, values, pairs)
+                if update is not None:
+                    found.append(update)
+            elif (
+                dotted_name(func) is not None
+                and self.names.qualified_name(func) in FOREACH_UPDATES
+                and len(node.args) >= 2
+            ):
+                first = lists.get(code_of(node.args[0].value))
+                second = lists.get(code_of(node.args[1].value))
+                if first is not None and second is not None and first != second:
+                    found.append(EmaUpdate(node, first, second, None, None, True))
+        return found
+
+    def _update(
+        self,
+        node: cst.CSTNode,
+        receiver: str,
+        values: list[cst.BaseExpression],
+        pairs: dict[str, tuple[str, int]],
+    ) -> EmaUpdate | None:
+        copy, side = pairs[receiver]
+        for value in values:
+            for name in _free_names(value):
+                other = pairs.get(name.value)
+                if other is not None and other[0] != copy and other[1] != side:
+                    if self._rebound_in_loop(name.value, node):
+                        return None  # `model_v = model_v.to(...)` first: not the raw tensor
+                    return EmaUpdate(node, copy, other[0], name, receiver)
+        return None
+
+    def _rebound_in_loop(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` (a loop target) is assigned again in the loop before `node`."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.For) and name in {
+                n.value for n in target_names(ancestor.target)
+            }:
+                return any(
+                    isinstance(inner, cst.AssignTarget)
+                    and name in self.scopes.names_bound(inner)
+                    and self._before(inner, node)
+                    for inner in self.context.subtree(ancestor.body)
+                )
+            if isinstance(ancestor, (cst.FunctionDef, cst.Module)):
+                return False
+        return False
+
+    def _zipped_tensors(self, scope: cst.CSTNode) -> dict[str, tuple[str, int]]:
+        """Loop names bound to the tensors of a module: `for e, p in zip(ema.parameters(),
+        model.parameters())` -> {"e": ("ema", 0), "p": ("model", 1)} (the zip position tells
+        the two sides apart); `(n, e)` from `named_parameters()` gives `e`."""
+        found: dict[str, tuple[str, int]] = {}
+        for node in self.scopes.statements(scope):
+            if not isinstance(node, (cst.For, cst.CompFor)):
+                continue
+            iterable = node.iter
+            if not (
+                isinstance(iterable, cst.Call)
+                and self.names.qualified_name(iterable.func) in ("zip", "builtins.zip")
+                and isinstance(node.target, (cst.Tuple, cst.List))
+                and len(node.target.elements) == len(iterable.args)
+            ):
+                continue
+            for index, (element, arg) in enumerate(zip(node.target.elements, iterable.args)):
+                owner = self._tensor_source(arg.value, node)
+                if owner is None:
+                    continue
+                name = _tensor_name(element.value)
+                if name is not None:
+                    found[name] = (owner, index)
+        return found
+
+    def _tensor_source(self, value: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """`model.parameters()`, `ema.state_dict().values()`, `list(model.buffers())`, or a
+        name bound to one of them: the module's dotted name."""
+        for _ in range(3):
+            if isinstance(value, cst.Call) and dotted_name(value.func) in (
+                "list",
+                "tuple",
+                "iter",
+            ):
+                if not value.args:
+                    return None
+                value = value.args[0].value
+                continue
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                method = value.func.attr.value
+                receiver = value.func.value
+                if method in ("values", "items") and isinstance(receiver, cst.Call):
+                    value = receiver
+                    continue
+                if method in MODULE_TENSOR_METHODS:
+                    return dotted_name(receiver)
+                return None
+            if isinstance(value, cst.Name):
+                bound = self.scopes.latest_binding(value.value, at)
+                if bound is None:
+                    return None
+                value = bound
+                continue
+            return None
+        return None
+
+    def _tensor_lists(self, scope: cst.CSTNode) -> dict[str, str]:
+        """Names (and inline expressions) holding a list of one module's tensors, for
+        `torch._foreach_*`: `ema_params = list(ema.parameters())` -> {"ema_params": "ema"}."""
+        found: dict[str, str] = {}
+        for node in self.scopes.statements(scope):
+            if (
+                isinstance(node, cst.Call)
+                and dotted_name(node.func) is not None
+                and self.names.qualified_name(node.func) in FOREACH_UPDATES
+            ):
+                for arg in node.args[:2]:
+                    owner = self._tensor_source(arg.value, node)
+                    if owner is not None:
+                        found[code_of(arg.value)] = owner
+        return found
+
+    def module_placement(self, name: str, at: cst.CSTNode, depth: int = 0) -> Placement | None:
+        """Where the module `name` lives at `at`: moved (flow's model moves), on the CPU (built
+        by a constructor, or copied from a model that was still on the CPU), else None."""
+        if depth > 4:
+            return None
+        try:
+            expr = cst.parse_expression(name)
+        except cst.ParserSyntaxError:
+            return None
+        moved = self.flow.model_device(expr, at)
+        if moved is not None:
+            if moved.move is not None:
+                return Placement(move=moved.move, evidence=f"`{name}` is moved")
+            if moved.reason:
+                return Placement(reason=moved.reason)
+        if "." in name:
+            return None
+        function = self.scopes.enclosing_function(at)
+        table, table_function = self.scopes.lookup(name, function)
+        bindings = [
+            b for b in table.bindings.get(name, []) if b.position < self.context.order(at)[0]
+        ]
+        if table_function is not function:
+            bindings = table.bindings.get(name, [])
+        if not bindings:
+            return None
+        last = bindings[-1]
+        if last.kind == "param" and isinstance(table.node, cst.FunctionDef):
+            return self._placement_from_callers(table.node, name, depth)
+        if last.kind != "assign" or not isinstance(last.value, cst.Call):
+            return None
+        value = _strip_module_calls(last.value)
+        if not isinstance(value, cst.Call) or dotted_name(value.func) is None:
+            return None
+        qualified = self.names.qualified_name(value.func)
+        if qualified in DEEP_COPY and value.args:
+            source = dotted_name(value.args[0].value)
+            if source is None:
+                return None
+            original = self.module_placement(source, value, depth + 1)
+            if original is None and self._moved_later(source, value):
+                # Copied from a model that the script moves only afterwards: a fresh model
+                # is on the CPU until then.
+                original = Placement(on_cpu=True)
+            if original is None:
+                return None
+            return Placement(
+                on_cpu=original.on_cpu,
+                move=original.move,
+                reason=original.reason,
+                evidence=f"copied from `{source}` "
+                + ("while it was still on the CPU" if original.on_cpu else "after its move"),
+            )
+        if self.modules.constructed_module(value) is not None:
+            return Placement(on_cpu=True, evidence=f"built with `{code_of(value.func)}(...)`")
+        return None
+
+    def _moved_later(self, name: str, at: cst.CSTNode) -> bool:
+        """`name` is moved after `at` in `at`'s scope, and was not loaded onto a device
+        (`device=` / `device_map=` where it was made)."""
+        scope = self.scopes.enclosing_scope(at)
+        for value in self.scopes.simple_assignments(scope, name):
+            if isinstance(value, cst.Call) and any(
+                arg.keyword is not None and arg.keyword.value in ("device", "device_map")
+                for arg in value.args
+            ):
+                return False
+        for node in self.scopes.statements(scope):
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in _MOVES
+                and dotted_name(node.func.value) == name
+                and self._before(at, node)
+                and self.moves.move_of(node) is not None
+            ):
+                return True
+        return False
+
+    def _placement_from_callers(
+        self, function: cst.FunctionDef, param: str, depth: int
+    ) -> Placement | None:
+        sites = self.flow.call_sites(function)
+        if not sites:
+            return None
+        names = param_names(function)
+        if param not in names:
+            return None
+        index = names.index(param)
+        found: list[Placement] = []
+        for call, _caller in sites:
+            if any(arg.star for arg in call.args):
+                return None
+            value = argument(call, param, index)
+            source = dotted_name(value) if value is not None else None
+            if source is None:
+                return None
+            placement = self.module_placement(source, call, depth + 1)
+            if placement is None:
+                return None
+            found.append(placement)
+        if all(p.on_cpu for p in found):
+            return found[0]
+        return None
+
+    def copy_creation(self, name: str, at: cst.CSTNode) -> cst.Call | None:
+        """The call that made the copy `name` (`copy.deepcopy(model)`, `Net()`), following a
+        function parameter to its one caller's argument."""
+        function = self.scopes.enclosing_function(at)
+        table, _ = self.scopes.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if not bindings:
+            return None
+        last = bindings[-1]
+        if last.kind == "param" and isinstance(table.node, cst.FunctionDef):
+            sites = self.flow.call_sites(table.node)
+            names = param_names(table.node)
+            if len(sites) != 1 or name not in names:
+                return None
+            call = sites[0][0]
+            value = argument(call, name, names.index(name))
+            source = dotted_name(value) if value is not None else None
+            return self.copy_creation(source, call) if source is not None else None
+        if last.kind != "assign" or not isinstance(last.value, cst.Call):
+            return None
+        return last.value
+
+    def own_device_copy(self, attr: str, classdef: cst.ClassDef) -> cst.Call | None:
+        """A class that copies a model into `self.<attr>` and moves the copy to a device of
+        its own (`self.module.to(device=device)` in `__init__`, `device` a parameter): the
+        move, else None."""
+        init = next(
+            (
+                s
+                for s in classdef.body.body
+                if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"
+            ),
+            None,
+        )
+        if init is None:
+            return None
+        params = {p.name.value for p in all_params(init.params)}
+        copied = False
+        move: cst.Call | None = None
+        for node in self.scopes.statements(init):
+            if isinstance(node, cst.Assign) and any(
+                self_attribute(t.target) == attr for t in node.targets
+            ):
+                value = _strip_module_calls(node.value)
+                if (
+                    isinstance(value, cst.Call)
+                    and dotted_name(value.func) is not None
+                    and self.names.qualified_name(value.func) in DEEP_COPY
+                ):
+                    copied = True
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "to"
+                and self_attribute(node.func.value) == attr
+            ):
+                device = argument(node, "device")
+                if device is not None and root_name(device) in params | {"self"}:
+                    move = node
+        return move if copied else None
+
+    # -- AMP -----------------------------------------------------------------------------------
+
+    def amp_device(self, at: cst.CSTNode) -> AmpDevice | None:
+        """The device type the AMP objects at `at` must use: a device-type variable the
+        script keeps, else the type of the device the script moves its model and data to;
+        None when the script names no device."""
+        typed = self._device_type_variable(at)
+        if typed is not None:
+            return AmpDevice(typed, typed)
+        devices = self.moves.moved_devices(at)
+        names = [d for d in devices if not d.startswith(".")]
+        literal_cuda = [
+            d
+            for d in devices
+            if d.startswith(".cuda(")
+            or (string_device(_parsed(d)) or "").startswith("cuda")
+            or self._cuda_device_call(d)
+        ]
+        candidates = [d for d in names if d not in literal_cuda]
+        if not candidates:
+            candidates = [n for n in self.moves.device_names(at) if not self._cuda_only_name(n, at)]
+            if not candidates:
+                function = self.scopes.enclosing_function(at)
+                if function is not None:
+                    candidates = [
+                        p
+                        for p in param_names(function)
+                        if self.moves.device_kind(cst.Name(p), function) == "device"
+                    ]
+        candidates = [c for c in candidates if not self._cuda_only_name(c, at)]
+        if len(set(candidates)) == 1:
+            device = candidates[0]
+            if not self.visible_at(device, at):
+                return None
+            return AmpDevice(self.device_type_of(device, at), device)
+        if not candidates and (literal_cuda or self._all_cuda_names(at)):
+            return AmpDevice(None, "cuda", cuda_only=True)
+        return None
+
+    def _cuda_device_call(self, text: str) -> bool:
+        parsed = _parsed(text)
+        return (
+            isinstance(parsed, cst.Call)
+            and self.names.qualified_name(parsed.func) == "torch.device"
+            and bool(parsed.args)
+            and (string_device(parsed.args[0].value) or "").startswith("cuda")
+        )
+
+    def _cuda_only_name(self, name: str, at: cst.CSTNode) -> bool:
+        """Every binding of `name` is a CUDA device (`"cuda"`, `f"cuda:{rank}"`,
+        `torch.device("cuda", rank)`): the script runs on CUDA only."""
+        if "." in name:
+            return False
+        scopes = [self.scopes.enclosing_scope(at), self.context.module]
+        values = [v for scope in scopes for v in self.scopes.simple_assignments(scope, name)]
+        if not values:
+            return False
+        return all(self._cuda_value(v) for v in values)
+
+    def _all_cuda_names(self, at: cst.CSTNode) -> bool:
+        names = self.moves.device_names(at)
+        return bool(names) and all(self._cuda_only_name(n, at) for n in names)
+
+    def _cuda_value(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.SimpleString):
+            return (string_device(value) or "").startswith("cuda")
+        if isinstance(value, cst.FormattedString):
+            text = "".join(p.value for p in value.parts if isinstance(p, cst.FormattedStringText))
+            return text.startswith("cuda")
+        if isinstance(value, cst.Call) and self.names.qualified_name(value.func) == "torch.device":
+            return bool(value.args) and self._cuda_value(value.args[0].value)
+        return False
+
+    def device_type_of(self, device: str, at: cst.CSTNode) -> str:
+        """How to write the type of the device `device` at `at`: `device.type` for a
+        `torch.device`, `torch.device(device).type` for a string or a value of unknown kind."""
+        if self.is_torch_device(device, at):
+            return f"{device}.type"
+        torch = self.names.torch_alias() or "torch"
+        return f"{torch}.device({device}).type"
+
+    def is_torch_device(self, device: str, at: cst.CSTNode) -> bool:
+        """`device` holds a `torch.device`: bound from `torch.device(...)` (or the portable
+        helper), or the file reads its `.type` / `.index`."""
+        if "." not in device:
+            scopes = [self.scopes.enclosing_scope(at), self.context.module]
+            values = [v for s in scopes for v in self.scopes.simple_assignments(s, device)]
+            if values and all(self._torch_device_value(v) for v in values):
+                return True
+            if values and any(
+                isinstance(v, (cst.SimpleString, cst.FormattedString, cst.IfExp)) for v in values
+            ):
+                return False
+        for node in self.context.subtree(self.context.module):
+            if (
+                isinstance(node, cst.Attribute)
+                and node.attr.value in ("type", "index")
+                and dotted_name(node.value) == device
+            ):
+                return True
+        return False
+
+    def _torch_device_value(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.Call):
+            if isinstance(value.func, cst.Name) and value.func.value == "select_device":
+                return True
+            return self.names.qualified_name(value.func) == "torch.device"
+        return False
+
+    def _device_type_variable(self, at: cst.CSTNode) -> str | None:
+        """A name bound before `at` to the script's device type: `device_type = device.type`,
+        `torch.device(device).type`, or a hand-made `"cuda" if ... else "cpu"` (which the pass
+        fixes where it is bound)."""
+        scopes = [self.scopes.enclosing_scope(at)]
+        if scopes[0] is not self.context.module:
+            scopes.append(self.context.module)
+        for scope in scopes:
+            for node in self.scopes.statements(scope):
+                if not (
+                    isinstance(node, cst.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0].target, cst.Name)
+                ):
+                    continue
+                if scope is scopes[0] and not self._before(node, at):
+                    continue
+                if self.is_device_type_value(node.value):
+                    name = node.targets[0].target.value
+                    if self.scopes.visible_name(name, at):
+                        return name
+        return None
+
+    def is_device_type_value(self, value: cst.BaseExpression) -> bool:
+        """`x.type` of a device, `torch.device(x).type`, or `"cuda" if ... else "cpu"`."""
+        if isinstance(value, cst.Attribute) and value.attr.value == "type":
+            inner = value.value
+            name = dotted_name(inner)
+            if name is not None and "dev" in name.rsplit(".", 1)[-1].lower():
+                return True
+            return (
+                isinstance(inner, cst.Call)
+                and self.names.qualified_name(inner.func) == "torch.device"
+            )
+        return self.hand_made_device_type(value) is not None
+
+    def hand_made_device_type(self, value: cst.BaseExpression) -> str | None:
+        """`"cuda" if "cuda" in device else "cpu"` (and `device.startswith("cuda")`,
+        `device == "cuda"`, `device.type == "cuda"`): a device type that knows only CUDA and
+        the CPU. Returns the device it is computed from."""
+        if not isinstance(value, cst.IfExp):
+            return None
+        branches = {_string(value.body), _string(value.orelse)}
+        if branches != {"cuda", "cpu"}:
+            return None
+        for node in self.context.subtree(value.test):
+            name = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+            if name is None or name in ("torch", "self"):
+                continue
+            tail = name.rsplit(".", 1)[-1].lower()
+            if name.endswith(".type"):
+                name = name[: -len(".type")]
+                tail = name.rsplit(".", 1)[-1].lower()
+            if "dev" in tail or tail in ("gpu", "accelerator"):
+                parent = self.context.parent(node)
+                if (
+                    isinstance(parent, cst.Attribute)
+                    and parent.value is node
+                    and (parent.attr.value not in ("type", "startswith"))
+                ):
+                    continue
+                return name
+        return None
+
+
+def _strip_module_calls(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`deepcopy(model).eval().requires_grad_(False)` -> `deepcopy(model)`."""
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("eval", "train", "requires_grad_", "float", "half")
+        and isinstance(value.func.value, cst.Call)
+    ):
+        value = value.func.value
+    return value
+
+
+def _parsed(text: str) -> cst.BaseExpression:
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError:
+        return cst.Name("_")
+
+
+def _string(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _free_names(node: cst.CSTNode) -> Iterator[cst.Name]:
+    """Names an expression reads (attribute names and keywords are not)."""
+    if isinstance(node, cst.Name):
+        yield node
+        return
+    if isinstance(node, cst.Attribute):
+        yield from _free_names(node.value)
+        return
+    if isinstance(node, cst.Arg):
+        yield from _free_names(node.value)
+        return
+    for child in node.children:
+        yield from _free_names(child)
+
+
+def _update_receiver(node: cst.BaseExpression) -> str | None:
+    """The tensor name an in-place update chain starts from: `e.mul_(d)` -> "e",
+    `e.data` -> "e"."""
+    while True:
+        if isinstance(node, cst.Name):
+            return node.value
+        if (isinstance(node, cst.Attribute) and node.attr.value == "data") or isinstance(
+            node, cst.Subscript
+        ):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in IN_PLACE_UPDATES | {"detach", "copy_"}
+        ):
+            node = node.func.value
+        else:
+            return None
+
+
+def _tensor_name(target: cst.BaseExpression) -> str | None:
+    """The loop name that holds a tensor: `p`, or `p` in `(name, p)`."""
+    if isinstance(target, cst.Name):
+        return target.value
+    if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
+        last = target.elements[1].value
+        return last.value if isinstance(last, cst.Name) else None
+    return None

@@ -1,0 +1,207 @@
+"""DF205: a torchmetrics metric left on the CPU while the tensors it measures are on a device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.modules import self_attribute
+from devfix.codemods.analysis.moves import DeviceMove
+from devfix.codemods.analysis.names import code_of
+from devfix.types import Applicability, Edit
+
+#: LightningModule hooks that run once per batch (or per epoch end).
+_STEP_HOOKS = ("training_step", "validation_step", "test_step", "predict_step", "forward")
+
+
+class MetricNotOnDevice(DevicePass):
+    """torchmetrics metric left on the CPU while its inputs are on a device.
+
+    ## What it does
+    Finds torchmetrics metrics (any class of the `torchmetrics` package: `Accuracy`,
+    `F1Score`, `MeanMetric`, `MetricCollection`, ...) that a script or function builds and
+    never moves, and then updates (`metric.update(preds, target)`, `metric(preds, target)`)
+    with tensors on a device: the output of a model the script moved, a batch it moved, a
+    tensor created with `device=`. The fix moves the metric where it is built,
+    `Accuracy(...).to(device)`, to the device of those tensors (the model's device as the
+    script wrote it). A metric built inside a loop or in a LightningModule's
+    `training_step`/`validation_step` is fixed the same way (with `self.device` in a
+    LightningModule), and the message says that it also starts over at every step.
+    Metrics held by a `MetricCollection`, assigned to a module in `__init__` (registered, so
+    `model.to(device)` and Lightning move them), moved later, or handed to other code are
+    left alone; so are metrics fed CPU tensors (`torch.tensor(list_of_floats)`).
+
+    ## Why is this bad?
+    A metric is an `nn.Module` whose states (`tp`, `total`, ...) are created on the CPU. It is
+    not part of the model, so `model.to(device)` does not move it, and the first update with
+    CUDA tensors fails: `RuntimeError: Encountered different devices in metric calculation
+    (see stacktrace for details). This could be due to the metric class not being on the same
+    device as input.` (caused by `Expected all tensors to be on the same device, but found at
+    least two devices, cuda:0 and cpu!`). Built inside a step, it also forgets everything it
+    accumulated at the next step.
+
+    ## Example
+    ```python
+    model = Net().to(device)
+    accuracy = MulticlassAccuracy(num_classes=10)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        accuracy.update(model(x), y)
+    ```
+
+    ## Use instead
+    ```python
+    model = Net().to(device)
+    accuracy = MulticlassAccuracy(num_classes=10).to(device)
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        accuracy.update(model(x), y)
+    ```
+
+    ## Fix safety
+    Safe: the metric moves to the device its inputs provably live on, which is what
+    torchmetrics requires; what it computes does not change. A metric built in a step still
+    starts over at every step after the fix: register it in `__init__` to accumulate over an
+    epoch. When the device is not known where the metric is built (bound later, or a model
+    moved in another function), the finding has no fix.
+
+    ## References
+    - Lightning-AI/torchmetrics#608, #1047 (maintainer: move the metric to the device), #340
+      (a metric built in `validation_step`).
+    """
+
+    CODE = "DF205"
+    NAME = "metric-not-on-device"
+    MESSAGE = "a torchmetrics metric stays on the CPU while the tensors it measures are on a device"
+    FIX_TITLE = "Move the metric to its inputs' device"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("torchmetrics",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        companions = self.facts.companions
+        qualified = companions.metric_class(node)
+        if qualified is None or companions.metric_inside_metric(node):
+            return
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return  # `Accuracy(...).to(device)`, `.cuda()`, `.eval()`: moved or used inline
+        if not (
+            isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1
+        ):
+            return
+        target = parent.targets[0].target
+        shown = f"`{code_of(node.func)}(...)`"
+        if isinstance(target, cst.Name):
+            self._named(node, target.value, shown)
+        elif self_attribute(target) is not None:
+            self._attribute(node, code_of(target), shown)
+
+    # -- `metric = Accuracy(...)` in a script or function ---------------------------------------
+
+    def _named(self, node: cst.Call, name: str, shown: str) -> None:
+        companions = self.facts.companions
+        if companions.metric_escapes(name, node):
+            return
+        if self._in_lightning_step(node, name, shown):
+            return
+        uses = companions.metric_uses(name, node)
+        placed = None
+        use_at: cst.Call | None = None
+        for use in uses:
+            if companions.metric_input_on_cpu(use):
+                return  # fed CPU tensors somewhere: the CPU is where it belongs
+            found = companions.metric_input_device(use)
+            if found is not None and placed is None:
+                placed, use_at = found, use
+        if placed is None or use_at is None:
+            return
+        move = companions.device_move_at(placed, use_at)
+        line = self.facts.scopes.line_of(use_at)
+        problem = (
+            f"the metric `{name}` ({shown}) stays on the CPU, but line {line} feeds it tensors "
+            f"on a device ({placed.evidence})"
+        )
+        problem += self._per_step(node)
+        if move is None:
+            self.report(node, message=f"{problem}; move it to their device")
+            return
+        if isinstance(move, str):
+            self.report(node, message=f"{problem}; {move}")
+            return
+        self._fix(node, problem, move)
+
+    def _fix(self, node: cst.Call, problem: str, move: DeviceMove) -> None:
+        if move.method == "to" and move.expression is not None:
+            device = code_of(move.expression)
+            if not self.facts.companions.visible_at(device, node):
+                self.report(
+                    node,
+                    message=f"{problem}; `{device}` is not known where the metric is built, "
+                    f"so move it with `.to({device})` once the device is known",
+                )
+                return
+        replacement = move.apply(node)
+        shown = code_of(replacement)[len(code_of(node)) :]
+        self.report(
+            node,
+            message=f"{problem}; move it with `{shown}`",
+            fix_title=f"Move the metric with `{shown}`",
+            edits=[Edit(node, replacement)],
+        )
+
+    def _per_step(self, node: cst.Call) -> str:
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return "; it is also built anew on every iteration, so it forgets what it measured"
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                break
+        return ""
+
+    # -- `self.metric = Accuracy(...)` ------------------------------------------------------------
+
+    def _attribute(self, node: cst.Call, target: str, shown: str) -> None:
+        """Registered in `__init__` of a module: moved with it. In a step of a LightningModule:
+        built per step on the CPU."""
+        function = self.facts.modules.enclosing_function(node)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return
+        if function.name == "__init__" or function.name not in _STEP_HOOKS:
+            return
+        problem = (
+            f"`{target}` ({shown}) is built in `{function.name}`, after the model was moved: it "
+            "stays on the CPU and starts over at every step"
+        )
+        if function.owner.has_device_property:
+            move = DeviceMove("to", cst.parse_expression("self.device"))
+            self.report(
+                node,
+                message=f"{problem}; move it with `.to(self.device)` (better: build it once in "
+                "`__init__`, where the module registers and moves it)",
+                fix_title="Move the metric with `.to(self.device)`",
+                edits=[Edit(node, move.apply(node))],
+            )
+            return
+        self.report(node, message=f"{problem}; build it once in `__init__`")
+
+    def _in_lightning_step(self, node: cst.Call, name: str, shown: str) -> bool:
+        """`acc = Accuracy(...)` inside a LightningModule step: moved with `self.device`."""
+        function = self.facts.modules.enclosing_function(node)
+        if (
+            function is None
+            or function.owner is None
+            or not function.owner.has_device_property
+            or function.name not in _STEP_HOOKS
+        ):
+            return False
+        if not self.facts.companions.metric_uses(name, node):
+            return True
+        move = DeviceMove("to", cst.parse_expression("self.device"))
+        self.report(
+            node,
+            message=f"the metric `{name}` ({shown}) is built in `{function.name}`: it starts on "
+            "the CPU while the LightningModule runs on its device, and starts over at every "
+            "step; move it with `.to(self.device)` (better: build it once in `__init__`)",
+            fix_title="Move the metric with `.to(self.device)`",
+            edits=[Edit(node, move.apply(node))],
+        )
+        return True

@@ -1,0 +1,200 @@
+"""codemods.analysis.companions: metrics, model copies, generators, the default device, AMP."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods.analysis.names import code_of
+from tests.analysis._parsed import parse
+
+
+def test_metric_classes_uses_and_escapes() -> None:
+    parsed = parse(
+        """
+        import torchmetrics as tm
+        from torchmetrics.functional import accuracy
+
+        acc = tm.classification.BinaryAccuracy()
+        coll = tm.MetricCollection([tm.Recall(task="binary")])
+        kept = tm.Precision(task="binary")
+        register(kept)
+        acc.update(p, t)
+        acc(p, t)
+        accuracy(p, t, task="binary")
+        """
+    )
+    companions = parsed.facts.companions
+    calls = {code_of(c.func): c for c in parsed.all(cst.Call)}
+    assert companions.metric_class(calls["tm.classification.BinaryAccuracy"]) == (
+        "torchmetrics.classification.BinaryAccuracy"
+    )
+    assert companions.metric_class(calls["accuracy"]) is None
+    assert companions.metric_inside_metric(calls["tm.Recall"])
+    assert not companions.metric_inside_metric(calls["tm.MetricCollection"])
+    uses = companions.metric_uses("acc", calls["tm.classification.BinaryAccuracy"])
+    assert [code_of(u) for u in uses] == ["acc.update(p, t)", "acc(p, t)"]
+    assert companions.metric_escapes("kept", calls["tm.Precision"])
+    assert not companions.metric_escapes("acc", calls["tm.classification.BinaryAccuracy"])
+
+
+def test_default_device_plain_and_conditional() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        torch.set_default_device("cuda")
+
+        def make():
+            return DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.companions.default_device(loader)
+    assert found is not None and found.expression == "torch.get_default_device()"
+    assert not found.conditional
+
+    parsed = parse(
+        """
+        import torch
+
+        if args.cuda:
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        else:
+            torch.set_default_tensor_type("torch.FloatTensor")
+
+        def make():
+            return DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.companions.default_device(loader)
+    assert found is not None and found.conditional
+    # get_default_device() answers "cpu" after a CUDA default tensor type: an empty tensor does not
+    assert found.expression == "torch.empty(0).device"
+
+    parsed = parse(
+        """
+        import torch
+
+        if __name__ == "__main__":
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            loader = DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.companions.default_device(loader)
+    assert found is not None and found.expression == "torch.empty(0).device"
+    assert not found.conditional
+
+    parsed = parse("import torch\nloader = DataLoader(ds, shuffle=True)\n")
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    assert parsed.facts.companions.default_device(loader) is None
+
+
+def test_generators_their_kind_and_uses() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        g = torch.Generator().manual_seed(3)
+        cuda_g = torch.Generator(device="cuda")
+        x = torch.randn(2, generator=g)
+        y = torch.rand(2, generator=cuda_g)
+        z = torch.randperm(4, generator=g)
+        """
+    )
+    companions = parsed.facts.companions
+    use = parsed.one(cst.Call, "torch.randn(2, generator=g)")
+    generator = companions.generator_call(cst.Name("g"), use)
+    assert generator is not None and code_of(generator) == "torch.Generator()"
+    assert companions.generator_kind(generator) == "cpu"
+    uses = companions.generator_uses(generator)
+    assert uses is not None and [code_of(u.func) for u in uses] == ["torch.randn", "torch.randperm"]
+    cuda = companions.generator_call(cst.Name("cuda_g"), use)
+    assert cuda is not None and companions.generator_kind(cuda) == "accelerator"
+
+
+def test_ema_updates_and_where_the_copies_live() -> None:
+    parsed = parse(
+        """
+        import copy
+        import torch
+        from torch import nn
+
+        device = torch.device("cuda")
+        model = nn.Linear(2, 2)
+        ema = copy.deepcopy(model)
+        model.to(device)
+        for e, p in zip(ema.parameters(), model.parameters()):
+            e.mul_(0.9).add_(p, alpha=0.1)
+        for (name, e2), (_, p2) in zip(ema.named_parameters(), model.named_parameters()):
+            e2.copy_(p2)
+        """
+    )
+    companions = parsed.facts.companions
+    updates = companions.ema_updates(parsed.module)
+    assert [(u.copy, u.model, u.target) for u in updates] == [("ema", "model", "e")]
+    update = updates[0]
+    assert update.source is not None and update.source.value == "p"
+    copy = companions.module_placement("ema", update.node)
+    model = companions.module_placement("model", update.node)
+    assert copy is not None and copy.on_cpu and "still on the CPU" in copy.evidence
+    assert model is not None and model.move is not None and model.move.code == "device"
+    creation = companions.copy_creation("ema", update.node)
+    assert creation is not None and code_of(creation) == "copy.deepcopy(model)"
+
+
+def test_own_device_copy_of_an_ema_class() -> None:
+    parsed = parse(
+        """
+        from copy import deepcopy
+
+        class Ema:
+            def __init__(self, model, device=None):
+                self.shadow = deepcopy(model).eval()
+                if device is not None:
+                    self.shadow.to(device=device)
+        """
+    )
+    classdef = parsed.all(cst.ClassDef)[0]
+    move = parsed.facts.companions.own_device_copy("shadow", classdef)
+    assert move is not None and code_of(move) == "self.shadow.to(device=device)"
+    assert parsed.facts.companions.own_device_copy("other", classdef) is None
+
+
+def test_amp_device_types() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model.to(device)
+        scaler = torch.cuda.amp.GradScaler()
+        """
+    )
+    scaler = parsed.one(cst.Call, "torch.cuda.amp.GradScaler()")
+    amp = parsed.facts.companions.amp_device(scaler)
+    assert amp is not None and amp.expression == "torch.device(device).type"
+
+    parsed = parse(
+        """
+        import torch
+
+        dev = torch.device(args.device)
+        model.to(dev)
+        kind = "cuda" if dev.type == "cuda" else "cpu"
+        scaler = torch.cuda.amp.GradScaler()
+        """
+    )
+    companions = parsed.facts.companions
+    scaler = parsed.one(cst.Call, "torch.cuda.amp.GradScaler()")
+    amp = companions.amp_device(scaler)
+    assert amp is not None and amp.expression == "kind"
+    hand_made = parsed.all(cst.IfExp)[0]
+    assert companions.hand_made_device_type(hand_made) == "dev"
+    assert companions.device_type_of("dev", scaler) == "dev.type"
+
+    parsed = parse("import torch\nmodel.cuda()\nscaler = torch.cuda.amp.GradScaler()\n")
+    scaler = parsed.one(cst.Call, "torch.cuda.amp.GradScaler()")
+    amp = parsed.facts.companions.amp_device(scaler)
+    assert amp is not None and amp.cuda_only and amp.expression is None

@@ -1,0 +1,295 @@
+"""DF308 amp-device-type-hard-coded."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF308"
+
+
+def test_cuda_amp_objects_in_a_script_with_a_cpu_fallback() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        scaler = torch.cuda.amp.GradScaler()
+        for x, y in loader:
+            with torch.cuda.amp.autocast():  # mixed precision
+                loss = criterion(model(x.to(device)), y.to(device))
+            scaler.scale(loss).backward()
+        """,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
+        for x, y in loader:
+            with torch.autocast(device_type=device.type):  # mixed precision
+                loss = criterion(model(x.to(device)), y.to(device))
+            scaler.scale(loss).backward()
+        """,
+        unsafe=True,
+    )
+    levels = {f.message.split("`")[1]: f.applicability for f in findings}
+    assert levels["torch.cuda.amp.GradScaler()"] is Applicability.SAFE
+    assert levels["torch.cuda.amp.autocast()"] is Applicability.UNSAFE
+
+
+def test_generic_spellings_hard_coded_to_cuda_with_a_string_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.amp import GradScaler
+
+        def train(model, loader, device, use_amp=True):
+            scaler = GradScaler("cuda", enabled=use_amp)
+            for batch in loader:
+                with torch.autocast("cuda", dtype=torch.float16, enabled=use_amp):
+                    loss = model(batch.to(device)).mean()
+
+        if __name__ == "__main__":
+            device = "cuda" if torch.cuda.is_available() else "mps"
+            net = Net().to(device)
+            train(net, make_loader(), device)
+        """,
+        """
+        import torch
+        from torch.amp import GradScaler
+
+        def train(model, loader, device, use_amp=True):
+            scaler = GradScaler(torch.device(device).type, enabled=use_amp and torch.device(device).type == "cuda")
+            for batch in loader:
+                with torch.autocast(torch.device(device).type, dtype=torch.float16, enabled=use_amp):
+                    loss = model(batch.to(device)).mean()
+
+        if __name__ == "__main__":
+            device = "cuda" if torch.cuda.is_available() else "mps"
+            net = Net().to(device)
+            train(net, make_loader(), device)
+        """,
+        unsafe=True,
+    )
+
+
+def test_hand_made_device_type_and_the_scaler_that_uses_it() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from contextlib import nullcontext
+
+        device = "cuda"  # or "cpu", "mps" from the command line
+        exec(open("configurator.py").read())
+        device_type = "cuda" if "cuda" in device else "cpu"
+        ctx = nullcontext() if device_type == "cpu" else torch.autocast(device_type=device_type)
+        model.to(device)
+        scaler = torch.cuda.amp.GradScaler(enabled=(dtype == "float16"))
+        """,
+        """
+        import torch
+        from contextlib import nullcontext
+
+        device = "cuda"  # or "cpu", "mps" from the command line
+        exec(open("configurator.py").read())
+        device_type = torch.device(device).type
+        ctx = nullcontext() if device_type == "cpu" else torch.autocast(device_type=device_type)
+        model.to(device)
+        scaler = torch.amp.GradScaler(device_type, enabled=(dtype == "float16") and device_type == "cuda")
+        """,
+        unsafe=True,
+    )
+
+
+def test_device_type_from_a_torch_device_comparison() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as t
+
+        dev = t.device(args.device)
+        model.to(dev)
+        amp_type = "cuda" if dev.type == "cuda" else "cpu"
+        with t.autocast(amp_type, dtype=t.bfloat16):
+            out = model(x.to(dev))
+        """,
+        """
+        import torch as t
+
+        dev = t.device(args.device)
+        model.to(dev)
+        amp_type = dev.type
+        with t.autocast(amp_type, dtype=t.bfloat16):
+            out = model(x.to(dev))
+        """,
+        unsafe=True,
+    )
+
+
+def test_deprecated_spellings_in_a_cuda_only_script() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.cuda.amp import GradScaler, autocast
+
+        model = Net().cuda()
+        scaler = GradScaler(init_scale=2.0**14)
+        with autocast(True, torch.float16):
+            out = model(images.cuda())
+        """,
+        """
+        import torch
+        from torch.cuda.amp import GradScaler, autocast
+
+        model = Net().cuda()
+        scaler = torch.amp.GradScaler("cuda", init_scale=2.0**14)
+        with torch.autocast(device_type="cuda", enabled=True, dtype=torch.float16):
+            out = model(images.cuda())
+        """,
+    )
+
+
+def test_deprecated_spelling_needs_torch_imported() -> None:
+    assert_fix(
+        RULE,
+        """
+        from torch.cuda.amp import GradScaler
+
+        model = Net().to("cuda:0")
+        scaler = GradScaler()
+        """,
+        """
+        import torch
+        from torch.cuda.amp import GradScaler
+
+        model = Net().to("cuda:0")
+        scaler = torch.amp.GradScaler("cuda")
+        """,
+    )
+
+
+def test_objects_already_enabled_only_on_cuda_keep_their_device_type() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
+        if torch.cuda.is_available():
+            ctx = torch.autocast("cuda", dtype=torch.float16)
+        with torch.autocast(device_type=device.type):
+            out = model(x.to(device))
+        """,
+    )
+
+
+def test_model_code_and_cpu_autocast_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        class Attention(nn.Module):
+            def forward(self, q, k):
+                with torch.cuda.amp.autocast(enabled=False):
+                    return q.float() @ k.float().transpose(-1, -2)
+
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = Attention().to(device)(x.to(device), x.to(device))
+        """,
+    )
+
+
+def test_script_without_a_device_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def make_scaler():
+            return torch.cuda.amp.GradScaler()
+        """,
+    )
+
+
+def test_enabled_by_position_is_declined() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model.to(device)
+        scaler = torch.cuda.amp.GradScaler(2.0**16, 2.0, 0.5, 2000, use_amp)
+        """,
+        reason="gets `enabled` by position",
+    )
+
+
+def test_hand_made_device_type_that_gates_a_cuda_only_autocast_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from contextlib import nullcontext
+
+        device = "cuda" if torch.cuda.is_available() else "mps"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        ctx = torch.amp.autocast(device_type=device_type, dtype=torch.bfloat16) if device_type == "cuda" else nullcontext()
+        model.to(device)
+        """,
+    )
+
+
+def test_hand_made_device_type_used_behind_a_negated_cuda_test_is_fixed() -> None:
+    # `!= "cuda"` runs the autocast everywhere but CUDA: the type it gets matters there
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "mps"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        model.to(device)
+        if device_type != "cuda":
+            ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        """
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "mps"
+        device_type = torch.device(device).type
+        model.to(device)
+        if device_type != "cuda":
+            ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        unsafe=True,
+    )
+
+
+def test_autocast_with_its_device_type_in_star_args_is_left_alone() -> None:
+    # `torch.autocast` has no default device type: one passed through `*args` is not CUDA's
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model.to(device)
+
+        def run(settings, step):
+            with torch.autocast(*settings):
+                return step()
+        """,
+    )

@@ -1,0 +1,278 @@
+"""DF306 model-copy-on-other-device."""
+
+from __future__ import annotations
+
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF306"
+
+
+def test_deepcopy_before_the_move_in_a_script() -> None:
+    assert_fix(
+        RULE,
+        """
+        import copy
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = ResNet18()
+        ema_model = copy.deepcopy(model)  # weights averaged for evaluation
+        model = model.to(device)
+        for x, y in loader:
+            train_step(model, x.to(device), y.to(device))
+            with torch.no_grad():
+                for ema_p, p in zip(ema_model.parameters(), model.parameters()):
+                    ema_p.mul_(0.999).add_(p, alpha=0.001)
+        """,
+        """
+        import copy
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = ResNet18()
+        ema_model = copy.deepcopy(model).to(device)  # weights averaged for evaluation
+        model = model.to(device)
+        for x, y in loader:
+            train_step(model, x.to(device), y.to(device))
+            with torch.no_grad():
+                for ema_p, p in zip(ema_model.parameters(), model.parameters()):
+                    ema_p.mul_(0.999).add_(p, alpha=0.001)
+        """,
+    )
+
+
+def test_update_in_a_helper_function_with_a_known_model_class() -> None:
+    assert_fix(
+        RULE,
+        """
+        from copy import deepcopy
+        import torch
+        from torch import nn
+
+        @torch.no_grad()
+        def update_ema(ema, model, decay=0.9999):
+            for e, m in zip(ema.state_dict().values(), model.state_dict().values()):
+                if e.dtype.is_floating_point:
+                    e.lerp_(m, 1 - decay)
+
+        def main(steps):
+            model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+            ema = deepcopy(model).eval()
+            model.cuda()
+            for step in range(steps):
+                update_ema(ema, model)
+        """,
+        """
+        from copy import deepcopy
+        import torch
+        from torch import nn
+
+        @torch.no_grad()
+        def update_ema(ema, model, decay=0.9999):
+            for e, m in zip(ema.state_dict().values(), model.state_dict().values()):
+                if e.dtype.is_floating_point:
+                    e.lerp_(m, 1 - decay)
+
+        def main(steps):
+            model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+            ema = deepcopy(model).eval().cuda()
+            model.cuda()
+            for step in range(steps):
+                update_ema(ema, model)
+        """,
+    )
+
+
+def test_teacher_built_from_the_class_and_device_chosen_later() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Student(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+        student = Student()
+        teacher = Student()
+        teacher.load_state_dict(student.state_dict())
+        device = torch.device(args.device)
+        student.to(device)
+        for t, s in zip(teacher.parameters(), student.parameters()):
+            t.data = 0.99 * t.data + 0.01 * s.data
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Student(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+        student = Student()
+        teacher = Student()
+        teacher.load_state_dict(student.state_dict())
+        device = torch.device(args.device)
+        student.to(device)
+        teacher.to(device)
+        for t, s in zip(teacher.parameters(), student.parameters()):
+            t.data = 0.99 * t.data + 0.01 * s.data
+        """,
+    )
+
+
+def test_foreach_update_of_a_copy_made_before_the_move() -> None:
+    assert_fix(
+        RULE,
+        """
+        import copy
+        import torch
+
+        device = "cuda"
+        net = torch.nn.Linear(3, 3)
+        swa = copy.deepcopy(net)
+        net.to(device)
+        swa_params = list(swa.parameters())
+        net_params = list(net.parameters())
+        torch._foreach_lerp_(swa_params, net_params, 0.1)
+        """,
+        """
+        import copy
+        import torch
+
+        device = "cuda"
+        net = torch.nn.Linear(3, 3)
+        swa = copy.deepcopy(net).to(device)
+        net.to(device)
+        swa_params = list(swa.parameters())
+        net_params = list(net.parameters())
+        torch._foreach_lerp_(swa_params, net_params, 0.1)
+        """,
+    )
+
+
+def test_ema_class_with_a_device_of_its_own() -> None:
+    assert_fix(
+        RULE,
+        """
+        from copy import deepcopy
+        import torch
+        from torch import nn
+
+        class ModelEma(nn.Module):
+            def __init__(self, model, decay=0.999, device=None):
+                super().__init__()
+                self.ema = deepcopy(model).eval()
+                self.decay = decay
+                if device is not None:
+                    self.ema.to(device=device)
+
+            @torch.no_grad()
+            def update(self, model):
+                for ema_v, model_v in zip(self.ema.state_dict().values(), model.state_dict().values()):
+                    if ema_v.is_floating_point():
+                        ema_v.mul_(self.decay).add_(model_v, alpha=1 - self.decay)
+        """,
+        """
+        from copy import deepcopy
+        import torch
+        from torch import nn
+
+        class ModelEma(nn.Module):
+            def __init__(self, model, decay=0.999, device=None):
+                super().__init__()
+                self.ema = deepcopy(model).eval()
+                self.decay = decay
+                if device is not None:
+                    self.ema.to(device=device)
+
+            @torch.no_grad()
+            def update(self, model):
+                for ema_v, model_v in zip(self.ema.state_dict().values(), model.state_dict().values()):
+                    if ema_v.is_floating_point():
+                        ema_v.mul_(self.decay).add_(model_v.to(ema_v.device), alpha=1 - self.decay)
+        """,
+    )
+
+
+def test_copies_made_after_the_move_and_moved_updates_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import copy
+        import torch
+
+        device = torch.device("cuda")
+        model = Net().to(device)
+        ema = copy.deepcopy(model)
+        for e, p in zip(ema.parameters(), model.parameters()):
+            e.mul_(0.99).add_(p, alpha=0.01)
+
+        class Ema:
+            def __init__(self, model, device=None):
+                self.module = copy.deepcopy(model)
+                self.device = device
+                if device is not None:
+                    self.module.to(device=device)
+
+            def update(self, model):
+                for e, m in zip(self.module.state_dict().values(), model.state_dict().values()):
+                    if self.device is not None:
+                        m = m.to(device=self.device)
+                    e.copy_(e * 0.99 + m * 0.01)
+
+            def set(self, model):
+                for e, m in zip(self.module.state_dict().values(), model.state_dict().values()):
+                    e.copy_(m)
+        """,
+    )
+
+
+def test_copy_on_a_device_the_pass_cannot_place_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import copy
+
+        ema = copy.deepcopy(load_model())
+        model = load_model().cuda()
+        for e, p in zip(ema.parameters(), model.parameters()):
+            e.lerp_(p, 0.01)
+        """,
+    )
+
+
+def test_ema_helper_on_the_cpu_called_with_gpu_inputs_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from timm.utils import ModelEmaV3
+
+        model = create_model().to("cuda")
+        model_ema = ModelEmaV3(model, decay=0.9998, device="cpu")
+        for x, y in loader:
+            x = x.cuda()
+            out = model_ema.module(x)
+        """,
+        reason="keeps the average on the CPU",
+    )
+
+
+def test_ema_helper_on_the_model_device_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.optim.swa_utils import AveragedModel
+
+        model = create_model().to("cuda")
+        swa_model = AveragedModel(model)
+        cpu_swa = AveragedModel(model, device="cpu")
+        for x, y in loader:
+            out = swa_model(x.cuda())
+        """,
+    )
