@@ -32,6 +32,7 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_FUNCTIONS,
     TENSOR_MEMBERS,
     TENSOR_PRODUCING_FUNCTIONS,
+    TENSOR_PROPERTIES,
     VARIABLE,
 )
 from devfix.context import FileContext
@@ -712,6 +713,18 @@ class ModuleFacts:
 
         return FunctionInfo(node, owner, params, bindings, tensor_params)
 
+    def _used_as_tensor_member(self, node: cst.Attribute) -> bool:
+        """`x.shape` read, or `x.chunk(...)` called: a tensor's property or method. A method
+        that is only read (`args.chunk`, `opt.split`) and `.device` (a field of many argument
+        namespaces and configs: `args.device`) say nothing."""
+        member = node.attr.value
+        if member in TENSOR_PROPERTIES:
+            return True
+        if member not in TENSOR_MEMBERS or member == "device":
+            return False
+        parent = self.context.parent(node)
+        return isinstance(parent, cst.Call) and parent.func is node
+
     def _tensor_evidence(self, function: cst.FunctionDef, owner: ClassInfo | None) -> set[str]:
         """Names the body uses as tensors: `x.shape`, `F.relu(x)`, `x * torch.exp(...)`,
         `self.<layer>(x)`. One walk over the body for every parameter at once."""
@@ -722,7 +735,7 @@ class ModuleFacts:
                 base = node.value
                 if isinstance(base, cst.Subscript):
                     base = base.value  # `y[mask].shape`
-                if isinstance(base, cst.Name) and node.attr.value in TENSOR_MEMBERS:
+                if isinstance(base, cst.Name) and self._used_as_tensor_member(node):
                     names.add(base.value)
             elif isinstance(node, cst.Call):
                 if (

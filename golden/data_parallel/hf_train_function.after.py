@@ -61,7 +61,7 @@ def train(args, dataset):
     model = TinyTagger(30, 16, args.device).to(args.device)
     if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
         if torch.cuda.is_available():
-            model = model.to(args.device)
+            model = model.to(torch.device("cuda", local_rank))
             model = DistributedDataParallel(
                 model, device_ids=[local_rank], output_device=local_rank
             )

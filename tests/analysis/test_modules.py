@@ -70,6 +70,24 @@ def test_layers_submodules_and_registered_attributes() -> None:
     assert modules.submodule_moved(parsed.one(cst.Call, "self.rnn.cuda(0)")) is None
 
 
+def test_a_namespace_with_tensor_method_names_is_not_a_tensor() -> None:
+    """`args.chunk`, `args.split` and `args.device` are fields of an argument namespace; only a
+    tensor method called (`x.chunk(2)`) or a tensor property read (`y.shape`) is evidence."""
+    parsed = parse(
+        """
+        import torch
+
+        def evaluate(args, x, y, loader):
+            batch = next(iter(loader)).to(args.device)
+            out = render(batch, args.chunk, split=args.split)
+            first, second = x.chunk(2)
+            return out, first, y.shape[0]
+        """
+    )
+    info = parsed.facts.modules.function_info(parsed.function("evaluate"))
+    assert info.tensor_params == ["x", "y"]
+
+
 def test_model_code_functions_and_their_tensor_arguments() -> None:
     parsed = parse(SOURCE)
     modules = parsed.facts.modules
