@@ -16,7 +16,7 @@ _AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
 _HELPER = '''
 
 def {name}() -> {torch}.device:
-    """CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU."""
+    """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
     if {torch}.cuda.is_available():
         return {torch}.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     if {torch}.backends.mps.is_available():
@@ -25,20 +25,40 @@ def {name}() -> {torch}.device:
 '''
 
 
+#: The name of the device variable a fix defines when the script has none.
+_DEVICE_NAME = "device"
+
+
 class HardCodedDevice(DevicePass):
     """Script that hard-codes a CUDA device.
 
     ## What it does
-    In script and training code (not in `nn.Module` methods or functions that take a tensor,
-    which DF102 handles, nor in `Dataset`s and collate functions, which DF201 handles), finds
+    In programs that train (`loss.backward()`, an optimizer's `.step()`, `trainer.fit(...)`) or
+    run on several GPUs (DataParallel, DDP, torchrun, accelerate, `Trainer`), in script and
+    training code (not in `nn.Module` methods or functions that take a tensor, which DF102
+    handles, nor in `Dataset`s and collate functions, which DF201 handles), finds
     `torch.device("cuda:0")`, `torch.device("cuda", 1)`, `device = "cuda"`, `.to("cuda:1")`,
     `device="cuda:0"` arguments of torch functions and `.cuda(0)`, and replaces them with a
     portable device: a `select_device()` helper, added once per script after its imports, picks
     CUDA (the process's `LOCAL_RANK` GPU under torchrun, else GPU 0), then Apple `mps`, then the
-    CPU. Uses after a device variable (`device = select_device()`) read that variable.
+    CPU. Uses after a device variable (`device = select_device()`) read that variable; a script
+    without one gets `device = select_device()` once, after the helper. `torch` reached through
+    `from utils import *` counts as torch.
+    Shapes with a fix of their own: a selection that falls back but pins another GPU
+    (`"cuda:1" if torch.cuda.is_available() else "cpu"`) keeps its fallback and loses the index
+    (`"cuda"`); `torch.load(..., map_location="cuda:0")` loads to the script's device variable,
+    else to the CPU; `x.to(f"cuda:{self.gpu_id}")` where the file treats `gpu_id` as possibly
+    None goes to the device of the model the class moved to that id.
     Companion rewrites: `torch.cuda.amp.autocast(...)` becomes
     `torch.autocast(device_type=device.type, ...)` and `torch.cuda.amp.GradScaler(...)` becomes
     `torch.amp.GradScaler(device.type, ..., enabled=device.type == "cuda")`.
+
+    Left alone: notebooks and inference scripts that choose their GPU for themselves, library
+    modules that do nothing when run (a bare `"cuda"` there is the caller's current device), a
+    selection that already falls back (`"cuda:0" if torch.cuda.is_available() else "cpu"`,
+    `if use_cuda:` on a variable holding that check, `if args.gpu: ... else: cpu`), a default
+    `device="cuda"` that every call of the function overrides, and `"cuda"` / `.cuda()` after
+    `torch.cuda.set_device(local_rank)` (the rank's GPU).
 
     ## Why is this bad?
     A hard-coded `cuda:0` fails on a machine without a GPU or with an Apple GPU, and under
@@ -70,10 +90,13 @@ class HardCodedDevice(DevicePass):
     ## Fix safety
     Safe on the machine the script was written for: GPU 0 stays GPU 0 outside torchrun. Unsafe
     for a script pinned to another GPU (`cuda:1`), which now starts on GPU 0 outside torchrun
-    (select the GPU with `CUDA_VISIBLE_DEVICES`). A script
-    that uses several GPUs on purpose (`cuda:0` and `cuda:1`, naive model parallelism), a code
-    path guarded by `torch.cuda.is_available()`, and a device string that the script compares
-    as a string (`if device == "cuda":`) are reported without a fix. The `autocast` rewrite is
+    (select the GPU with `CUDA_VISIBLE_DEVICES`); so is the
+    pinned fallback's `"cuda"` and `map_location="cpu"` (values used straight from the
+    checkpoint then arrive on the CPU). A script that uses several GPUs on purpose (`cuda:0`
+    and `cuda:1`, naive model parallelism), a pinned fallback in a DataParallel/DDP script
+    (each process needs its own GPU), an id that may be None without a model moved to it, and a
+    device string that the script compares as a string (`if device == "cuda":`) are reported
+    without a fix. The `autocast` rewrite is
     unsafe: on CPU and MPS, where `torch.cuda.amp.autocast` switched itself off, autocast now
     runs in the device's lower precision. `GradScaler` stays enabled only on CUDA, as before.
 
@@ -92,6 +115,10 @@ class HardCodedDevice(DevicePass):
 
     # -- matching ----------------------------------------------------------------------------
 
+    def qualified_name(self, node: cst.CSTNode) -> str | None:
+        # Scripts that get `torch` from `from utils import *` hard-code devices too.
+        return self.facts.names.qualified_name_through_star(node)
+
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)
         if tail == "device":
@@ -103,6 +130,12 @@ class HardCodedDevice(DevicePass):
             )
             if arg is not None and cuda_string(arg.value):
                 self._occurrence(arg.value, node, f"`.to({self._code(arg.value)})`")
+            elif arg is not None and _cuda_fstring(arg.value) is not None:
+                self._formatted_device(arg.value, node)
+        elif tail == "load" and self.qualified_name(node.func) == "torch.load":
+            arg = keyword_argument(node, "map_location")
+            if arg is not None and cuda_string(arg.value):
+                self._map_location(arg.value, node)
         elif tail == "cuda" and isinstance(node.func, cst.Attribute):
             self._check_cuda_method(node)
         elif tail == "autocast" or tail == "GradScaler":
@@ -117,6 +150,11 @@ class HardCodedDevice(DevicePass):
                 qualified = self.qualified_name(node.func)
                 if qualified is not None and qualified.startswith("torch."):
                     self._occurrence(arg.value, node, f"`device={self._code(arg.value)}`")
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        # `"cuda:1" if torch.cuda.is_available() else "cpu"`: a fallback pinned to one GPU.
+        if cuda_string(node.body) and _gpu_index(node.body):
+            self._occurrence(node.body, node.body, f"`{self._code(node.body)}`")
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if (
@@ -133,7 +171,7 @@ class HardCodedDevice(DevicePass):
         )
         if index is None or not isinstance(index.value, cst.Integer):
             return  # a bare `.cuda()` is "the current device"; DF102/DF201 judge it
-        if self._out_of_scope(node):
+        if self._out_of_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
             return
         assert isinstance(node.func, cst.Attribute)
         shown = f"`.cuda({self._code(index.value)})`"
@@ -160,7 +198,24 @@ class HardCodedDevice(DevicePass):
     def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
         if self._out_of_scope(anchor):
             return
+        index = _gpu_index(target)
+        flow = self.facts.flow
+        if flow.guarded_by_cuda_check(anchor):
+            if index:
+                self._pinned_in_fallback(target, anchor, shown, index)
+                return
+            if not flow.is_distributed() or (index is None and flow.sets_current_device()):
+                return  # a selection that already falls back
+            # One process per GPU: `"cuda:0"` is rank 0's GPU even where CUDA is checked.
+        if index is None and (
+            self.facts.flow.sets_current_device() or not self.facts.flow.runs_as_script()
+        ):
+            return  # bare "cuda": the current device, which the script (or its caller) sets
+        if self.facts.flow.overridden_default(target):
+            return  # every call passes its own device
         assign = self._assignment_of(target)
+        if assign is not None and self.facts.flow.falls_back_in_else(assign):
+            return  # `if args.cuda: device = "cuda:0"` / `else: device = "cpu"`
         reason = self._decline_reason(anchor, assign)
         if reason is not None:
             self.report(target, message=f"{shown}: {self.MESSAGE}; {reason}")
@@ -213,10 +268,14 @@ class HardCodedDevice(DevicePass):
     def _device_for(
         self, node: cst.CSTNode
     ) -> tuple[cst.BaseExpression, list[Edit], list[ImportSpec]]:
-        """A device variable in scope, else a call of the helper (added if missing)."""
+        """A device variable in scope, else one defined once after the helper
+        (`device = select_device()`), else a call of the helper."""
         name = self._device_variable(node, torch_device_only=False)
         if name is not None:
             return cst.Name(name), [], []
+        if not self.facts.names.bound_anywhere(_DEVICE_NAME):
+            edits, imports = self._helper_edits(define=_DEVICE_NAME)
+            return cst.Name(_DEVICE_NAME), edits, imports
         return self._helper_call(node)
 
     def _helper_call(
@@ -226,13 +285,24 @@ class HardCodedDevice(DevicePass):
         edits, imports = self._helper_edits()
         return call, edits, imports
 
-    def _helper_edits(self) -> tuple[list[Edit], list[ImportSpec]]:
+    def _helper_edits(self, define: str | None = None) -> tuple[list[Edit], list[ImportSpec]]:
+        """The helper after the imports (once), and `<define> = select_device()` after it."""
         module = self.context.module
+        definition = (
+            cst.parse_statement(f"{define} = {SELECT_DEVICE}()\n") if define is not None else None
+        )
         for statement in module.body:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == SELECT_DEVICE:
-                return [], []
+                if definition is None:
+                    return [], []
+                return [Edit(statement, cst.FlattenSentinel([statement, definition]))], []
         if self.facts.names.binds_from_import(SELECT_DEVICE):
-            return [], []
+            if definition is None:
+                return [], []
+            anchor = self.facts.names.import_block_end()
+            if anchor is None:
+                return [Edit(module.body[0], cst.FlattenSentinel([definition, module.body[0]]))], []
+            return [Edit(anchor, cst.FlattenSentinel([anchor, definition]))], []
         alias = self.facts.names.torch_alias()
         imports = [ImportSpec("os")]
         if alias is None:
@@ -250,14 +320,18 @@ class HardCodedDevice(DevicePass):
             if line.comment is None
         )
         assert isinstance(helper, cst.FunctionDef) and isinstance(helper.body, cst.IndentedBlock)
+        footer = 2 if definition is not None else max(0, 2 - blank)
         helper = helper.with_changes(
             leading_lines=[cst.EmptyLine(indent=False)] * (2 if anchor is not None else 0),
-            body=helper.body.with_changes(footer=[cst.EmptyLine(indent=False)] * max(0, 2 - blank)),
+            body=helper.body.with_changes(footer=[cst.EmptyLine(indent=False)] * footer),
         )
+        added: list[cst.BaseStatement] = [helper]
+        if definition is not None:
+            added.append(definition)
         if anchor is None:
             first = module.body[0]
-            return [Edit(first, cst.FlattenSentinel([helper, first]))], imports
-        return [Edit(anchor, cst.FlattenSentinel([anchor, helper]))], imports
+            return [Edit(first, cst.FlattenSentinel([*added, first]))], imports
+        return [Edit(anchor, cst.FlattenSentinel([anchor, *added]))], imports
 
     def _device_variable(self, node: cst.CSTNode, *, torch_device_only: bool) -> str | None:
         """A name in scope holding the script's (portable) device."""
@@ -295,10 +369,109 @@ class HardCodedDevice(DevicePass):
         values = self.facts.scopes.simple_assignments(self.context.module, name)
         return values[0] if values else None
 
+    # -- shapes with a fix of their own --------------------------------------------------------
+
+    def _pinned_in_fallback(
+        self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str, index: int
+    ) -> None:
+        """`torch.device("cuda:1" if torch.cuda.is_available() else "cpu")`: the selection falls
+        back to the CPU, but a machine with one GPU has no `cuda:1`."""
+        reason = self._decline_reason(anchor, None)
+        message = f"{shown}: the selection falls back to the CPU but pins GPU {index}, which a "
+        if reason is not None:
+            self.report(target, message=f"{message}machine with fewer GPUs lacks; {reason}")
+            return
+        if not isinstance(target, cst.SimpleString) or self.facts.flow.runs_on_several_gpus():
+            self.report(
+                target,
+                message=f"{message}machine with fewer GPUs lacks; select each process's GPU "
+                "(`LOCAL_RANK`) by hand",
+            )
+            return
+        quote = target.quote
+        self.report(
+            target,
+            message=f"{message}machine with fewer GPUs lacks; use `{quote}cuda{quote}` (choose "
+            "the GPU with CUDA_VISIBLE_DEVICES)",
+            fix_title=f"Use `{quote}cuda{quote}`",
+            edits=[Edit(target, target.with_changes(value=f"{target.prefix}{quote}cuda{quote}"))],
+            applicability=Applicability.UNSAFE,
+        )
+
+    def _map_location(self, value: cst.BaseExpression, load: cst.Call) -> None:
+        """`torch.load(path, map_location="cuda:0")`: the script's device, else the CPU."""
+        flow = self.facts.flow
+        if self._out_of_scope(load):
+            return
+        index = _gpu_index(value)
+        if index is None and flow.sets_current_device():
+            return
+        if flow.guarded_by_cuda_check(load) and not (flow.is_distributed() or index):
+            return
+        shown = f"`map_location={self._code(value)}`"
+        reason = self._decline_reason(load, None)
+        if reason is not None:
+            self.report(value, message=f"{shown}: {self.MESSAGE}; {reason}")
+            return
+        names = self.facts.moves.device_names(load)
+        quote = value.quote if isinstance(value, cst.SimpleString) else '"'
+        target: cst.BaseExpression = (
+            cst.Name(names[0]) if names else cst.SimpleString(f"{quote}cpu{quote}")
+        )
+        where = (
+            f"`{names[0]}`, the script's device"
+            if names
+            else "the CPU (`load_state_dict` places the values on the parameters' devices)"
+        )
+        problem = (
+            "every process loads the checkpoint onto that one GPU, where tensors used straight "
+            "from it meet the process's own GPU"
+            if flow.is_distributed()
+            else "the checkpoint cannot be loaded where that GPU is missing"
+        )
+        self.report(
+            value,
+            message=f"{shown}: {problem}; load it to {where}",
+            fix_title=f"Use `map_location={self._code(target)}`",
+            edits=[Edit(value, target)],
+            applicability=(
+                Applicability.SAFE
+                if names or flow.feeds_only_state_dicts(load)
+                else Applicability.UNSAFE
+            ),
+        )
+
+    def _formatted_device(self, value: cst.BaseExpression, move: cst.Call) -> None:
+        """`x.to(f"cuda:{self.gpu_id}")` where `self.gpu_id` may be None (a single-process run):
+        `"cuda:None"` is no device. The model the class moved to that id knows its device."""
+        if self._out_of_scope(move):
+            return
+        expression = _cuda_fstring(value)
+        assert expression is not None
+        text = self._code(expression)
+        if not self.facts.moves.compared_with_none(text):
+            return
+        shown = f"`{self._code(value)}`"
+        message = (
+            f"{shown}: `{text}` may be None (the script checks it), and `cuda:None` is no device"
+        )
+        model = self.facts.flow.model_attribute_moved_to(move, text)
+        if model is None:
+            self.report(value, message=f"{message}; move to the model's device by hand")
+            return
+        device = cst.parse_expression(f"next(self.{model}.parameters()).device")
+        self.report(
+            value,
+            message=f"{message}; use the device of `self.{model}`, which was moved to `{text}`",
+            fix_title=f"Use `next(self.{model}.parameters()).device`",
+            edits=[Edit(value, device)],
+            applicability=Applicability.SAFE,
+        )
+
     # -- companions ----------------------------------------------------------------------------
 
     def _companion(self, node: cst.Call, *, autocast: bool) -> None:
-        if self._out_of_scope(node):
+        if self._out_of_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
             return
         what = "torch.cuda.amp.autocast" if autocast else "torch.cuda.amp.GradScaler"
         if any(arg.star for arg in node.args):
@@ -382,7 +555,11 @@ class HardCodedDevice(DevicePass):
     # -- scope and declines --------------------------------------------------------------------
 
     def _out_of_scope(self, node: cst.CSTNode) -> bool:
-        """Model code (DF101/DF102), data pipelines (DF201) and code guarded by CUDA checks."""
+        """Notebooks and programs that neither train nor use several GPUs (an inference script
+        that picks its GPU), model code (DF101/DF102) and data pipelines (DF201)."""
+        flow = self.facts.flow
+        if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
+            return True
         code = self.facts.modules
         function = code.enclosing_function(node)
         if function is not None and function.is_model_code:
@@ -394,12 +571,10 @@ class HardCodedDevice(DevicePass):
                     return True
             if isinstance(ancestor, cst.ClassDef) and code.class_info(ancestor).is_module:
                 return True
-        if self.facts.flow.in_data_pipeline(node):
-            return True
-        return self.facts.flow.guarded_by_cuda_check(node)
+        return self.facts.flow.in_data_pipeline(node)
 
     def _decline_reason(self, node: cst.CSTNode, assign: cst.Assign | None) -> str | None:
-        indices = self.facts.moves.explicit_gpu_indices()
+        indices = self.facts.flow.gpus_used()
         if len(indices) > 1:
             shown = ", ".join(f"cuda:{i}" for i in sorted(indices))
             return (
@@ -458,3 +633,32 @@ def _literal_cuda(call: cst.Call) -> bool:
     if not cuda_string(first.value):
         return False
     return all(isinstance(arg.value, cst.Integer) for arg in call.args[1:])
+
+
+def _gpu_index(node: cst.BaseExpression) -> int | None:
+    """The GPU a literal names: `"cuda:1"` -> 1, `torch.device("cuda", 2)` -> 2; None for a
+    bare `"cuda"`."""
+    if isinstance(node, cst.Call):
+        if len(node.args) > 1 and isinstance(node.args[1].value, cst.Integer):
+            return int(node.args[1].value.value)
+        node = node.args[0].value if node.args else node
+    value = string_device(node)
+    if value is not None and value.startswith("cuda:") and value[5:].isdigit():
+        return int(value[5:])
+    return None
+
+
+def _cuda_fstring(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`f"cuda:{expr}"` -> `expr`."""
+    if not isinstance(node, cst.FormattedString) or len(node.parts) != 2:
+        return None
+    text, expression = node.parts
+    if (
+        isinstance(text, cst.FormattedStringText)
+        and text.value == "cuda:"
+        and isinstance(expression, cst.FormattedStringExpression)
+        and expression.format_spec is None
+        and expression.conversion is None
+    ):
+        return expression.expression
+    return None

@@ -31,6 +31,7 @@ SOURCES = {
     "metric_not_on_device": "accuracy_in_training_loop",
     "model_copy_on_other_device": "ema_copied_before_the_move",
     "module_moved_in_forward": "bare_cuda_head",
+    "move_result_discarded": "from_numpy_batch",
     "numpy_of_device_tensor": "epoch_loss_np_mean",
     "optimizer_state_before_model_move": "adagrad_built_before_move",
     "tensor_attribute_not_buffer": "seed001_dataparallel_scale",

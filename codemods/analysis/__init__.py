@@ -9,6 +9,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `moves`: `.to`/`.cuda` moves, device values and the names that hold a device.
 - `flow`: the script around the model: model moves, DataLoader loops, data pipelines,
   multi-process markers.
+- `values`: what a name holds where it is used: a tensor, or an object whose `.to()` works in
+  place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
@@ -29,6 +31,7 @@ from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
 from devfix.codemods.analysis.scopes import Scopes
+from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
 
 _KEY = "analysis"
@@ -46,6 +49,7 @@ class FileFacts:
         self._moves: Moves | None = None
         self._flow: ScriptFlow | None = None
         self._devices: DeviceInference | None = None
+        self._values: HeldValues | None = None
         self._companions: Companions | None = None
 
     @classmethod
@@ -81,6 +85,12 @@ class FileFacts:
                 self.context, self.names, self.scopes, self.modules, self.moves, self.flow
             )
         return self._devices
+
+    @property
+    def values(self) -> HeldValues:
+        if self._values is None:
+            self._values = HeldValues(self.context, self.names, self.scopes, self.modules)
+        return self._values
 
     @property
     def companions(self) -> Companions:

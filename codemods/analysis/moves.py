@@ -422,6 +422,35 @@ class Moves:
                 return True
         return False
 
+    def compared_with_none(self, code: str) -> bool:
+        """The file treats the value written `code` as possibly None: compares it (or, for
+        `self.x`, any `.x` or a name `x`) with None, or passes `x=None`."""
+        tail = code.rsplit(".", 1)[-1]
+        spellings = {code, tail} if code.startswith("self.") else {code}
+
+        def spelled(node: cst.CSTNode) -> bool:
+            if code_of(node) in spellings:
+                return True
+            return (
+                code.startswith("self.")
+                and isinstance(node, cst.Attribute)
+                and node.attr.value == tail
+            )
+
+        for inner in self.context.subtree(self.context.module):
+            if isinstance(inner, cst.Comparison):
+                parts = [inner.left, *(target.comparator for target in inner.comparisons)]
+                if any(_is_none(p) for p in parts) and any(spelled(p) for p in parts):
+                    return True
+            elif (
+                isinstance(inner, cst.Arg)
+                and inner.keyword is not None
+                and inner.keyword.value == tail
+                and _is_none(inner.value)
+            ):
+                return True
+        return False
+
     def explicit_gpu_indices(self) -> set[int]:
         """GPU indices the script names: `"cuda:1"`, `.cuda(0)`, `torch.device("cuda", 2)`."""
         cached = self.context.shared.get("moves.gpu_indices")
@@ -441,3 +470,7 @@ class Moves:
                         indices.add(int(arg.value.value))
         self.context.shared["moves.gpu_indices"] = indices
         return indices
+
+
+def _is_none(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"

@@ -156,6 +156,58 @@ class Names:
         names = {qn.name for qn in self.context.qualified_names(node)}
         return names.pop() if len(names) == 1 else None
 
+    def qualified_name_through_star(self, node: cst.CSTNode) -> str | None:
+        """`qualified_name`, and for `torch.x.y` in a file that binds `torch` nowhere but has a
+        top-level `from helpers import *` (which brings the helpers' `import torch` along):
+        "torch.x.y". Scripts written against a star-importing utility module spell torch so."""
+        found = self.qualified_name(node)
+        if found is not None:
+            return found
+        dotted = dotted_name(node)
+        if dotted is None or dotted.split(".")[0] != "torch" or not self.has_star_import():
+            return None
+        if "torch" in self._module_level_names():
+            return None
+        return dotted
+
+    def has_star_import(self) -> bool:
+        """A top-level `from module import *`."""
+        return any(
+            isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar)
+            for line in self.context.module.body
+            if isinstance(line, cst.SimpleStatementLine)
+            for small in line.body
+        )
+
+    def bound_anywhere(self, name: str) -> bool:
+        """The file binds `name` somewhere (an import, an assignment, a def, a parameter)."""
+        return name in self._module_level_names()
+
+    def _module_level_names(self) -> frozenset[str]:
+        """Every name the file binds anywhere (imports, assignments, defs, parameters)."""
+        cached = self.context.shared.get("names.bound_anywhere")
+        if isinstance(cached, frozenset):
+            return cached
+        bound: set[str] = set()
+        for node in self.context.subtree(self.context.module):
+            if isinstance(node, cst.ImportAlias):
+                target: cst.BaseExpression = (
+                    node.asname.name if node.asname is not None else node.name
+                )
+                while isinstance(target, cst.Attribute):
+                    target = target.value
+                if isinstance(target, cst.Name):
+                    bound.add(target.value)
+            elif isinstance(node, cst.Param):
+                bound.add(node.name.value)
+            elif isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                bound.add(node.target.value)
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                bound.add(node.name.value)
+        result = frozenset(bound)
+        self.context.shared["names.bound_anywhere"] = result
+        return result
+
     def is_dtype(self, node: cst.BaseExpression) -> bool:
         """`torch.float16`, `t.long`: a dtype (`.to(dtype)` changes no device)."""
         return isinstance(node, (cst.Name, cst.Attribute)) and (

@@ -832,6 +832,103 @@ PLACEMENT_WORDS = (*PLACEMENT_NAMES, "cuda:", "PreTrainedModel")
 #: Methods of a Dataset that run per sample or per batch (in DataLoader workers).
 PER_ITEM_METHODS = frozenset({"__getitem__", "__getitems__", "__iter__", "__next__", "__call__"})
 
+# -- what a moved name holds (DF206) --------------------------------------------------------------
+
+#: Tensor members that `nn.Module`, Hugging Face `BatchEncoding` and PyG `Data` (whose `.to` works
+#: in place) do not have: their use on a name shows that it holds a tensor.
+TENSOR_ONLY_MEMBERS = frozenset(
+    {
+        "shape",
+        "ndim",
+        "dim",
+        "numel",
+        "is_cuda",
+        "get_device",
+        "item",
+        "numpy",
+        "tolist",
+        "detach",
+        "detach_",
+        "clone",
+        "contiguous",
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "expand",
+        "expand_as",
+        "permute",
+        "transpose",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "narrow",
+        "repeat",
+        "masked_fill",
+        "masked_fill_",
+        "matmul",
+        "bmm",
+        "mm",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+        "argmax",
+        "argmin",
+        "softmax",
+        "log_softmax",
+        "clamp",
+        "clamp_",
+        "long",
+        "int",
+        "bool",
+        "byte",
+        "fill_",
+        "zero_",
+        "copy_",
+        "requires_grad",
+        "grad",
+        "backward",
+    }
+)
+#: Methods whose (first) argument must be a tensor: `y.expand_as(x)` shows that `x` is one.
+TENSOR_ARGUMENT_METHODS = frozenset(
+    {"expand_as", "view_as", "reshape_as", "type_as", "copy_", "masked_fill", "masked_fill_"}
+)
+#: Members a tensor does not have (modules, optimizers, trainers): a name using one is not a
+#: tensor, whatever else it does.
+NOT_TENSOR_MEMBERS = frozenset(
+    {
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "modules",
+        "named_modules",
+        "children",
+        "named_children",
+        "state_dict",
+        "load_state_dict",
+        "eval",
+        "train",
+        "zero_grad",
+        "apply",
+        "register_buffer",
+        "register_parameter",
+        "add_module",
+        "module",
+        "forward",
+        "generate",
+        "keys",
+        "items",
+        "values",
+        "edge_index",
+        "input_ids",
+        "attention_mask",
+        "pixel_values",
+    }
+)
 # -- objects that live beside the model (metrics, EMA copies, generators, AMP) -------------
 
 #: The package whose classes are metric modules (`torchmetrics.Accuracy`, `MetricCollection`).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import runpy
 import sys
@@ -135,8 +136,29 @@ def run_script_here(script: str, args: Sequence[str], *, virtual: bool = True) -
         if text:
             sys.stderr.write(text)
         sys.stderr.flush()
+        _write_diagnosis(e)
         return 130 if isinstance(e, KeyboardInterrupt) else 1
     return 0
+
+
+#: set by `devfix verify --format json`: the file the diagnosis of a device error goes to
+DIAGNOSIS_ENV = "DEVFIX_VERIFY_DIAGNOSIS"
+
+
+def _write_diagnosis(exc: BaseException) -> None:
+    target = os.environ.get(DIAGNOSIS_ENV)
+    if not target:
+        return
+    from devfix.vgpu.diagnose import diagnose_exception
+
+    try:
+        data = diagnose_exception(exc)
+    except Exception as error:  # the script's own failure stays what the user sees
+        data = {"error": str(exc).strip().splitlines()[-1:], "diagnosis_failed": str(error)}
+    if data is None:
+        return
+    with open(target, "w", encoding="utf-8") as f:
+        json.dump(data, f)
 
 
 def exit_without_teardown(code: int) -> NoReturn:

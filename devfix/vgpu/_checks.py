@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from devfix.vgpu import _shim
+from devfix.vgpu import _shim, provenance
 
 _TABLE: dict[str, dict[str, Any]] | None = None
 _TABLE_VERSION = 3
@@ -270,4 +270,20 @@ def on_mismatch(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     if msg is None:
         # only exempt operands (0-dim CPU tensors) differ: the op runs, as on a GPU
         return NO_ERROR
+    provenance.record_failure(msg, tensor_operands(func, args, kwargs), func.name())
     raise RuntimeError(msg)
+
+
+def tensor_operands(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, Any]]:
+    """(schema name, tensor) for every tensor argument of the op, ``tensors[1]`` in lists."""
+    out: list[tuple[str, Any]] = []
+    for a, v in _bound(func, args, kwargs):
+        if isinstance(v, torch.Tensor):
+            out.append((a.name, v))
+        elif isinstance(v, (list, tuple)):
+            out.extend(
+                (f"{a.name}[{i}]", t) for i, t in enumerate(v) if isinstance(t, torch.Tensor)
+            )
+    return out

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import torch
 
+from devfix.vgpu import provenance
 from devfix.vgpu.errors import VGPUUnsupported
 
 aten = torch.ops.aten
@@ -85,10 +86,12 @@ class VTensor(torch.Tensor):
     def numpy(self, *, force: bool = False) -> Any:
         if force:
             return self._elem.detach().numpy()
-        raise TypeError(
+        msg = (
             f"can't convert {self._dev} device type tensor to numpy. Use Tensor.cpu() to copy "
             "the tensor to host memory first."
         )
+        provenance.record_failure(msg, [("self", self)], "Tensor.numpy")
+        raise TypeError(msg)
 
     def tolist(self) -> Any:
         return self._elem.tolist()
@@ -202,6 +205,9 @@ def _info(func: Any) -> OpInfo:
     info = _INFO.get(func)
     if info is None:
         info = _INFO[func] = OpInfo(func)
+        # read back as an attribute on the hot path: a dict keyed by OpOverload would call
+        # its Python-level __hash__ on every op
+        func._devfix_vgpu_info = info
     return info
 
 
@@ -222,8 +228,9 @@ def _torch_dispatch(
     kwargs: dict[str, Any] | None = None,
 ) -> Any:
     # VTensor.__torch_dispatch__ itself: one Python frame per op on the hot path
-    info = _INFO.get(func)
-    if info is None:
+    try:
+        info = func._devfix_vgpu_info
+    except AttributeError:
         info = _info(func)
     if info.handler is not None:
         res = info.handler(func, args, kwargs or {})
@@ -533,32 +540,35 @@ def _copy_(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return dst
 
 
-def _indices_check(self_dev: torch.device, indices: Any) -> None:
-    for ix in indices:
+def _indices_check(x: Any, indices: Any) -> None:
+    self_dev = _device_of(x)
+    for i, ix in enumerate(indices):
         if ix is None:
             continue
         d = _device_of(ix)
         if d.type != "cpu" and d != self_dev:
-            raise RuntimeError(
+            msg = (
                 "indices should be either on cpu or on the same device as the indexed tensor "
                 f"({self_dev})"
             )
+            provenance.record_failure(msg, [("self", x), (f"indices[{i}]", ix)], "aten::index")
+            raise RuntimeError(msg)
 
 
 def _index(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     x, indices = args[0], args[1]
     if not isinstance(x, VTensor):
         # plain self with virtual indices: real CUDA refuses the same way
-        _indices_check(x.device, indices)
+        _indices_check(x, indices)
         return func(x, [_elem(i) for i in indices])
-    _indices_check(x._dev, indices)
+    _indices_check(x, indices)
     return VTensor(func(x._elem, [None if i is None else _elem(i) for i in indices]), x._dev)
 
 
 def _index_put(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     x, indices, values = args[0], args[1], args[2]
     sdev = _device_of(x)
-    _indices_check(sdev, indices)
+    _indices_check(x, indices)
     vdev = _device_of(values)
     if vdev != sdev and not (values.dim() == 0 and vdev.type == "cpu"):
         raise RuntimeError(

@@ -16,6 +16,8 @@ import torch
 import torch._utils
 import torch.serialization
 
+from devfix.vgpu import provenance
+
 _load_marks: dict[int, int] = {}
 _lock = threading.Lock()
 
@@ -72,7 +74,9 @@ def _rebuild_tensor(storage: Any, storage_offset: Any, size: Any, stride: Any) -
     if idx is not None:
         from devfix.vgpu._core import DEVICES, VTensor
 
-        return VTensor(t, DEVICES[idx])
+        t = VTensor(t, DEVICES[idx])
+    if provenance.loading():  # not a tensor a DataLoader worker sent through shared memory
+        provenance.mark(t, provenance.LOADED, "torch.load")
     return t
 
 
@@ -83,7 +87,8 @@ def install() -> None:
 
     def load(*args: Any, **kwargs: Any) -> Any:
         try:
-            return orig_load(*args, **kwargs)
+            with provenance.LoadScope():
+                return orig_load(*args, **kwargs)
         finally:
             with _lock:
                 _load_marks.clear()

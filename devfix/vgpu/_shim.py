@@ -17,7 +17,7 @@ import sys
 import sysconfig
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 _SOURCE = Path(__file__).with_name("shim.cpp")
 
@@ -62,10 +62,23 @@ def _cxx11_abi(tdir: Path) -> str:
     return "1"
 
 
+#: how the shim is compiled (part of the cache key: a changed flag builds it again)
+FLAGS = (
+    "-shared",
+    "-fPIC",
+    "-O1",
+    "-std=c++17",
+    "-w",
+    # torch's libraries are release builds: headers compiled without NDEBUG would see
+    # debug-only members (RecordFunction::inputs_valid_) that the libraries do not have
+    "-DNDEBUG",
+)
+
+
 def shim_path() -> Path:
     """Return the path of the compiled shim, building it first if needed."""
     src = _SOURCE.read_bytes()
-    digest = hashlib.sha256(src + sys.version.encode()).hexdigest()[:12]
+    digest = hashlib.sha256(src + sys.version.encode() + " ".join(FLAGS).encode()).hexdigest()[:12]
     out = cache_root() / f"devfix_vgpu_shim_{digest}.so"
     if out.exists():
         return out
@@ -81,11 +94,7 @@ def shim_path() -> Path:
     os.close(fd)
     cmd = [
         cxx,
-        "-shared",
-        "-fPIC",
-        "-O1",
-        "-std=c++17",
-        "-w",
+        *FLAGS,
         f"-D_GLIBCXX_USE_CXX11_ABI={_cxx11_abi(tdir)}",
         "-I",
         str(tdir / "include"),
@@ -147,3 +156,13 @@ def fast_set_alloc_device() -> Callable[[int], int]:
         func.restype = ctypes.c_int
         func.argtypes = [ctypes.c_int]
         return func
+
+
+def provenance_functions() -> dict[str, Callable[..., Any]]:
+    """The shim's provenance builtins (``prov_install``, ``prov_of``, ``prov_set``,
+    ``prov_mark``, ``prov_site``); see :mod:`devfix.vgpu.provenance`."""
+    lib = load_shim()
+    maker = ctypes.PyDLL(lib._name).devfix_vgpu_py_provenance
+    maker.restype = ctypes.py_object
+    functions: dict[str, Callable[..., Any]] = maker()
+    return functions

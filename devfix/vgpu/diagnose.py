@@ -1,8 +1,14 @@
-"""What ``devfix verify`` prints after the traceback of a device-mismatch death.
+"""What ``devfix verify`` prints after the traceback of a device error.
 
 The diagnosis names the user's line that raised (and, from Python's own traceback positions,
-the failing expression within it), the devices involved, and the devfix findings *tied to it*:
-findings are ranked on the names the failing expression and line use.
+the failing expression within it), the devices involved and, for each device, the tensor that
+was on it: its shape and the line of the user's code that put it there (its provenance, see
+:mod:`devfix.vgpu.provenance`), then the devfix finding at that line, or, when no rule covers
+it, a suggested edit marked as not a devfix rule. One of them is the *root* that
+``devfix verify --fix`` repairs first.
+
+Then the devfix findings *tied to the failing line*, ranked on the names the failing
+expression and line use:
 
 1. a finding on the failing line, or whose line assigns a name the failing expression uses
    (``self.scale = torch.sqrt(...)`` for ``self.tok_embedding(src) * self.scale``);
@@ -11,7 +17,8 @@ findings are ranked on the names the failing expression and line use.
 3. else the findings of the enclosing function, marked as not tied to the line.
 
 The command that fixes them is named only when one of them has a fix. Paths print normalised
-and relative to the current folder.
+and relative to the current folder. :func:`diagnose_exception` gives the same facts as data
+(``devfix verify --format json`` and ``--fix`` read them).
 """
 
 from __future__ import annotations
@@ -23,8 +30,13 @@ import os
 import re
 import sysconfig
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from devfix.vgpu import provenance
+from devfix.vgpu.placement import Suggestion, statement_at, suggest
+from devfix.vgpu.placement import describe as describe_site
+from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, Operand, Site
 
 #: texts by which a device-mismatch error is recognised
 MISMATCH_MARKERS = (
@@ -37,7 +49,11 @@ MISMATCH_MARKERS = (
     "Expected tensor for argument",
     "Trying to pass too many CPU scalars",
     "device type for generator but found",
+    "device type tensor to numpy",
 )
+
+#: the error of `.numpy()` on a tensor on a GPU
+NUMPY_MARKER = "device type tensor to numpy"
 
 #: set by `devfix verify` for a notebook: {"ipynb": notebook path, "py": the code it runs}
 NOTEBOOK_ENV = "DEVFIX_VERIFY_NOTEBOOK"
@@ -358,7 +374,217 @@ def findings_text(frame: UserFrame) -> str | None:
     return "\n".join(lines) + "\n"
 
 
-def report(message: str, frame: UserFrame | None) -> str:
+# --------------------------------------------------------------------------------------------
+# Provenance: for each device involved, the tensor on it and the line that put it there.
+
+
+@dataclass
+class Placement:
+    """One operand of the failing op, where its placement was decided, and what fixes it."""
+
+    operand: Operand
+    #: the site's location as printed (``model.py:40``), or None when it is not known
+    where: str | None
+    #: what the site did, in words (``was created at model.py:40 by torch.arange(...)``)
+    description: str
+    #: the devfix findings on the site's statement (any rule)
+    findings: list[Any] = field(default_factory=list)
+    suggestion: Suggestion | None = None
+    #: the operand ``devfix verify --fix`` repairs first
+    root: bool = False
+
+    def lines(self) -> list[str]:
+        op = self.operand
+        shape = "[" + ", ".join(str(n) for n in op.shape) + "]"
+        head = f"  the {op.device} tensor `{op.label}` (shape {shape})"
+        mark = "  (root cause)" if self.root else ""
+        out = [f"{head} {self.description}{mark}"]
+        site = op.site
+        parent = site.parent if site is not None else None
+        if parent is not None and site is not None and site.kind in (BUFFER, ATTRIBUTE, BATCH):
+            where = _where(parent.path, parent.line, _notebook_for(parent.path))
+            out.append(f"      its value {describe_site(parent, op.device, where)}")
+        for f in self.findings:
+            fix = f"fixes it: {f.fix_title}" if f.has_fix else "flags it (no automatic fix)"
+            out.append(f"    -> {f.code} {fix}  [{f.message}]")
+        if not self.findings and self.suggestion is not None:
+            out.append(
+                "    -> no devfix rule covers this line; suggested edit (not a devfix rule): "
+                f"{self.suggestion.description}:"
+            )
+            out.append(f"         {self.suggestion.text}")
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.operand.to_json(),
+            "placed_at": self.where,
+            "description": self.description,
+            "root": self.root,
+            "findings": [_finding_json(f, self.operand.site.path) for f in self.findings]
+            if self.operand.site is not None
+            else [],
+            "suggestion": self.suggestion.to_json() if self.suggestion is not None else None,
+        }
+
+
+def _finding_json(f: Any, path: str) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "message": f.message,
+        "path": shown_path(path),
+        "line": f.line,
+        "col": f.col,
+        "fix": f.fix_title if f.has_fix else None,
+        "applicability": getattr(f.applicability, "value", str(f.applicability)),
+    }
+
+
+_FINDINGS: dict[str, list[Any]] = {}
+
+
+def findings_in(path: str) -> list[Any]:
+    """The devfix findings of one file (any rule), [] when it cannot be checked."""
+    found = _FINDINGS.get(path)
+    if found is None:
+        try:
+            from devfix.engine import check_source  # type: ignore[import-not-found,unused-ignore]
+
+            with open(path, encoding="utf-8") as f:
+                found = list(check_source(f.read(), path))
+        except Exception:
+            found = []
+        _FINDINGS[path] = found
+    return found
+
+
+def findings_at(site: Site) -> list[Any]:
+    """The findings whose line lies in the statement at the site's line."""
+    stmt = statement_at(site.path, site.line)
+    first = stmt.node.lineno if stmt.node is not None else site.line
+    last = (stmt.node.end_lineno or first) if stmt.node is not None else site.line
+    return [f for f in findings_in(site.path) if first <= f.line <= last]
+
+
+def _root_index(message_line: str, operands: tuple[Operand, ...]) -> int:
+    """Which operand the fix should move: the one the error names (``index is on cpu``), else
+    the one on the second device named (``found at least two devices, cuda:0 and cpu!``)."""
+    if "indices should be either on cpu" in message_line:
+        for i, op in enumerate(operands):
+            if op.label.startswith("indices"):
+                return i
+    named = re.search(r"got (\w+) is on", message_line)
+    if named is not None:
+        for i, op in enumerate(operands):
+            if op.label == named.group(1):
+                return i
+    devs = devices_in(message_line)
+    if len(devs) >= 2:
+        for i, op in enumerate(operands):
+            if op.device == devs[1] or (devs[1] == "cuda" and op.device.startswith("cuda")):
+                return i
+    for i, op in enumerate(operands):
+        if op.device == "cpu":
+            return i
+    return 0
+
+
+def _local_operands(exc: BaseException | None, devices: list[str]) -> tuple[Operand, ...]:
+    """For an error the runtime did not raise itself (torch's own checks, such as an RNN's
+    hidden state): the first tensor on each device named, among the locals of the innermost
+    user frame (by variable name, tuples and lists looked into)."""
+    if exc is None:
+        return ()
+    frame = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if is_user_file(tb.tb_frame.f_code.co_filename):
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    if frame is None:
+        return ()
+    import torch
+
+    found: dict[str, Operand] = {}
+    where = frame.f_code.co_name
+    for name, value in list(frame.f_locals.items()):
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        for k, item in enumerate(items[:16]):
+            if not isinstance(item, torch.Tensor):
+                continue
+            device = str(item.device)
+            if device in devices and device not in found:
+                label = name if item is value else f"{name}[{k}]"
+                found[device] = provenance.describe(label, item, where)
+    return tuple(found[d] for d in devices if d in found)
+
+
+def placements(message: str, exc: BaseException | None = None) -> list[Placement]:
+    """For each device of the recorded failure whose text is ``message``: the first operand on
+    it (one the error names first), where it was placed, and the findings at that line. For an
+    error the runtime did not raise, the tensors on those devices among the failing frame's
+    locals."""
+    if not provenance.enabled():
+        return []
+    line = mismatch_line(message)
+    operands = provenance.failure_for(message)
+    if not operands and line is not None:
+        operands = _local_operands(exc, devices_in(line))
+    if not operands or line is None:
+        return []
+    root = _root_index(line, operands)
+    chosen: dict[str, int] = {}
+    for i, op in enumerate(operands):
+        if i == root or (op.device not in chosen and op.device != operands[root].device):
+            chosen.setdefault(op.device, i)
+    chosen[operands[root].device] = root
+    numpy = NUMPY_MARKER in line
+    if numpy:
+        root = -1  # the fix is at the failing `.numpy()`, not where the tensor was placed
+    out: list[Placement] = []
+    if numpy:
+        chosen = {operands[0].device: 0}
+    for i in sorted(chosen.values()):
+        op = operands[i]
+        site = op.site
+        other = next((o.device for o in operands if o.device != op.device), "cpu")
+        if site is None:
+            out.append(
+                Placement(
+                    op,
+                    None,
+                    "was placed where devfix cannot see (the runtime or torch itself)",
+                    root=i == root,
+                )
+            )
+            continue
+        where = _where(site.path, site.line, _notebook_for(site.path))
+        found = findings_at(site)
+        suggestion = None
+        if not found and i == root:
+            suggestion = suggest(site, op.device, f'"{other}"', numpy=numpy)
+        out.append(
+            Placement(
+                op,
+                where,
+                describe_site(site, op.device, where),
+                found,
+                suggestion,
+                root=i == root,
+            )
+        )
+    return out
+
+
+def _devices(line: str, found: list[Placement]) -> list[str]:
+    """The devices of the recorded operands when there are (the error text can name a device
+    in words, ``on cpu or on the same device``), else those the error names."""
+    named = devices_in(line)
+    recorded = [p.operand.device for p in found]
+    return recorded if len(recorded) >= 2 and set(recorded) != set(named) else named
+
+
+def report(message: str, frame: UserFrame | None, exc: BaseException | None = None) -> str:
     line = mismatch_line(message)
     if line is None:
         return ""
@@ -366,9 +592,16 @@ def report(message: str, frame: UserFrame | None) -> str:
     if frame is not None:
         out.append(f"  at {_where(frame.path, frame.line, _notebook_for(frame.path))}")
         out.append(f"    {frame.source}")
-    devs = devices_in(line)
+    found = placements(message, exc)
+    devs = _devices(line, found)
     if devs:
         out.append("  devices involved: " + ", ".join(devs))
+    for placement in found:
+        out.extend(placement.lines())
+    if NUMPY_MARKER in line:
+        out.append(
+            "  `.numpy()` needs a CPU tensor: the fix is at the failing line (`.detach().cpu()`)"
+        )
     text = "\n".join(out) + "\n"
     if frame is not None:
         ft = findings_text(frame)
@@ -381,4 +614,42 @@ def report_for_exception(exc: BaseException, script: str) -> str:
     msg = str(exc)
     if not is_device_mismatch(msg):
         return ""
-    return report(msg, innermost_user_frame(exc))
+    return report(msg, innermost_user_frame(exc), exc)
+
+
+def diagnose_exception(exc: BaseException) -> dict[str, Any] | None:
+    """The facts :func:`report_for_exception` prints, as JSON-ready data (None when the
+    exception is no device error)."""
+    msg = str(exc)
+    line = mismatch_line(msg)
+    if line is None:
+        return None
+    frame = innermost_user_frame(exc)
+    raised_at = None
+    tied: list[dict[str, Any]] = []
+    if frame is not None:
+        raised_at = {
+            "path": shown_path(frame.path),
+            "line": frame.line,
+            "source": frame.source,
+        }
+        tied = [_finding_json(f, frame.path) for f in tied_findings(frame)]
+    found = placements(msg, exc)
+    return {
+        "error": line.strip(),
+        "raised_at": raised_at,
+        "devices": _devices(line, found),
+        "operands": [p.to_json() for p in found],
+        "findings": tied,
+    }
+
+
+def tied_findings(frame: UserFrame) -> list[Any]:
+    """The findings :func:`findings_text` prints for the failing line."""
+    try:
+        with open(frame.path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError:
+        return []
+    chosen, _ = rank_findings(findings_in(frame.path), SourceIndex(source), frame)
+    return chosen

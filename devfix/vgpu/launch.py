@@ -6,9 +6,11 @@ import contextlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from devfix.vgpu import child_env, command
 from devfix.vgpu.diagnose import NOTEBOOK_ENV, shown_path
@@ -51,6 +53,40 @@ def run_one(script: str, args: Sequence[str], *, gpus: int, env: Mapping[str, st
         full = {**env, **extra}
         proc = subprocess.run(command(path, gpus=gpus, env=full, args=args), env=child_env(full))
     return proc.returncode
+
+
+def run_one_json(
+    script: str,
+    args: Sequence[str],
+    *,
+    gpus: int,
+    env: Mapping[str, str],
+    capture: bool = False,
+) -> tuple[int, dict[str, Any]]:
+    """Run one script like :func:`run_one`, its stdout on our stderr; its exit status and the
+    result as data: ``{"script", "exit_code", "diagnosis"}`` (the diagnosis of a device error,
+    see :func:`devfix.vgpu.diagnose.diagnose_exception`, else None). With ``capture``, the
+    script's output is not shown but returned as ``"stdout"`` and ``"stderr"``."""
+    from devfix.vgpu.__main__ import DIAGNOSIS_ENV
+
+    with runnable(script) as (path, extra), tempfile.TemporaryDirectory() as tmp:
+        target = os.path.join(tmp, "diagnosis.json")
+        full = {**env, **extra}
+        proc = subprocess.run(
+            command(path, gpus=gpus, env=full, args=args),
+            env={**child_env(full), DIAGNOSIS_ENV: target},
+            stdout=subprocess.PIPE if capture else sys.stderr,
+            stderr=subprocess.PIPE if capture else None,
+            text=True,
+        )
+        diagnosis = None
+        if os.path.exists(target):
+            with open(target, encoding="utf-8") as f:
+                diagnosis = json.load(f)
+    result = {"script": shown_path(script), "exit_code": proc.returncode, "diagnosis": diagnosis}
+    if capture:
+        result["stdout"], result["stderr"] = proc.stdout, proc.stderr
+    return proc.returncode, result
 
 
 def run_batch(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any, Callable
 
 from devfix.vgpu import _shim
 
@@ -22,18 +23,42 @@ def install(gpus: int = 2) -> None:
     _shim.load_shim()
     import torch
 
-    from devfix.vgpu import _core, _cuda_api, _factories, _patches, _serial
+    from devfix.vgpu import _core, _cuda_api, _factories, _patches, _serial, provenance
 
     _core.DEVICES[:] = [torch.device("cuda", i) for i in range(gpus)]
     _cuda_api.install(gpus)
     _factories.install()
     _serial.install()
     _patches.install()
+    _skip_dispatch_rule_lookup()
     _prime_dtensor_check()
     lib = _shim.load_shim()
     lib.devfix_vgpu_reset_peak(0)  # the priming op's block is no allocation of the script's
     lib.devfix_vgpu_reset_counts(0)
+    provenance.install()  # after the priming op: the script's tensors are the first observed
     _installed = gpus
+
+
+def _skip_dispatch_rule_lookup() -> None:
+    """Answer torch's per-op "is a torch_dispatch rule registered for this class?" for VTensor
+    without the lookup (a qualified-name string and two dict lookups on every op).
+
+    torch's C++ asks ``torch._library.simple_registry.find_torch_dispatch_rule`` on every op
+    that reaches a ``__torch_dispatch__``, and keeps the function it found at the first such op:
+    this runs before any. No rule is ever registered for the runtime's own class.
+    """
+    import torch._library.simple_registry as registry
+
+    from devfix.vgpu._core import VTensor
+
+    find = registry.find_torch_dispatch_rule
+
+    def find_torch_dispatch_rule(op: Any, torch_dispatch_class: type) -> Callable[..., Any] | None:
+        if torch_dispatch_class is VTensor:
+            return None
+        return find(op, torch_dispatch_class)
+
+    registry.find_torch_dispatch_rule = find_torch_dispatch_rule
 
 
 def _prime_dtensor_check() -> None:

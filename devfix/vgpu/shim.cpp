@@ -7,6 +7,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
@@ -14,8 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 namespace {
 
@@ -149,6 +153,14 @@ struct VCUDAGenerator final : public at::CPUGeneratorImpl {
 constexpr int kMaxDevices = 64;
 constexpr size_t kMinBlockSize = 512;
 thread_local int t_alloc_device = -1;
+
+std::atomic<bool> g_prov_on{false};
+
+int switch_alloc_device(int d) {
+  int old = t_alloc_device;
+  t_alloc_device = d;
+  return old;
+}
 std::atomic<int64_t> g_allocated[kMaxDevices];
 std::atomic<int64_t> g_peak[kMaxDevices];
 std::atomic<int64_t> g_alloc_count[kMaxDevices];
@@ -256,11 +268,7 @@ extern "C" void devfix_vgpu_install_allocator() {
     c10::SetCPUAllocator(&g_counting_allocator, /*priority=*/100);
   }
 }
-extern "C" int devfix_vgpu_set_alloc_device(int d) {
-  int old = t_alloc_device;
-  t_alloc_device = d;
-  return old;
-}
+extern "C" int devfix_vgpu_set_alloc_device(int d) { return switch_alloc_device(d); }
 extern "C" int64_t devfix_vgpu_memory(int d, int which) {
   if (d < 0 || d >= kMaxDevices) return 0;
   switch (which) {
@@ -287,9 +295,7 @@ namespace {
 PyObject* py_set_alloc_device(PyObject* /*self*/, PyObject* arg) {
   long d = PyLong_AsLong(arg);
   if (d == -1 && PyErr_Occurred()) return nullptr;
-  int old = t_alloc_device;
-  t_alloc_device = static_cast<int>(d);
-  return PyLong_FromLong(old);
+  return PyLong_FromLong(switch_alloc_device(static_cast<int>(d)));
 }
 PyMethodDef g_py_methods[] = {
     {"set_alloc_device", py_set_alloc_device, METH_O,
@@ -299,4 +305,485 @@ PyMethodDef g_py_methods[] = {
 
 extern "C" PyObject* devfix_vgpu_py_set_alloc_device() {
   return PyCFunction_New(&g_py_methods[0], nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provenance: where each tensor's device was decided, as a site id stored in the TensorImpl
+// (c10::BackendMeta, which views, detach and shallow copies carry along).
+//
+// A RecordFunction observer sees every aten op: an output without a site takes the site of the
+// first input on its device (ops propagate placement); an output on a device none of the
+// inputs is on (`.to()`, `.cuda()`, `.cpu()`) gets a new "moved" site, and an output of an op
+// with no placed input (a factory) a new "created" site. A new site is the innermost frame of
+// the user's code on the calling thread's Python stack; file names are classified once by a
+// Python callable (user code, library, or the runtime itself). Nothing here runs Python on
+// the per-op path: the GIL is taken only to read the stack for a new site.
+namespace {
+
+enum SiteKind : int { kCreated = 0, kMoved = 1 };
+
+struct ProvMeta final : public c10::BackendMeta {
+  explicit ProvMeta(int32_t s) : site(s) {}
+  const int32_t site;
+};
+
+struct Site {
+  PyObject* filename;  // strong references: sites live as long as the process
+  int line;
+  PyObject* function;
+  std::string op;
+  int kind;
+  int parent;
+  PyObject* via;  // qualified name of the library function the user's line called, or None
+  c10::intrusive_ptr<c10::BackendMeta> meta;
+};
+
+struct SiteKey {
+  PyObject* code;
+  int line;
+  int kind;
+  int parent;
+  const std::string* op;
+  PyObject* via;
+  bool operator==(const SiteKey& o) const {
+    return code == o.code && line == o.line && kind == o.kind && parent == o.parent &&
+           op == o.op && via == o.via;
+  }
+};
+
+struct SiteKeyHash {
+  size_t operator()(const SiteKey& k) const {
+    size_t h = std::hash<const void*>()(k.code);
+    h = h * 31 + std::hash<int>()(k.line);
+    h = h * 31 + std::hash<int>()(k.kind * 1000003 + k.parent);
+    h = h * 31 + std::hash<const void*>()(k.op);
+    h = h * 31 + std::hash<const void*>()(k.via);
+    return h;
+  }
+};
+
+std::mutex g_site_mutex;  // guards the tables below (taken with the GIL held, never the reverse)
+std::vector<Site> g_sites;
+std::unordered_map<SiteKey, int, SiteKeyHash> g_site_index;
+std::unordered_set<std::string> g_op_names;
+std::unordered_map<PyObject*, int> g_file_class;  // filename -> 0 library, 1 user, 2 runtime
+PyObject* g_classify = nullptr;                   // Python: filename -> 0 / 1 / 2
+
+int32_t site_of(const c10::TensorImpl* impl) {
+  auto* meta = const_cast<c10::TensorImpl*>(impl)->get_backend_meta();
+  if (meta == nullptr) return -1;
+  auto* prov = dynamic_cast<ProvMeta*>(meta);
+  return prov ? prov->site : -1;
+}
+
+void set_site(c10::TensorImpl* impl, int32_t site) {
+  c10::intrusive_ptr<c10::BackendMeta> meta;
+  {
+    std::lock_guard<std::mutex> lock(g_site_mutex);
+    if (site < 0 || site >= static_cast<int32_t>(g_sites.size())) return;
+    meta = g_sites[site].meta;
+  }
+  impl->set_backend_meta(std::move(meta));
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+#define DEVFIX_PY_FINALIZING() Py_IsFinalizing()
+#else
+#define DEVFIX_PY_FINALIZING() _Py_IsFinalizing()
+#endif
+
+// Needs the GIL. 0 library, 1 user code, 2 the runtime itself.
+int file_class(PyObject* filename) {
+  auto it = g_file_class.find(filename);
+  if (it != g_file_class.end()) return it->second;
+  int cls = 0;
+  if (g_classify != nullptr) {
+    PyObject* r = PyObject_CallOneArg(g_classify, filename);
+    if (r == nullptr) {
+      PyErr_Clear();
+    } else {
+      cls = static_cast<int>(PyLong_AsLong(r));
+      if (cls == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        cls = 0;
+      }
+      Py_DECREF(r);
+    }
+  }
+  Py_INCREF(filename);  // the key must outlive the cache
+  g_file_class.emplace(filename, cls);
+  return cls;
+}
+
+PyObject* qualname(PyObject* code) {
+  PyObject* name = PyObject_GetAttrString(code, "co_qualname");
+  if (name == nullptr) {
+    PyErr_Clear();
+    name = PyObject_GetAttrString(code, "co_name");
+    if (name == nullptr) {
+      PyErr_Clear();
+      Py_INCREF(Py_None);
+      name = Py_None;
+    }
+  }
+  return name;  // new reference
+}
+
+bool is_call_plumbing(PyObject* code) {
+  // Module.__call__'s own frames say nothing about what the user's line asked for.
+  PyObject* name = PyObject_GetAttrString(code, "co_name");
+  if (name == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  const char* s = PyUnicode_AsUTF8(name);
+  bool plumbing = s != nullptr && (std::strcmp(s, "_wrapped_call_impl") == 0 ||
+                                   std::strcmp(s, "_call_impl") == 0);
+  if (s == nullptr) PyErr_Clear();
+  Py_DECREF(name);
+  return plumbing;
+}
+
+// Needs the GIL. The site of the innermost user frame of this thread's Python stack, or -1.
+// With `skip_runtime`, an op called by the runtime itself (the innermost frame is the
+// runtime's) gets none: it computes on the CPU tensors behind the virtual ones.
+int capture_site(int kind, int parent, const char* op, bool skip_runtime) {
+  PyThreadState* ts = PyThreadState_Get();
+  PyFrameObject* frame = PyThreadState_GetFrame(ts);  // new reference or NULL
+  bool first = true;
+  PyObject* via_code = nullptr;  // borrowed from a frame we still hold below
+  PyObject* via_holder = nullptr;  // the code object kept alive for via_code
+  int site = -1;
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+    PyObject* filename = code->co_filename;
+    int cls = file_class(filename);
+    if (first && skip_runtime && cls == 2) {
+      Py_DECREF(code);
+      break;
+    }
+    first = false;
+    if (cls == 1) {
+      int line = PyFrame_GetLineNumber(frame);
+      const std::string* op_name;
+      std::lock_guard<std::mutex> lock(g_site_mutex);
+      op_name = &*g_op_names.insert(op ? std::string(op) : std::string()).first;
+      SiteKey key{reinterpret_cast<PyObject*>(code), line, kind, parent, op_name, via_code};
+      auto it = g_site_index.find(key);
+      if (it != g_site_index.end()) {
+        site = it->second;
+        Py_DECREF(code);
+      } else {
+        Site s;
+        s.filename = filename;
+        Py_INCREF(filename);
+        s.line = line;
+        s.function = qualname(reinterpret_cast<PyObject*>(code));
+        s.op = *op_name;
+        s.kind = kind;
+        s.parent = parent;
+        s.via = via_code ? qualname(via_code) : (Py_INCREF(Py_None), Py_None);
+        site = static_cast<int>(g_sites.size());
+        s.meta = c10::make_intrusive<ProvMeta>(site);
+        g_sites.push_back(std::move(s));
+        // the key holds the code objects: keep them alive so their addresses stay unique
+        key.code = reinterpret_cast<PyObject*>(code);  // reference kept
+        if (via_code) Py_INCREF(via_code);
+        g_site_index.emplace(key, site);
+      }
+      break;
+    }
+    if (cls == 0 && !is_call_plumbing(reinterpret_cast<PyObject*>(code))) {
+      Py_XDECREF(via_holder);
+      via_holder = reinterpret_cast<PyObject*>(code);
+      via_code = via_holder;
+    } else {
+      Py_DECREF(code);
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference or NULL
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  Py_XDECREF(via_holder);
+  PyErr_Clear();
+  return site;
+}
+
+// Takes the GIL if this thread has a Python thread state and the interpreter is running.
+int capture_site_from_op(int kind, int parent, const char* op, bool skip_runtime) {
+  if (!Py_IsInitialized() || DEVFIX_PY_FINALIZING()) return -1;
+  PyThreadState* mine = PyGILState_GetThisThreadState();
+  if (mine == nullptr) return -1;  // a thread that never ran Python: no user frame
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int site = capture_site(kind, parent, op, skip_runtime);
+  PyGILState_Release(gil);
+  return site;
+}
+
+constexpr int kMaxPlaced = 4;
+
+using MetaPtr = c10::intrusive_ptr<c10::BackendMeta>;
+
+// Every ProvMeta is a site's own (g_sites keeps a reference for the life of the process), so
+// raw pointers to them stay valid.
+ProvMeta* meta_of_site(int32_t site) {
+  if (site < 0) return nullptr;
+  std::lock_guard<std::mutex> lock(g_site_mutex);
+  if (site >= static_cast<int32_t>(g_sites.size())) return nullptr;
+  return static_cast<ProvMeta*>(g_sites[site].meta.get());
+}
+
+ProvMeta* prov_meta(c10::TensorImpl* impl) {
+  c10::BackendMeta* meta = impl->get_backend_meta();
+  return meta == nullptr ? nullptr : dynamic_cast<ProvMeta*>(meta);
+}
+
+void attach(c10::TensorImpl* impl, ProvMeta* meta) {
+  impl->set_backend_meta(MetaPtr::reclaim_copy(meta));
+}
+
+// What an op's start callback keeps of its inputs for the end callback.
+struct OpInputs {
+  bool skip = false;  // the runtime's own computation on the CPU tensors behind virtual ones
+  int n = 0;          // placed inputs recorded: the first one on each device
+  c10::Device devices[kMaxPlaced] = {
+      c10::Device(c10::DeviceType::CPU), c10::Device(c10::DeviceType::CPU),
+      c10::Device(c10::DeviceType::CPU), c10::Device(c10::DeviceType::CPU)};
+  ProvMeta* metas[kMaxPlaced] = {nullptr, nullptr, nullptr, nullptr};
+  bool has_first = false;  // the first tensor input, placed or not
+  c10::Device first_device = c10::Device(c10::DeviceType::CPU);
+  bool has_list = false;
+  std::vector<ProvMeta*> first_list;  // the first tensor-list input, element by element
+};
+
+thread_local std::vector<OpInputs> t_ops;
+thread_local size_t t_depth = 0;  // entries of t_ops in use (kept allocated between ops)
+
+ProvMeta* note_input(OpInputs& in, const at::Tensor& t) {
+  if (!t.defined()) return nullptr;
+  auto* impl = t.unsafeGetTensorImpl();
+  c10::Device d = impl->device();
+  if (!in.has_first) {
+    in.has_first = true;
+    in.first_device = d;
+  }
+  ProvMeta* meta = prov_meta(impl);
+  if (meta == nullptr) return nullptr;
+  for (int i = 0; i < in.n; ++i) {
+    if (in.devices[i] == d) return meta;
+  }
+  if (in.n < kMaxPlaced) {
+    in.devices[in.n] = d;
+    in.metas[in.n] = meta;
+    in.n += 1;
+  }
+  return meta;
+}
+
+std::unique_ptr<at::ObserverContext> prov_start(const at::RecordFunction& fn) {
+  if (t_depth == t_ops.size()) t_ops.emplace_back();
+  OpInputs& in = t_ops[t_depth++];
+  in.n = 0;
+  in.has_first = false;
+  in.has_list = false;
+  in.first_list.clear();
+  // The runtime computing on the CPU tensors behind virtual ones: the script never sees these
+  // results (the virtual result takes its site from the op on the virtual tensors).
+  in.skip = t_alloc_device >= 0;
+  if (in.skip) return nullptr;
+  for (const c10::IValue& v : fn.inputs()) {
+    if (v.isTensor()) {
+      note_input(in, v.toTensor());
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      bool first_list = !in.has_list;
+      in.has_list = true;
+      for (size_t i = 0; i < list.size(); ++i) {
+        ProvMeta* meta = note_input(in, list.get(i));
+        if (first_list) in.first_list.push_back(meta);
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) note_input(in, e.toTensor());
+      }
+    }
+  }
+  return nullptr;
+}
+
+struct OpEnd {
+  const at::RecordFunction& fn;
+  OpInputs& in;
+  bool is_copy;
+  int created = -2;  // the op's new "created" site, once computed (-2: not yet)
+  int moved = -2;    // its new "moved" site
+
+  ProvMeta* moved_meta() {
+    if (moved == -2) {
+      int parent = in.n > 0 ? in.metas[0]->site : -1;
+      moved = capture_site_from_op(kMoved, parent, fn.name(), false);
+    }
+    return meta_of_site(moved);
+  }
+
+  // The meta an output should get, or none to leave it as it is.
+  ProvMeta* meta_for(c10::TensorImpl* impl, ProvMeta* from_list) {
+    c10::Device d = impl->device();
+    if (is_copy) {
+      // `.to()` builds its result with a factory first: the copy's own site replaces the
+      // factory's "created" one (the input's on the same device, a new "moved" one across)
+      if (d != in.first_device) return moved_meta();
+      if (in.n > 0 && in.devices[0] == d) return in.metas[0];
+    }
+    if (impl->get_backend_meta() != nullptr) return nullptr;  // in-place ops, out=
+    if (from_list != nullptr) return from_list;
+    for (int i = 0; i < in.n; ++i) {
+      if (in.devices[i] == d) return in.metas[i];
+    }
+    if (in.n > 0) {
+      // on a device none of the placed inputs is on: placement decided here
+      ProvMeta* meta = moved_meta();
+      return meta != nullptr ? meta : in.metas[0];
+    }
+    if (created == -2) created = capture_site_from_op(kCreated, -1, fn.name(), true);
+    return meta_of_site(created);
+  }
+
+  void place(const at::Tensor& t, ProvMeta* from_list) {
+    if (!t.defined()) return;
+    auto* impl = t.unsafeGetTensorImpl();
+    ProvMeta* meta = meta_for(impl, from_list);
+    if (meta != nullptr && prov_meta(impl) != meta) attach(impl, meta);
+  }
+};
+
+void prov_end(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
+  if (t_depth == 0) return;
+  OpInputs& in = t_ops[--t_depth];
+  if (in.skip) return;
+  const auto& outs = fn.outputs();
+  if (outs.empty()) return;
+  OpEnd end{fn, in, in.has_first && std::strcmp(fn.name(), "aten::_to_copy") == 0};
+  for (const c10::IValue& v : outs) {
+    if (v.isTensor()) {
+      end.place(v.toTensor(), nullptr);
+    } else if (v.isTensorList()) {
+      auto list = v.toTensorList();
+      bool by_index = in.first_list.size() == list.size();
+      for (size_t i = 0; i < list.size(); ++i) {
+        end.place(list.get(i), by_index ? in.first_list[i] : nullptr);
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor()) end.place(e.toTensor(), nullptr);
+      }
+    }
+  }
+}
+
+at::CallbackHandle g_prov_handle = 0;
+
+c10::TensorImpl* impl_of(PyObject* arg) {
+  void* ptr = PyLong_AsVoidPtr(arg);
+  if (ptr == nullptr && PyErr_Occurred()) return nullptr;
+  return static_cast<c10::TensorImpl*>(ptr);
+}
+
+// prov_install(classify) -> None: start observing ops.
+PyObject* py_prov_install(PyObject* /*self*/, PyObject* classify) {
+  if (!PyCallable_Check(classify)) {
+    PyErr_SetString(PyExc_TypeError, "prov_install expects a callable");
+    return nullptr;
+  }
+  Py_INCREF(classify);
+  Py_XSETREF(g_classify, classify);
+  if (!g_prov_on.exchange(true)) {
+    g_prov_handle = at::addGlobalCallback(
+        at::RecordFunctionCallback(&prov_start, &prov_end)
+            .needsInputs(true)
+            .needsOutputs(true)
+            .scopes({at::RecordScope::FUNCTION}));
+  }
+  Py_RETURN_NONE;
+}
+
+// prov_of(tensor._cdata) -> site id, or -1.
+PyObject* py_prov_of(PyObject* /*self*/, PyObject* arg) {
+  auto* impl = impl_of(arg);
+  if (impl == nullptr) return nullptr;
+  return PyLong_FromLong(site_of(impl));
+}
+
+// prov_set(tensor._cdata, site) -> None.
+PyObject* py_prov_set(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "prov_set(cdata, site)");
+    return nullptr;
+  }
+  auto* impl = impl_of(args[0]);
+  if (impl == nullptr) return nullptr;
+  long site = PyLong_AsLong(args[1]);
+  if (site == -1 && PyErr_Occurred()) return nullptr;
+  set_site(impl, static_cast<int32_t>(site));
+  Py_RETURN_NONE;
+}
+
+// prov_mark(tensor._cdata, kind, op) -> site id or -1: a new site at the innermost user frame
+// of the caller's stack (the tensor's current site becomes its parent).
+PyObject* py_prov_mark(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "prov_mark(cdata, kind, op)");
+    return nullptr;
+  }
+  auto* impl = impl_of(args[0]);
+  if (impl == nullptr) return nullptr;
+  long kind = PyLong_AsLong(args[1]);
+  if (kind == -1 && PyErr_Occurred()) return nullptr;
+  const char* op = PyUnicode_AsUTF8(args[2]);
+  if (op == nullptr) return nullptr;
+  int site = capture_site(static_cast<int>(kind), site_of(impl), op, false);
+  if (site >= 0) set_site(impl, site);
+  return PyLong_FromLong(site);
+}
+
+// prov_site(id) -> (filename, line, function, op, kind, parent, via)
+PyObject* py_prov_site(PyObject* /*self*/, PyObject* arg) {
+  long id = PyLong_AsLong(arg);
+  if (id == -1 && PyErr_Occurred()) return nullptr;
+  std::lock_guard<std::mutex> lock(g_site_mutex);
+  if (id < 0 || id >= static_cast<long>(g_sites.size())) {
+    PyErr_SetString(PyExc_IndexError, "no such provenance site");
+    return nullptr;
+  }
+  const Site& s = g_sites[id];
+  return Py_BuildValue("(OiOsiiO)", s.filename, s.line, s.function, s.op.c_str(), s.kind,
+                       s.parent, s.via);
+}
+
+PyMethodDef g_prov_methods[] = {
+    {"prov_install", py_prov_install, METH_O, "prov_install(classify): observe every op"},
+    {"prov_of", py_prov_of, METH_O, "prov_of(cdata) -> site id or -1"},
+    {"prov_set", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_prov_set)),
+     METH_FASTCALL, "prov_set(cdata, site)"},
+    {"prov_mark", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_prov_mark)),
+     METH_FASTCALL, "prov_mark(cdata, kind, op) -> site id or -1"},
+    {"prov_site", py_prov_site, METH_O, "prov_site(id) -> (file, line, function, op, kind, parent, via)"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+extern "C" PyObject* devfix_vgpu_py_provenance() {
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  for (PyMethodDef* m = g_prov_methods; m->ml_name != nullptr; ++m) {
+    PyObject* f = PyCFunction_New(m, nullptr);
+    if (f == nullptr || PyDict_SetItemString(out, m->ml_name, f) < 0) {
+      Py_XDECREF(f);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(f);
+  }
+  return out;
 }

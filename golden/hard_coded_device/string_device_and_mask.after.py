@@ -1,5 +1,5 @@
-# `device = "cuda"` means "the current GPU" (cuda:1 on rank 1 after set_device), while a mask is
-# made with `device="cuda:0"`: rank 1 fails with "cuda:1 and cuda:0"
+# `device = "cuda"` means "the current GPU" (cuda:1 on rank 1 after set_device), which is right
+# and stays; but a mask is made with `device="cuda:0"`: rank 1 fails with "cuda:1 and cuda:0"
 # (shared/design/fix-semantics.md A.8, B.10).
 # Run on 2 GPUs: LOCAL_RANK=1 python string_device_and_mask.before.py
 # devfix-flags: --select DF304
@@ -10,21 +10,11 @@ import os
 import torch
 from torch import nn
 
-
-def select_device() -> torch.device:
-    """CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 local_rank = int(os.environ.get("LOCAL_RANK", "0"))
 if torch.cuda.is_available():
     torch.cuda.set_device(local_rank)
 
-device = select_device()
+device = "cuda" if torch.cuda.is_available() else "cpu"
 model = nn.Linear(6, 6).to(device)
 keep = torch.ones(6, device=device)
 keep[0] = 0.0

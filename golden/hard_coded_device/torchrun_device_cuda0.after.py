@@ -12,7 +12,7 @@ from torch import nn
 
 
 def select_device() -> torch.device:
-    """CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU."""
+    """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
     if torch.cuda.is_available():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     if torch.backends.mps.is_available():

@@ -13,7 +13,8 @@ from torch import nn
 
 local_rank = int(os.environ.get("LOCAL_RANK", "0"))
 device = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
-first_gpu = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+writer_rank = 0  # the process that saved the checkpoint
+first_gpu = torch.device("cuda", writer_rank) if torch.cuda.is_available() else torch.device("cpu")
 path = os.path.join(tempfile.mkdtemp(), "model.pt")
 torch.save(nn.Linear(4, 2).to(first_gpu), path)
 

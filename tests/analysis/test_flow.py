@@ -95,6 +95,110 @@ def test_checkpoints_that_only_feed_state_dicts() -> None:
     assert not flow.feeds_only_state_dicts(second)
 
 
+def test_what_kind_of_program_the_file_is() -> None:
+    parsed = parse(
+        """
+        import torch
+        model = Net()
+        optimizer = torch.optim.AdamW(model.parameters())
+        def fit(batches):
+            for x, y in batches:
+                optimizer.zero_grad()
+                criterion(model(x), y).backward()
+                optimizer.step()
+        if __name__ == "__main__":
+            fit(load())
+        """
+    )
+    training = parsed.facts.flow
+    assert training.trains() and training.runs_as_script()
+    assert not training.runs_on_several_gpus() and not training.is_notebook()
+
+    routine = parse("net = Net()\nnet.train(songs=songs, epoch=3)\n")
+    assert routine.facts.flow.trains()
+    inference = parse(
+        """
+        import logging
+        import torch
+        logger = logging.getLogger(__name__)
+        def predict(model, x):
+            model.train(False)
+            model.eval()
+            return model(x.to("cuda:0"))
+        """
+    )
+    assert not inference.facts.flow.trains()
+    assert not inference.facts.flow.runs_as_script()
+
+    wrapped = parse("from torch import nn\nmodel = nn.DataParallel(Net())\n")
+    assert wrapped.facts.flow.runs_on_several_gpus()
+
+
+def test_gpus_used_counts_a_bare_cuda_as_the_current_gpu() -> None:
+    plain = parse('x = a.to("cuda:1")\ny = b.cuda()\n')
+    assert plain.facts.flow.gpus_used() == {0, 1}
+    ranked = parse('import torch\ntorch.cuda.set_device(rank)\nx = a.to("cuda:1")\ny = b.cuda()\n')
+    assert ranked.facts.flow.gpus_used() == {1}
+
+
+def test_a_cuda_check_through_a_variable() -> None:
+    parsed = parse(
+        """
+        import torch
+        is_cuda = torch.cuda.is_available()
+        if is_cuda:
+            model.cuda(0)
+        """
+    )
+    call = parsed.one(cst.Call, "model.cuda(0)")
+    assert parsed.facts.flow.guarded_by_cuda_check(call)
+
+
+def test_defaults_every_call_overrides_and_selections_with_a_fallback() -> None:
+    parsed = parse(
+        """
+        import torch
+        def run(model, device=torch.device("cuda")):
+            return model.to(device)
+        def other(model, device="cuda:1"):
+            return model.to(device)
+        run(net, device)
+        run(net, device=device)
+        other(net)
+        if args.gpu:
+            device = torch.device("cuda:0")
+        else:
+            device = torch.device("cpu")
+        fixed = torch.device("cuda:0")
+        """
+    )
+    flow = parsed.facts.flow
+    assert flow.overridden_default(parsed.one(cst.Call, 'torch.device("cuda")'))
+    assert not flow.overridden_default(parsed.one(cst.SimpleString, '"cuda:1"'))
+    chosen, pinned = [
+        node for node in parsed.all(cst.Assign) if code_of(node.value) == 'torch.device("cuda:0")'
+    ]
+    assert flow.falls_back_in_else(chosen)
+    assert not flow.falls_back_in_else(pinned)
+
+
+def test_the_model_attribute_moved_to_a_device_attribute() -> None:
+    parsed = parse(
+        """
+        class Trainer:
+            def __init__(self, model, gpu_id):
+                self.gpu_id = gpu_id
+                self.model = model.to(gpu_id)
+
+            def step(self, x):
+                return self.model(x.to(f"cuda:{self.gpu_id}"))
+        """
+    )
+    move = parsed.one(cst.Call, 'x.to(f"cuda:{self.gpu_id}")')
+    assert parsed.facts.flow.model_attribute_moved_to(move, "self.gpu_id") == "model"
+    assert parsed.facts.flow.model_attribute_moved_to(move, "self.rank") is None
+
+
 def test_backward_is_found_through_the_files_functions_two_calls_deep() -> None:
     parsed = parse(
         """

@@ -72,6 +72,25 @@ def test_device_map_kinds_and_module_casts() -> None:
     assert moves.only_casts(parsed.one(cst.Call, "self.head.to(dtype=torch.half)"))
 
 
+def test_values_the_file_treats_as_possibly_none() -> None:
+    parsed = parse(
+        """
+        class Trainer:
+            def run(self):
+                if self.gpu_id is None:
+                    return
+        t = Trainer(rank=None)
+        if None != local:
+            pass
+        """
+    )
+    moves = parsed.facts.moves
+    assert moves.compared_with_none("self.gpu_id")
+    assert moves.compared_with_none("self.rank")  # passed as `rank=None`
+    assert moves.compared_with_none("local")
+    assert not moves.compared_with_none("device")
+
+
 def test_a_helper_that_moves_its_argument() -> None:
     parsed = parse(
         """

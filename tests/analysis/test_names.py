@@ -97,6 +97,26 @@ def test_argument_by_keyword_or_position() -> None:
     assert argument(call, "sampler", 2) is None
 
 
+def test_torch_through_a_star_import_and_names_bound_anywhere() -> None:
+    parsed = parse(
+        """
+        from utils import *
+        def train(model, epochs):
+            device = torch.device("cuda:0")
+        """
+    )
+    names = parsed.facts.names
+    attribute = parsed.one(cst.Attribute, "torch.device")
+    assert names.qualified_name(attribute) is None
+    assert names.qualified_name_through_star(attribute) == "torch.device"
+    assert names.has_star_import()
+    assert names.bound_anywhere("device") and names.bound_anywhere("epochs")
+    assert not names.bound_anywhere("optimizer")
+    plain = parse("import torch as t\nx = torch.device('cpu')\n")
+    found = plain.facts.names.qualified_name_through_star(plain.one(cst.Attribute, "torch.device"))
+    assert found is None  # no star import: an unbound `torch`
+
+
 def test_the_import_table_maps_top_level_absolute_imports() -> None:
     parsed = parse(
         """

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from devfix.types import Applicability
+import textwrap
+
+from devfix.fix_loop import check_source
+from devfix.types import Applicability, Options
 from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF304"
@@ -10,7 +13,7 @@ RULE = "DF304"
 HELPER = '''
 
         def select_device() -> torch.device:
-            """CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU."""
+            """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
             if torch.cuda.is_available():
                 return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
             if torch.backends.mps.is_available():
@@ -26,8 +29,12 @@ def test_device_variable_and_uses() -> None:
         import torch
         device = torch.device("cuda:0")  # the GPU
         model = Net().to(device)
-        x = torch.zeros(3, device="cuda:0")
-        y = batch.cuda(0, non_blocking=True)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch, target in loader:
+            x = torch.zeros(3, device="cuda:0")
+            y = batch.cuda(0, non_blocking=True)
+            criterion(model(y) + x, target).backward()
+            optimizer.step()
         """,
         """
         import os
@@ -39,8 +46,12 @@ def test_device_variable_and_uses() -> None:
 
         device = select_device()  # the GPU
         model = Net().to(device)
-        x = torch.zeros(3, device=device)
-        y = batch.to(device, non_blocking=True)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for batch, target in loader:
+            x = torch.zeros(3, device=device)
+            y = batch.to(device, non_blocking=True)
+            criterion(model(y) + x, target).backward()
+            optimizer.step()
         """,
     )
 
@@ -54,6 +65,10 @@ def test_string_device_assignment() -> None:
 
         device = "cuda"
         model.to(device)
+        opt = t.optim.Adam(model.parameters())
+        for x, y in loader:
+            crit(model(x.to(device)), y.to(device)).backward()
+            opt.step()
         ''',
         '''
         """A script."""
@@ -63,7 +78,7 @@ def test_string_device_assignment() -> None:
 
 
         def select_device() -> t.device:
-            """CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU."""
+            """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
             if t.cuda.is_available():
                 return t.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
             if t.backends.mps.is_available():
@@ -73,11 +88,15 @@ def test_string_device_assignment() -> None:
 
         device = select_device()
         model.to(device)
+        opt = t.optim.Adam(model.parameters())
+        for x, y in loader:
+            crit(model(x.to(device)), y.to(device)).backward()
+            opt.step()
         ''',
     )
 
 
-def test_inline_use_without_variable_calls_helper() -> None:
+def test_inline_use_defines_the_device_once() -> None:
     result = assert_fix(
         RULE,
         """
@@ -86,23 +105,27 @@ def test_inline_use_without_variable_calls_helper() -> None:
 
         def main():
             model.to("cuda:1")
+            net.train(songs=songs, epoch=10)
+
+        if __name__ == "__main__":
+            main()
         """,
         """
         import os
         import torch
+        """
+        + HELPER
+        + """
 
 
-        def select_device() -> torch.device:
-            \"\"\"CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU.\"\"\"
-            if torch.cuda.is_available():
-                return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-            if torch.backends.mps.is_available():
-                return torch.device("mps")
-            return torch.device("cpu")
-
+        device = select_device()
 
         def main():
-            model.to(select_device())
+            model.to(device)
+            net.train(songs=songs, epoch=10)
+
+        if __name__ == "__main__":
+            main()
         """,
         unsafe=True,
     )
@@ -119,7 +142,8 @@ def test_amp_companions() -> None:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         scaler = GradScaler(init_scale=1024, enabled=args.amp)
         with torch.cuda.amp.autocast(dtype=torch.float16):
-            pass
+            loss = model(x)
+        scaler.scale(loss).backward()
         """,
         """
         import torch
@@ -127,7 +151,8 @@ def test_amp_companions() -> None:
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         scaler = torch.amp.GradScaler(device.type, init_scale=1024, enabled=args.amp and device.type == "cuda")
         with torch.autocast(device_type=device.type, dtype=torch.float16):
-            pass
+            loss = model(x)
+        scaler.scale(loss).backward()
         """,
         unsafe=True,
     )
@@ -155,6 +180,8 @@ def test_noops() -> None:
 
         def step(x: torch.Tensor):
             return x.cuda(0)
+
+        loss.backward()
         """,
     )
 
@@ -169,6 +196,8 @@ def test_declines_model_parallel() -> None:
         class Net(torch.nn.Module):
             def forward(self, x):
                 return self.dec(x.to("cuda:1"))
+
+        Net()(x).sum().backward()
         """,
         reason="several GPUs on purpose",
     )
@@ -182,6 +211,7 @@ def test_declines_string_comparison() -> None:
         device = "cuda"
         if device == "cuda":
             torch.backends.cudnn.benchmark = True
+        model(x.to(device)).sum().backward()
         """,
         reason="compared as a string",
     )
@@ -193,6 +223,7 @@ def test_declines_companion_without_device() -> None:
         """
         import torch
         scaler = torch.cuda.amp.GradScaler()
+        scaler.scale(model(x).sum()).backward()
         """,
         reason="no `torch.device` variable",
     )
@@ -207,6 +238,7 @@ def test_helper_goes_after_a_late_torch_import() -> None:
         import torch
 
         x = torch.zeros(2, device="cuda:0")
+        model(x).sum().backward()
         """,
         """
         import os
@@ -217,7 +249,7 @@ def test_helper_goes_after_a_late_torch_import() -> None:
 
 
         def select_device() -> torch.device:
-            \"\"\"CUDA (this process's GPU under torchrun), else Apple MPS, else the CPU.\"\"\"
+            \"\"\"CUDA (the process's GPU under torchrun), else Apple MPS, else CPU.\"\"\"
             if torch.cuda.is_available():
                 return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
             if torch.backends.mps.is_available():
@@ -225,7 +257,10 @@ def test_helper_goes_after_a_late_torch_import() -> None:
             return torch.device("cpu")
 
 
-        x = torch.zeros(2, device=select_device())
+        device = select_device()
+
+        x = torch.zeros(2, device=device)
+        model(x).sum().backward()
         """,
     )
 
@@ -245,5 +280,290 @@ def test_data_pipeline_functions_are_left_to_df201() -> None:
 
         dataset = dataset.map(preprocess_function, batched=True)
         loader = torch.utils.data.DataLoader(dataset, collate_fn=pad)
+        for batch in loader:
+            model(**batch).loss.backward()
         """,
     )
+
+
+TRAINING_LOOP = """
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x, y in loader:
+            criterion(model(x.to(device)), y.to(device)).backward()
+            optimizer.step()
+        """
+
+
+def test_torch_from_a_star_import() -> None:
+    assert_fix(
+        RULE,
+        """
+        from utils import *
+
+        model = Net()
+        device = torch.device("cuda:0")
+        model.to(device)
+        """
+        + TRAINING_LOOP,
+        """
+        import os
+        import torch
+
+        from utils import *
+        """
+        + HELPER
+        + """
+
+
+        model = Net()
+        device = select_device()
+        model.to(device)
+        """
+        + TRAINING_LOOP,
+    )
+
+
+def test_a_fallback_that_pins_another_gpu_keeps_the_fallback() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        device = torch.device("cuda:1" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        """
+        + TRAINING_LOOP,
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        """
+        + TRAINING_LOOP,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings] == [Applicability.UNSAFE]
+    assert "pins GPU 1" in findings[0].message
+
+
+def test_a_pinned_fallback_under_dataparallel_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        device = torch.device("cuda:1" if torch.cuda.is_available() else "cpu")
+        model = nn.DataParallel(Net()).to(device)
+        """
+        + TRAINING_LOOP,
+        reason="`LOCAL_RANK`",
+    )
+
+
+def test_resume_map_location_goes_to_the_scripts_device() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def main(args):
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model = Net().to(device)
+            optimizer = torch.optim.Adam(model.parameters())
+            if args.resume:
+                checkpoint = torch.load(args.resume, map_location="cuda:0")
+                model.load_state_dict(checkpoint["model"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+            for x, y in loader:
+                criterion(model(x.to(device)), y.to(device)).backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            main(parse_args())
+        """,
+        """
+        import torch
+
+        def main(args):
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            model = Net().to(device)
+            optimizer = torch.optim.Adam(model.parameters())
+            if args.resume:
+                checkpoint = torch.load(args.resume, map_location=device)
+                model.load_state_dict(checkpoint["model"])
+                optimizer.load_state_dict(checkpoint["optimizer"])
+            for x, y in loader:
+                criterion(model(x.to(device)), y.to(device)).backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            main(parse_args())
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_rank_that_may_be_none_uses_the_models_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn.functional as F
+
+        class Trainer:
+            def __init__(self, model, optimizer, gpu_id):
+                self.gpu_id = gpu_id
+                self.model = model.to(gpu_id)
+                self.optimizer = optimizer
+
+            def run_epoch(self, batches):
+                for x, y in batches:
+                    x = x.to(f"cuda:{self.gpu_id}")
+                    F.cross_entropy(self.model(x), y).backward()
+                    self.optimizer.step()
+
+        def main(rank=None):
+            trainer = Trainer(Net(), opt, gpu_id=rank)
+            if trainer.gpu_id is None:
+                print("one process")
+        """,
+        """
+        import torch
+        import torch.nn.functional as F
+
+        class Trainer:
+            def __init__(self, model, optimizer, gpu_id):
+                self.gpu_id = gpu_id
+                self.model = model.to(gpu_id)
+                self.optimizer = optimizer
+
+            def run_epoch(self, batches):
+                for x, y in batches:
+                    x = x.to(next(self.model.parameters()).device)
+                    F.cross_entropy(self.model(x), y).backward()
+                    self.optimizer.step()
+
+        def main(rank=None):
+            trainer = Trainer(Net(), opt, gpu_id=rank)
+            if trainer.gpu_id is None:
+                print("one process")
+        """,
+    )
+
+
+def test_programs_that_choose_their_gpu_are_left_alone() -> None:
+    # An inference script that picks its GPU.
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def predict(path):
+            model = Net()
+            model.load_state_dict(torch.load(path, map_location="cuda:0"))
+            model.to("cuda:0")
+            model.eval()
+            with torch.no_grad():
+                return model(torch.randn(1, 3, device="cuda:0"))
+
+        if __name__ == "__main__":
+            print(predict("model.pt"))
+        """,
+    )
+    # A CUDA check kept in a variable: the selection falls back.
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        use_cuda = torch.cuda.is_available()
+        model = Net()
+        if use_cuda:
+            model = model.cuda(0)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in loader:
+            if use_cuda:
+                x, y = x.cuda(0), y.cuda(0)
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    )
+    # One process per GPU after `set_device`: "cuda" is the rank's GPU.
+    assert_noop(
+        RULE,
+        """
+        import os
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        local_rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("nccl")
+        torch.cuda.set_device(local_rank)
+        model = DDP(Net().cuda(), device_ids=[local_rank])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in loader:
+            x, y = x.to("cuda"), y.cuda()
+            criterion(model(x), y).backward()
+            optimizer.step()
+        """,
+    )
+    # A library's training step: its caller chooses the device.
+    assert_noop(
+        RULE,
+        """
+        import torch.nn.functional as F
+
+        def train_step(model, optimizer, x, y, device="cuda"):
+            x, y = x.to(device), y.to(device)
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        """,
+    )
+
+
+def test_defaults_every_call_overrides_and_the_users_own_switch() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def train_one_epoch(model, optimizer, loader, device=torch.device("cuda")):
+            for x, y in loader:
+                criterion(model(x.to(device)), y.to(device)).backward()
+                optimizer.step()
+
+        if args.gpu:
+            device = torch.device("cuda:0")
+        else:
+            device = torch.device("cpu")
+        train_one_epoch(model, optimizer, loader, device=device)
+        """,
+    )
+
+
+def test_notebooks_are_left_alone() -> None:
+    source = "import torch\ndevice = torch.device('cuda:0')\n" + textwrap.dedent(TRAINING_LOOP)
+    assert check_source(source, "train.py", Options(select=(RULE,)))
+    assert not check_source(source, "train.ipynb", Options(select=(RULE,)))
+
+
+def test_map_location_without_a_device_variable_loads_to_the_cpu() -> None:
+    before = """
+        import torch
+        model = Net().cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        state = torch.load("last.pt", map_location="cuda:0")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        for x, y in loader:
+            criterion(model(x.cuda()), y.cuda()).backward()
+            optimizer.step()
+        """
+    findings = assert_fix(RULE, before, before.replace('"cuda:0"', '"cpu"'))
+    assert findings[0].applicability is Applicability.SAFE
+    # A tensor used straight from the checkpoint now arrives on the CPU: unsafe.
+    used = before.replace("for x, y", 'weights = state["class_weights"]\n        for x, y')
+    findings = assert_fix(RULE, used, used.replace('"cuda:0"', '"cpu"'), unsafe=True)
+    assert findings[0].applicability is Applicability.UNSAFE

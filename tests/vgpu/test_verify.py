@@ -135,9 +135,19 @@ def test_diagnosis_names_the_finding_of_the_failing_expression(tmp_path) -> None
     post = r.stderr.split("devfix verify: the script died of a device mismatch\n", 1)[1]
     assert post.startswith(
         "  at ../src/model.py:14\n    src = self.tok_embedding(src) * self.scale\n"
-        "  devices involved: cuda:0, cpu\n  devfix findings (tied to the failing expression):\n"
-        "    ../src/model.py:10:9: DF103 "
+        "  devices involved: cuda:0, cpu\n"
     ), post
+    # the CPU operand's provenance: the attribute set in __init__, and the rule that fixes it
+    assert (
+        "  the cpu tensor `other` (shape [1]) is the plain tensor attribute `scale` set at "
+        "../src/model.py:10 (Module.to() and DataParallel move parameters and buffers, not plain "
+        "attributes)  (root cause)\n"
+        "      its value was created at ../src/model.py:10 by torch.FloatTensor(...) without "
+        "device=\n    -> DF103 fixes it: "
+    ) in post, post
+    assert (
+        "  devfix findings (tied to the failing expression):\n    ../src/model.py:10:9: DF103 "
+    ) in post, post
     assert "DF101" not in post and "scripts/../src" not in post
     assert post.rstrip().endswith("  to fix: devfix apply --unsafe-fixes ../src/model.py")
 

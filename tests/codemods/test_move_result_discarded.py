@@ -1,0 +1,145 @@
+"""DF206 move-result-discarded."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF206"
+
+
+def test_tensor_built_by_torch_is_assigned_back() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch as t
+        from torch import from_numpy
+
+        images = from_numpy(array).float()
+        images.to(device, non_blocking=True)  # to the GPU
+        masks = t.zeros(4, 5); masks.cuda()
+        out = model(images, masks)
+        """,
+        """
+        import torch as t
+        from torch import from_numpy
+
+        images = from_numpy(array).float()
+        images = images.to(device, non_blocking=True)  # to the GPU
+        masks = t.zeros(4, 5); masks = masks.cuda()
+        out = model(images, masks)
+        """,
+    )
+    assert {f.applicability for f in findings} == {Applicability.SAFE}
+
+
+def test_tensor_by_use_in_a_loop_is_unsafe() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        def evaluate(model, loader, device):
+            for inputs, labels in loader:
+                inputs.to(device)
+                logits = model(inputs.view(inputs.size(0), -1))
+        """,
+        """
+        def evaluate(model, loader, device):
+            for inputs, labels in loader:
+                inputs = inputs.to(device)
+                logits = model(inputs.view(inputs.size(0), -1))
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "`inputs.view` is used" in findings[0].message
+
+
+def test_values_from_the_same_loader_as_a_tensor() -> None:
+    assert_fix(
+        RULE,
+        """
+        cam = read_images(path_a)
+        prj = read_images(path_b)
+        cam.to(device)
+        prj.to(device)
+        surface = reference.expand_as(cam)
+        """,
+        """
+        cam = read_images(path_a)
+        prj = read_images(path_b)
+        cam = cam.to(device)
+        prj = prj.to(device)
+        surface = reference.expand_as(cam)
+        """,
+        unsafe=True,
+    )
+
+
+def test_modules_and_in_place_objects_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from transformers import AutoModel, AutoTokenizer
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("pe", torch.zeros(10, 4))
+
+            def forward(self, x):
+                pe = self.pe[: x.size(0)]
+                if x.is_cuda:
+                    pe.cuda()
+                return x + pe
+
+        net = Net()
+        net.to(device)
+        layer = nn.Linear(4, 2).eval()
+        layer.cuda()
+        bert = AutoModel.from_pretrained("bert-base-uncased")
+        bert.to(device)
+        tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+        encoded = tokenizer(texts, return_tensors="pt")
+        encoded.to(device)
+        wrapped = nn.DataParallel(net)
+        wrapped.cuda()
+        graph = load_graph()
+        graph.to(device)
+        print(graph.edge_index)
+        helper = build()
+        helper.to(device)
+        out = helper(torch.ones(2))
+        x = torch.ones(3)
+        x.to(torch.float16)
+        x.to("cpu")
+        """,
+    )
+
+
+def test_declines_loop_variable_not_read_after_the_move() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        tensors = [torch.zeros(2), torch.ones(2)]
+        for t in tensors:
+            t.to(device)
+        """,
+        reason="moves nothing in `tensors`",
+    )
+
+
+def test_declines_global_moved_inside_a_function() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        weights = torch.ones(3)
+
+        def setup(device):
+            weights.to(device)
+        """,
+        reason="module-level name",
+    )

@@ -1,0 +1,121 @@
+"""`devfix verify --fix` on the `golden/_repair/` cases (the root cause in another function or
+file than the raising line), and its stop rules."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devfix.vgpu import child_env
+
+REPAIR = Path(__file__).resolve().parents[2] / "golden" / "_repair"
+CASES = sorted(p.name for p in REPAIR.iterdir() if p.is_dir())
+HEADER = re.compile(r'^# devfix-repair: flags="([^"]*)" fixes="([^"]*)"$', re.M)
+
+
+def verify(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "devfix", "verify", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=cwd,
+        timeout=600,
+    )
+
+
+def test_there_are_repair_cases() -> None:
+    assert len(CASES) >= 2
+    for case in CASES:
+        assert HEADER.search((REPAIR / case / "train.py").read_text()), case
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES)
+def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
+    work = tmp_path / case
+    shutil.copytree(REPAIR / case, work)
+    flags, fixes = HEADER.search((work / "train.py").read_text()).groups()  # type: ignore[union-attr]
+    before = {p.name: p.read_text() for p in work.glob("*.py")}
+    assert verify("train.py", cwd=work).returncode == 1  # it does fail as written
+    r = verify("--fix", *shlex.split(flags), "train.py", cwd=work)
+    assert r.returncode == 0, r.stdout + r.stderr
+    applied = re.findall(r"-> applied (DF\d+) at", r.stdout)
+    assert applied == fixes.split(), r.stdout
+    rounds = len(applied) + 1
+    assert f"devfix verify --fix: round {rounds}: the script runs" in r.stdout
+    changed = [name for name, text in before.items() if (work / name).read_text() != text]
+    assert changed, "the fix wrote nothing"
+    assert verify("train.py", cwd=work).returncode == 0  # the repaired files run on their own
+
+
+@pytest.mark.slow
+def test_without_unsafe_fixes_it_stops_and_writes_nothing(tmp_path: Path) -> None:
+    work = tmp_path / "case"
+    shutil.copytree(REPAIR / "buffer_built_in_init", work)
+    before = (work / "encoder.py").read_text()
+    r = verify("--fix", "train.py", cwd=work)
+    assert r.returncode == 1
+    assert (
+        "  the finding at the root's line has an unsafe fix (allow it with --unsafe-fixes): stop"
+    ) in r.stderr
+    assert "is the plain tensor attribute `scale` set at encoder.py:11" in r.stderr
+    assert (work / "encoder.py").read_text() == before
+
+
+@pytest.mark.slow
+def test_an_uncovered_site_stops_with_the_suggestion(tmp_path: Path) -> None:
+    (tmp_path / "free.py").write_text(
+        "import torch\n"
+        "def make(n):\n"
+        "    return torch.zeros(n)\n"
+        "a = torch.ones(3).cuda()\n"
+        "print(a + make(3))\n"
+    )
+    r = verify("--fix", "--unsafe-fixes", "free.py", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "no devfix finding with a fix covers the root's line: stop" in r.stderr
+    assert (
+        'suggested edit (not a devfix rule) at free.py:3: return torch.zeros(n, device="cuda:0")'
+    ) in r.stderr
+
+
+@pytest.mark.slow
+def test_a_run_that_still_fails_restores_the_files_unless_keep_partial(tmp_path: Path) -> None:
+    """Round 1 fixes the attribute (DF103); round 2 dies on a CPU tensor no rule covers: the
+    edit is undone, or kept with --keep-partial."""
+    source = (
+        "import torch\n"
+        "import torch.nn as nn\n"
+        "def make(n):\n"
+        "    return torch.zeros(n)\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(3, 3)\n"
+        "        self.scale = torch.ones(3)\n"
+        "    def forward(self, x):\n"
+        "        return self.lin(x) * self.scale\n"
+        "device = torch.device('cuda')\n"
+        "net = Net().to(device)\n"
+        "print(net(torch.randn(2, 3, device=device)) + make(3))\n"
+    )
+    script = tmp_path / "two.py"
+    script.write_text(source)
+    r = verify("--fix", "--unsafe-fixes", "two.py", cwd=tmp_path)
+    assert r.returncode == 1
+    assert (
+        "devfix verify --fix: round 1: " in r.stdout and "-> applied DF103 at two.py:9" in r.stdout
+    )
+    assert "devfix verify --fix: round 2: " in r.stderr
+    assert "devfix verify --fix: the script still fails; restored two.py" in r.stderr
+    assert script.read_text() == source
+    kept = verify("--fix", "--unsafe-fixes", "--keep-partial", "two.py", cwd=tmp_path)
+    assert kept.returncode == 1
+    assert 'self.register_buffer("scale", torch.ones(3), persistent=False)' in script.read_text()
