@@ -18,9 +18,19 @@ class TokenizerOutputNotMoved(DevicePass):
     `.apply_chat_template`, processors: any call with `return_tensors="pt"`) whose result
     reaches a model that is on a device, through `model(**inputs)`,
     `model.generate(**inputs)`, `model(inputs["input_ids"])`, `model.generate(inputs.input_ids)`
-    or a name bound to one of these, without a `.to(...)` on the way. The fix appends
+    or a name bound to one of these, without a `.to(...)` on the way. Token ids made into a
+    tensor by hand count too: `torch.tensor(ids)` / `torch.LongTensor([ids])` (no `device=`) of
+    what a tokenizer's `encode` returned, and a call of a helper of the file that returns such
+    a tensor (`text_to_token_ids(text, tokenizer)`). The model may also be reached through a
+    function given it by name next to the data (`generate(model=model, idx=ids)`; when the
+    function is defined in the file it must call that model). The fix appends
     `.to(<device>)` to the tokenizer call: the script's device variable when the model was
-    moved to it (`model.to(device)`), else `model.device` (a model loaded with `device_map=`).
+    moved to it (`model.to(device)`), else `model.device`: a model loaded with `device_map=`,
+    a PEFT adapter loaded onto such a model (`PeftModel.from_pretrained(base, path)`), or a
+    model a class or function receives from its caller annotated as a Hugging Face model
+    (`def __init__(self, model: PreTrainedModel)`, no call in the file filling it): the caller
+    chooses the device and the model carries it. Declined: an unannotated model parameter
+    (nothing says it has a `.device`), and a model the file itself leaves on the CPU.
 
     ## Why is this bad?
     Tokenizers always return CPU tensors. The embedding layer of a model on the GPU then fails
@@ -61,13 +71,17 @@ class TokenizerOutputNotMoved(DevicePass):
     MESSAGE = "tokenizer output reaches a model on a device without being moved"
     FIX_TITLE = "Move the tokenizer output to the model's device"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = ("return_tensors",)
+    TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds")
 
     def visit_Call(self, node: cst.Call) -> None:
         argument = keyword_argument(node, "return_tensors")
-        if argument is None or not isinstance(argument.value, cst.SimpleString):
-            return
-        if argument.value.evaluated_value != "pt":
+        if argument is None:
+            if not self.facts.flow.token_id_tensor(node):
+                return
+        elif (
+            not isinstance(argument.value, cst.SimpleString)
+            or argument.value.evaluated_value != "pt"
+        ):
             return
         found = self.facts.flow.model_call_fed(node)
         if found is None:

@@ -25,16 +25,20 @@ from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
     dotted_name,
+    keyword_argument,
     root_name,
     statement_call,
 )
-from devfix.codemods.analysis.scopes import Binding, Scopes
+from devfix.codemods.analysis.scopes import Binding, Scopes, ScopeTable
 from devfix.codemods.analysis.torch_names import (
+    DATA_FACTORIES,
     DATA_KEYWORDS,
     DATALOADERS,
+    DEVICE_CARRYING_MODEL_TYPES,
     DISTRIBUTED_MARKERS,
     GRAD_SCALERS,
     ITERATION_WRAPPERS,
+    LEGACY_CONSTRUCTORS,
     LOGGING_METHODS,
     MAPPING_METHODS,
     MODEL_WRAPPERS,
@@ -45,6 +49,7 @@ from devfix.codemods.analysis.torch_names import (
     PLACEMENT_WORDS,
     SELF_MOVING_TRAINERS,
     TENSOR_DATASETS,
+    TOKEN_ID_METHODS,
 )
 from devfix.context import FileContext
 from devfix.notebooks import is_notebook
@@ -302,11 +307,17 @@ class ScriptFlow:
                 continue
             if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
                 found = self._move_from_callers(table.node, name, binding, depth)
+                if found is None and self._receives_device_carrying_model(table.node, name):
+                    found = (None, table_function, True)
                 if found is not None:
                     candidates.append((binding.position, found))
                 continue
             if binding.kind != "assign" or binding.value is None:
                 candidates.append((binding.position, (None, table_function, False)))
+                continue
+            received = self._stored_parameter(table, binding.value, depth)
+            if received is not None:
+                candidates.append((binding.position, received))
                 continue
             result = self._move_in_value(binding.value, table_function, binding.position, depth)
             if result is not None and result[2]:
@@ -331,6 +342,39 @@ class ScriptFlow:
             move = dataclasses.replace(move, conditional_line=table.conditional[position])
         return move, origin, pretrained or was_pretrained
 
+    def _receives_device_carrying_model(self, function: cst.FunctionDef, param: str) -> bool:
+        """`param` is annotated as a Hugging Face model and no call in this file fills it: the
+        caller chooses its device, and the model carries it as `.device` (a library class or
+        function given a model, e.g. `def __init__(self, model: PreTrainedModel, ...)`)."""
+        if self.call_sites(function):
+            return False
+        for candidate in (
+            *function.params.posonly_params,
+            *function.params.params,
+            *function.params.kwonly_params,
+        ):
+            if candidate.name.value == param and candidate.annotation is not None:
+                annotation = candidate.annotation.annotation
+                return self.names.qualified_name(annotation) in DEVICE_CARRYING_MODEL_TYPES
+        return False
+
+    def _stored_parameter(
+        self, table: ScopeTable, value: cst.BaseExpression, depth: int
+    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
+        """`self.model = model` in a method, `model` a parameter of that method annotated as a
+        Hugging Face model that no call in this file fills: the model carries its device."""
+        if not isinstance(table.node, cst.ClassDef) or not isinstance(value, cst.Name):
+            return None
+        method = self.scopes.enclosing_function(value)
+        if method is None or self.scopes.class_of(method) is not table.node:
+            return None
+        bindings = self.scopes.table(method).bindings.get(value.value, [])
+        if len(bindings) != 1 or bindings[0].kind != "param" or depth > 4:
+            return None
+        if self._receives_device_carrying_model(method, value.value):
+            return (None, None, True)
+        return None
+
     def _move_in_value(
         self,
         value: cst.BaseExpression,
@@ -350,6 +394,9 @@ class ScriptFlow:
                     (a.value for a in value.args if a.keyword and a.keyword.value == "device_map"),
                     None,
                 )
+                wrapped = self._wrapped_by_adapter(value, function, position, depth)
+                if device_map is None and wrapped is not None:
+                    return wrapped
                 if device_map is None or self.moves.device_kind(device_map, function) == "cpu":
                     return None
                 return (None, function, True)
@@ -374,6 +421,25 @@ class ScriptFlow:
         if inner_name is not None:
             return self._find_move(inner_name, function, position, depth + 1)
         return None
+
+    def _wrapped_by_adapter(
+        self,
+        value: cst.Call,
+        function: cst.FunctionDef | None,
+        position: int,
+        depth: int,
+    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
+        """`PeftModel.from_pretrained(model, path)`: adapters loaded onto a model given as the
+        first argument stay on that model's device, and the result has a `.device`."""
+        positional = [a for a in value.args if a.keyword is None]
+        inner = positional[0].value if positional else argument(value, "model")
+        inner_name = dotted_name(inner) if inner is not None else None
+        if inner_name is None:
+            return None
+        found = self._find_move(inner_name, function, position, depth + 1)
+        if found is None or not found[2]:
+            return None
+        return found
 
     def _move_from_callers(
         self, function: cst.FunctionDef, param: str, binding: Binding, depth: int
@@ -1423,10 +1489,110 @@ class ScriptFlow:
             callee = callee.value
         if dotted_name(callee) is None:
             return None
+        if isinstance(callee, cst.Name) and (
+            callee.value in self.scopes.module_functions()
+            or self.names.binds_from_import(callee.value)
+        ):
+            return self._model_through_helper(call, flow)
         model = flow.model_device(callee, call)
         if model is None or (model.move is None and not model.pretrained and not model.reason):
             return None
         return call, model
+
+    def token_id_tensor(self, call: cst.Call, _depth: int = 0) -> bool:
+        """`call` makes a CPU tensor of token ids: `torch.tensor(ids)` / `torch.LongTensor([ids])`
+        (no `device=`) of a list a tokenizer's `encode` returned, or a call of a function of this
+        file that returns such a tensor (`def text_to_ids(text, tok): ...; return tensor`)."""
+        qualified = self.names.qualified_name(call.func)
+        if qualified in DATA_FACTORIES or qualified in LEGACY_CONSTRUCTORS:
+            if keyword_argument(call, "device") is not None or not call.args:
+                return False
+            return self._holds_token_ids(call.args[0].value, call)
+        if not isinstance(call.func, cst.Name) or _depth > 2:
+            return False
+        function = self.scopes.module_functions().get(call.func.value)
+        if function is None:
+            return False
+        returned = [
+            node.value
+            for node in self.context.subtree(function.body)
+            if isinstance(node, cst.Return) and node.value is not None
+        ]
+        return bool(returned) and all(
+            self._token_tensor_value(value, _depth + 1) for value in returned
+        )
+
+    def _token_tensor_value(self, value: cst.BaseExpression, depth: int) -> bool:
+        """`value` (a returned expression) is a token-id tensor made on the CPU, possibly
+        reshaped (`.unsqueeze(0)`, `[None]`) or bound to a name first."""
+        while True:
+            if isinstance(value, cst.Subscript):
+                value = value.value
+            elif (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in ("unsqueeze", "view", "reshape", "long", "flatten")
+            ):
+                value = value.func.value
+            else:
+                break
+        if isinstance(value, cst.Call):
+            return self.token_id_tensor(value, depth)
+        if isinstance(value, cst.Name):
+            assigned = self.scopes.assigned_values(value.value, value)
+            return len(assigned) == 1 and self._token_tensor_value(assigned[0], depth)
+        return False
+
+    def _holds_token_ids(self, data: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`data` is (a list of) what a tokenizer's `encode` returned: the call itself or a name
+        bound only to it."""
+        if isinstance(data, cst.List) and len(data.elements) == 1:
+            data = data.elements[0].value
+        if isinstance(data, cst.Call):
+            return isinstance(data.func, cst.Attribute) and data.func.attr.value in TOKEN_ID_METHODS
+        if isinstance(data, cst.Name):
+            assigned = self.scopes.assigned_values(data.value, at)
+            return len(assigned) == 1 and self._holds_token_ids(assigned[0], at)
+        return False
+
+    def _model_through_helper(
+        self, call: cst.Call, flow: ScriptFlow
+    ) -> tuple[cst.Call, ModelDevice] | None:
+        """`generate(model=model, idx=ids, ...)`: a function given a model moved to a device
+        by name, next to the data (`model=` or a first positional model). When the function is
+        defined in this file it must call that parameter; the model's device is the answer."""
+        candidates = [
+            arg for arg in call.args if arg.keyword is not None and arg.keyword.value == "model"
+        ]
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if not candidates and positional:
+            candidates = [positional[0]]
+        if len(candidates) != 1 or dotted_name(candidates[0].value) is None:
+            return None
+        if isinstance(call.func, cst.Name):
+            function = self.scopes.module_functions().get(call.func.value)
+            if function is not None and not self._calls_parameter(function, call, candidates[0]):
+                return None
+        model = flow.model_device(candidates[0].value, call)
+        if model is None or (model.move is None and not model.pretrained):
+            return None
+        return call, model
+
+    def _calls_parameter(self, function: cst.FunctionDef, call: cst.Call, arg: cst.Arg) -> bool:
+        """The parameter of `function` that `arg` of `call` fills is called in its body."""
+        names = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if arg.keyword is not None:
+            param = arg.keyword.value
+        elif names:
+            param = names[0]
+        else:
+            return False
+        if param not in names:
+            return False
+        return any(
+            isinstance(node, cst.Call) and _is_name(node.func, param)
+            for node in self.context.subtree(function.body)
+        )
 
     def _moved_on_the_way(self, use: cst.Name) -> bool:
         """`inputs.to(d)`, `inputs["x"].to(d)`, `{k: v.to(d) for k, v in inputs.items()}`,

@@ -784,6 +784,25 @@ CUDA_GRAD_SCALERS = frozenset(
 SPLIT_MODEL_BASES = frozenset(
     {"transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel"}
 )
+#: Hugging Face model classes a parameter annotation may name: a model of one of these has a
+#: `.device` (the device of its first parameters), wherever the caller put it.
+DEVICE_CARRYING_MODEL_TYPES = frozenset(
+    {
+        "transformers.PreTrainedModel",
+        "transformers.modeling_utils.PreTrainedModel",
+        "transformers.AutoModel",
+        "transformers.AutoModelForCausalLM",
+        "transformers.AutoModelForSeq2SeqLM",
+        "transformers.GenerationMixin",
+        "peft.PeftModel",
+        "peft.PeftModelForCausalLM",
+    }
+)
+#: Tokenizer methods that return token ids as Python lists (`tokenizer.encode(text)`,
+#: tiktoken's `enc.encode(text)`, SentencePiece's `sp.encode_as_ids(text)`).
+TOKEN_ID_METHODS = frozenset(
+    {"encode", "encode_ordinary", "encode_as_ids", "EncodeAsIds", "convert_tokens_to_ids"}
+)
 #: Device types a string or `torch.device` may name.
 DEVICE_TYPES = ("cuda", "cpu", "mps", "xpu", "meta")
 #: Device types that are accelerators (a device string starting with one is not the CPU).

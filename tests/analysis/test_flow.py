@@ -312,3 +312,62 @@ def test_a_script_that_runs_on_the_one_device_it_chooses() -> None:
     assert not parse(two).facts.flow.runs_on_one_device()
     library = ONE_DEVICE.split("def predict")[0]  # classes only: nothing runs
     assert not parse(library).facts.flow.runs_on_one_device()
+
+
+TOKEN_IDS = """
+import torch
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, PreTrainedModel
+
+def to_ids(text, tok):
+    ids = tok.encode(text)
+    batch = torch.tensor(ids)
+    return batch[None]
+
+def label_tensor(labels):
+    return torch.tensor(labels)
+
+class Wrapper:
+    def __init__(self, model: PreTrainedModel, other):
+        self.model = model
+        self.other = other
+
+    def run(self, ids):
+        return self.model(ids), self.other(ids)
+
+base = AutoModelForCausalLM.from_pretrained("m", device_map="auto")
+tuned = PeftModel.from_pretrained(base, "adapter")
+a = torch.LongTensor([tok.encode("x")])
+b = torch.tensor(tok.encode("x"), device="cuda")
+c = to_ids("x", tok)
+d = label_tensor([1, 2])
+tuned(a)
+"""
+
+
+def test_token_id_tensors_by_hand_and_through_a_helper() -> None:
+    parsed = parse(TOKEN_IDS)
+    flow = parsed.facts.flow
+    made = {
+        code: flow.token_id_tensor(parsed.one(cst.Call, code))
+        for code in (
+            'torch.LongTensor([tok.encode("x")])',
+            'torch.tensor(tok.encode("x"), device="cuda")',
+            'to_ids("x", tok)',
+            "label_tensor([1, 2])",
+        )
+    }
+    assert list(made.values()) == [True, False, True, False]
+
+
+def test_models_that_carry_their_device() -> None:
+    parsed = parse(TOKEN_IDS)
+    flow = parsed.facts.flow
+    adapter_call = parsed.one(cst.Call, "tuned(a)")
+    adapter = flow.model_device(adapter_call.func, adapter_call)
+    assert adapter is not None and adapter.pretrained and adapter.move is None
+    received = parsed.one(cst.Call, "self.model(ids)")
+    found = flow.model_device(received.func, received)
+    assert found is not None and found.pretrained
+    unannotated = parsed.one(cst.Call, "self.other(ids)")
+    assert flow.model_device(unannotated.func, unannotated) is None

@@ -158,3 +158,183 @@ def test_declined_when_the_device_is_not_visible_and_the_model_has_no_device() -
         """,
         reason="not visible in `run`",
     )
+
+
+def test_a_wrapper_class_given_an_annotated_hugging_face_model_moves_to_its_device() -> None:
+    # A library class receives the model from its user: the user picks the device, and the
+    # model carries it as `.device`. Both `generate` on the encode call and `forward` on a name
+    # bound to it need the move.
+    assert_fix(
+        RULE,
+        """
+        from transformers import PreTrainedModel, PreTrainedTokenizer
+
+
+        class Completer:
+            def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizer):
+                self.model = model
+                self.tokenizer = tokenizer
+
+            def complete(self, text: str) -> str:
+                out = self.model.generate(self.tokenizer.encode(text, return_tensors="pt"))
+                return self.tokenizer.decode(out[0])
+
+            def next_logits(self, text: str):
+                ids = self.tokenizer.encode(text, return_tensors="pt")
+                return self.model.forward(ids).logits[0, -1]
+        """,
+        """
+        from transformers import PreTrainedModel, PreTrainedTokenizer
+
+
+        class Completer:
+            def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizer):
+                self.model = model
+                self.tokenizer = tokenizer
+
+            def complete(self, text: str) -> str:
+                out = self.model.generate(self.tokenizer.encode(text, return_tensors="pt").to(self.model.device))
+                return self.tokenizer.decode(out[0])
+
+            def next_logits(self, text: str):
+                ids = self.tokenizer.encode(text, return_tensors="pt").to(self.model.device)
+                return self.model.forward(ids).logits[0, -1]
+        """,
+    )
+
+
+def test_noop_when_the_model_parameter_is_unannotated_or_filled_in_the_file() -> None:
+    # Unannotated: nothing says the object has a `.device`. Filled by a call in this file with a
+    # model left on the CPU: the file's own configuration is single-device CPU.
+    assert_noop(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM, PreTrainedModel
+
+
+        class Scorer:
+            def __init__(self, model):
+                self.model = model
+
+            def score(self, text):
+                return self.model(tok.encode(text, return_tensors="pt"))
+
+
+        def score(model: PreTrainedModel, text):
+            return model(tok.encode(text, return_tensors="pt"))
+
+
+        score(AutoModelForCausalLM.from_pretrained("gpt2"), "hi")
+        """,
+    )
+
+
+def test_encoded_ids_wrapped_in_a_tensor_constructor_reach_an_adapter_model() -> None:
+    # `encode` returns a Python list; `torch.LongTensor([ids])` makes a CPU tensor. The PEFT
+    # adapter sits on the base model loaded over the GPUs, so it has that model's `.device`.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModel, AutoTokenizer
+
+        base = AutoModel.from_pretrained(path, device_map="auto", load_in_8bit=True)
+        model = PeftModel.from_pretrained(base, "./lora")
+        tok = AutoTokenizer.from_pretrained(path)
+        for prompt in prompts:
+            token_ids = tok.encode(prompt)
+            input_ids = torch.LongTensor([token_ids])
+            print(tok.decode(model.generate(input_ids=input_ids, max_length=64)[0]))
+        """,
+        """
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModel, AutoTokenizer
+
+        base = AutoModel.from_pretrained(path, device_map="auto", load_in_8bit=True)
+        model = PeftModel.from_pretrained(base, "./lora")
+        tok = AutoTokenizer.from_pretrained(path)
+        for prompt in prompts:
+            token_ids = tok.encode(prompt)
+            input_ids = torch.LongTensor([token_ids]).to(model.device)
+            print(tok.decode(model.generate(input_ids=input_ids, max_length=64)[0]))
+        """,
+    )
+
+
+def test_an_encoding_helper_feeding_a_sampling_function_given_the_moved_model() -> None:
+    # tiktoken-style `encode` in a helper that returns a batch of one; a sampling loop of the
+    # file calls the model it is given. Before the move the same call is correct.
+    assert_fix(
+        RULE,
+        """
+        import tiktoken
+        import torch
+
+
+        def to_ids(text, enc):
+            ids = enc.encode(text)
+            return torch.tensor(ids).unsqueeze(0)
+
+
+        def sample(model, idx, steps):
+            for _ in range(steps):
+                logits = model(idx)[:, -1, :]
+                idx = torch.cat((idx, logits.argmax(-1, keepdim=True)), dim=1)
+            return idx
+
+
+        enc = tiktoken.get_encoding("gpt2")
+        net = TinyGPT()
+        early = sample(net, to_ids("hello", enc), 5)
+        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        net.to(dev)
+        train(net)
+        late = sample(model=net, idx=to_ids("hello", enc), steps=5)
+        """,
+        """
+        import tiktoken
+        import torch
+
+
+        def to_ids(text, enc):
+            ids = enc.encode(text)
+            return torch.tensor(ids).unsqueeze(0)
+
+
+        def sample(model, idx, steps):
+            for _ in range(steps):
+                logits = model(idx)[:, -1, :]
+                idx = torch.cat((idx, logits.argmax(-1, keepdim=True)), dim=1)
+            return idx
+
+
+        enc = tiktoken.get_encoding("gpt2")
+        net = TinyGPT()
+        early = sample(net, to_ids("hello", enc), 5)
+        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        net.to(dev)
+        train(net)
+        late = sample(model=net, idx=to_ids("hello", enc).to(dev), steps=5)
+        """,
+    )
+
+
+def test_noop_when_a_function_given_the_model_never_calls_it_or_ids_get_a_device() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+
+        def report(model, ids):
+            print(sum(p.numel() for p in model.parameters()), ids.shape)
+
+
+        dev = torch.device("cuda")
+        net = Net().to(dev)
+        report(net, torch.tensor([tok.encode("hi")]))
+        out = net(torch.tensor([tok.encode("hi")], device=dev))
+        """,
+    )
