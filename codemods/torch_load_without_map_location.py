@@ -26,9 +26,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
     `weights_only`, `mmap` and every other argument stay exactly as written.
 
     Left alone: a single-process program (a notebook, a tutorial script) that loads back the
-    file it saved itself (`torch.save(model.state_dict(), "best.pt")` during training, then
-    `model.load_state_dict(torch.load("best.pt"))`): the tensors return to the device it saved
-    them from, its own.
+    state it saved itself into `load_state_dict` (`torch.save(model.state_dict(), "best.pt")`
+    during training, then `model.load_state_dict(torch.load("best.pt"))`): the values go onto
+    the parameters' devices, and the devices it was saved from are this machine's.
 
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
@@ -91,11 +91,12 @@ class TorchLoadWithoutMapLocation(DevicePass):
         if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
             return
         flow = self.facts.flow
-        if not flow.is_distributed() and flow.loads_its_own_save(node):
-            return  # one process reads back what it saved: the devices are its own
-        target, reason, certain = self._map_target(
-            node, self.facts.flow.feeds_only_state_dicts(node)
-        )
+        only_state = flow.feeds_only_state_dicts(node)
+        if only_state and not flow.is_distributed() and flow.loads_its_own_save(node):
+            # One process reads back the state it saved, and `load_state_dict` copies it onto
+            # the parameters' devices: neither a GPU-0 spike nor a missing device.
+            return
+        target, reason, certain = self._map_target(node, only_state)
         message = f"{self.MESSAGE}; {reason}"
         if not certain:
             message += (

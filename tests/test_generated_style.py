@@ -47,6 +47,10 @@ def test_imports_land_in_their_block_with_the_default_line_length(tmp_path: Path
         '"""Training."""\n'
         "import argparse\n\nimport numpy as np\nimport torch\nfrom torch import nn\n\n"
         'model = nn.Linear(2, 2).to("cuda:0")\n'
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in np.split(np.ones((4, 2), dtype=np.float32), 2):\n"
+        '    model(torch.from_numpy(x).to("cuda:0")).sum().backward()\n'
+        "    opt.step()\n"
     )
     path = tmp_path / "train.py"
     path.write_text(source)

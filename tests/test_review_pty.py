@@ -253,6 +253,14 @@ def load_inputs(x):
 
 def load_targets(x):
     return x.to("cuda:0")
+
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        loss = (model(load_inputs(x)) - load_targets(y)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
 """
 
 
@@ -266,7 +274,7 @@ def _spawn_command(root: Path, *args: str) -> pexpect.spawn:
 def test_accepted_twins_are_both_applied_and_state_stays_in_the_cache_folder(
     tmp_path: Path,
 ) -> None:
-    """Two identical `.to("cuda:0")` lines whose fixes overlap (both add the same helper): the
+    """Two identical `.to("cuda:0")` lines whose fixes overlap (both add the same device): the
     second is applied on the code the first produced. The answers are kept in .devfix_cache/,
     which git ignores."""
     root = tmp_path / "repo"
@@ -283,7 +291,7 @@ def test_accepted_twins_are_both_applied_and_state_stays_in_the_cache_folder(
     assert answered == 2
     assert "not applied" not in child.tail and "could not be applied" not in child.tail
     text = (root / "twins.py").read_text()
-    assert '"cuda:0"' not in text and text.count(".to(select_device())") == 2
+    assert '"cuda:0"' not in text and text.count(".to(device)") == 2
     assert (root / ".devfix_cache" / "review.json").is_file()
     untracked = subprocess.run(
         ["git", "status", "--porcelain", "--untracked-files=all"],

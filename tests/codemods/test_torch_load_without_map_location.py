@@ -220,6 +220,24 @@ def test_a_single_process_program_reading_back_its_own_save_is_left_alone() -> N
 
 
 def test_another_file_or_several_processes_still_get_map_location() -> None:
+    # Tensors used straight from its own save come back where they were saved, not where they
+    # are used now.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        torch.save({"w": w}, "w.pt")
+        state = torch.load("w.pt")
+        y = x @ state["w"]
+        """,
+        """
+        import torch
+        torch.save({"w": w}, "w.pt")
+        state = torch.load("w.pt", map_location="cpu")
+        y = x @ state["w"]
+        """,
+        unsafe=True,
+    )
     assert_fix(
         RULE,
         """

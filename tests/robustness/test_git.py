@@ -13,7 +13,15 @@ from tests.robustness.cli import FIXABLE, FIXED, assert_no_traceback, devfix
 pytestmark = pytest.mark.slow
 
 #: Two rules' fixes (DF302 and DF304): two commits.
-TWO_RULES = 'import torch\n\ndevice = torch.device("cuda")\nw = torch.load("w.pt")\n'
+#: A training script (DF304 judges programs that train) with a DF304 and a DF302 finding.
+TWO_RULES = (
+    'import torch\n\ndevice = torch.device("cuda")\nw = torch.load("w.pt")\n'
+    "model = torch.nn.Linear(2, 2).to(device)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for x in loader:\n"
+    "    model(x.to(device)).sum().backward()\n"
+    "    opt.step()\n"
+)
 
 
 def _git(repo: Path, *args: str) -> str:
