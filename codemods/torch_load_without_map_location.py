@@ -23,7 +23,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
     process device is held in a variable (`device = torch.device("cuda", local_rank)`), that
     variable is used instead; so it is in a single-process script whose loaded tensors are used
     directly (not only through `load_state_dict`) and that holds its device in a variable.
-    `weights_only`, `mmap` and every other argument stay exactly as written.
+    `weights_only`, `mmap` and every other argument stay exactly as written. A script that
+    imports `torch` nowhere but takes it from a star-imported helper module
+    (`from utils import *`) is read the same way.
 
     Left alone: a single-process program (a notebook, a tutorial script) that loads back the
     state it saved itself into `load_state_dict` (`torch.save(model.state_dict(), "best.pt")`
@@ -83,7 +85,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
         return super().wakes_on(text) and _LOAD_WORD.search(text) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
-        if call_tail(node.func) != "load" or self.qualified_name(node.func) != "torch.load":
+        if call_tail(node.func) != "load":
+            return
+        # A script may take `torch` from a star-imported helper module (`from utils import *`).
+        if self.facts.names.qualified_name_through_star(node.func) != "torch.load":
             return
         positional = [arg for arg in node.args if arg.keyword is None]
         if len(positional) != 1 or positional[0].star:

@@ -270,3 +270,46 @@ def test_another_file_or_several_processes_still_get_map_location() -> None:
         """,
     )
     assert findings
+
+
+def test_torch_taken_from_a_star_imported_helper_module() -> None:
+    # Research scripts often get `torch` only through `from their_utils import *`.
+    findings = assert_fix(
+        RULE,
+        """
+        import argparse
+        from networks.backbones import *
+
+
+        class Trainer:
+            def __init__(self, args):
+                self.teacher = Backbone(depth=101)
+                state = torch.load(args.teacher_weights)
+                self.teacher.load_state_dict(state["state_dict"])
+                if args.cuda:
+                    self.teacher = self.teacher.cuda()
+        """,
+        """
+        import argparse
+        from networks.backbones import *
+
+
+        class Trainer:
+            def __init__(self, args):
+                self.teacher = Backbone(depth=101)
+                state = torch.load(args.teacher_weights, map_location="cpu")
+                self.teacher.load_state_dict(state["state_dict"])
+                if args.cuda:
+                    self.teacher = self.teacher.cuda()
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_an_unbound_torch_without_a_star_import_is_not_guessed() -> None:
+    assert_noop(
+        RULE,
+        """
+        checkpoint = torch.load("model.pt")
+        """,
+    )
