@@ -1,7 +1,9 @@
 """A cache of results for files whose content has not changed since the last run.
 
-One JSON file per devfix version, run mode and configuration, holding, per content hash (of
-the exact bytes that were parsed), the findings of a file that needed no rewrite. A hit costs
+One JSON file per devfix build (its version and the state of its source files, so an edited
+checkout never reads results of its old code), run mode and configuration, holding, per
+content hash (of the exact bytes that were parsed), the findings of a file that needed no
+rewrite. A hit costs
 one read and one hash instead of a parse. The file lives in devfix's state folder and is read
 and written without following links (devfix.state); an entry that is not exactly what devfix
 writes (a corrupted or crafted file) is a miss, never an error.
@@ -10,6 +12,7 @@ writes (a corrupted or crafted file) is a miss, never an error.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -36,9 +39,30 @@ def content_key(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Size and modification time of every Python file of the installed devfix (passes
+    included): a few hundred `stat` calls, once per process."""
+    import devfix.codemods  # the passes: beside devfix/ in a checkout, inside it in a wheel
+
+    roots = {os.path.dirname(os.path.abspath(__file__))}
+    roots.add(os.path.dirname(os.path.abspath(devfix.codemods.__file__)))
+    files: set[str] = set()
+    for root in roots:
+        for folder, _dirs, names in os.walk(root):
+            files.update(os.path.join(folder, n) for n in names if n.endswith(".py"))
+    parts: list[str] = []
+    for path in sorted(files):
+        with contextlib.suppress(OSError):
+            info = os.stat(path)
+            parts.append(f"{path}:{info.st_size}:{info.st_mtime_ns}")
+    return hashlib.blake2b("\n".join(parts).encode(), digest_size=8).hexdigest()
+
+
 def _settings_key(settings: Settings, mode: str) -> str:
     described = {
         "version": __version__,
+        "code": code_fingerprint(),
         "mode": mode,
         "passes": settings.codes,
         "unsafe_fixes": settings.unsafe_fixes,

@@ -178,6 +178,26 @@ def test_cache_skips_unchanged_files(project: Path, monkeypatch: pytest.MonkeyPa
         list(fix_paths([str(project / "src")], options, check_only=True))
 
 
+def test_cache_is_not_read_after_devfix_itself_changes(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An edited pass (a development checkout, a local rule) must not be answered by results
+    its old code stored: the cache file is per build of devfix."""
+    from devfix import cache
+
+    options = Options(cache_dir=str(project / "cache"), jobs=1)
+    list(fix_paths([str(project / "src")], options, check_only=True))
+
+    def explode(job: object) -> object:
+        raise AssertionError(f"parsed again: {job}")
+
+    monkeypatch.setattr(engine, "_fix_one", explode)
+    list(fix_paths([str(project / "src")], options, check_only=True))  # same build: all hits
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "an edited checkout")
+    with pytest.raises(AssertionError, match="parsed again"):
+        list(fix_paths([str(project / "src")], options, check_only=True))
+
+
 @pytest.mark.slow  # starts devfix or git subprocesses
 def test_empty_file_list_is_not_an_error(tmp_path: Path) -> None:
     assert devfix("check", cwd=tmp_path).returncode == 0
