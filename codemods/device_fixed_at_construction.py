@@ -31,6 +31,10 @@ class DeviceFixedAtConstruction(DevicePass):
     whose device is a module-level global, an attribute stored in `__init__`
     (`self.device = device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`), and
     rewrites them to the device of the tensor the value meets.
+    DataParallel-era device ids inside a module or a loss (`.cuda(self.device_ids[0])`,
+    `.cuda(0)`, a head that gathers its logits on `self.device_id[0]`): an input a replica
+    received (labels scattered into the gathered one-hot) goes to the device of the tensor it
+    meets (`label.to(one_hot.device)`); the module's own placement stays.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
