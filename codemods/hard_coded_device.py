@@ -155,10 +155,12 @@ class HardCodedDevice(DevicePass):
         )
         if index is None or not isinstance(index.value, cst.Integer):
             return  # a bare `.cuda()` is "the current device"; DF102/DF201 judge it
+        shown = f"`.cuda({self._code(index.value)})`"
+        if self._offloads_to_other_gpu(node, int(index.value.value), shown, node):
+            return
         if self._out_of_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
             return
         assert isinstance(node.func, cst.Attribute)
-        shown = f"`.cuda({self._code(index.value)})`"
         reason = self._decline_reason(node, None)
         if reason is not None:
             self.report(node, message=f"{shown}: {self.MESSAGE}; {reason}")
@@ -180,6 +182,8 @@ class HardCodedDevice(DevicePass):
     # -- the rewrite ---------------------------------------------------------------------------
 
     def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
+        if self._offloads_to_other_gpu(anchor, _gpu_index(target), shown, target):
+            return
         if self._out_of_scope(anchor):
             return
         index = _gpu_index(target)
@@ -472,6 +476,37 @@ class HardCodedDevice(DevicePass):
             if isinstance(ancestor, cst.ClassDef) and code.class_info(ancestor).is_module:
                 return True
         return self.facts.flow.in_data_pipeline(node)
+
+    def _offloads_to_other_gpu(
+        self, anchor: cst.CSTNode, index: int | None, shown: str, target: cst.CSTNode
+    ) -> bool:
+        """A plain function of a training or multi-GPU script (model code only because it takes
+        a tensor) that sends its work to a literal second GPU (`.to("cuda:1")`, `.cuda(1)`):
+        a deliberate offload beside the script's device. A machine with fewer GPUs lacks it,
+        and whether it should fall back to the script's device or to GPU 0 is a choice: report
+        it without a fix. Module methods and data pipelines stay DF102's and DF201's."""
+        if not index:
+            return False
+        flow = self.facts.flow
+        if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
+            return False
+        function = self.facts.modules.enclosing_function(anchor)
+        if function is None or not function.is_model_code or function.owner is not None:
+            return False
+        if any(isinstance(a, cst.ClassDef) for a in self.context.ancestors(anchor)):
+            return False
+        if flow.in_data_pipeline(anchor):
+            return False
+        self.report(
+            target,
+            message=(
+                f"{shown}: {self.MESSAGE}; `{function.name}` offloads its own work to "
+                f"cuda:{index} on purpose, which a machine with fewer GPUs lacks; choose its "
+                f"device by hand (e.g. cuda:{index} only when torch.cuda.device_count() > "
+                f"{index}, else the script's device)"
+            ),
+        )
+        return True
 
     def _decline_reason(self, node: cst.CSTNode, assign: cst.Assign | None) -> str | None:
         indices = self.facts.flow.gpus_used()

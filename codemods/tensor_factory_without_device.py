@@ -8,11 +8,12 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, method_call
 from devfix.codemods.analysis.devices import Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.names import call_tail, code_of, has_star_kwargs, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
     TENSOR_FACTORIES,
+    VARIABLE,
 )
 from devfix.types import Applicability, Edit
 
@@ -31,7 +32,9 @@ class TensorFactoryWithoutDevice(DevicePass):
     `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
     `init_hidden`, mask builders, loss modules) and every function that takes a tensor argument.
     `__init__` is left to DF103, which registers such tensors as buffers so `model.to()` moves
-    them.
+    them. In script code (module level, notebook cells), a random or shape factory
+    (`torch.randn(64, 100)`, also inside `Variable(...)`) fed straight to a model the script
+    moved to a device, or to one of its submodules (`vae.decoder(z)`), is found too.
 
     ## Why is this bad?
     A factory without `device=` makes a CPU tensor. As soon as the model runs on a GPU, the first
@@ -69,7 +72,10 @@ class TensorFactoryWithoutDevice(DevicePass):
     Safe when the tensor provably meets the device it is given (the fix is a no-op on CPU and
     removes the error on GPUs). Unsafe when the only evidence is that the function has a tensor
     argument: the fix then uses the first such argument's device. When nothing in scope can
-    supply a device, the finding is reported without a fix, with the reason. `self.device` is
+    supply a device, the finding is reported without a fix, with the reason. In script code the
+    device is the model's move (`device=device` after `model.to(device)`); a model moved only
+    under `if torch.cuda.is_available():` gets the file's own move helper (`to_var(...)`) when
+    it has exactly one, and is reported without a fix otherwise. `self.device` is
     never invented, and `next(self.parameters())` is never used (it is empty on DataParallel
     replicas).
 
@@ -101,6 +107,9 @@ class TensorFactoryWithoutDevice(DevicePass):
         if not legacy and _states_its_device(node):
             return
         function = self.facts.modules.enclosing_function(node)
+        if function is None and not legacy and qualified not in DATA_FACTORIES:
+            self._check_script_tensor(node, qualified)
+            return
         if function is None or not function.is_model_code:
             return
         if self.facts.modules.is_construction(function):
@@ -137,6 +146,65 @@ class TensorFactoryWithoutDevice(DevicePass):
             edits=[Edit(node, replacement)],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
+
+    def _check_script_tensor(self, node: cst.Call, qualified: str) -> None:
+        """Script code (a notebook cell, a module-level loop): a new tensor (`torch.randn(n, z)`)
+        fed straight to a model the script moved to a GPU, through `Variable(...)` at most."""
+        value: cst.BaseExpression = node
+        holder = self.context.parent(node)
+        if isinstance(holder, cst.Arg):
+            wrapper = self.context.parent(holder)
+            if (
+                isinstance(wrapper, cst.Call)
+                and len(wrapper.args) == 1
+                and self.qualified_name(wrapper.func) in VARIABLE
+            ):
+                value = wrapper
+        found = self.facts.flow.model_call_fed(value, submodules=True)
+        if found is None:
+            return
+        model_call, model = found
+        line = self.context.position(model_call).start.line
+        where = f"`{qualified}` creates a CPU tensor that `{model.model}` (line {line}) reads"
+        if model.move is not None and not model.move.conditional_line:
+            device = model.move.as_to_argument()
+        elif model.pretrained:
+            device = cst.parse_expression(f"{model.model}.device")
+        else:
+            helper = self._move_helper()
+            if helper is None:
+                reason = model.reason or (
+                    f"`{model.model}` moves to {model.move.describe()} only under a condition"
+                    if model.move is not None
+                    else "its device is not known"
+                )
+                self.report(node, message=f"{where} on its device; no fix: {reason}")
+                return
+            moved = cst.Call(func=cst.Name(helper), args=[cst.Arg(node)])
+            self.report(
+                node,
+                message=f"{where} on its device; the script moves its tensors with `{helper}`",
+                fix_title=f"Wrap it in `{helper}(...)`",
+                edits=[Edit(node, moved)],
+            )
+            return
+        shown = code_of(device)
+        self.report(
+            node,
+            message=f"{where} on `{shown}`; it needs `device={shown}`",
+            fix_title=f"Use `device={shown}`",
+            edits=[Edit(node, append_keyword(node, "device", device))],
+        )
+
+    def _move_helper(self) -> str | None:
+        """The one function of the file that moves a tensor to the device the script uses
+        (`def to_var(x): if torch.cuda.is_available(): x = x.cuda(); return x`)."""
+        helpers = [
+            name
+            for name, function in self.facts.scopes.module_functions().items()
+            if self.facts.moves.is_move_helper(function)
+        ]
+        return helpers[0] if len(helpers) == 1 else None
 
 
 def _states_its_device(node: cst.Call) -> bool:

@@ -1408,10 +1408,13 @@ class ScriptFlow:
 
     # -- values fed to a model ----------------------------------------------------------------
 
-    def model_call_fed(self, node: cst.BaseExpression) -> tuple[cst.Call, ModelDevice] | None:
+    def model_call_fed(
+        self, node: cst.BaseExpression, *, submodules: bool = False
+    ) -> tuple[cst.Call, ModelDevice] | None:
         """The call of a model on a device that the value of `node` reaches without a move
         (directly, through attributes and subscripts, or through names bound to it), and the
-        model's device."""
+        model's device. `submodules`: a call of a model's attribute (`vae.decoder(z)`) counts
+        as a call of that model when the attribute itself was never moved."""
         flow = self
         value: cst.BaseExpression = node
         while True:
@@ -1431,16 +1434,22 @@ class ScriptFlow:
         if isinstance(parent, cst.Arg):
             call = self.context.parent(parent)
             if isinstance(call, cst.Call):
-                return self._as_model_call(call, flow)
+                return self._as_model_call(call, flow, submodules)
             return None
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
             target = parent.targets[0].target
             if isinstance(target, cst.Name):
-                return self._follow(target.value, parent, flow, depth=0)
+                return self._follow(target.value, parent, flow, depth=0, submodules=submodules)
         return None
 
     def _follow(
-        self, name: str, assign: cst.CSTNode, flow: ScriptFlow, depth: int
+        self,
+        name: str,
+        assign: cst.CSTNode,
+        flow: ScriptFlow,
+        depth: int,
+        *,
+        submodules: bool = False,
     ) -> tuple[cst.Call, ModelDevice] | None:
         scope = flow.scopes.enclosing_function(assign) or self.context.module
         start = self.context.position(assign).end
@@ -1462,7 +1471,7 @@ class ScriptFlow:
             if isinstance(parent, cst.Arg):
                 call = self.context.parent(parent)
                 if isinstance(call, cst.Call) and result is None:
-                    result = self._as_model_call(call, flow)
+                    result = self._as_model_call(call, flow, submodules)
             elif (
                 isinstance(parent, cst.Assign)
                 and depth == 0
@@ -1470,7 +1479,9 @@ class ScriptFlow:
                 and len(parent.targets) == 1
                 and isinstance(parent.targets[0].target, cst.Name)
             ):
-                derived = self._follow(parent.targets[0].target.value, parent, flow, depth + 1)
+                derived = self._follow(
+                    parent.targets[0].target.value, parent, flow, depth + 1, submodules=submodules
+                )
                 target = parent.targets[0].target.value
                 if derived is None and any(
                     self._moved_on_the_way(other) for other in self.scopes.names_in(scope, target)
@@ -1482,7 +1493,7 @@ class ScriptFlow:
         return result
 
     def _as_model_call(
-        self, call: cst.Call, flow: ScriptFlow
+        self, call: cst.Call, flow: ScriptFlow, submodules: bool = False
     ) -> tuple[cst.Call, ModelDevice] | None:
         callee = call.func
         if isinstance(callee, cst.Attribute) and callee.attr.value in ("generate", "forward"):
@@ -1495,6 +1506,8 @@ class ScriptFlow:
         ):
             return self._model_through_helper(call, flow)
         model = flow.model_device(callee, call)
+        if model is None and submodules and isinstance(callee, cst.Attribute):
+            model = flow.model_device(callee.value, call)
         if model is None or (model.move is None and not model.pretrained and not model.reason):
             return None
         return call, model

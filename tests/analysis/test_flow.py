@@ -371,3 +371,23 @@ def test_models_that_carry_their_device() -> None:
     assert found is not None and found.pretrained
     unannotated = parsed.one(cst.Call, "self.other(ids)")
     assert flow.model_device(unannotated.func, unannotated) is None
+
+
+def test_model_call_fed_reaches_a_submodule_call_only_when_asked() -> None:
+    parsed = parse(
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = VAE().to(device)
+        z = torch.randn(4, 8)
+        image = model.decoder(z)
+        """
+    )
+    flow = parsed.facts.flow
+    noise = parsed.one(cst.Call, "torch.randn(4, 8)")
+    assert flow.model_call_fed(noise) is None
+    found = flow.model_call_fed(noise, submodules=True)
+    assert found is not None
+    call, model = found
+    assert code_of(call) == "model.decoder(z)" and model.model == "model"
+    assert model.move is not None and model.move.code == "device"

@@ -177,6 +177,53 @@ def test_declines_model_parallel() -> None:
     )
 
 
+def test_declines_offload_of_a_helper_to_a_second_gpu() -> None:
+    # A training script whose device falls back; one helper that takes a tensor builds its own
+    # model and probes on the literal second GPU to spare the first one's memory.
+    source = """
+        import torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def worst_case(expr, grid):
+            critic = build_critic(expr).to("cuda:1")
+            probes = torch.rand(grid.shape[0], grid.shape[1]).to("cuda:1")
+            return critic(probes).max()
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = criterion(model(x.to(DEVICE)), y.to(DEVICE))
+                loss.backward()
+                optimizer.step()
+        """
+    findings = check_source(textwrap.dedent(source), "train.py", Options(select=(RULE,)))
+    assert [(f.line, f.applicability) for f in findings] == [
+        (7, Applicability.DISPLAY_ONLY),
+        (8, Applicability.DISPLAY_ONLY),
+    ]
+    for finding in findings:
+        assert "`worst_case` offloads its own work to cuda:1 on purpose" in finding.message
+        assert "torch.cuda.device_count() > 1" in finding.message
+
+
+def test_offload_check_leaves_module_methods_and_gpu_zero() -> None:
+    # Module methods are DF102's (or deliberate model parallelism); GPU 0 in a helper is the
+    # script's one GPU, which DF102 judges against the helper's tensors.
+    source = """
+        import torch
+
+        class Head(torch.nn.Module):
+            def forward(self, x):
+                return self.proj(x).to("cuda:1")
+
+        def score(batch):
+            return batch.sum().to("cuda:0")
+
+        Head()(x).sum().backward()
+        """
+    assert not check_source(textwrap.dedent(source), "train.py", Options(select=(RULE,)))
+
+
 def test_declines_string_comparison() -> None:
     assert_declined(
         RULE,

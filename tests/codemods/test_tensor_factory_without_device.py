@@ -695,3 +695,99 @@ def test_one_element_denominator_in_an_accuracy_helper() -> None:
             return correct.sum() / torch.FloatTensor([y[keep].shape[0]]).to(correct.device)
         """,
     )
+
+
+def test_script_noise_fed_to_a_model_on_the_device_takes_its_device() -> None:
+    # A GAN sampling script: the generator went to the script's device, the latent batch not.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        netG = Generator(nz=100).to(device)
+        netG.load_state_dict(state)
+        latent = torch.randn(64, 100, 1, 1)
+        images = netG(latent)
+        """,
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        netG = Generator(nz=100).to(device)
+        netG.load_state_dict(state)
+        latent = torch.randn(64, 100, 1, 1, device=device)
+        images = netG(latent)
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_script_noise_for_a_submodule_of_a_conditionally_moved_model_uses_the_move_helper() -> None:
+    # Notebook style: the model moves only when CUDA is there, inputs go through the file's own
+    # helper; sampling feeds the decoder directly.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def as_input(t):
+            if torch.cuda.is_available():
+                t = t.cuda()
+            return Variable(t)
+
+        autoencoder = AutoEncoder(latent=16)
+        if torch.cuda.is_available():
+            autoencoder.cuda()
+
+        z = Variable(torch.rand(32, 16))
+        decoded = autoencoder.dec(z)
+        """,
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def as_input(t):
+            if torch.cuda.is_available():
+                t = t.cuda()
+            return Variable(t)
+
+        autoencoder = AutoEncoder(latent=16)
+        if torch.cuda.is_available():
+            autoencoder.cuda()
+
+        z = Variable(as_input(torch.rand(32, 16)))
+        decoded = autoencoder.dec(z)
+        """,
+    )
+
+
+def test_script_noise_for_a_conditionally_moved_model_without_helper_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        model = Decoder()
+        if torch.cuda.is_available():
+            model.cuda()
+        z = torch.randn(8, 16)
+        out = model(z)
+        """,
+        reason="moved only when the `if` on line 4 holds",
+    )
+
+
+def test_script_tensors_not_fed_to_a_moved_model_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = Decoder().to(device)
+        z = torch.randn(8, 16).to(device)
+        out = model(z)
+        grid = torch.linspace(0, 1, 10)
+        plot(grid, torch.zeros(10))
+        cpu_model = Decoder()
+        print(cpu_model(torch.randn(2, 16)))
+        """,
+    )
