@@ -10,6 +10,7 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, move_to
 from devfix.codemods.analysis.devices import Named, Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
+from devfix.codemods.analysis.moves import gpu_index
 from devfix.codemods.analysis.names import call_tail, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CUDA_LEGACY_CONSTRUCTORS,
@@ -34,7 +35,9 @@ class DeviceFixedAtConstruction(DevicePass):
     DataParallel-era device ids inside a module or a loss (`.cuda(self.device_ids[0])`,
     `.cuda(0)`, a head that gathers its logits on `self.device_id[0]`): an input a replica
     received (labels scattered into the gathered one-hot) goes to the device of the tensor it
-    meets (`label.to(one_hot.device)`); the module's own placement stays.
+    meets (`label.to(one_hot.device)`); the module's own placement stays. A plain function of a
+    training script that offloads its own work to a literal second GPU (`.to("cuda:1")`) is
+    DF304's (a deliberate choice, reported without a fix).
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -128,12 +131,17 @@ class DeviceFixedAtConstruction(DevicePass):
         device_arg = keyword_argument(node, "device") or next(
             (arg for arg in node.args if arg.keyword is None), None
         )
-        if device_arg is not None:
-            self._check_argument(node, device_arg)
+        if device_arg is None:
+            return
+        if self.facts.devices.deliberate_offload(node, gpu_index(device_arg.value)):
+            return  # a plain function's offload to a second GPU: DF304 reports it
+        self._check_argument(node, device_arg)
 
     def _check_cuda(self, node: cst.Call) -> None:
         assert isinstance(node.func, cst.Attribute)
         if self._moves_a_module_or_nothing(node) or any(a.keyword for a in node.args):
+            return
+        if node.args and self.facts.devices.deliberate_offload(node, gpu_index(node.args[0].value)):
             return
         function = self._model_function(node)
         if function is None or self._spread_move(node, function):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, string_device
+from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, gpu_index, string_device
 from devfix.codemods.analysis.names import call_tail, keyword_argument
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -137,7 +137,7 @@ class HardCodedDevice(DevicePass):
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         # `"cuda:1" if torch.cuda.is_available() else "cpu"`: a fallback pinned to one GPU.
-        if cuda_string(node.body) and _gpu_index(node.body):
+        if cuda_string(node.body) and gpu_index(node.body):
             self._occurrence(node.body, node.body, f"`{self._code(node.body)}`")
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -182,11 +182,11 @@ class HardCodedDevice(DevicePass):
     # -- the rewrite ---------------------------------------------------------------------------
 
     def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
-        if self._offloads_to_other_gpu(anchor, _gpu_index(target), shown, target):
+        if self._offloads_to_other_gpu(anchor, gpu_index(target), shown, target):
             return
         if self._out_of_scope(anchor):
             return
-        index = _gpu_index(target)
+        index = gpu_index(target)
         flow = self.facts.flow
         if flow.guarded_by_cuda_check(anchor):
             if index:
@@ -391,7 +391,7 @@ class HardCodedDevice(DevicePass):
         flow = self.facts.flow
         if self._out_of_scope(load):
             return
-        index = _gpu_index(value)
+        index = gpu_index(value)
         if index is None and flow.sets_current_device():
             return
         if flow.guarded_by_cuda_check(load) and not (flow.is_distributed() or index):
@@ -480,22 +480,11 @@ class HardCodedDevice(DevicePass):
     def _offloads_to_other_gpu(
         self, anchor: cst.CSTNode, index: int | None, shown: str, target: cst.CSTNode
     ) -> bool:
-        """A plain function of a training or multi-GPU script (model code only because it takes
-        a tensor) that sends its work to a literal second GPU (`.to("cuda:1")`, `.cuda(1)`):
-        a deliberate offload beside the script's device. A machine with fewer GPUs lacks it,
-        and whether it should fall back to the script's device or to GPU 0 is a choice: report
-        it without a fix. Module methods and data pipelines stay DF102's and DF201's."""
-        if not index:
-            return False
-        flow = self.facts.flow
-        if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
-            return False
-        function = self.facts.modules.enclosing_function(anchor)
-        if function is None or not function.is_model_code or function.owner is not None:
-            return False
-        if any(isinstance(a, cst.ClassDef) for a in self.context.ancestors(anchor)):
-            return False
-        if flow.in_data_pipeline(anchor):
+        """A deliberate offload to a second GPU (analysis.devices.deliberate_offload): a machine
+        with fewer GPUs lacks it, and whether it should fall back to the script's device or to
+        GPU 0 is a choice: report it without a fix."""
+        function = self.facts.devices.deliberate_offload(anchor, index)
+        if function is None:
             return False
         self.report(
             target,
@@ -544,19 +533,6 @@ def _literal_cuda(call: cst.Call) -> bool:
     if not cuda_string(first.value):
         return False
     return all(isinstance(arg.value, cst.Integer) for arg in call.args[1:])
-
-
-def _gpu_index(node: cst.BaseExpression) -> int | None:
-    """The GPU a literal names: `"cuda:1"` -> 1, `torch.device("cuda", 2)` -> 2; None for a
-    bare `"cuda"`."""
-    if isinstance(node, cst.Call):
-        if len(node.args) > 1 and isinstance(node.args[1].value, cst.Integer):
-            return int(node.args[1].value.value)
-        node = node.args[0].value if node.args else node
-    value = string_device(node)
-    if value is not None and value.startswith("cuda:") and value[5:].isdigit():
-        return int(value[5:])
-    return None
 
 
 def _cuda_fstring(node: cst.BaseExpression) -> cst.BaseExpression | None:

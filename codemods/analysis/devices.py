@@ -167,6 +167,25 @@ class DeviceInference:
 
     # -- the device a new value must live on ----------------------------------------------------
 
+    def deliberate_offload(self, anchor: cst.CSTNode, index: int | None) -> FunctionInfo | None:
+        """The plain function of a training or multi-GPU script (model code only because it
+        takes a tensor) that sends its own work to literal GPU `index` >= 1 (`.to("cuda:1")`,
+        `.cuda(1)`): an offload beside the script's device, on purpose. Module methods, class
+        code, notebooks and data pipelines are not."""
+        if not index:
+            return None
+        flow = self.flow
+        if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
+            return None
+        function = self.modules.enclosing_function(anchor)
+        if function is None or not function.is_model_code or function.owner is not None:
+            return None
+        if any(isinstance(a, cst.ClassDef) for a in self.context.ancestors(anchor)):
+            return None
+        if flow.in_data_pipeline(anchor):
+            return None
+        return function
+
     def needed_by(self, value: cst.BaseExpression, function: FunctionInfo) -> Device:
         """The device the tensor computed by `value` must live on, read from the code that
         consumes it, in this order of certainty: the tensor it meets in an operation, the layer

@@ -474,3 +474,18 @@ class Moves:
 
 def _is_none(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def gpu_index(node: cst.BaseExpression) -> int | None:
+    """The GPU a literal names: `"cuda:1"` -> 1, `torch.device("cuda", 2)` -> 2, `.cuda(1)`'s
+    `1`; None for a bare `"cuda"` or anything else."""
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.Call):
+        if len(node.args) > 1 and isinstance(node.args[1].value, cst.Integer):
+            return int(node.args[1].value.value)
+        node = node.args[0].value if node.args else node
+    value = string_device(node)
+    if value is not None and value.startswith("cuda:") and value[5:].isdigit():
+        return int(value[5:])
+    return None

@@ -394,3 +394,28 @@ def test_a_model_class_whose_base_lives_in_another_file() -> None:
         source.replace(".to(self.device)", ".to(self.lstm.weight_ih_l0.device)"),
     )
     assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_helpers_deliberate_offload_to_a_second_gpu_is_left_to_df304() -> None:
+    """A helper of a training script that builds its own model and probes on `cuda:1`: the
+    device is a choice (DF304 reports it), not a device that should follow an argument, and
+    one rule reports the literal, not two."""
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def worst_case(expr, grid):
+            critic = build_critic(expr).to("cuda:1")
+            probes = torch.rand(grid.shape[0], grid.shape[1]).to("cuda:1")
+            return critic(probes).max().cuda(1)
+
+        def train(model, loader, optimizer):
+            for x, y in loader:
+                loss = criterion(model(x.to(DEVICE)), y.to(DEVICE))
+                loss.backward()
+                optimizer.step()
+        """,
+    )
