@@ -168,24 +168,42 @@ class AmpDeviceTypeHardCoded(DevicePass):
             )
             imports = []
         shown = f"{code_of(replacement.func)}(device_type={device_type}, ...)"
-        if amp.cuda_only:
-            self.report(
-                node,
-                message=f"{what} is deprecated; the script runs on CUDA, so use `{shown}`",
-                fix_title=f"Use `{shown}`",
-                edits=[Edit(node, replacement)],
-                imports=imports,
-            )
-            return
-        self.report(
+        self._report_amp(
             node,
-            message=f"{what} is CUDA-only, but the script's device (`{amp.device}`) may not be "
+            amp,
+            replacement,
+            imports,
+            deprecated=f"{what} is deprecated; the script runs on CUDA, so use `{shown}`",
+            off_cuda=f"{what} is CUDA-only, but the script's device (`{amp.device}`) may not be "
             f"CUDA: there autocast warns `{_AUTOCAST_WARNING}` and trains in float32; "
             f"use `{shown}`",
+            shown=shown,
+            # On CPU and MPS autocast now runs in lower precision instead of switching off.
+            applicability=Applicability.UNSAFE,
+        )
+
+    def _report_amp(
+        self,
+        node: cst.Call,
+        amp: AmpDevice,
+        replacement: cst.Call,
+        imports: list[ImportSpec],
+        *,
+        deprecated: str,
+        off_cuda: str,
+        shown: str,
+        applicability: Applicability,
+    ) -> None:
+        """The deprecation alone (safe) when the object is CUDA-only on purpose, else the
+        device-type fix at `applicability`."""
+        cuda_only = amp.cuda_only
+        self.report(
+            node,
+            message=deprecated if cuda_only else off_cuda,
             fix_title=f"Use `{shown}`",
             edits=[Edit(node, replacement)],
             imports=imports,
-            applicability=Applicability.UNSAFE,
+            applicability=Applicability.SAFE if cuda_only else applicability,
         )
 
     # -- GradScaler ----------------------------------------------------------------------------
@@ -243,22 +261,16 @@ class AmpDeviceTypeHardCoded(DevicePass):
         if not deprecated:
             imports = []
         shown = f"{code_of(replacement.func)}({device_type}, ...)"
-        if amp.cuda_only:
-            self.report(
-                node,
-                message=f"{what} is deprecated; the script runs on CUDA, so use `{shown}`",
-                fix_title=f"Use `{shown}`",
-                edits=[Edit(node, replacement)],
-                imports=imports,
-            )
-            return
-        self.report(
+        self._report_amp(
             node,
-            message=f"{what} is CUDA-only, but the script's device (`{amp.device}`) may not be "
+            amp,
+            replacement,
+            imports,
+            deprecated=f"{what} is deprecated; the script runs on CUDA, so use `{shown}`",
+            off_cuda=f"{what} is CUDA-only, but the script's device (`{amp.device}`) may not be "
             f"CUDA: there it warns `{_SCALER_WARNING}`; use `{shown}`, enabled only on CUDA",
-            fix_title=f"Use `{shown}`",
-            edits=[Edit(node, replacement)],
-            imports=imports,
+            shown=shown,
+            applicability=Applicability.SAFE,
         )
 
     # -- deciding ------------------------------------------------------------------------------
