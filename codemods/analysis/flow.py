@@ -1636,16 +1636,24 @@ class ScriptFlow:
         `torch.save(obj, path)` (the same string, or the same module-level or local name):
         in one process the saved tensors come back on the device they were saved from, which
         is this program's own."""
-        path = _first_argument(load, "f")
-        if path is None:
-            return False
-        for call in self.scopes.find(self.context.module, cst.Call):
-            if call is load or self.names.qualified_name(call.func) != "torch.save":
-                continue
-            saved = _nth_argument(call, 1, "f")
-            if saved is not None and _same_path(saved, path):
-                return True
-        return False
+        path = argument(load, "f")
+        return path is not None and any(_same_path(saved, path) for saved in self._saved_paths())
+
+    def _saved_paths(self) -> list[cst.BaseExpression]:
+        """The path argument of every `torch.save(obj, path)` of the file (found once)."""
+        key = "flow.saved_paths"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, list):
+            return cached
+        found = [
+            saved
+            for call in self.scopes.find(self.context.module, cst.Call)
+            if call_tail(call.func) == "save"
+            and self.names.qualified_name(call.func) == "torch.save"
+            and (saved := argument(call, "f", 1)) is not None
+        ]
+        self.context.shared[key] = found
+        return found
 
     def feeds_only_state_dicts(self, node: cst.Call) -> bool:
         """Everything a loaded checkpoint (`torch.load(...)`) is used for is a
@@ -2693,23 +2701,6 @@ def is_main_guard(node: cst.CSTNode) -> bool:
         p for p in parts if isinstance(p, cst.SimpleString) and p.evaluated_value == "__main__"
     ]
     return bool(names and strings) and isinstance(test.comparisons[0].operator, cst.Equal)
-
-
-def _nth_argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
-    """The call's argument at position `index` (no star before it), or its `keyword=` one."""
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            return None
-        if arg.keyword is not None:
-            if arg.keyword.value == keyword:
-                return arg.value
-        elif position == index:
-            return arg.value
-    return None
-
-
-def _first_argument(call: cst.Call, keyword: str) -> cst.BaseExpression | None:
-    return _nth_argument(call, 0, keyword)
 
 
 def _same_path(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
