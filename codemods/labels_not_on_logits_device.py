@@ -7,9 +7,17 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import move_to
 from devfix.codemods.analysis import FileFacts
-from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
+from devfix.codemods.analysis.names import (
+    argument,
+    call_tail,
+    code_of,
+    dotted_name,
+    is_docstring,
+    keyword_argument,
+)
 from devfix.codemods.analysis.scopes import Scopes
 from devfix.codemods.analysis.torch_names import (
+    GATHER_FUNCTION,
     PLACEMENT_WORDS,
     SAME_DEVICE_METHODS,
 )
@@ -31,11 +39,17 @@ class LabelsNotOnLogitsDevice(DevicePass):
     labels.to(logits.device))`. Losses are `nn.*Loss` instances (`self.loss_fn =
     nn.BCEWithLogitsLoss()`, `loss_fct = CrossEntropyLoss()`, a module-level `criterion`) and
     `F.*` losses (`F.cross_entropy`, `F.mse_loss`, ...); tensors a functional loss combines with
-    the logits (`weight=`, `pos_weight=`) are moved too. A file places a model over several
-    devices when it uses `device_map`, `dispatch_model`, `hf_device_map`, `parallelize`,
-    `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), or defines a
-    Hugging Face `PreTrainedModel` subclass; elsewhere labels and logits share the model's one
-    device and the finding would be noise.
+    the logits (`weight=`, `pos_weight=`) are moved too. A helper given the logits and the
+    labels that gathers the logits at the labels (`get_batch_logps(logits, labels)`:
+    `torch.gather(logits.log_softmax(-1), 2, labels.unsqueeze(2))`) gets `labels =
+    labels.to(logits.device)` before its first use of the labels, so that the masks it builds
+    from them (`labels != pad_id`) follow too. A file places a model over several devices when
+    it uses `device_map`, `dispatch_model`, `hf_device_map`, `parallelize`,
+    `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), defines a
+    Hugging Face `PreTrainedModel` subclass, or already moves a loss target to its logits'
+    device somewhere (`labels = labels.to(logits.device)`: the placement is chosen in another
+    file); elsewhere labels and logits share the model's one device and the finding would be
+    noise.
 
     ## Why is this bad?
     Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
@@ -65,7 +79,8 @@ class LabelsNotOnLogitsDevice(DevicePass):
     logits (`torch.zeros_like(logits)`) and new tensors (DF101's business) are left alone. When
     the logits are not a named tensor (`F.cross_entropy(self.head(x), y)`), the finding is
     reported without a fix: name them first. CTC and pairwise/triplet losses are not matched
-    (CTC lengths may legitimately stay on the CPU).
+    (CTC lengths may legitimately stay on the CPU). A gather helper is left alone when its
+    labels may be None (a default), are rebuilt from something else, or are already moved.
 
     ## Fix safety
     Safe: `.to(logits.device)` is a no-op when the devices already match, so a single-device
@@ -84,13 +99,19 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
     @classmethod
     def wakes_on(cls, text: str) -> bool:
-        # The pass reports only in files that place a model over several devices.
-        return super().wakes_on(text) and any(word in text for word in PLACEMENT_WORDS)
+        # The pass reports only in files that place a model over several devices (or that
+        # already move a loss target to its logits' device: `.device`).
+        return super().wakes_on(text) and any(
+            word in text for word in (*PLACEMENT_WORDS, ".device")
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not self.facts.flow.places_over_devices():
+        flow = self.facts.flow
+        if not (flow.places_over_devices() or flow.aligns_targets_with_inputs()):
             return
         kind = self.facts.modules.loss_kind(node)
+        if kind is None and call_tail(node.func) == "gather":
+            kind = "gather"
         if kind is None:
             return
         function = self.facts.modules.enclosing_function(node)
@@ -101,7 +122,81 @@ class LabelsNotOnLogitsDevice(DevicePass):
             return
         if function.owner is not None and function.owner.is_dataset:
             return
-        self._check(node, kind, function.node)
+        if kind == "gather":
+            self._check_gather(node, function.node)
+        else:
+            self._check(node, kind, function.node)
+
+    # -- labels that index the logits (`torch.gather`) --------------------------------------
+
+    def _gather_plan(
+        self, node: cst.Call, function: cst.FunctionDef
+    ) -> tuple[str, str, cst.BaseStatement] | None:
+        """`torch.gather(logits, dim, index=labels)` (or `logits.gather(dim, labels)`) in a
+        helper given both (`get_batch_logps(logits, labels)`): (logits, labels, the first
+        statement that reads the labels)."""
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "gather":
+            return None
+        if self.qualified_name(func) == GATHER_FUNCTION:
+            source, index = argument(node, "input"), argument(node, "index", 2)
+        else:
+            source, index = func.value, argument(node, "index", 1)
+        if source is None or index is None:
+            return None
+        logits, labels = _device_root(self.facts, source), _device_root(self.facts, index)
+        if not (isinstance(logits, cst.Name) and isinstance(labels, cst.Name)):
+            return None
+        names = (logits.value, labels.value)
+        if names[0] == names[1] or not all(self._same_device_param(n, function) for n in names):
+            return None
+        if not isinstance(function.body, cst.IndentedBlock):
+            return None  # `def f(logits, labels): return ...` on one line
+        for statement in function.body.body:
+            if not is_docstring(statement) and self.facts.scopes.mentions(statement, names[1]):
+                return names[0], names[1], statement
+        return None
+
+    def _gather_moves(self, function: cst.FunctionDef) -> set[str]:
+        """The labels parameters `_check_gather` moves in `function`."""
+        calls = self.facts.scopes.find(function, cst.Call, own_scope=True)
+        plans = (self._gather_plan(call, function) for call in calls)
+        return {plan[1] for plan in plans if plan is not None}
+
+    def _check_gather(self, node: cst.Call, function: cst.FunctionDef) -> None:
+        """Moves the labels parameter where the helper starts using it, so that the gather
+        index and every mask built from the labels (`labels != pad_id`) follow the logits."""
+        plan = self._gather_plan(node, function)
+        if plan is None:
+            return
+        logits, labels, anchor = plan
+        move = f"{labels} = {labels}.to({logits}.device)"
+        self.report(
+            node,
+            message=(
+                f"`{labels}` indexes `{logits}` in `gather` but may be on another device (a "
+                f"model split over GPUs), and so may the masks built from it; move it to "
+                f"`{logits}.device` first"
+            ),
+            fix_title=f"Insert `{move}`",
+            edits=[Edit(anchor, cst.FlattenSentinel([cst.parse_statement(move), anchor]))],
+        )
+
+    def _same_device_param(self, name: str, function: cst.FunctionDef) -> bool:
+        """`name` is a required parameter of `function`, rebound only from itself through
+        same-device methods and slices (`labels = labels[:, 1:].clone()`)."""
+        params = [p for p in function.params.params if p.name.value == name]
+        if not params or params[0].default is not None:
+            return False
+        for binding in self.facts.scopes.table(function).bindings.get(name, []):
+            if binding.kind == "param":
+                continue
+            root = _device_root(self.facts, binding.value) if binding.value is not None else None
+            if binding.kind != "assign" or not isinstance(root, cst.BaseExpression):
+                return False
+            if _base_name(root) != name:
+                return False
+        return True
 
     # -- the fix ---------------------------------------------------------------------------
 
@@ -172,6 +267,8 @@ class LabelsNotOnLogitsDevice(DevicePass):
         base = _base_name(root)
         if base is None or (isinstance(logits, cst.BaseExpression) and base == _base_name(logits)):
             return False
+        if isinstance(root, cst.Name) and root.value in self._gather_moves(function):
+            return False  # moved where the function starts (a `gather` over the same labels)
         return not (isinstance(root, cst.Name) and self._bound_moved(root.value, function, call))
 
     def _bound_moved(self, name: str, function: cst.FunctionDef, call: cst.Call) -> bool:

@@ -26,6 +26,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     keyword_argument,
+    receiver_root,
     root_name,
     statement_call,
 )
@@ -165,6 +166,7 @@ class ScriptFlow:
         self._callbacks: frozenset[str] | None = None
         self._module_objects: dict[str, TrainingObject] | None = None
         self._multi_device: bool | None = None
+        self._aligns_targets: bool | None = None
         self._one_device: bool | None = None
         self._data: dict[int, DataFunction] | None = None
         self._loggers: set[str] | None = None
@@ -301,7 +303,7 @@ class ScriptFlow:
         limit = before if same_scope else None
         candidates: list[tuple[int, tuple[DeviceMove | None, cst.FunctionDef | None, bool]]] = []
         pretrained = False
-        direct_moves: set[int] = set()
+        direct_moves: dict[int, cst.CSTNode] = {}
         for binding in table.bindings.get(name, []):
             if limit is not None and binding.position >= limit:
                 continue
@@ -323,13 +325,13 @@ class ScriptFlow:
             if result is not None and result[2]:
                 pretrained = True
             if _is_move_call(binding.value):
-                direct_moves.add(binding.position)
+                direct_moves[binding.position] = binding.value
             candidates.append((binding.position, result or (None, table_function, False)))
         for position, call in table.statement_moves.get(name, []):
             if limit is not None and position >= limit:
                 continue
             move = self.device_move(call, table_function)
-            direct_moves.add(position)
+            direct_moves[position] = call
             candidates.append((position, (move, table_function, pretrained)))
         if not candidates:
             return None
@@ -337,10 +339,30 @@ class ScriptFlow:
         position, (move, origin, was_pretrained) = candidates[-1]
         if move is None and not (pretrained or was_pretrained):
             return None
-        direct = position in direct_moves
-        if direct and move is not None and position in table.conditional:
+        direct = direct_moves.get(position)
+        if (
+            direct is not None
+            and move is not None
+            and position in table.conditional
+            and not self._moved_on_every_path(direct)
+        ):
             move = dataclasses.replace(move, conditional_line=table.conditional[position])
         return move, origin, pretrained or was_pretrained
+
+    def _moved_on_every_path(self, move: cst.CSTNode) -> bool:
+        """The move (`model.to(device)` or `model = model.to(device)`) sits under `if`s whose
+        other branches make the same move or end in `raise`/`return` (a model built one way or
+        another, each followed by the same move)."""
+        statement = self.context.parent(move)
+        if not isinstance(statement, (cst.Expr, cst.Assign)):
+            return False
+
+        def same(other: cst.BaseStatement) -> bool:
+            return isinstance(other, cst.SimpleStatementLine) and any(
+                small.deep_equals(statement) for small in other.body
+            )
+
+        return self.scopes.on_every_path(statement, same)
 
     def _receives_device_carrying_model(self, function: cst.FunctionDef, param: str) -> bool:
         """`param` is annotated as a Hugging Face model and no call in this file fills it: the
@@ -1987,6 +2009,36 @@ class ScriptFlow:
                 self._placement_evidence(node) for node in self.context.subtree(self.context.module)
             )
         return self._multi_device
+
+    def aligns_targets_with_inputs(self) -> bool:
+        """Whether a loss of the file gets its target moved to the device of its input
+        (`labels = labels.to(logits.device)` before `loss_fct(logits, labels)`, or the move in
+        the call): the author expects the two on different devices, as under a model split
+        over GPUs (the placement itself may be chosen in another file)."""
+        if self._aligns_targets is None:
+            self._aligns_targets = ".device" in self.context.text and any(
+                isinstance(node, cst.Call) and self._target_moved_to_input(node)
+                for node in self.context.subtree(self.context.module)
+            )
+        return self._aligns_targets
+
+    def _target_moved_to_input(self, call: cst.Call) -> bool:
+        positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+        if len(positional) < 2 or self.modules.loss_kind(call) is None:
+            return False
+        source = receiver_root(positional[0])
+        target = positional[1]
+        if isinstance(target, cst.Name):
+            bound = self.scopes.binding_before(target.value, call)
+            target = bound[1] if bound is not None and bound[1] is not None else target
+        return source is not None and any(
+            isinstance(node, cst.Call)
+            and call_tail(node.func) == "to"
+            and isinstance(device := argument(node, "device"), cst.Attribute)
+            and device.attr.value == "device"
+            and receiver_root(device.value) == source
+            for node in self.context.subtree(target)
+        )
 
     def _placement_evidence(self, node: cst.CSTNode) -> bool:
         """`device_map=...`, `dispatch_model`, `"cuda:1"`, `torch.cuda.device_count()`, or a

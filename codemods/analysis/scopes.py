@@ -6,7 +6,7 @@ Source order is the pre-order index of the file's node list (no position metadat
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -219,6 +219,25 @@ class Scopes:
         ):
             current = self.context.parent(current)
         return self.context.order(current if current is not None else node)[0]
+
+    def on_every_path(self, node: cst.CSTNode, same: Callable[[cst.BaseStatement], bool]) -> bool:
+        """Whether no path through the `if`s around `node` (up to its function) skips both
+        `node` and a statement `same` accepts: every other branch of each `if`/`elif`/`else`
+        chain (which needs an `else`) holds such a statement, or an `if` that does on every
+        path, or a `raise`/`return` (that path does not go on)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return True
+            if not isinstance(ancestor, cst.If):
+                continue
+            if isinstance(self.context.parent(ancestor), cst.If):
+                continue  # an `elif` is judged with the head of its chain
+            for block in _branches(ancestor):
+                if block is None:
+                    return False
+                if not self.within(node, block) and not _covers(block, same):
+                    return False
+        return True
 
     def placements(self, node: cst.CSTNode) -> list[Placement]:
         """Every (body, index) that holds `node` or one of its ancestors, innermost first."""
@@ -600,3 +619,32 @@ def _small_statement_binds(statement: cst.BaseSmallStatement) -> list[str]:
                 names.append(bound.value)
         return names
     return []
+
+
+def _branches(head: cst.If) -> list[cst.BaseSuite | None]:
+    """The blocks of an `if`/`elif`/`else` chain; None last when it has no `else`."""
+    blocks: list[cst.BaseSuite | None] = []
+    current: cst.If | cst.Else | None = head
+    while isinstance(current, cst.If):
+        blocks.append(current.body)
+        current = current.orelse
+    blocks.append(current.body if current is not None else None)
+    return blocks
+
+
+def _covers(block: cst.BaseSuite, same: Callable[[cst.BaseStatement], bool]) -> bool:
+    """`block` runs a statement `same` accepts on every path, or leaves (`raise`, `return`)."""
+    if not isinstance(block, cst.IndentedBlock):
+        return False
+    for statement in block.body:
+        if same(statement):
+            return True
+        if isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(small, (cst.Raise, cst.Return)) for small in statement.body
+        ):
+            return True
+        if isinstance(statement, cst.If) and all(
+            branch is not None and _covers(branch, same) for branch in _branches(statement)
+        ):
+            return True
+    return False

@@ -708,6 +708,9 @@ INPUT_TARGET_LOSS_CLASSES = frozenset(
         "HingeEmbeddingLoss",
     )
 )
+#: `torch.gather(input, dim, index)`: picks the logits of the labels (`get_batch_logps`); the
+#: index must be on the input's device.
+GATHER_FUNCTION = "torch.gather"
 #: `F.*` losses called as `loss(input, target, ...)`.
 INPUT_TARGET_LOSS_FUNCTIONS = frozenset(
     f"torch.nn.functional.{name}"

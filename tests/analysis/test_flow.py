@@ -391,3 +391,59 @@ def test_model_call_fed_reaches_a_submodule_call_only_when_asked() -> None:
     call, model = found
     assert code_of(call) == "model.decoder(z)" and model.model == "model"
     assert model.move is not None and model.move.code == "device"
+
+
+def test_aligns_targets_with_inputs_needs_a_loss_target_moved_to_its_input() -> None:
+    moved_before = """
+        import torch.nn as nn
+        def nll(logits, labels):
+            loss_fct = nn.CrossEntropyLoss()
+            labels = labels.to(logits.device)
+            return loss_fct(logits, labels)
+        """
+    moved_inline = """
+        import torch.nn.functional as F
+        def nll(out, y):
+            return F.cross_entropy(out.flatten(0, 1), y.flatten().to(out.device))
+        """
+    weight_moved = """
+        import torch.nn as nn
+        def nll(logits, labels, w):
+            return nn.CrossEntropyLoss(weight=w.to(logits.device))(logits, labels)
+        """
+    other_device = """
+        import torch.nn.functional as F
+        def nll(logits, labels, batch):
+            return F.cross_entropy(logits, labels.to(batch.device))
+        """
+    assert parse(moved_before).facts.flow.aligns_targets_with_inputs()
+    assert parse(moved_inline).facts.flow.aligns_targets_with_inputs()
+    assert not parse(weight_moved).facts.flow.aligns_targets_with_inputs()
+    assert not parse(other_device).facts.flow.aligns_targets_with_inputs()
+
+
+def test_a_model_moved_the_same_way_on_every_branch_is_not_conditional() -> None:
+    source = """
+        class Wrapper:
+            def __init__(self, name, device):
+                self.device = device
+                if name == "small":
+                    self.net = Small.from_pretrained(name)
+                    self.net.to(self.device)
+                else:
+                    self.net = Large.from_pretrained(name)
+                    self.net.to(self.device)
+
+            def run(self, x):
+                return self.net(x)
+        """
+    parsed = parse(source)
+    call = parsed.one(cst.Call, "self.net(x)")
+    found = parsed.facts.flow.model_device(call.func, call)
+    assert found is not None and found.move is not None and found.reason == ""
+    # The small model stays where it was loaded: the move depends on the `if`.
+    first_move = "self.net.to(self.device)\n                else:"
+    partial = parse(source.replace(first_move, "self.net.eval()\n                else:"))
+    call = partial.one(cst.Call, "self.net(x)")
+    found = partial.facts.flow.model_device(call.func, call)
+    assert found is not None and found.move is None and "moved only when" in found.reason

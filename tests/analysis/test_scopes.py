@@ -145,3 +145,42 @@ def test_within_and_mentions() -> None:
     assert scopes.mentions(train, "hidden") and scopes.mentions(train, "q")
     assert scopes.mentions(parsed.one(cst.Call, 'os.environ.get("X")'), "environ")
     assert not scopes.mentions(train, "device")
+
+
+def test_on_every_path_through_if_chains() -> None:
+    parsed = parse(
+        """
+        def build(kind, path):
+            if kind == "a":
+                net = A()
+                net.to(dev)
+            elif kind == "b":
+                if path:
+                    net = B(path)
+                    net.to(dev)
+                else:
+                    return None
+            else:
+                raise ValueError(kind)
+            if kind == "c":
+                log("c")
+                net.to(dev)
+            return net
+        """
+    )
+    moves = [parsed.context.parent(call) for call in parsed.all(cst.Call, "net.to(dev)")]
+    target = moves[0]
+
+    def same(statement: cst.BaseStatement) -> bool:
+        return isinstance(statement, cst.SimpleStatementLine) and any(
+            small.deep_equals(target) for small in statement.body
+        )
+
+    scopes = parsed.facts.scopes
+    # The first two moves: the other branches move the same way, return or raise.
+    assert scopes.on_every_path(moves[0], same)
+    assert scopes.on_every_path(moves[1], same)
+    # The last one: an `if` without an `else` lets the other path through.
+    assert not scopes.on_every_path(moves[2], same)
+    # Without the move elsewhere, the `if` branch is not covered.
+    assert not scopes.on_every_path(moves[1], lambda statement: False)

@@ -259,3 +259,150 @@ def test_head_of_a_model_family_base_in_remote_code() -> None:
             "from ...modeling_utils import PreTrainedModel", "from .base import PreTrainedModel"
         ),
     )
+
+
+# -- labels that index the logits (`gather`) in a helper given both ------------------------------
+
+_PREFERENCE_TRAINER = '''
+import torch
+import torch.nn.functional as F
+from transformers import Trainer
+
+
+class PairwiseTrainer(Trainer):
+    @staticmethod
+    def sequence_logprobs(logits, labels, pad_id: int = -100):
+        """Sum of the log-probabilities of the label tokens."""
+        labels = labels[:, 1:].clone()
+        logits = logits[:, :-1, :]
+        mask = labels != pad_id
+        labels[~mask] = 0
+        picked = torch.gather(logits.log_softmax(-1), dim=2, index=labels.unsqueeze(2))
+        return (picked.squeeze(2) * mask).sum(-1)
+
+    def sft_loss(self, logits, labels):
+        logits = logits.view(-1, logits.size(-1))
+        labels = labels.view(-1).to(logits.device)
+        return F.cross_entropy(logits, labels)
+'''
+
+
+def test_gather_helper_moves_its_labels_parameter_first() -> None:
+    # The file moves a loss target to its logits' device elsewhere (the SFT term): the model
+    # may be split over GPUs, and the helper's index and mask must follow the logits too.
+    findings = assert_fix(
+        RULE,
+        _PREFERENCE_TRAINER,
+        _PREFERENCE_TRAINER.replace(
+            '''        """Sum of the log-probabilities of the label tokens."""
+''',
+            '''        """Sum of the log-probabilities of the label tokens."""
+        labels = labels.to(logits.device)
+''',
+        ),
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert "masks built from it" in findings[0].message
+
+
+def test_gather_as_a_method_under_a_device_map_and_an_alias() -> None:
+    before = """
+        import torch as t
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained("m", device_map="auto")
+
+        def token_logps(logits: t.Tensor, labels: t.Tensor) -> t.Tensor:
+            # one log-probability per label token
+            return logits.log_softmax(-1).gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+        def gathered(logits, labels):
+            return t.gather(logits, 1, labels)
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "            # one log-probability per label token\n",
+            "            labels = labels.to(logits.device)\n"
+            "            # one log-probability per label token\n",
+        ).replace(
+            "            return t.gather(logits, 1, labels)",
+            "            labels = labels.to(logits.device)\n"
+            "            return t.gather(logits, 1, labels)",
+        ),
+    )
+
+
+def test_gather_and_a_loss_on_the_same_labels_move_them_once() -> None:
+    before = """
+        import torch
+        import torch.nn.functional as F
+
+        GPUS = torch.cuda.device_count()
+
+        def logps_and_nll(logits, labels):
+            picked = torch.gather(logits.log_softmax(-1), 2, labels.unsqueeze(2))
+            nll = F.cross_entropy(logits.flatten(0, 1), labels.flatten())
+            return picked.squeeze(2).sum(-1), nll
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "            picked = torch.gather",
+            "            labels = labels.to(logits.device)\n            picked = torch.gather",
+        ),
+    )
+
+
+def test_gather_helpers_left_alone() -> None:
+    # No sign of a model split over devices (a weight moved to the logits is not a target).
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        from transformers import Trainer
+
+        class WeightedTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False):
+                labels = inputs.pop("labels")
+                logits = model(**inputs).logits
+                loss_fct = nn.CrossEntropyLoss(weight=self.class_weights.to(logits.device))
+                return loss_fct(logits, labels)
+
+            @staticmethod
+            def logps(logits, labels):
+                return torch.gather(logits.log_softmax(-1), 2, labels.unsqueeze(2)).squeeze(2)
+        """,
+    )
+    assert_noop(
+        RULE,
+        """
+        import asyncio
+        import torch
+        import torch.nn.functional as F
+
+        n = torch.cuda.device_count()
+
+        def moved_already(logits, labels):
+            labels = labels.to(logits.device)
+            return torch.gather(logits, 2, labels.unsqueeze(2))
+
+        def optional_labels(logits, labels=None):
+            if labels is not None:
+                return torch.gather(logits, 2, labels.unsqueeze(2))
+
+        def rebuilt(logits, labels):
+            labels = torch.where(labels < 0, 0, labels)
+            return torch.gather(logits, 2, labels.unsqueeze(2))
+
+        def local_index(logits, k):
+            index = torch.topk(logits, k).indices
+            return torch.gather(logits, -1, index)
+
+        async def fetch(a, b):
+            return await asyncio.gather(a, b)
+        """,
+    )

@@ -338,3 +338,60 @@ def test_noop_when_a_function_given_the_model_never_calls_it_or_ids_get_a_device
         out = net(torch.tensor([tok.encode("hi")], device=dev))
         """,
     )
+
+
+_ENCODER_WRAPPER = """
+import os
+import torch
+from transformers import AutoModel, AutoTokenizer, BertModel, BertTokenizer
+
+KNOWN = {"bert-base-cased": (BertModel, BertTokenizer)}
+
+
+class SentenceEncoder:
+    def __init__(self, name, device=torch.device("cpu")):
+        self.device = device
+        if name in KNOWN:
+            model_class, tokenizer_class = KNOWN[name]
+            self.model = model_class.from_pretrained(name)
+            self.model.to(self.device)
+            self.tokenizer = tokenizer_class.from_pretrained(name)
+        elif os.path.isdir(name):
+            self.model = AutoModel.from_pretrained(name)
+            self.model.eval()
+            self.model.to(self.device)
+            self.tokenizer = AutoTokenizer.from_pretrained(name)
+        else:
+            raise ValueError(f"unknown model {name}")
+
+    def embed(self, sentences):
+        batch = self.tokenizer(sentences, padding=True, return_tensors="pt")
+        return self.model(**batch).last_hidden_state
+"""
+
+
+def test_a_model_built_on_each_branch_then_moved_the_same_way_is_on_that_device() -> None:
+    # Every branch that builds the model moves it to `self.device`; the last one raises.
+    assert_fix(
+        RULE,
+        _ENCODER_WRAPPER,
+        _ENCODER_WRAPPER.replace(
+            'padding=True, return_tensors="pt")',
+            'padding=True, return_tensors="pt").to(self.device)',
+        ),
+    )
+
+
+def test_a_move_missing_from_one_branch_is_still_conditional() -> None:
+    # The first branch leaves its model where it was loaded; the `else` falls through.
+    for source in (
+        _ENCODER_WRAPPER.replace(
+            "            self.model = model_class.from_pretrained(name)\n"
+            "            self.model.to(self.device)\n",
+            "            self.model = model_class.from_pretrained(name)\n",
+        ),
+        _ENCODER_WRAPPER.replace(
+            '        else:\n            raise ValueError(f"unknown model {name}")\n', ""
+        ),
+    ):
+        assert_declined(RULE, source, reason="moved only when the `if` on line")
