@@ -45,11 +45,11 @@ class LabelsNotOnLogitsDevice(DevicePass):
     labels.to(logits.device)` before its first use of the labels, so that the masks it builds
     from them (`labels != pad_id`) follow too. A file places a model over several devices when
     it uses `device_map`, `dispatch_model`, `hf_device_map`, `parallelize`,
-    `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), defines a
-    Hugging Face `PreTrainedModel` subclass, or already moves a loss target to its logits'
-    device somewhere (`labels = labels.to(logits.device)`: the placement is chosen in another
-    file); elsewhere labels and logits share the model's one device and the finding would be
-    noise.
+    `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), or defines a
+    Hugging Face `PreTrainedModel` subclass; for a gather helper it is enough that the file
+    already moves a loss target to its logits' device somewhere (`labels =
+    labels.to(logits.device)`: the placement is chosen in another file). Elsewhere labels and
+    logits share the model's one device and the finding would be noise.
 
     ## Why is this bad?
     Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
@@ -106,13 +106,17 @@ class LabelsNotOnLogitsDevice(DevicePass):
         )
 
     def visit_Call(self, node: cst.Call) -> None:
-        flow = self.facts.flow
-        if not (flow.places_over_devices() or flow.aligns_targets_with_inputs()):
-            return
         kind = self.facts.modules.loss_kind(node)
         if kind is None and call_tail(node.func) == "gather":
             kind = "gather"
         if kind is None:
+            return
+        flow = self.facts.flow
+        # A loss target moved to its logits elsewhere speaks for the helpers of the file (a loss
+        # in a loop may instead be a batch left on the CPU: DF204's business).
+        if not (
+            flow.places_over_devices() or (kind == "gather" and flow.aligns_targets_with_inputs())
+        ):
             return
         function = self.facts.modules.enclosing_function(node)
         if function is None:

@@ -406,3 +406,21 @@ def test_gather_helpers_left_alone() -> None:
             return await asyncio.gather(a, b)
         """,
     )
+
+
+def test_a_target_moved_to_its_logits_speaks_for_gather_helpers_only() -> None:
+    # In a training loop `y.to(out.device)` may just be the batch sent to the one GPU; the other
+    # loss of the file (a batch left on the CPU, if anything) is not a model split over devices.
+    assert_noop(
+        RULE,
+        """
+        import torch.nn.functional as F
+
+        def train_step(model, x, y):
+            out = model(x)
+            return F.cross_entropy(out, y.to(out.device))
+
+        def eval_loss(logits, labels):
+            return F.cross_entropy(logits, labels)
+        """,
+    )
