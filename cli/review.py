@@ -58,7 +58,8 @@ def render_diff(diff: str) -> str:
     return "\n".join(out)
 
 
-def _show(item: review.Proposal, progress: tuple[int, int]) -> None:
+def show_proposal(item: review.Proposal, progress: tuple[int, int]) -> None:
+    """The proposal's header, message and, for a fix, its diff (`devfix verify --fix -i` too)."""
     if item.fixable:
         number, total = progress
         counter = click.style(f"[{number}/{total}]", bold=True)
@@ -77,8 +78,9 @@ def _show(item: review.Proposal, progress: tuple[int, int]) -> None:
         _echo(render_diff(item.diff))
 
 
-def _read_key() -> str:
-    _echo(click.style(PROMPT, fg="blue", bold=True), nl=False)
+def read_key(prompt: str = PROMPT) -> str:
+    """One key from the terminal after ``prompt`` (EOFError when stdin is closed)."""
+    _echo(click.style(prompt, fg="blue", bold=True), nl=False)
     key = click.getchar()
     _echo(key if key.isprintable() else "")
     return key
@@ -175,14 +177,14 @@ def _loop(session: review.ReviewSession, state: review.ReviewState, warned: list
         if item is None:
             return
         if not item.fixable:
-            _show(item, session.progress())
+            show_proposal(item, session.progress())
             session.acknowledge()
             continue
         if shown is not item:
-            _show(item, session.progress())
+            show_proposal(item, session.progress())
             shown = item
         try:
-            key = _read_key()
+            key = read_key()
         except EOFError:
             key = "q"
         if key == "?":

@@ -467,13 +467,14 @@ def findings_at(site: Site) -> list[Any]:
 
 
 def _root_index(message_line: str, operands: tuple[Operand, ...]) -> int:
-    """Which operand the fix should move: the one the error names (``index is on cpu``), else
-    the one on the second device named (``found at least two devices, cuda:0 and cpu!``)."""
+    """Which operand the fix should move: the one the error names (``index is on cpu``,
+    ``but got mask on cpu and self on cuda:0``), else the one on the second device named
+    (``found at least two devices, cuda:0 and cpu!``)."""
     if "indices should be either on cpu" in message_line:
         for i, op in enumerate(operands):
             if op.label.startswith("indices"):
                 return i
-    named = re.search(r"got (\w+) is on", message_line)
+    named = re.search(r"got (\w+) (?:is )?on ", message_line)
     if named is not None:
         for i, op in enumerate(operands):
             if op.label == named.group(1):

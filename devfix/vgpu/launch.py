@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,59 @@ from devfix.vgpu.diagnose import NOTEBOOK_ENV, shown_path
 
 class NotebookError(ValueError):
     """A notebook that cannot be run (not JSON, no code cells that parse)."""
+
+
+#: The exit status of a run stopped by ``--timeout`` (GNU timeout's).
+TIMED_OUT = 124
+
+
+def timed_out_line(timeout: float) -> str:
+    return f"devfix verify: the script ran past --timeout {timeout:g} s and was stopped"
+
+
+def _run(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout: float | None,
+    stdout: Any = None,
+    stderr: Any = None,
+    stdin: Any = None,
+) -> tuple[int, str | None, str | None, bool]:
+    """Run ``argv``; its exit status (:data:`TIMED_OUT` past ``timeout``), captured output, and
+    whether it was stopped for running past ``timeout``.
+
+    With a timeout the script gets a process group of its own, and the whole group is killed
+    when time is up: DataLoader workers and other children would otherwise outlive it and
+    hold the output pipes open.
+    """
+    if timeout is None:
+        done = subprocess.run(argv, env=env, stdout=stdout, stderr=stderr, stdin=stdin, text=True)
+        return done.returncode, done.stdout, done.stderr, False
+    with subprocess.Popen(
+        argv,
+        env=env,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=stdin,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return TIMED_OUT, out, err, True
+        except BaseException:  # Ctrl-C: the script's group must not live on
+            _kill_group(proc)
+            raise
+    return proc.returncode, out, err, False
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
@@ -47,12 +101,24 @@ def runnable(script: str) -> Iterator[tuple[str, dict[str, str]]]:
         yield str(code), {NOTEBOOK_ENV: json.dumps(spec)}
 
 
-def run_one(script: str, args: Sequence[str], *, gpus: int, env: Mapping[str, str]) -> int:
-    """Run one script in a fresh interpreter, its output on ours; its exit status."""
+def run_one(
+    script: str,
+    args: Sequence[str],
+    *,
+    gpus: int,
+    env: Mapping[str, str],
+    timeout: float | None = None,
+) -> int:
+    """Run one script in a fresh interpreter, its output on ours; its exit status
+    (:data:`TIMED_OUT` when it ran past ``timeout`` seconds and was killed)."""
     with runnable(script) as (path, extra):
         full = {**env, **extra}
-        proc = subprocess.run(command(path, gpus=gpus, env=full, args=args), env=child_env(full))
-    return proc.returncode
+        code, _, _, timed_out = _run(
+            command(path, gpus=gpus, env=full, args=args), env=child_env(full), timeout=timeout
+        )
+    if timed_out and timeout is not None:
+        print(timed_out_line(timeout), file=sys.stderr)
+    return code
 
 
 def run_one_json(
@@ -62,31 +128,40 @@ def run_one_json(
     gpus: int,
     env: Mapping[str, str],
     capture: bool = False,
+    timeout: float | None = None,
+    stdin: Any = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run one script like :func:`run_one`, its stdout on our stderr; its exit status and the
-    result as data: ``{"script", "exit_code", "diagnosis"}`` (the diagnosis of a device error,
-    see :func:`devfix.vgpu.diagnose.diagnose_exception`, else None). With ``capture``, the
-    script's output is not shown but returned as ``"stdout"`` and ``"stderr"``."""
+    result as data: ``{"script", "exit_code", "timed_out", "diagnosis"}`` (the diagnosis of a
+    device error, see :func:`devfix.vgpu.diagnose.diagnose_exception`, else None). With
+    ``capture``, the script's output is not shown but returned as ``"stdout"`` and
+    ``"stderr"``. ``stdin`` is the script's standard input (default: ours)."""
     from devfix.vgpu.__main__ import DIAGNOSIS_ENV
 
     with runnable(script) as (path, extra), tempfile.TemporaryDirectory() as tmp:
         target = os.path.join(tmp, "diagnosis.json")
         full = {**env, **extra}
-        proc = subprocess.run(
+        code, out, err, timed_out = _run(
             command(path, gpus=gpus, env=full, args=args),
             env={**child_env(full), DIAGNOSIS_ENV: target},
+            timeout=timeout,
             stdout=subprocess.PIPE if capture else sys.stderr,
             stderr=subprocess.PIPE if capture else None,
-            text=True,
+            stdin=stdin,
         )
         diagnosis = None
         if os.path.exists(target):
             with open(target, encoding="utf-8") as f:
                 diagnosis = json.load(f)
-    result = {"script": shown_path(script), "exit_code": proc.returncode, "diagnosis": diagnosis}
+    result = {
+        "script": shown_path(script),
+        "exit_code": code,
+        "timed_out": timed_out,
+        "diagnosis": diagnosis,
+    }
     if capture:
-        result["stdout"], result["stderr"] = proc.stdout, proc.stderr
-    return proc.returncode, result
+        result["stdout"], result["stderr"] = out, err
+    return code, result
 
 
 def run_batch(
@@ -95,26 +170,27 @@ def run_batch(
     gpus: int,
     env: Mapping[str, str],
     echo: Callable[[str, bool], None],
-    timeout: float = 3600,
+    timeout: float | None = None,
 ) -> int:
     """Run each script in a forked child of one warm process (torch imported once); print
     each one's output under a header and a summary line. Exit status 1 if any script failed."""
     from devfix.vgpu.warm import runner
 
     failed: list[str] = []
+    limit = 3600.0 if timeout is None else timeout
     warm = runner(gpus)
     for script in scripts:
         name = shown_path(script)
         try:
             with runnable(script) as (path, extra):
-                done = warm.run(path, env={**env, **extra}, cwd=os.getcwd(), timeout=timeout)
+                done = warm.run(path, env={**env, **extra}, cwd=os.getcwd(), timeout=limit)
         except NotebookError as error:
             echo(f"devfix verify: {error}", True)
             failed.append(f"{name} (not runnable)")
             continue
         except subprocess.TimeoutExpired:
-            failed.append(f"{name} (timed out after {timeout:g} s)")
-            echo(f"==> {name}: timed out after {timeout:g} s", True)
+            failed.append(f"{name} (timed out after {limit:g} s)")
+            echo(f"==> {name}: timed out after {limit:g} s", True)
             continue
         status = "ok" if done.returncode == 0 else f"exit {done.returncode}"
         echo(f"==> {name}: {status}", False)

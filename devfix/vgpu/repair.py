@@ -6,8 +6,14 @@ device (its provenance); the devfix finding on that line, and only that one, is 
 (unsafe fixes only when allowed), and the script runs again. The loop ends when the script
 runs, when the same error comes back from the same line, when no finding with a fix covers the
 root's line (the provenance is printed, so a person knows where to look), when the script
-fails of something else, or after ``max_rounds`` rounds. Each round prints its diff and a
-one-line outcome; the script's own output is shown for the last run only.
+fails of something else or runs past ``timeout`` seconds, or after ``max_rounds`` fixes. Each
+round prints its diff and a one-line outcome; the script's own output is shown for the last run
+only.
+
+Interactive (``ask``): each fix the round would apply is offered first (:class:`Offer`, with
+the diff of that fix alone, computed by :mod:`devfix.review` as `devfix apply -i` computes
+it), unsafe ones too; the answer (:class:`Decision`) applies it, applies the user's edit of it,
+skips it (the next finding on the root's line is offered, if any) or stops the repair.
 
 Nothing is left written when the last run still fails, unless ``keep_partial``: every file the
 rounds changed gets its original text back.
@@ -15,13 +21,18 @@ rounds changed gets its original text back.
 
 from __future__ import annotations
 
+import enum
 import os
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devfix.vgpu.diagnose import shown_path
 from devfix.vgpu.launch import run_one_json
+
+if TYPE_CHECKING:
+    from devfix.review import Proposal
 
 Echo = Callable[[str, bool], None]
 
@@ -40,18 +51,87 @@ def root_operand(diagnosis: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return next((o for o in diagnosis.get("operands", ()) if o.get("root")), None)
 
 
-def chosen_fix(root: Mapping[str, Any], *, unsafe: bool) -> RoundFix | None:
-    """The first finding at the root's provenance line whose fix may be applied."""
+def candidate_fixes(root: Mapping[str, Any], *, unsafe: bool) -> list[RoundFix]:
+    """The findings at the root's provenance line whose fix may be applied, in report order
+    (one per rule and line: the fix of a rule on a line is applied whole)."""
     site = root.get("site")
     if site is None:
-        return None
+        return []
+    found: list[RoundFix] = []
     for finding in root.get("findings", ()):
         if finding.get("fix") is None:
             continue
         applicability = finding.get("applicability", "safe")
         if applicability == "safe" or (unsafe and applicability == "unsafe"):
-            return RoundFix(finding["code"], site["path"], int(finding["line"]), applicability)
+            fix = RoundFix(finding["code"], site["path"], int(finding["line"]), applicability)
+            if all((f.code, f.line) != (fix.code, fix.line) for f in found):
+                found.append(fix)
+    return found
+
+
+def chosen_fix(root: Mapping[str, Any], *, unsafe: bool) -> RoundFix | None:
+    """The first finding at the root's provenance line whose fix may be applied."""
+    return next(iter(candidate_fixes(root, unsafe=unsafe)), None)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A fix offered to the user in an interactive round."""
+
+    #: The round's number, and the fix's number among the round's candidates (from 1).
+    round: int
+    number: int
+    total: int
+    fix: RoundFix
+    #: The finding as `devfix apply -i` shows it: location, rule, message, the fix's diff.
+    proposal: Proposal
+    #: The file's code now, and with this fix applied (what "apply" writes).
+    code: str
+    proposed: str
+
+
+class Answer(str, enum.Enum):
+    APPLY = "apply"  #: write the fix (or the user's edit of it) and run again
+    SKIP = "skip"  #: not this fix: offer the next one on the root's line, if any
+    QUIT = "quit"  #: stop the repair here
+
+
+@dataclass(frozen=True)
+class Decision:
+    answer: Answer
+    #: With APPLY: the user's edit of :attr:`Offer.proposed`, written instead of it.
+    edited: str | None = None
+
+
+Ask = Callable[[Offer], Decision]
+
+
+def offer_for(fix: RoundFix, round_number: int, number: int, total: int) -> Offer | None:
+    """The fix as a review proposal with its own diff; None when it would change nothing."""
+    from devfix import review
+    from devfix.settings import Settings
+
+    settings = Settings.resolve(None)
+    analysis = review.analyse_file(fix.path, settings)
+    if analysis.failed:
+        return None
+    for proposal in analysis.proposals:
+        if proposal.code != fix.code or proposal.line != fix.line or not proposal.fixable:
+            continue
+        proposed, applied = review.apply_keys(analysis.code, {proposal.key}, settings, fix.path)
+        if proposal.key in applied and proposed != analysis.code:
+            return Offer(round_number, number, total, fix, proposal, analysis.code, proposed)
     return None
+
+
+def write_code(path: str, code: str) -> str:
+    """Write ``code`` as the new text of ``path``; the diff."""
+    from devfix import sources
+    from devfix.source_file import open_source
+
+    source = open_source(path)
+    sources.write_atomic(path, source.document.with_text(source.render(code)))
+    return source.diff(code)
 
 
 def apply_one(fix: RoundFix) -> str | None:
@@ -93,67 +173,101 @@ def repair(
     max_rounds: int,
     keep_partial: bool,
     echo: Echo,
+    timeout: float | None = None,
+    ask: Ask | None = None,
 ) -> int:
     """Run, fix, run again (see the module docstring); the last run's exit status."""
     originals: dict[str, str] = {}
     last: tuple[str, str | None, int | None] | None = None
     code = 1
-    for number in range(1, max_rounds + 1):
-        code, result = run_one_json(script, args, gpus=gpus, env=env, capture=True)
-        head = f"devfix verify --fix: round {number}:"
-        if code == 0:
-            _show(result, echo)
-            changed = ", ".join(sorted(shown_path(p) for p in originals)) or "nothing"
-            echo(f"{head} the script runs (changed: {changed})", False)
-            return 0
-        diagnosis = result.get("diagnosis")
-        if diagnosis is None:
-            _show(result, echo)
-            echo(f"{head} the script failed (exit {code}), not of a device error: stop", True)
-            break
-        root = root_operand(diagnosis)
-        site = root.get("site") if root is not None else None
-        key = (
-            diagnosis.get("error", ""),
-            site.get("path") if site else None,
-            site.get("line") if site else None,
+    # Keys go to the prompt, never to the script (which could also change the terminal's mode).
+    stdin = subprocess.DEVNULL if ask is not None else None
+
+    def run() -> tuple[int, dict[str, Any]]:
+        return run_one_json(
+            script, args, gpus=gpus, env=env, capture=True, timeout=timeout, stdin=stdin
         )
-        if key == last:
-            _show(result, echo)
-            echo(f"{head} the same device error repeats: stop", True)
-            _print_provenance(root, echo)
-            break
-        last = key
-        fix = chosen_fix(root, unsafe=unsafe) if root is not None else None
-        if fix is None:
-            _show(result, echo)
-            why = "no root operand was recorded" if root is None else _uncovered(root, unsafe)
-            echo(f"{head} {diagnosis.get('error', '')}", True)
-            echo(f"  {why}: stop", True)
-            _print_provenance(root, echo)
-            break
-        originals.setdefault(fix.path, _read(fix.path))
-        diff = apply_one(fix)
-        if diff is None:
-            _show(result, echo)
-            echo(
-                f"{head} {fix.code} at {shown_path(fix.path)}:{fix.line} changed nothing: stop",
-                True,
+
+    try:
+        for number in range(1, max_rounds + 1):
+            code, result = run()
+            head = f"devfix verify --fix: round {number}:"
+            if code == 0:
+                _show(result, echo)
+                changed = ", ".join(sorted(shown_path(p) for p in originals)) or "nothing"
+                echo(f"{head} the script runs (changed: {changed})", False)
+                return 0
+            if result.get("timed_out"):
+                _show(result, echo)
+                echo(f"{head} the script ran past --timeout {timeout:g} s: stop", True)
+                break
+            diagnosis = result.get("diagnosis")
+            if diagnosis is None:
+                _show(result, echo)
+                echo(f"{head} the script failed (exit {code}), not of a device error: stop", True)
+                break
+            root = root_operand(diagnosis)
+            site = root.get("site") if root is not None else None
+            key = (
+                diagnosis.get("error", ""),
+                site.get("path") if site else None,
+                site.get("line") if site else None,
             )
+            if key == last:
+                _show(result, echo)
+                echo(f"{head} the same device error repeats: stop", True)
+                _print_provenance(root, echo)
+                break
+            last = key
+            # Interactively, unsafe fixes are offered too (marked), as `devfix apply -i` does.
+            fixes = candidate_fixes(root, unsafe=unsafe or ask is not None) if root else []
+            if not fixes:
+                _show(result, echo)
+                why = "no root operand was recorded" if root is None else _uncovered(root, unsafe)
+                echo(f"{head} {diagnosis.get('error', '')}", True)
+                echo(f"  {why}: stop", True)
+                _print_provenance(root, echo)
+                break
+            error = diagnosis.get("error", "")[:100]
+            if ask is None:
+                fix = fixes[0]
+                originals.setdefault(fix.path, _read(fix.path))
+                diff = apply_one(fix)
+                if diff is None:
+                    _show(result, echo)
+                    echo(
+                        f"{head} {fix.code} at {shown_path(fix.path)}:{fix.line} changed nothing: "
+                        "stop",
+                        True,
+                    )
+                    break
+                echo(diff.rstrip("\n"), False)
+                echo(f"{head} {error} -> applied {_where(fix)} ({fix.applicability})", False)
+                continue
+            echo(f"{head} {error}", False)
+            taken, stop = _ask_round(number, fixes, ask, originals, echo)
+            if taken is not None:
+                echo(f"{head} applied {_where(taken[0])} ({taken[1]})", False)
+                continue
+            _show(result, echo)
+            echo(f"{head} {stop}: stop", True)
+            _print_provenance(root, echo)
             break
-        echo(diff.rstrip("\n"), False)
-        echo(
-            f"{head} {diagnosis.get('error', '')[:100]} -> applied {fix.code} at "
-            f"{shown_path(fix.path)}:{fix.line} ({fix.applicability})",
-            False,
-        )
-    else:
-        code, result = run_one_json(script, args, gpus=gpus, env=env, capture=True)
-        _show(result, echo)
-        if code == 0:
-            echo(f"devfix verify --fix: the script runs after {max_rounds} rounds", False)
-            return 0
-        echo(f"devfix verify --fix: still failing after {max_rounds} rounds (--max-rounds)", True)
+        else:
+            code, result = run()
+            _show(result, echo)
+            if code == 0:
+                echo(f"devfix verify --fix: the script runs after {max_rounds} rounds", False)
+                return 0
+            if result.get("timed_out"):
+                echo(f"devfix verify --fix: the last run ran past --timeout {timeout:g} s", True)
+            echo(
+                f"devfix verify --fix: still failing after {max_rounds} rounds (--max-rounds)", True
+            )
+    except BaseException:  # Ctrl-C at a prompt or during a run: leave no half-repair behind
+        if originals and not keep_partial:
+            _restore(originals)
+        raise
     if originals and not keep_partial:
         _restore(originals)
         names = ", ".join(sorted(shown_path(p) for p in originals))
@@ -163,6 +277,40 @@ def repair(
             True,
         )
     return code or 1
+
+
+def _where(fix: RoundFix) -> str:
+    return f"{fix.code} at {shown_path(fix.path)}:{fix.line}"
+
+
+def _ask_round(
+    number: int,
+    fixes: Sequence[RoundFix],
+    ask: Ask,
+    originals: dict[str, str],
+    echo: Echo,
+) -> tuple[tuple[RoundFix, str] | None, str]:
+    """Offer the round's fixes one by one; the fix applied (and how: its applicability, or
+    "edited"), or None and why the repair stops."""
+    offered = 0
+    for index, fix in enumerate(fixes, 1):
+        offer = offer_for(fix, number, index, len(fixes))
+        if offer is None:
+            echo(f"  {_where(fix)} would change nothing; not offered", False)
+            continue
+        offered += 1
+        decision = ask(offer)
+        if decision.answer is Answer.QUIT:
+            return None, "quit at the prompt"
+        if decision.answer is Answer.SKIP:
+            continue
+        originals.setdefault(fix.path, _read(fix.path))
+        text = decision.edited if decision.edited is not None else offer.proposed
+        write_code(fix.path, text)
+        return (fix, "edited" if decision.edited is not None else fix.applicability), ""
+    if not offered:
+        return None, "no fix at the root's line changes the code"
+    return None, "every fix at the root's line was skipped"
 
 
 def _show(result: Mapping[str, Any], echo: Echo) -> None:

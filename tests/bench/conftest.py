@@ -29,3 +29,8 @@ def realworld() -> ModuleType:
 @pytest.fixture(scope="session")
 def recreate() -> ModuleType:
     return _load("bench_realworld_recreate", BENCH / "realworld" / "recreate.py")
+
+
+@pytest.fixture(scope="session")
+def realworld_verify() -> ModuleType:
+    return _load("bench_realworld_verify", BENCH / "realworld_verify.py")

@@ -106,3 +106,25 @@ def test_report_without_engine(tmp_path, monkeypatch) -> None:
 
 def test_no_report_for_other_errors() -> None:
     assert diagnose.report_for_exception(ValueError("boom"), "x.py") == ""
+
+
+def test_the_root_is_the_operand_the_error_names() -> None:
+    """`got index is on cpu` and masked_fill's `got mask on cpu and self on cuda:0` name the
+    operand to move; without a name, the one on the second device listed."""
+    from devfix.vgpu.provenance import Operand
+
+    def root(message: str, *ops: tuple[str, str]) -> str:
+        operands = tuple(Operand(label, device, (2,), None) for label, device in ops)
+        return operands[diagnose._root_index(message, operands)].label
+
+    masked = (
+        "expected self and mask to be on the same device, but got mask on cpu and self on cuda:0"
+    )
+    assert root(masked, ("self", "cuda:0"), ("mask", "cpu")) == "mask"
+    index = (
+        "Expected all tensors to be on the same device, but got index is on cpu, different "
+        "from other tensors on cuda:0 (when checking argument in method wrapper_CUDA__index_select)"
+    )
+    assert root(index, ("self", "cuda:0"), ("index", "cpu")) == "index"
+    two = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+    assert root(two, ("self", "cuda:0"), ("other", "cpu")) == "other"

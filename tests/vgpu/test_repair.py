@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from devfix.vgpu import child_env
+from devfix.vgpu.warm import runner
 
 REPAIR = Path(__file__).resolve().parents[2] / "golden" / "_repair"
 CASES = sorted(p.name for p in REPAIR.iterdir() if p.is_dir())
@@ -43,7 +44,9 @@ def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
     shutil.copytree(REPAIR / case, work)
     flags, fixes = HEADER.search((work / "train.py").read_text()).groups()  # type: ignore[union-attr]
     before = {p.name: p.read_text() for p in work.glob("*.py")}
-    assert verify("train.py", cwd=work).returncode == 1  # it does fail as written
+    # The plain runs go to a forked child of a warm process; only --fix needs the command line.
+    warm = runner(2)
+    assert warm.run(work / "train.py", cwd=work, timeout=300).returncode == 1  # fails as written
     r = verify("--fix", *shlex.split(flags), "train.py", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     applied = re.findall(r"-> applied (DF\d+) at", r.stdout)
@@ -52,7 +55,8 @@ def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
     assert f"devfix verify --fix: round {rounds}: the script runs" in r.stdout
     changed = [name for name, text in before.items() if (work / name).read_text() != text]
     assert changed, "the fix wrote nothing"
-    assert verify("train.py", cwd=work).returncode == 0  # the repaired files run on their own
+    done = warm.run(work / "train.py", cwd=work, timeout=300)
+    assert done.returncode == 0, done.stderr  # the repaired files run on their own
 
 
 @pytest.mark.slow
@@ -119,3 +123,35 @@ def test_a_run_that_still_fails_restores_the_files_unless_keep_partial(tmp_path:
     kept = verify("--fix", "--unsafe-fixes", "--keep-partial", "two.py", cwd=tmp_path)
     assert kept.returncode == 1
     assert 'self.register_buffer("scale", torch.ones(3), persistent=False)' in script.read_text()
+
+
+@pytest.mark.slow
+def test_max_rounds_stops_a_repair_that_needs_more(tmp_path: Path) -> None:
+    """factory_in_helper_module needs two fixes; with --max-rounds 1 the first is applied, the
+    run after it still fails, and the file gets its text back."""
+    work = tmp_path / "case"
+    shutil.copytree(REPAIR / "factory_in_helper_module", work)
+    before = (work / "inputs.py").read_text()
+    r = verify("--fix", "--unsafe-fixes", "--max-rounds", "1", "train.py", cwd=work)
+    assert r.returncode == 1
+    assert re.findall(r"-> applied (DF\d+) at", r.stdout) == ["DF101"]
+    assert "devfix verify --fix: still failing after 1 rounds (--max-rounds)" in r.stderr
+    assert "expected self and mask to be on the same device" in r.stderr  # the last run's error
+    assert (work / "inputs.py").read_text() == before
+
+
+@pytest.mark.slow
+def test_timeout_stops_the_script_and_its_children(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        "open('child.pid', 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    r = verify("--timeout", "20", "slow.py", cwd=tmp_path)
+    assert r.returncode == 124
+    assert "devfix verify: the script ran past --timeout 20 s and was stopped" in r.stderr
+    pid = int((tmp_path / "child.pid").read_text())
+    status = Path(f"/proc/{pid}/status")
+    # Killed with its process group (a zombie waiting for init to reap it counts as gone).
+    assert not status.exists() or "State:\tZ" in status.read_text()

@@ -1,0 +1,225 @@
+"""`devfix verify --fix`'s loop in-process: the budget (--max-rounds, --timeout) and the
+interactive answers, with the runs replaced by scripted results (the runs themselves are
+tested through the command line in test_repair.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devfix.vgpu import repair as repair_module
+from devfix.vgpu.repair import Answer, Decision, Offer, repair
+
+#: Two unsafe DF103 sites (plain tensor attributes set in __init__), lines 6 and 7.
+MODEL = (
+    "import torch\n"
+    "import torch.nn as nn\n"
+    "class Net(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.scale = torch.ones(3)\n"
+    "        self.shift = torch.zeros(3)\n"
+    "    def forward(self, x):\n"
+    "        return x * self.scale + self.shift\n"
+)
+ERROR = (
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
+)
+
+
+def device_error(path: Path, line: int, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A run's result as `run_one_json` gives it: a device error whose root is at `line`."""
+    root = {
+        "label": "other",
+        "device": "cpu",
+        "shape": [3],
+        "root": True,
+        "description": f"is the plain tensor attribute set at {path.name}:{line}",
+        "site": {"path": str(path), "line": line, "function": "__init__", "kind": "attribute"},
+        "findings": findings,
+        "suggestion": None,
+    }
+    diagnosis = {"error": ERROR, "operands": [root]}
+    return {"exit_code": 1, "timed_out": False, "diagnosis": diagnosis, "stdout": "", "stderr": "E"}
+
+
+def df103(line: int) -> dict[str, Any]:
+    return {"code": "DF103", "line": line, "fix": "register_buffer", "applicability": "unsafe"}
+
+
+RUNS = {"ok": {"exit_code": 0, "timed_out": False, "diagnosis": None, "stdout": "ran\n"}}
+
+
+class Script:
+    """Scripted runs; records the keyword arguments of each."""
+
+    def __init__(self, results: list[dict[str, Any]]) -> None:
+        self.results: Iterator[dict[str, Any]] = iter(results)
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, script: str, args: Any, **kwargs: Any) -> tuple[int, dict[str, Any]]:
+        self.calls.append(kwargs)
+        result = next(self.results)
+        return int(result["exit_code"]), result
+
+
+@pytest.fixture
+def model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "net.py"
+    path.write_text(MODEL)
+    return path
+
+
+def run(
+    monkeypatch: pytest.MonkeyPatch, results: list[dict[str, Any]], **options: Any
+) -> tuple[int, Script, list[tuple[str, bool]]]:
+    script = Script(results)
+    monkeypatch.setattr(repair_module, "run_one_json", script)
+    said: list[tuple[str, bool]] = []
+    settings: dict[str, Any] = {
+        "gpus": 2, "env": {}, "unsafe": True, "max_rounds": 5, "keep_partial": False,
+        "echo": lambda text, err: said.append((text, err)),
+    }  # fmt: skip
+    settings.update(options)
+    code = repair("train.py", (), **settings)
+    return code, script, said
+
+
+def lines(said: list[tuple[str, bool]]) -> str:
+    return "\n".join(text for text, _ in said)
+
+
+def test_max_rounds_bounds_the_fixes_and_one_last_run_judges_them(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each round dies at another line, so only --max-rounds ends it: 2 fixes, 3 runs."""
+    results = [device_error(model, 6, [df103(6)]), device_error(model, 7, [df103(7)])]
+    code, script, said = run(monkeypatch, [*results, results[1]], max_rounds=2)
+    assert code == 1
+    assert len(script.calls) == 3
+    assert "still failing after 2 rounds (--max-rounds)" in lines(said)
+    assert lines(said).count("-> applied DF103") == 2
+    assert model.read_text() == MODEL  # restored: the last run still failed
+
+
+def test_max_rounds_one_then_the_script_runs(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, script, said = run(
+        monkeypatch, [device_error(model, 6, [df103(6)]), RUNS["ok"]], max_rounds=1
+    )
+    assert code == 0 and len(script.calls) == 2
+    assert "devfix verify --fix: the script runs after 1 rounds" in lines(said)
+    assert 'self.register_buffer("scale", torch.ones(3), persistent=False)' in model.read_text()
+
+
+def test_every_run_gets_the_timeout_and_a_run_past_it_ends_the_repair(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    late = {"exit_code": 124, "timed_out": True, "diagnosis": None, "stdout": "", "stderr": ""}
+    code, script, said = run(
+        monkeypatch, [device_error(model, 6, [df103(6)]), late], timeout=7.5, max_rounds=5
+    )
+    assert code == 124
+    assert [call["timeout"] for call in script.calls] == [7.5, 7.5]
+    assert ("devfix verify --fix: round 2: the script ran past --timeout 7.5 s: stop", True) in said
+    assert model.read_text() == MODEL
+
+
+def test_a_script_that_exits_124_itself_is_not_a_timeout(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own = {"exit_code": 124, "timed_out": False, "diagnosis": None, "stdout": "", "stderr": ""}
+    code, _script, said = run(monkeypatch, [own], timeout=7.5)
+    assert code == 124
+    assert "the script failed (exit 124), not of a device error: stop" in lines(said)
+
+
+class Answers:
+    def __init__(self, *decisions: Decision) -> None:
+        self.decisions = list(decisions)
+        self.offers: list[Offer] = []
+
+    def __call__(self, offer: Offer) -> Decision:
+        self.offers.append(offer)
+        return self.decisions.pop(0)
+
+
+def test_interactive_yes_applies_the_shown_diff_unsafe_included(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = Answers(Decision(Answer.APPLY))
+    code, script, said = run(
+        monkeypatch, [device_error(model, 6, [df103(6)]), RUNS["ok"]], unsafe=False, ask=answers
+    )
+    assert code == 0
+    (offer,) = answers.offers
+    assert (offer.round, offer.number, offer.total) == (1, 1, 1)
+    assert offer.proposal.code == "DF103" and offer.proposal.line == 6
+    assert '+        self.register_buffer("scale", torch.ones(3), persistent=False)' in (
+        offer.proposal.diff
+    )
+    assert model.read_text() == offer.proposed != MODEL
+    assert "self.shift = torch.zeros(3)" in offer.proposed  # only the root's line changed
+    assert "devfix verify --fix: round 1: applied DF103 at net.py:6 (unsafe)" in lines(said)
+    # Keys go to the prompt: the script's stdin is closed.
+    assert all(call["stdin"] is not None for call in script.calls)
+
+
+def test_interactive_no_offers_the_next_fix_on_the_line_then_stops(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two rules on the root's line: `n` to the first offers the second; `n` again stops and
+    nothing is written."""
+    other = {"code": "DF101", "line": 6, "fix": "device=", "applicability": "safe"}
+    answers = Answers(Decision(Answer.SKIP), Decision(Answer.SKIP))
+    code, _script, said = run(monkeypatch, [device_error(model, 6, [df103(6), other])], ask=answers)
+    assert code == 1
+    assert [o.fix.code for o in answers.offers] == ["DF103"]  # DF101 changes nothing on line 6
+    assert "  DF101 at net.py:6 would change nothing; not offered" in lines(said)
+    assert "round 1: every fix at the root's line was skipped: stop" in lines(said)
+    assert model.read_text() == MODEL
+
+
+def test_interactive_edit_is_written_instead_of_the_fix(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    edited = MODEL.replace("self.scale = torch.ones(3)", "self.scale = nn.Parameter(torch.ones(3))")
+    answers = Answers(Decision(Answer.APPLY, edited))
+    code, _script, said = run(
+        monkeypatch, [device_error(model, 6, [df103(6)]), RUNS["ok"]], ask=answers
+    )
+    assert code == 0 and model.read_text() == edited
+    assert "applied DF103 at net.py:6 (edited)" in lines(said)
+
+
+def test_interactive_quit_restores_what_earlier_rounds_wrote(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = Answers(Decision(Answer.APPLY), Decision(Answer.QUIT))
+    results = [device_error(model, 6, [df103(6)]), device_error(model, 7, [df103(7)])]
+    code, _script, said = run(monkeypatch, results, ask=answers)
+    assert code == 1 and len(answers.offers) == 2
+    assert "round 2: quit at the prompt: stop" in lines(said)
+    assert "the script still fails; restored net.py" in lines(said)
+    assert model.read_text() == MODEL
+    kept_answers = Answers(Decision(Answer.APPLY), Decision(Answer.QUIT))
+    run(monkeypatch, results, ask=kept_answers, keep_partial=True)
+    assert "register_buffer" in model.read_text()
+
+
+def test_interrupt_restores_the_files(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def interrupt(offer: Offer) -> Decision:
+        raise KeyboardInterrupt
+
+    results = [device_error(model, 6, [df103(6)]), device_error(model, 7, [df103(7)])]
+    answers = Answers(Decision(Answer.APPLY))
+
+    def first_then_interrupt(offer: Offer) -> Decision:
+        return answers(offer) if not answers.offers else interrupt(offer)
+
+    with pytest.raises(KeyboardInterrupt):
+        run(monkeypatch, results, ask=first_then_interrupt)
+    assert model.read_text() == MODEL
