@@ -12,6 +12,12 @@ of `--fix` is that first run, so one call per file tells both: a file that fails
 other than a device error is listed with the reason read from its last traceback line, and a
 device error is repaired round after round. Notebooks are not run (`--fix` does not edit them).
 
+A run costs tens of seconds on a loaded machine (an interpreter that imports torch under the
+virtual GPUs), so the files are screened first, without running them: a file whose module-level
+imports (outside `try`) name a module this interpreter cannot find, or that imports relatively
+(part of a package), cannot run here and is listed with that reason (`ran: false`). Run this
+script with the interpreter devfix runs scripts with, from a folder outside the repository.
+
 Only the standard library is used; devfix runs as a child process (`--devfix`, default the
 `devfix` next to this interpreter), under `nice`, one file at a time. The corpus files are
 never written: each run works on its own copy, removed afterwards.
@@ -20,6 +26,8 @@ never written: each run works on its own copy, removed afterwards.
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib.util
 import json
 import os
 import re
@@ -72,6 +80,44 @@ class Outcome:
     category: str
     detail: str
     seconds: float
+    #: False when the import screen decided, without running the file.
+    ran: bool = True
+
+
+def _imports(body: Sequence[ast.stmt]) -> list[ast.stmt]:
+    """Import statements of a module body, looking into `if` blocks and past guarded ones:
+    an import under `try` may be optional, so it is not counted."""
+    found: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            found.append(stmt)
+        elif isinstance(stmt, ast.If):
+            found += _imports(stmt.body) + _imports(stmt.orelse)
+    return found
+
+
+def screen(source: Path) -> tuple[str, str] | None:
+    """(category, detail) when the file's module-level imports cannot all be satisfied by this
+    interpreter with the file alone in its folder; None when it may run."""
+    try:
+        tree = ast.parse(source.read_bytes())
+    except (SyntaxError, ValueError):
+        return "error", "does not parse"
+    for stmt in _imports(tree.body):
+        if isinstance(stmt, ast.ImportFrom) and stmt.level:
+            return "relative-import", "part of a package (relative import)"
+        names = (
+            [alias.name for alias in stmt.names]
+            if isinstance(stmt, ast.Import)
+            else [stmt.module or ""]
+        )
+        for name in names:
+            top = name.split(".")[0]
+            if top == "__future__" or top in sys.builtin_module_names:
+                continue
+            if importlib.util.find_spec(top) is None:
+                return "missing-module", top
+    return None
 
 
 def _last_exception(stderr: str) -> tuple[str, str] | None:
@@ -229,7 +275,11 @@ def summary(outcomes: Sequence[Outcome], timeout: float) -> str:
     for o in stopped:
         applied = f" after {', '.join(o.fixes)}" if o.fixes else ""
         lines.append(f"    {o.id}: round {o.rounds}{applied}: {o.detail}")
-    lines.append(f"  cannot run standalone: {len(cannot)}")
+    screened = sum(1 for o in cannot if not o.ran)
+    lines.append(
+        f"  cannot run standalone: {len(cannot)} ({screened} decided without running: "
+        "notebooks, and imports this interpreter cannot satisfy)"
+    )
     for category, count in Counter(o.category for o in cannot).most_common():
         lines.append(f"    {category}: {count}")
     modules = Counter(o.detail for o in cannot if o.category == "missing-module")
@@ -263,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="one line per file")
     options = parser.parse_args(argv)
     os.nice(5)  # the machine is shared; the children inherit it
+    # The screen must see what a script alone in a scratch folder sees, not this folder.
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p not in ("", here) and Path(p).resolve() != REPO]
     devfix = shlex.split(options.devfix)
     outcomes: list[Outcome] = []
     for row_id, basename, kind in read_rows(options.manifest):
@@ -273,8 +326,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             outcome = Outcome(row_id, kind, "cannot-run", 0, (), "absent", str(source), 0.0)
         elif basename.endswith(".ipynb"):
             outcome = Outcome(
-                row_id, kind, "cannot-run", 0, (), "notebook", "--fix does not edit notebooks", 0.0
+                row_id,
+                kind,
+                "cannot-run",
+                0,
+                (),
+                "notebook",
+                "--fix does not edit notebooks",
+                0.0,
+                ran=False,
             )
+        elif (found := screen(source)) is not None:
+            outcome = Outcome(row_id, kind, "cannot-run", 0, (), *found, 0.0, ran=False)
         else:
             outcome, _out, _err = run_file(
                 devfix, row_id, kind, source, options.timeout, options.max_rounds

@@ -107,9 +107,16 @@ Ask = Callable[[Offer], Decision]
 
 
 def offer_for(fix: RoundFix, round_number: int, number: int, total: int) -> Offer | None:
-    """The fix as a review proposal with its own diff; None when it would change nothing."""
+    """The fix as a review proposal with its own diff; None when it would change nothing.
+
+    The diff shown is that of the code "apply" writes (:func:`devfix.review.apply_keys`, long
+    lines wrapped as every fix's are), not the bare edit's, so that y writes what was shown.
+    """
+    import dataclasses
+
     from devfix import review
     from devfix.settings import Settings
+    from devfix.source_file import open_source
 
     settings = Settings.resolve(None)
     analysis = review.analyse_file(fix.path, settings)
@@ -120,7 +127,11 @@ def offer_for(fix: RoundFix, round_number: int, number: int, total: int) -> Offe
             continue
         proposed, applied = review.apply_keys(analysis.code, {proposal.key}, settings, fix.path)
         if proposal.key in applied and proposed != analysis.code:
-            return Offer(round_number, number, total, fix, proposal, analysis.code, proposed)
+            diff = open_source(fix.path).review_diff(
+                analysis.code, proposed, shown_path(fix.path), review.CONTEXT_LINES
+            )
+            shown = dataclasses.replace(proposal, diff=diff)
+            return Offer(round_number, number, total, fix, shown, analysis.code, proposed)
     return None
 
 

@@ -223,3 +223,16 @@ def test_interrupt_restores_the_files(model: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(KeyboardInterrupt):
         run(monkeypatch, results, ask=first_then_interrupt)
     assert model.read_text() == MODEL
+
+
+def test_the_diff_offered_is_the_diff_written(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fix that makes a long line is wrapped when written; the offer shows it wrapped."""
+    long = MODEL.replace("torch.ones(3)", "torch.ones(3) * torch.tensor([1.0, 2.0, 3.0]).sqrt()")
+    model.write_text(long)
+    answers = Answers(Decision(Answer.APPLY))
+    run(monkeypatch, [device_error(model, 6, [df103(6)]), RUNS["ok"]], ask=answers)
+    (offer,) = answers.offers
+    written = model.read_text()
+    added = [line[1:] for line in offer.proposal.diff.splitlines() if line.startswith("+ ")]
+    assert added and all(line in written.splitlines() for line in added)
+    assert max(len(line) for line in written.splitlines()) <= 88  # it was wrapped
