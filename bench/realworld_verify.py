@@ -101,8 +101,10 @@ def screen(source: Path) -> tuple[str, str] | None:
     interpreter with the file alone in its folder; None when it may run."""
     try:
         tree = ast.parse(source.read_bytes())
-    except (SyntaxError, ValueError):
-        return "error", "does not parse"
+    except SyntaxError as error:
+        return "error", f"does not parse here: {error.msg}"
+    except ValueError as error:
+        return "error", f"does not parse here: {error}"
     for stmt in _imports(tree.body):
         if isinstance(stmt, ast.ImportFrom) and stmt.level:
             return "relative-import", "part of a package (relative import)"

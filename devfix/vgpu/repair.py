@@ -69,11 +69,6 @@ def candidate_fixes(root: Mapping[str, Any], *, unsafe: bool) -> list[RoundFix]:
     return found
 
 
-def chosen_fix(root: Mapping[str, Any], *, unsafe: bool) -> RoundFix | None:
-    """The first finding at the root's provenance line whose fix may be applied."""
-    return next(iter(candidate_fixes(root, unsafe=unsafe)), None)
-
-
 @dataclass(frozen=True)
 class Offer:
     """A fix offered to the user in an interactive round."""
@@ -130,7 +125,7 @@ def offer_for(fix: RoundFix, round_number: int, number: int, total: int) -> Offe
             diff = open_source(fix.path).review_diff(
                 analysis.code, proposed, shown_path(fix.path), review.CONTEXT_LINES
             )
-            shown = dataclasses.replace(proposal, diff=diff)
+            shown = dataclasses.replace(proposal, path=shown_path(fix.path), diff=diff)
             return Offer(round_number, number, total, fix, shown, analysis.code, proposed)
     return None
 

@@ -70,9 +70,10 @@ def test_failures_that_are_not_device_errors_are_sorted_by_cause(
         "relative-import",
         "part of a package (relative import)",
     )
-    assert cause("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'")[
-        0
-    ] == "data"
+    assert (
+        cause("FileNotFoundError: [Errno 2] No such file or directory: 'data/train.csv'")[0]
+        == "data"
+    )
     assert cause("KeyError: 'LOCAL_RANK'")[0] == "launcher"
     assert cause("ValueError: bad shape") == ("error", "ValueError: bad shape")
     usage = outcome(
@@ -86,9 +87,6 @@ def test_failures_that_are_not_device_errors_are_sorted_by_cause(
 
 
 def test_a_run_past_the_timeout(realworld_verify: ModuleType) -> None:
-    stderr = (
-        "epoch 1\n"
-        "devfix verify --fix: round 1: the script ran past --timeout 60 s: stop\n"
-    )
+    stderr = "epoch 1\ndevfix verify --fix: round 1: the script ran past --timeout 60 s: stop\n"
     result = outcome(realworld_verify, "", stderr, 124)
     assert (result.status, result.category) == ("cannot-run", "timeout")

@@ -236,3 +236,33 @@ def test_the_diff_offered_is_the_diff_written(model: Path, monkeypatch: pytest.M
     added = [line[1:] for line in offer.proposal.diff.splitlines() if line.startswith("+ ")]
     assert added and all(line in written.splitlines() for line in added)
     assert max(len(line) for line in written.splitlines()) <= 88  # it was wrapped
+
+
+def test_the_prompt_reads_keys_until_an_answer(
+    model: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown key prints the help; `e` with nothing saved, or an edit that does not
+    parse, goes back to the prompt; a parsed edit is the answer."""
+    from devfix.cli import review as review_cli
+    from devfix.cli import verify as verify_cli
+
+    offer = repair_module.offer_for(
+        repair_module.RoundFix("DF103", str(model), 6, "unsafe"), 1, 1, 1
+    )
+    assert offer is not None
+    keys = iter("xeeey")
+    edits = iter([None, "def broken(:\n", offer.proposed + "# mine\n"])
+    monkeypatch.setattr(review_cli, "read_key", lambda prompt: next(keys))
+    monkeypatch.setattr(verify_cli.click, "edit", lambda text, **kw: next(edits))
+    decision = verify_cli._ask(offer)
+    assert decision.answer is Answer.APPLY and decision.edited == offer.proposed + "# mine\n"
+    shown = capsys.readouterr().out
+    assert "[1/1] net.py:6:9  DF103" in shown and "UNSAFE fix" in shown
+    assert "e - edit the file's proposed result in $EDITOR" in shown  # the help, for `x`
+    assert "No edit was saved; back to the prompt" in shown
+    assert "the edited code does not parse (line 1); the edit was discarded" in shown
+    assert next(keys) == "y"  # the last edit answered; `y` was never read
+    monkeypatch.setattr(review_cli, "read_key", lambda prompt: "n")
+    assert verify_cli._ask(offer).answer is Answer.SKIP
+    monkeypatch.setattr(review_cli, "read_key", lambda prompt: "q")
+    assert verify_cli._ask(offer).answer is Answer.QUIT
