@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.companions import HeldMetric
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import code_of
@@ -30,6 +31,16 @@ class MetricNotOnDevice(DevicePass):
     Metrics held by a `MetricCollection`, assigned to a module in `__init__` (registered, so
     `model.to(device)` and Lightning move them), moved later, or handed to other code are
     left alone; so are metrics fed CPU tensors (`torch.tensor(list_of_floats)`).
+
+    Framework code that keeps the user's metrics in a plain object (a class that is not an
+    `nn.Module`, so nothing moves them with the model) and never moves them is fixed where the
+    metrics meet a device: a metric added to a `MetricCollection` attribute of a class that
+    keeps its device in `self.device` is moved as it is added
+    (`self.metrics.add_metrics(m.to(self.device))`), and a metric of an attribute list narrowed
+    to torchmetrics (`for m in self.metrics: if isinstance(m, torchmetrics.Metric):`) is moved
+    to the device of the tensor the method is given before it is updated
+    (`m.to(preds.device)`). A class whose base comes from another file may be a module and is
+    left alone.
 
     ## Why is this bad?
     A metric is an `nn.Module` whose states (`tp`, `total`, ...) are created on the CPU. It is
@@ -60,7 +71,9 @@ class MetricNotOnDevice(DevicePass):
 
     ## Fix safety
     Safe: the metric moves to the device its inputs provably live on, which is what
-    torchmetrics requires; what it computes does not change. A metric built in a step still
+    torchmetrics requires; what it computes does not change. Unsafe for metrics kept by a plain
+    object: `self.device` is taken to be where the class runs its model, and the first argument
+    of an update to be a tensor. A metric built in a step still
     starts over at every step after the fix: register it in `__init__` to accumulate over an
     epoch. When the device is not known where the metric is built (bound later, or a model
     moved in another function), the finding has no fix.
@@ -75,7 +88,53 @@ class MetricNotOnDevice(DevicePass):
     MESSAGE = "a torchmetrics metric stays on the CPU while the tensors it measures are on a device"
     FIX_TITLE = "Move the metric to its inputs' device"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("torchmetrics",)
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        for held in self.facts.companions.held_metrics():
+            self._held(held)
+        return True
+
+    def _held(self, held: HeldMetric) -> None:
+        """Metrics a plain object keeps: nothing moves them with the model."""
+        classdef = self.facts.modules.enclosing_class(held.node)
+        owner = f"`{classdef.name.value}`" if classdef is not None else "its class"
+        value = code_of(held.value)
+        problem = (
+            f"the torchmetrics metrics in `{held.holder}` are kept by {owner}, which is not an "
+            "`nn.Module`, so nothing moves them with the model: they stay on the CPU while "
+            "their inputs are on the model's device"
+        )
+        if held.kind == "add":
+            moved = cst.parse_expression(f"({value}).to({held.device})")
+            if isinstance(held.value, (cst.Name, cst.Attribute, cst.Call)):
+                moved = cst.parse_expression(f"{value}.to({held.device})")
+            edit = Edit(held.value, moved)
+            shown = f"{code_of(moved)}"
+            after = "as it is added"
+        else:
+            expression = self.context.parent(held.node)
+            statement = self.context.parent(expression) if expression is not None else None
+            if not isinstance(statement, cst.SimpleStatementLine):
+                self.report(held.node, message=f"{problem}; move the metric to `{held.device}`")
+                return
+            shown = f"{value}.to({held.device})"
+            after = "before the update (a no-op once it is there)"
+            early = cst.parse_statement(f"{shown}\n").with_changes(
+                leading_lines=statement.leading_lines
+            )
+            edit = Edit(
+                statement,
+                cst.FlattenSentinel([early, statement.with_changes(leading_lines=())]),
+            )
+        self.report(
+            held.node,
+            message=f"{problem}; move each metric with `{shown}` {after}",
+            fix_title=f"Move the metric with `{shown}`",
+            edits=[edit],
+            applicability=Applicability.UNSAFE,
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         companions = self.facts.companions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.companions import EmaUpdate, Placement
+from devfix.codemods.analysis.companions import EmaRestore, EmaUpdate, EventMove, Placement
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.moves import DeviceMove, string_device
 from devfix.codemods.analysis.names import argument, call_tail, code_of, dotted_name
@@ -35,6 +35,17 @@ class ModelCopyOnOtherDevice(DevicePass):
     - EMA helpers (`timm.utils.ModelEmaV2/V3`, `torch.optim.swa_utils.AveragedModel`) given
       `device="cpu"` for a model on an accelerator, whose copy is then called with the model's
       inputs: reported.
+
+    - an EMA helper whose `load_state_dict` adopts the loaded tensors
+      (`diffusers.training_utils.EMAModel`) restored after `ema.to(device)`, or in a load hook
+      (`accelerator.register_load_state_pre_hook`) apart from it: the restored shadow weights
+      are where the state was loaded (the CPU for `EMAModel.from_pretrained`), so the move is
+      repeated right after the restore (`ema.to(accelerator.device)`); reported without a fix
+      when that device cannot be read at the restore;
+    - an event handler (an EMA algorithm or callback) that moves its copy to the model's
+      device only at `FIT_START` (`self.ema.move_params_to_device(state.model)`) while a branch
+      for `EVAL_START`/`PREDICT_START`, which can come first (evaluating before fitting, after
+      a restore), uses the copy: the same move is added at the start of that branch.
 
     Updates whose two sides the pass cannot place, dictionaries of shadow tensors, and
     `torch._foreach_*` updates inside an EMA class (which usually switches them off when the
@@ -67,9 +78,12 @@ class ModelCopyOnOtherDevice(DevicePass):
     ## Fix safety
     Safe: the copy moves to the device of the model it follows (`Module.to` keeps its
     parameters' identity and values), or the model's tensor is moved to the copy's device for
-    the update, which is a no-op when they already share one. An EMA helper given another
-    device is reported without a fix: keeping the average off the GPU may be deliberate, and
-    its evaluation must then move the inputs.
+    the update, which is a no-op when they already share one; a restored EMA is moved again to
+    the device the script moved it to, a no-op when the state was already there. Unsafe for
+    the move repeated at another event: the method is taken to be a device move by its name
+    (`to`, `cuda`, `..._device`). An EMA helper
+    given another device is reported without a fix: keeping the average off the GPU may be
+    deliberate, and its evaluation must then move the inputs.
 
     ## References
     - huggingface/pytorch-image-models#2127 (`lerp_(model_v.to(device=self.device))`);
@@ -81,7 +95,8 @@ class ModelCopyOnOtherDevice(DevicePass):
     MESSAGE = "an EMA or auxiliary copy of the model is on another device than the model"
     FIX_TITLE = "Put the copy on the model's device"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = ("zip", "_foreach_", "ModelEma", "AveragedModel")
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
+    TRIGGER_WORDS = ("zip", "_foreach_", "ModelEma", "AveragedModel", "EMAModel", "_START")
     REQUIRED_WORDS = ("torch",)
 
     def visit_Module(self, node: cst.Module) -> bool:
@@ -94,7 +109,46 @@ class ModelCopyOnOtherDevice(DevicePass):
         for call in self.context.subtree(node):
             if isinstance(call, cst.Call) and call_tail(call.func) in _HELPER_TAILS:
                 self._helper(call)
+        for restore in self.facts.companions.ema_restores():
+            self._restore(restore)
+        for event_move in self.facts.companions.start_event_moves():
+            self._event_move(event_move)
         return False
+
+    def _event_move(self, found: EventMove) -> None:
+        move = found.move.with_changes(leading_lines=())
+        shown = code_of(move.body[0])
+        line = self.facts.scopes.line_of(found.move)
+        body = found.branch.body
+        first = body.body[0] if isinstance(body, cst.IndentedBlock) and body.body else None
+        self.report(
+            found.branch.test,
+            message=f"`{found.holder}` is moved to the model's device only when training starts "
+            f"(line {line}), but `{found.event}` uses it too and can come first (evaluating "
+            "before fitting, after a checkpoint was restored on the CPU): repeat the move there",
+            fix_title=f"Move it at `{found.event}` too: `{shown}`",
+            edits=[Edit(first, cst.FlattenSentinel([move, first]))] if first is not None else [],
+            applicability=Applicability.UNSAFE,
+        )
+
+    def _restore(self, restore: EmaRestore) -> None:
+        moved = code_of(restore.move)
+        line = self.facts.scopes.line_of(restore.move)
+        problem = (
+            f"`{restore.name}.load_state_dict(...)` adopts the loaded tensors where they are (a "
+            f"state from `from_pretrained` is on the CPU) and undoes `{moved}` (line {line}): "
+            "the next update mixes devices; move it again after the restore"
+        )
+        if not restore.visible:
+            self.report(restore.load, message=f"{problem} (its device is not known here)")
+            return
+        again = cst.parse_statement(moved + "\n", config=self.context.module.config_for_parsing)
+        self.report(
+            restore.load,
+            message=problem,
+            fix_title=f"Move it again: `{moved}`",
+            edits=[Edit(restore.statement, cst.FlattenSentinel([restore.statement, again]))],
+        )
 
     # -- updates -------------------------------------------------------------------------------
 

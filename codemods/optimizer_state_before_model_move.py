@@ -22,6 +22,7 @@ class _Candidate:
     kind: str  # "construct" | "load"
     name: str  # the optimizer / scheduler / scaler name
     move: cst.Call  # the model move it must follow
+    label: str = ""  # how it is restored, for the message: `opt.load_state_dict`
 
 
 class OptimizerStateBeforeModelMove(DevicePass):
@@ -31,12 +32,26 @@ class OptimizerStateBeforeModelMove(DevicePass):
     Finds `optimizer.load_state_dict(...)` (with the scheduler's and grad scaler's
     `load_state_dict` next to it) and optimizer constructors
     (`torch.optim.Adam(model.parameters())`) that run before the model they train is moved with
-    `model.to(device)` / `model.cuda()` in the same function or script, and moves those
-    statements to just after the move. A restored optimizer state also goes after the
-    construction of a learning-rate scheduler built right after the move. Statements are moved
-    only when nothing between them and the move reads what they change and the move itself does
-    not need them; otherwise the finding is reported without a fix, with the line that blocks
-    it.
+    `model.to(device)` / `model.cuda()` / `nn.DataParallel(model).cuda()` in the same function
+    or script, and moves those statements to just after the move. A restored optimizer state
+    also goes after the construction of a learning-rate scheduler built right after the move.
+
+    The optimizer may be built by a function of the project named for one
+    (`build_optimizer(cfg, model)`, `create_optimizer_v2(...)`; reported only when its state is
+    restored, since what it builds is unknown) and train parameters gathered by helpers
+    (`get_params(net.backbone)`) or bound first (`groups = model.param_groups()`). The restore
+    may go through a checkpoint helper handed the optimizer (`load_checkpoint(path, model,
+    optimizer)`, `utils.resume(...)`; one defined in the same file counts only when it calls
+    `load_state_dict`).
+
+    Statements are moved only when nothing between them and the move reads what they change,
+    the move itself does not need them, and the move does not wrap the model they use (after
+    `net = DataParallel(net).cuda()` they would see the wrapper and its `module.` keys). When
+    they cannot be moved and the state is restored, the model is moved to the same device
+    right before the first of them instead (`net = net.cuda()`), provided that device is
+    already known there and nothing in between runs the model (`net(x)`,
+    `writer.add_graph(net, torch.rand(...))`); otherwise the finding is reported without a
+    fix, with the line that blocks it.
 
     ## Why is this bad?
     `Optimizer.load_state_dict` casts the saved state to the device each parameter has *when it
@@ -70,8 +85,10 @@ class OptimizerStateBeforeModelMove(DevicePass):
     Safe when the moved statements are simple statements: `Module.to` keeps the parameter
     objects, so the optimizer trains the same parameters, and the state now lands on their
     device. Unsafe when a whole `if`/`with`/`try` block is moved (for example `if args.resume:`),
-    since its other statements move too. Optimizers built or restored in another function than
-    the model move are not followed.
+    since its other statements move too, and when the model is moved earlier instead: the
+    statements in between (loading its weights, say) now see it on the device. Optimizers built
+    in another function than the model move, and restores inside a helper that is not handed
+    the optimizer, are not followed.
 
     ## References
     - `torch.optim.Optimizer.load_state_dict` docs (call it after creating the LR scheduler).
@@ -104,9 +121,9 @@ class OptimizerStateBeforeModelMove(DevicePass):
         first_move: dict[str, cst.Call] = {}
         for inner in self.facts.scopes.statements(scope):
             if isinstance(inner, cst.Call):
-                moved = self.facts.moves.moved_name(inner)
-                if moved is not None and moved not in first_move:
-                    first_move[moved] = inner
+                moved = self.facts.moves.moved_module(inner)
+                if moved is not None and moved[0] not in first_move:
+                    first_move[moved[0]] = inner
         if not first_move:
             return
         candidates: list[_Candidate] = []
@@ -120,7 +137,11 @@ class OptimizerStateBeforeModelMove(DevicePass):
         for candidate in candidates:
             groups.setdefault(id(candidate.move), []).append(candidate)
         for group in groups.values():
-            self._fix_group(group, objects)
+            if not any(c.kind == "load" for c in group):
+                # What a project's factory builds is unknown: only its restored state is a bug.
+                group = [c for c in group if not objects[c.name].factory]
+            if group:
+                self._fix_group(group, objects)
 
     def _candidate(
         self, call: cst.Call, objects: dict[str, TrainingObject], first_move: dict[str, cst.Call]
@@ -143,24 +164,24 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 ):
                     return _Candidate(call, "construct", name, move)
             return None
-        func = call.func
-        if not (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "load_state_dict"
-            and isinstance(func.value, cst.Name)
-        ):
+        optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
+        restored = self.facts.flow.optimizer_restore(call, optimizers)
+        if restored is None:
             return None
-        name = func.value.value
-        obj = objects.get(name)
-        if obj is None or obj.kind != "optimizer":
-            return None
-        move = self._latest_move(obj.models, first_move)
+        name = restored
+        models = set(objects[name].models)
+        direct = isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
+        if not direct:
+            # A checkpoint helper handed the model too restores it with the model's state.
+            models |= self.facts.scopes.names_read(call)
+        move = self._latest_move(models, first_move)
         if (
             move is not None
             and self.facts.scopes.line_of(move) > self.facts.scopes.line_of(call)
             and not self._rebound_after(name, move)
         ):
-            return _Candidate(call, "load", name, move)
+            label = f"{name}.load_state_dict" if direct else f"{self._code(call.func)}(..., {name})"
+            return _Candidate(call, "load", name, move, label)
         return None
 
     def _rebound_after(self, name: str, move: cst.Call) -> bool:
@@ -183,7 +204,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
     def _fix_group(self, group: list[_Candidate], objects: dict[str, TrainingObject]) -> None:
         move = group[0].move
         first = min(group, key=lambda c: self.facts.scopes.line_of(c.node))
-        model = self._code(move.func.value) if isinstance(move.func, cst.Attribute) else "model"
+        model = self._moved(move)[0]
         move_text = self._code(move)
         loads = [c for c in group if c.kind == "load"]
         constructs = [c for c in group if c.kind == "construct"]
@@ -201,7 +222,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
             places.append(pair)
         owners = {id(pair[1].owner) for pair in places}
         if len(owners) != 1:
-            self.report(first.node, message=f"{message}; its statements sit in different blocks")
+            self._move_model_early(group, message, "its statements sit in different blocks")
             return
         body = places[0][1].body
         move_index = places[0][1].index
@@ -214,20 +235,20 @@ class OptimizerStateBeforeModelMove(DevicePass):
         moved.sort()
         blocked = self._close_dependencies(body, moved, move_index, receivers)
         if blocked is not None:
-            self.report(first.node, message=f"{message}; {blocked}")
+            self._move_model_early(group, message, blocked)
             return
         for index in moved:
             statement = body[index]
             if not isinstance(statement, (cst.SimpleStatementLine, *_MOVABLE_COMPOUND)):
                 line = self.facts.scopes.line_of(statement)
-                self.report(
-                    first.node,
-                    message=f"{message}; the statement at line {line} cannot be moved whole",
-                )
+                reason = f"the statement at line {line} cannot be moved whole"
+                self._move_model_early(group, message, reason)
                 return
         conflict = self._rebinding_conflict(body, moved, move_index, model)
+        if conflict is None:
+            conflict = self._wrapped_by_move(body, moved, move)
         if conflict is not None:
-            self.report(first.node, message=f"{message}; {conflict}")
+            self._move_model_early(group, message, conflict)
             return
         insert_at = self._insertion_index(body, moved, move_index, objects, loads)
         statements = [body[index] for index in moved]
@@ -252,6 +273,78 @@ class OptimizerStateBeforeModelMove(DevicePass):
             applicability=Applicability.UNSAFE if compound else Applicability.SAFE,
         )
 
+    def _moved(self, move: cst.Call) -> tuple[str, bool]:
+        return self.facts.moves.moved_module(move) or ("model", False)
+
+    def _wrapped_by_move(self, body: Body, moved: list[int], move: cst.Call) -> str | None:
+        """The move wraps the model (`DataParallel(net).cuda()`) and the moved statements use
+        the model: after it they would see the wrapper (`module.` keys, no `net.head`)."""
+        model, wraps = self._moved(move)
+        if wraps and any(model in self.facts.scopes.names_read(body[i]) for i in moved):
+            return (
+                f"the moved statements use `{model}`, which the move wraps: after it they would "
+                "see the wrapper (its state dict keys start with `module.`)"
+            )
+        return None
+
+    def _move_model_early(self, group: list[_Candidate], message: str, reason: str) -> None:
+        """The statements cannot follow the move: move the model before the first of them
+        instead, to the same device, when that device is known there and nothing in between
+        runs the model; else report `reason`."""
+        first = min(group, key=lambda c: self.facts.scopes.line_of(c.node))
+        move = first.move
+        model = self._moved(move)[0]
+        pair = self.facts.scopes.common_placement(first.node, move)
+        definite = any(c.kind == "load" for c in group) or "a definite bug" in message
+        if not definite or pair is None or pair[0].index >= pair[1].index:
+            self.report(first.node, message=f"{message}; {reason}")
+            return
+        body, at = pair[0].body, pair[0].index
+        anchor = body[at]
+        if not isinstance(anchor, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            self.report(first.node, message=f"{message}; {reason}")
+            return
+        needed = {model}.union(*(self.facts.scopes.names_read(a.value) for a in move.args))
+        unknown = sorted(n for n in needed if not self.facts.scopes.visible_name(n, anchor))
+        if unknown:
+            names = ", ".join(f"`{n}`" for n in unknown)
+            self.report(
+                first.node,
+                message=f"{message}; {reason}, and {names} is bound only after it, so the model "
+                "cannot be moved earlier either",
+            )
+            return
+        for index in range(at, pair[1].index):
+            if self.facts.flow.runs_module(body[index], model):
+                line = self.facts.scopes.line_of(body[index])
+                self.report(
+                    first.node,
+                    message=f"{message}; {reason}, and line {line} runs `{model}` on its current "
+                    "device, so the model cannot be moved earlier either",
+                )
+                return
+        method = cst.ensure_type(move.func, cst.Attribute).attr.value
+        arguments = ", ".join(self._code(a).rstrip(", ") for a in move.args)
+        text = f"{model}.{method}({arguments})"
+        parent = self.context.parent(move)
+        if isinstance(parent, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == model for t in parent.targets
+        ):
+            text = f"{model} = {text}"
+        comments = [i for i, line in enumerate(anchor.leading_lines) if line.comment is not None]
+        split = comments[0] if comments else len(anchor.leading_lines)
+        early = cst.parse_statement(f"{text}\n").with_changes(
+            leading_lines=anchor.leading_lines[:split]
+        )
+        kept = anchor.with_changes(leading_lines=anchor.leading_lines[split:])
+        self.report(
+            first.node,
+            message=f"{message}; {reason}: move `{model}` to its device before it instead",
+            fix_title=f"Move `{model}` with `{text}` before it",
+            edits=[Edit(anchor, cst.FlattenSentinel([early, kept]))],
+            applicability=Applicability.UNSAFE,
+        )
+
     def _message(
         self,
         loads: list[_Candidate],
@@ -260,7 +353,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         move_text: str,
     ) -> str:
         if loads:
-            names = ", ".join(sorted({f"`{c.name}.load_state_dict`" for c in loads}))
+            names = ", ".join(sorted({f"`{c.label}`" for c in loads}))
             return (
                 f"{names} runs before `{move_text}`: the restored state is cast to the "
                 "parameters' device at load time and stays on the old device"

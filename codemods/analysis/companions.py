@@ -23,7 +23,7 @@ from devfix.codemods.analysis.devices import (
     ParamsOf,
 )
 from devfix.codemods.analysis.flow import ScriptFlow, is_main_guard
-from devfix.codemods.analysis.modules import ModuleFacts, self_attribute
+from devfix.codemods.analysis.modules import ModuleFacts, methods, self_attribute
 from devfix.codemods.analysis.moves import DeviceMove, Moves, string_device
 from devfix.codemods.analysis.names import (
     Names,
@@ -32,9 +32,11 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     root_name,
+    statement_call,
 )
 from devfix.codemods.analysis.scopes import Scopes, all_params, param_names, target_names
 from devfix.codemods.analysis.torch_names import (
+    ADOPTING_LOAD_EMAS,
     DEEP_COPY,
     DEFAULT_DEVICE_SETTERS,
     FOREACH_UPDATES,
@@ -93,6 +95,51 @@ class EmaUpdate:
     #: The copy's tensor being updated (`ema_p`), for `p.to(ema_p.device)`.
     target: str | None
     foreach: bool = False
+
+
+@dataclass(frozen=True)
+class HeldMetric:
+    """A torchmetrics metric kept by a plain object (no `nn.Module`, so nothing moves it) and
+    never moved by its class: `value` enters the collection `holder` (`add`) or is updated
+    with the method's input `device` comes from (`update`); `device` is where it must go."""
+
+    node: cst.Call
+    holder: str
+    value: cst.BaseExpression
+    device: str
+    kind: str  # "add" | "update"
+
+
+@dataclass(frozen=True)
+class EmaRestore:
+    """`ema.load_state_dict(...)` of an EMA helper that adopts the loaded tensors, with no
+    move of `ema` after it: it runs after (or apart from, in a hook) the `move` that put the
+    EMA on the model's device, whose device is readable at the load."""
+
+    load: cst.Call
+    name: str
+    move: cst.Call
+    statement: cst.SimpleStatementLine
+    #: The move's device and the EMA's name can be read at the load.
+    visible: bool
+
+
+@dataclass(frozen=True)
+class EventMove:
+    """An event handler moves a model copy to the model's device only when training starts
+    (`if event == Event.FIT_START: self.ema.move_params_to_device(state.model)`), and a branch
+    for an event that can come first (`EVAL_START`, `PREDICT_START`: evaluating before
+    fitting, after a restore) uses the copy without that `move`."""
+
+    move: cst.SimpleStatementLine
+    holder: str
+    branch: cst.If
+    event: str
+
+
+#: Lifecycle events that start training, and those that can come without it.
+_FIT_START_EVENTS = frozenset({"FIT_START", "TRAIN_START"})
+_OTHER_START_EVENTS = frozenset({"EVAL_START", "PREDICT_START", "VALIDATION_START", "TEST_START"})
 
 
 @dataclass(frozen=True)
@@ -219,6 +266,122 @@ class Companions:
             if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
                 return False
         return False
+
+    def held_metrics(self) -> list[HeldMetric]:
+        """Metrics that plain objects keep in an attribute and never move (framework code
+        that holds the user's metrics): metrics added to a `MetricCollection` attribute
+        (`self.metrics.add_metrics(m)`) of a class that keeps its device in `self.device`, and
+        metrics of an attribute list narrowed to torchmetrics (`for m in self.metrics: if
+        isinstance(m, torchmetrics.Metric): m.update(preds, target)`) updated with a tensor
+        the method is given."""
+        found: list[HeldMetric] = []
+        for classdef in self.scopes.find(self.context.module, cst.ClassDef):
+            if not self._plain_class(classdef, 0):
+                continue
+            functions = methods(classdef)
+            calls = [c for f in functions for c in self.scopes.find(f, cst.Call)]
+            moved = {
+                dotted_name(c.func.value)
+                for c in calls
+                if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("to", "cuda")
+            }
+            assigned: list[tuple[cst.BaseExpression, cst.BaseExpression | None]] = []
+            for function in functions:
+                for node in self.scopes.find(function, (cst.Assign, cst.AnnAssign)):
+                    if isinstance(node, cst.Assign):
+                        assigned.extend((t.target, node.value) for t in node.targets)
+                    elif isinstance(node, cst.AnnAssign):
+                        assigned.append((node.target, node.value))
+            collections = {
+                code_of(target)
+                for target, value in assigned
+                if self_attribute(target) is not None
+                and isinstance(value, cst.Call)
+                and self.metric_class(value) is not None
+            }
+            has_device = any(code_of(target) == "self.device" for target, _ in assigned)
+            for call in calls:
+                func = call.func
+                if not isinstance(func, cst.Attribute) or not call.args:
+                    continue
+                holder = code_of(func.value)
+                added = call.args[0].value
+                if (
+                    func.attr.value == "add_metrics"
+                    and holder in collections
+                    and holder not in moved
+                    and has_device
+                    and not (isinstance(added, cst.Call) and self.moves.move_of(added))
+                ):
+                    found.append(HeldMetric(call, holder, added, "self.device", "add"))
+                elif func.attr.value in METRIC_UPDATE_METHODS and isinstance(func.value, cst.Name):
+                    held = self._narrowed_metric(call, func.value.value, moved)
+                    if held is not None:
+                        found.append(held)
+        return found
+
+    def _plain_class(self, classdef: cst.ClassDef, depth: int) -> bool:
+        """No base but `object` or plain classes of this file: not an `nn.Module`."""
+        if depth > 5 or self.modules.class_info(classdef).is_module:
+            return False
+        for base in classdef.bases:
+            if not isinstance(base.value, cst.Name):
+                return False
+            if base.value.value == "object":
+                continue
+            local = next(
+                (
+                    c
+                    for c in self.scopes.find(self.context.module, cst.ClassDef)
+                    if c.name.value == base.value.value
+                ),
+                None,
+            )
+            if local is None or not self._plain_class(local, depth + 1):
+                return False
+        return True
+
+    def _narrowed_metric(
+        self, call: cst.Call, name: str, moved: set[str | None]
+    ) -> HeldMetric | None:
+        """`name.update(preds, ...)` in `for name in self.<attr>:` under `isinstance(name,
+        <torchmetrics class>)`, `preds` a parameter of the method."""
+        loop = next((a for a in self.context.ancestors(call) if isinstance(a, cst.For)), None)
+        if (
+            loop is None
+            or not isinstance(loop.target, cst.Name)
+            or loop.target.value != name
+            or self_attribute(loop.iter) is None
+            or name in moved
+        ):
+            return None
+        narrowed = False
+        below: cst.CSTNode = call
+        for ancestor in self.context.ancestors(call):
+            test = ancestor.test if isinstance(ancestor, cst.If) else None
+            if (
+                isinstance(test, cst.Call)
+                and below is cst.ensure_type(ancestor, cst.If).body
+                and self.names.qualified_name(test.func) in ("builtins.isinstance", "isinstance")
+                and len(test.args) == 2
+                and code_of(test.args[0].value) == name
+                and (self.names.qualified_name(test.args[1].value) or "").startswith(
+                    METRICS_PACKAGE + "."
+                )
+            ):
+                narrowed = True
+            below = ancestor
+        first = call.args[0].value
+        function = self.scopes.enclosing_function(call)
+        if (
+            not narrowed
+            or not isinstance(first, cst.Name)
+            or function is None
+            or first.value not in param_names(function)
+        ):
+            return None
+        metric = cst.ensure_type(call.func, cst.Attribute).value
+        return HeldMetric(call, code_of(loop.iter), metric, f"{first.value}.device", "update")
 
     def metric_uses(self, name: str, after: cst.CSTNode) -> list[cst.Call]:
         """`name.update(...)`, `name(...)`, `name.forward(...)` in the scope that binds `name`
@@ -458,6 +621,143 @@ class Companions:
                 if first is not None and second is not None and first != second:
                     found.append(EmaUpdate(node, first, second, None, None, True))
         return found
+
+    def ema_restores(self) -> list[EmaRestore]:
+        """Restores of adopting EMA helpers (`ADOPTING_LOAD_EMAS`) that leave the EMA where the
+        loaded state is: in a function apart from the move (an `accelerate` load hook) or after
+        it, with no move of the EMA following in the load's own function."""
+        found: list[EmaRestore] = []
+        for call in self._calls():
+            func = call.func
+            if not (
+                isinstance(func, cst.Attribute)
+                and func.attr.value == "load_state_dict"
+                and isinstance(func.value, cst.Name)
+            ):
+                continue
+            expr = self.context.parent(call)
+            statement = self.context.parent(expr) if isinstance(expr, cst.Expr) else None
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                continue
+            name = func.value.value
+            owner = self._adopting_ema_scope(name, call)
+            if owner is None:
+                continue
+            moves = [
+                inner
+                for inner in self.scopes.find(owner, cst.Call, own_scope=True)
+                if self._moves_name(inner, name)
+            ]
+            if not moves:
+                continue
+            move = moves[-1]
+            scope = self.scopes.enclosing_scope(call)
+            if any(
+                self._moves_name(inner, name) and self._before(call, inner)
+                for inner in self.scopes.find(scope, cst.Call)
+            ):
+                continue  # moved again after the load
+            # In a nested hook the closure reads the outer names when it runs.
+            at: cst.CSTNode = call
+            for ancestor in self.context.ancestors(call):
+                if isinstance(ancestor, cst.FunctionDef) and ancestor is not owner:
+                    at = ancestor
+                if ancestor is owner:
+                    break
+            visible = all(
+                self.visible_at(code_of(arg.value), at) for arg in move.args
+            ) and self.scopes.visible_name(name, at)
+            found.append(EmaRestore(call, name, move, statement, visible))
+        return found
+
+    def start_event_moves(self) -> list[EventMove]:
+        """Copies an event handler moves to the model's device at `FIT_START` only, used by a
+        branch for an event that can come first (see :class:`EventMove`)."""
+        found: list[EventMove] = []
+        for function in self.scopes.find(self.context.module, cst.FunctionDef):
+            branches = list(self.scopes.find(function, cst.If, own_scope=True))
+            moves: list[tuple[cst.SimpleStatementLine, str]] = []
+            for branch in branches:
+                if not self._start_events(branch.test) & _FIT_START_EVENTS:
+                    continue
+                body = branch.body
+                for statement in body.body if isinstance(body, cst.IndentedBlock) else ():
+                    call = statement_call(statement)
+                    holder = (
+                        dotted_name(call.func.value)
+                        if call is not None and isinstance(call.func, cst.Attribute)
+                        else None
+                    )
+                    if (
+                        call is not None
+                        and isinstance(statement, cst.SimpleStatementLine)
+                        and holder is not None
+                        and holder.startswith("self.")
+                        and _moves_to_a_device(cst.ensure_type(call.func, cst.Attribute))
+                    ):
+                        moves.append((statement, holder))
+            for statement, holder in moves:
+                for branch in branches:
+                    events = self._start_events(branch.test)
+                    if events & _FIT_START_EVENTS or not events & _OTHER_START_EVENTS:
+                        continue
+                    if code_of(statement.body[0]) in code_of(branch.body):
+                        continue
+                    if self._uses_attribute(branch.body, holder, function):
+                        event = sorted(events & _OTHER_START_EVENTS)[0]
+                        found.append(EventMove(statement, holder, branch, event))
+        return found
+
+    def _start_events(self, test: cst.BaseExpression) -> set[str]:
+        """`FIT_START` for `event == Event.FIT_START` or `event in [Event.FIT_START, ...]`."""
+        return {
+            node.attr.value
+            for node in self.scopes.find(test, cst.Attribute)
+            if node.attr.value.endswith("_START")
+        }
+
+    def _uses_attribute(self, body: cst.CSTNode, holder: str, function: cst.FunctionDef) -> bool:
+        """`body` reads `holder` (`self.ema`), or calls a method of the class that does."""
+        if any(dotted_name(n) == holder for n in self.scopes.find(body, cst.Attribute)):
+            return True
+        classdef = self.modules.enclosing_class(function)
+        if classdef is None:
+            return False
+        for call in self.scopes.find(body, cst.Call):
+            called = self_attribute(call.func)
+            member = next((m for m in methods(classdef) if m.name.value == called), None)
+            if member is not None and any(
+                dotted_name(n) == holder for n in self.scopes.find(member, cst.Attribute)
+            ):
+                return True
+        return False
+
+    def _moves_name(self, call: cst.Call, name: str) -> bool:
+        return (
+            isinstance(call.func, cst.Attribute)
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == name
+            and self.moves.move_of(call) is not None
+        )
+
+    def _adopting_ema_scope(self, name: str, at: cst.CSTNode) -> cst.CSTNode | None:
+        """The function (or the module) around `at` that binds `name` to an adopting EMA helper
+        (`EMAModel(unet.parameters())`, `EMAModel.from_pretrained(...)`)."""
+        scopes = [a for a in self.context.ancestors(at) if isinstance(a, cst.FunctionDef)]
+        for scope in [*scopes, self.context.module]:
+            for node in self.scopes.statements(scope):
+                if not (
+                    isinstance(node, cst.Assign)
+                    and isinstance(node.value, cst.Call)
+                    and name in {n.value for t in node.targets for n in target_names(t.target)}
+                ):
+                    continue
+                func = node.value.func
+                if isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained":
+                    func = func.value
+                if self.names.qualified_name(func) in ADOPTING_LOAD_EMAS:
+                    return scope
+        return None
 
     def _update(
         self,
@@ -902,6 +1202,12 @@ class Companions:
                     continue
                 return name
         return None
+
+
+def _moves_to_a_device(func: cst.Attribute) -> bool:
+    """`x.to(...)`, `x.cuda()`, `x.move_params_to_device(...)`, `x.to_device(...)`."""
+    words = set(func.attr.value.lower().split("_"))
+    return func.attr.value in ("to", "cuda") or "device" in words
 
 
 def _strip_module_calls(value: cst.BaseExpression) -> cst.BaseExpression:

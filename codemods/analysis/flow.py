@@ -98,6 +98,9 @@ class TrainingObject:
     models: set[str] = field(default_factory=set)
     #: For a scheduler: the optimizer names it was built on.
     optimizers: set[str] = field(default_factory=set)
+    #: Built by a function of the project named for an optimizer (`build_optimizer(cfg,
+    #: model)`): what it builds, and whether it keeps its state lazily, is unknown.
+    factory: bool = False
 
 
 @dataclass
@@ -1390,19 +1393,11 @@ class ScriptFlow:
             kind, qualified = self._kind(call)
             if kind is None or qualified is None:
                 continue
-            obj = TrainingObject(kind, qualified)
+            obj = TrainingObject(kind, qualified, factory=kind == "factory")
             reads = set().union(*(self.scopes.names_read(arg.value) for arg in call.args))
-            if kind == "optimizer":
-                # Modules whose parameters it trains: `model.parameters()`,
-                # `model.head.named_parameters()`; a plain tensor's `.to()` is not in place.
-                obj.models = {
-                    name
-                    for inner in self.context.subtree(call)
-                    if isinstance(inner, cst.Call)
-                    and isinstance(inner.func, cst.Attribute)
-                    and inner.func.attr.value in ("parameters", "named_parameters")
-                    and (name := root_name(inner.func.value)) is not None
-                }
+            if kind in ("optimizer", "factory"):
+                obj.kind = "optimizer"
+                obj.models = self._parameter_owners(call, obj.factory)
             elif kind == "scheduler":
                 obj.optimizers = reads
             found[statement.targets[0].target.value] = obj
@@ -1426,7 +1421,92 @@ class ScriptFlow:
             and qualified.rsplit(".", 1)[1][:1].isupper()
         ) or qualified in OTHER_OPTIMIZERS:
             return "optimizer", qualified
+        if not qualified.startswith("torch.") and _names_an_optimizer(call_tail(call.func) or ""):
+            return "factory", qualified
         return None, None
+
+    def optimizer_restore(self, call: cst.Call, optimizers: set[str]) -> str | None:
+        """The optimizer (one of `optimizers`, plain names) whose state `call` restores:
+        `opt.load_state_dict(...)`, or a checkpoint helper named for loading that is handed it
+        (`load_checkpoint(path, model, opt)`, `utils.resume(model, optimizer=opt)`). A helper
+        defined in this file counts only when it calls `load_state_dict` itself."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict":
+            if isinstance(func.value, cst.Name) and func.value.value in optimizers:
+                return func.value.value
+            return None
+        words = set(re.split(r"_+", (call_tail(func) or "").lower()))
+        qualified = self.names.qualified_name(func) or ""
+        if qualified.startswith("torch.") or not words & {"load", "resume", "restore"}:
+            return None
+        handed = [
+            arg.value.value
+            for arg in call.args
+            if isinstance(arg.value, cst.Name) and arg.value.value in optimizers
+        ]
+        if len(handed) != 1:
+            return None
+        if isinstance(func, cst.Name):
+            for statement in self.context.module.body:
+                if isinstance(statement, cst.FunctionDef) and statement.name.value == func.value:
+                    loads = any(
+                        isinstance(inner, cst.Call) and call_tail(inner.func) == "load_state_dict"
+                        for inner in self.context.subtree(statement)
+                    )
+                    return handed[0] if loads else None
+        return handed[0]
+
+    def _parameter_owners(self, call: cst.Call, factory: bool) -> set[str]:
+        """Names whose parameters an optimizer built by `call` may train: the roots of
+        `model.parameters()` / `named_parameters()`, of modules handed to parameter helpers
+        (`get_params(net.backbone, "weight")`), of what a name in the parameters was bound to
+        (`params = model.param_groups(); Adam(params)`), and for a factory the modules it is
+        given (`build_optimizer(cfg, model)`). Names that are not modules come along; callers
+        match them against the modules they move."""
+        owners: set[str] = set()
+        if factory:
+            values = [arg.value for arg in call.args]
+            owners |= {
+                root
+                for value in values
+                if isinstance(value, (cst.Name, cst.Attribute))
+                and (root := root_name(value)) is not None
+            }
+        else:
+            params = argument(call, "params")
+            values = [] if params is None else [params]
+        for value in values:
+            owners |= self._owners_in(value)
+            for name in self.scopes.names_read(value):
+                bound = self.scopes.latest_binding(name, call)
+                if bound is None:
+                    continue
+                owners |= self._owners_in(bound)
+                if isinstance(bound, cst.Call) and isinstance(bound.func, cst.Attribute):
+                    root = root_name(bound.func.value)  # `model.set_train_params(...)`
+                    if root is not None and root not in self.names.import_table():
+                        owners.add(root)
+        return owners
+
+    def _owners_in(self, expr: cst.BaseExpression) -> set[str]:
+        owners: set[str] = set()
+        for node in self.context.subtree(expr):
+            if not isinstance(node, cst.Call):
+                continue
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+                "parameters",
+                "named_parameters",
+            ):
+                values = [node.func.value]
+            else:
+                values = [arg.value for arg in node.args]
+            owners |= {
+                root
+                for value in values
+                if isinstance(value, (cst.Name, cst.Attribute))
+                and (root := root_name(value)) is not None
+            }
+        return owners
 
     # -- values fed to a model ----------------------------------------------------------------
 
@@ -2566,6 +2646,31 @@ class ScriptFlow:
                         return True
         return False
 
+    def runs_module(self, root: cst.CSTNode, name: str) -> bool:
+        """Code under `root` runs the module bound to `name`: `name(x)`, `name.forward(x)`,
+        `name.generate(x)`, or hands it to a call together with a tensor built there
+        (`writer.add_graph(name, torch.rand(1, 3, 224, 224))`)."""
+        for call in self.scopes.find(root, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Name) and func.value == name:
+                return True
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == name
+                and func.attr.value in ("forward", "generate", "predict")
+            ):
+                return True
+            values = [arg.value for arg in call.args]
+            if any(isinstance(v, cst.Name) and v.value == name for v in values) and any(
+                (self.names.qualified_name(inner.func) or "").startswith("torch.")
+                for value in values
+                for inner in self.context.subtree(value)
+                if isinstance(inner, cst.Call)
+            ):
+                return True
+        return False
+
     def builds_optimizer(self, call: cst.Call) -> bool:
         """An optimizer is built here: one of torch.optim (schedulers aside), a known optimizer
         class of another library (`FusedAdam`), or a factory named for one
@@ -2618,6 +2723,23 @@ class ScriptFlow:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+#: Words of a function name that say it returns something else than an optimizer
+#: (`get_optimizer_params`, `optimizer_cls`, `load_optimizer_state`, `prepare_optimizer`).
+_NOT_AN_OPTIMIZER = frozenset(
+    {"param", "params", "parameters", "group", "groups", "state", "states", "dict", "sched",
+     "scheduler", "cls", "class", "type", "name", "kwargs", "args", "config", "cfg", "lr",
+     "prepare", "wrap", "step", "zero", "grad", "save", "to", "device"}
+)  # fmt: skip
+
+
+def _names_an_optimizer(tail: str) -> bool:
+    """`build_optimizer`, `create_optimizer_v2`, `make_optim`, `FusedAdam`; not
+    `get_optimizer_grouped_parameters` or `optimizer_cls`."""
+    if tail in OPTIMIZER_CLASS_NAMES:
+        return True
+    words = set(re.split(r"_+", tail.lower()))
+    return bool(words & {"optimizer", "optim", "optimizers"}) and not words & _NOT_AN_OPTIMIZER
 
 
 def _is_move_call(value: cst.BaseExpression) -> bool:

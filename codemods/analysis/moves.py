@@ -14,7 +14,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.names import Names, argument, call_tail, code_of, dotted_name
 from devfix.codemods.analysis.scopes import Scopes, all_params
-from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES
+from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES, MODEL_WRAPPERS
 from devfix.context import FileContext
 
 #: The helper DF304 inserts once per script; the other passes treat it as a device source.
@@ -208,6 +208,25 @@ class Moves:
         if not isinstance(call.func, cst.Attribute) or not isinstance(call.func.value, cst.Name):
             return None
         return call.func.value.value if self.move_of(call) is not None else None
+
+    def moved_module(self, call: cst.Call) -> tuple[str, bool] | None:
+        """The plain name a device move moves, and whether the move wraps it first:
+        `model.to(device)` -> ("model", False); `nn.DataParallel(net).cuda()` -> ("net", True)
+        (the wrapper shares the module's parameters, so they move all the same)."""
+        name = self.moved_name(call)
+        if name is not None:
+            return name, False
+        if not isinstance(call.func, cst.Attribute) or not isinstance(call.func.value, cst.Call):
+            return None
+        wrap = call.func.value
+        wrapped = argument(wrap, "module")
+        if (
+            isinstance(wrapped, cst.Name)
+            and self.names.qualified_name(wrap.func) in MODEL_WRAPPERS
+            and self.move_of(call) is not None
+        ):
+            return wrapped.value, True
+        return None
 
     def moved_devices(self, node: cst.CSTNode) -> list[str]:
         """Distinct devices (as source text) that code in `node`'s function and at module level

@@ -1007,6 +1007,9 @@ EMA_HELPERS = frozenset(
         "torch.optim.swa_utils.AveragedModel",
     }
 )
+#: EMA helpers whose `load_state_dict` adopts the loaded tensors (where they are) instead of
+#: copying them into the tensors it holds: a restore undoes an earlier `ema.to(device)`.
+ADOPTING_LOAD_EMAS = frozenset({"diffusers.training_utils.EMAModel", "diffusers.EMAModel"})
 #: In-place tensor updates an EMA applies to its copy from the model's tensors (`copy_` is not
 #: here: it copies across devices).
 IN_PLACE_UPDATES = frozenset(

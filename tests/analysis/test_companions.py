@@ -198,3 +198,141 @@ def test_amp_device_types() -> None:
     scaler = parsed.one(cst.Call, "torch.cuda.amp.GradScaler()")
     amp = parsed.facts.companions.amp_device(scaler)
     assert amp is not None and amp.cuda_only and amp.expression is None
+
+
+def test_ema_restores_in_a_load_hook_and_after_the_move() -> None:
+    parsed = parse(
+        """
+        import torch
+        from diffusers.training_utils import EMAModel as Averaged
+
+        def train(runner, net):
+            shadow = Averaged(net.parameters())
+
+            def on_load(models, folder):
+                restored = Averaged.from_pretrained(folder, Net)
+                shadow.load_state_dict(restored.state_dict())
+
+            def on_load_moved(models, folder):
+                shadow.load_state_dict(torch.load(folder))
+                shadow.to(runner.device)
+
+            runner.register_load_state_pre_hook(on_load)
+            shadow.to(runner.device)
+            shadow.load_state_dict(saved)
+            shadow.load_state_dict(saved)
+            shadow.to(runner.device)
+        """
+    )
+    restores = parsed.facts.companions.ema_restores()
+    lines = [(parsed.facts.scopes.line_of(r.load), r.visible) for r in restores]
+    assert lines == [(10, True)]  # the hook; not the moved hook, not the loads the move follows
+    assert code_of(restores[0].move) == "shadow.to(runner.device)"
+
+
+def test_ema_restores_ignore_modules_that_copy_on_load() -> None:
+    parsed = parse(
+        """
+        import copy
+        ema = copy.deepcopy(model)
+        ema.to(device)
+
+        def hook(state):
+            ema.load_state_dict(state)
+        """
+    )
+    assert parsed.facts.companions.ema_restores() == []
+
+
+def test_held_metrics_of_plain_objects() -> None:
+    parsed = parse(
+        """
+        import torchmetrics as tm
+        from torch import nn
+
+        class Tracker:
+            def __init__(self, device):
+                self.device = device
+                self.scores: tm.MetricCollection = tm.MetricCollection([])
+
+            def track(self, metric):
+                self.scores.add_metrics(metric)
+
+        class Scores(object):
+            def __init__(self, metrics):
+                self.items = list(metrics)
+
+            def update(self, preds, target):
+                for m in self.items:
+                    if isinstance(m, tm.Metric):
+                        m.update(preds, target)
+                    else:
+                        m.update(target, preds)
+
+        class Registered(nn.Module):
+            def __init__(self, metrics):
+                super().__init__()
+                self.items = nn.ModuleList(metrics)
+
+            def forward(self, preds, target):
+                for m in self.items:
+                    if isinstance(m, tm.Metric):
+                        m.update(preds, target)
+        """
+    )
+    held = parsed.facts.companions.held_metrics()
+    assert [(h.kind, h.holder, code_of(h.value), h.device) for h in held] == [
+        ("add", "self.scores", "metric", "self.device"),
+        ("update", "self.items", "m", "preds.device"),
+    ]
+
+
+def test_held_metrics_moved_by_their_class_are_left_alone() -> None:
+    parsed = parse(
+        """
+        import torchmetrics
+
+        class Scores:
+            def __init__(self, metrics):
+                self.device = "cuda"
+                self.items = metrics
+                self.bag = torchmetrics.MetricCollection([])
+
+            def add(self, metric):
+                self.bag.add_metrics(metric)
+                self.bag.to(self.device)
+
+            def update(self, preds, target):
+                for m in self.items:
+                    if isinstance(m, torchmetrics.Metric):
+                        m.to(preds.device)
+                        m.update(preds, target)
+        """
+    )
+    assert parsed.facts.companions.held_metrics() == []
+
+
+def test_start_event_moves_find_branches_that_can_come_before_fitting() -> None:
+    parsed = parse(
+        """
+        class Averager:
+            def handle(self, event, state):
+                if event in (Stage.FIT_START, Stage.RESUME):
+                    # after a restore the copy may be on the CPU
+                    self.shadow.to_device_of(state.model)
+                if event == Stage.EVAL_START:
+                    self._swap_in(state)
+                if event == Stage.PREDICT_START:
+                    self.shadow.to_device_of(state.model)
+                    self._swap_in(state)
+                if event == Stage.TEST_START:
+                    state.log("testing")
+
+            def _swap_in(self, state):
+                self.shadow.swap(state.model)
+        """
+    )
+    found = parsed.facts.companions.start_event_moves()
+    assert [(f.holder, f.event, code_of(f.move.body[0])) for f in found] == [
+        ("self.shadow", "EVAL_START", "self.shadow.to_device_of(state.model)")
+    ]

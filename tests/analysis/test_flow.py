@@ -447,3 +447,83 @@ def test_a_model_moved_the_same_way_on_every_branch_is_not_conditional() -> None
     call = partial.one(cst.Call, "self.net(x)")
     found = partial.facts.flow.model_device(call.func, call)
     assert found is not None and found.move is None and "moved only when" in found.reason
+
+
+def test_optimizers_built_by_project_factories_and_parameter_helpers() -> None:
+    parsed = parse(
+        """
+        import torch
+        from torch import optim as O
+        from trainer.build import make_optimizer, get_optimizer_grouped_parameters, optimizer_cls
+
+        def run(cfg):
+            encoder = Encoder()
+            head = Head()
+            opt = make_optimizer(cfg, encoder)
+            groups = get_optimizer_grouped_parameters(encoder)
+            kind = optimizer_cls(cfg)
+            tuned = O.SGD([{"params": conv_weights(head.body, "weight")}], lr=cfg.lr)
+            params = head.trainable_groups(cfg.lr)
+            aliased = O.AdamW(params)
+        """
+    )
+    objects = parsed.facts.flow.training_objects(parsed.function("run"))
+    assert objects["opt"].factory and objects["opt"].kind == "optimizer"
+    assert {"cfg", "encoder"} <= objects["opt"].models
+    assert "groups" not in objects and "kind" not in objects
+    assert not objects["tuned"].factory and "head" in objects["tuned"].models
+    assert "cfg" not in objects["tuned"].models
+    assert "head" in objects["aliased"].models
+
+
+def test_optimizer_restore_directly_or_through_a_checkpoint_helper() -> None:
+    parsed = parse(
+        """
+        import torch
+        from utils import ckpt
+
+        def restore_local(path, net, opt):
+            state = torch.load(path)
+            net.load_state_dict(state["net"])
+            opt.load_state_dict(state["opt"])
+
+        def load_report(path, opt):
+            print(path, opt)
+
+        def main(optimizer, model):
+            optimizer.load_state_dict(state)
+            model.load_state_dict(state)
+            ckpt.resume_from(path, model, optimizer)
+            restore_local(path, model, optimizer)
+            load_report(path, optimizer)
+            ckpt.save_checkpoint(path, model, optimizer)
+        """
+    )
+    flow = parsed.facts.flow
+    found = {
+        code_of(call.func): flow.optimizer_restore(call, {"optimizer"})
+        for call in parsed.all(cst.Call)
+        if parsed.facts.scopes.enclosing_function(call) == parsed.function("main")
+    }
+    assert found["optimizer.load_state_dict"] == "optimizer"
+    assert found["model.load_state_dict"] is None
+    assert found["ckpt.resume_from"] == "optimizer"
+    assert found["restore_local"] == "optimizer"
+    assert found["load_report"] is None  # defined here, restores nothing
+    assert found["ckpt.save_checkpoint"] is None
+
+
+def test_runs_module_calls_and_hands_it_a_fresh_tensor() -> None:
+    parsed = parse(
+        """
+        import torch
+        net(x)
+        net.forward(x)
+        writer.add_graph(net, torch.rand(1, 3, 8, 8))
+        load_weights(net, state)
+        net.load_state_dict(state)
+        """
+    )
+    flow = parsed.facts.flow
+    runs = [flow.runs_module(statement, "net") for statement in parsed.module.body[1:]]
+    assert runs == [True, True, True, False, False]

@@ -109,3 +109,21 @@ def test_a_helper_that_moves_its_argument() -> None:
     moves = parsed.facts.moves
     assert moves.is_move_helper(parsed.function("to_var"))
     assert not moves.is_move_helper(parsed.function("describe"))
+
+
+def test_moved_module_sees_through_a_wrapper() -> None:
+    parsed = parse(
+        """
+        import torch
+        from torch.nn import DataParallel as DP
+        import torch.nn as tnn
+        a = net.to(device)
+        b = DP(net).cuda()
+        c = tnn.parallel.DistributedDataParallel(module=net).to(device)
+        d = wrap(net).cuda()
+        e = net.to(torch.float16)
+        """
+    )
+    moves = parsed.facts.moves
+    found = [moves.moved_module(a.value) for a in parsed.all(cst.Assign)]
+    assert found == [("net", False), ("net", True), ("net", True), None, None]

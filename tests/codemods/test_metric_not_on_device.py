@@ -252,3 +252,112 @@ def test_functional_metrics_are_not_objects() -> None:
             print(accuracy(model(x.cuda()), y.cuda(), task="binary"))
         """,
     )
+
+
+def test_metrics_added_to_a_plain_objects_collection_follow_its_device() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torchmetrics import Metric, MetricCollection
+
+        class Learner:
+            def __init__(self, net, device=None):
+                self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+                self.net = net.to(self.device)
+                self.scores = MetricCollection([])
+
+            def track(self, *metrics):
+                for metric in metrics:
+                    self.scores.add_metrics(metric)  # user metrics
+        """,
+        """
+        import torch
+        from torchmetrics import Metric, MetricCollection
+
+        class Learner:
+            def __init__(self, net, device=None):
+                self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+                self.net = net.to(self.device)
+                self.scores = MetricCollection([])
+
+            def track(self, *metrics):
+                for metric in metrics:
+                    self.scores.add_metrics(metric.to(self.device))  # user metrics
+        """,
+        unsafe=True,
+    )
+    assert "not an `nn.Module`" in findings[0].message
+
+
+def test_metrics_of_a_plain_list_move_to_their_inputs() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torchmetrics as tm
+
+        class Scores(object):
+            def __init__(self, metrics):
+                self.metrics = [m() if isinstance(m, type) else m for m in metrics]
+
+            def __call__(self, logits, labels):
+                out = {}
+                for metric in self.metrics:
+                    if isinstance(metric, tm.Metric):
+                        # torchmetrics object
+                        metric.update(logits, labels)
+                        out[type(metric).__name__] = metric.compute()
+                return out
+        """,
+        """
+        import torchmetrics as tm
+
+        class Scores(object):
+            def __init__(self, metrics):
+                self.metrics = [m() if isinstance(m, type) else m for m in metrics]
+
+            def __call__(self, logits, labels):
+                out = {}
+                for metric in self.metrics:
+                    if isinstance(metric, tm.Metric):
+                        # torchmetrics object
+                        metric.to(logits.device)
+                        metric.update(logits, labels)
+                        out[type(metric).__name__] = metric.compute()
+                return out
+        """,
+        unsafe=True,
+    )
+
+
+def test_metrics_held_by_a_module_or_not_known_to_be_torchmetrics_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torchmetrics
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self, metrics):
+                super().__init__()
+                self.metrics = nn.ModuleList(metrics)
+                self.bag = torchmetrics.MetricCollection([])
+                self.device = "cuda"
+
+            def add(self, metric):
+                self.bag.add_metrics(metric)
+
+            def forward(self, x, y):
+                for metric in self.metrics:
+                    if isinstance(metric, torchmetrics.Metric):
+                        metric.update(x, y)
+
+        class Plain:
+            def __init__(self, metrics):
+                self.metrics = metrics
+
+            def __call__(self, x, y):
+                for metric in self.metrics:
+                    metric.update(x, y)
+        """,
+    )

@@ -276,3 +276,170 @@ def test_ema_helper_on_the_model_device_is_left_alone() -> None:
             out = swa_model(x.cuda())
         """,
     )
+
+
+def test_ema_restored_in_a_load_hook_is_moved_again() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from diffusers.training_utils import EMAModel
+
+        def main(args, accelerator, unet):
+            ema = EMAModel(unet.parameters(), decay=0.999)
+
+            def restore_hook(models, folder):
+                loaded = EMAModel.from_pretrained(folder + "/ema", Unet)
+                ema.load_state_dict(loaded.state_dict())  # shadow weights
+                del loaded
+
+            accelerator.register_load_state_pre_hook(restore_hook)
+            unet = accelerator.prepare(unet)
+            ema.to(accelerator.device)
+            accelerator.load_state(args.resume)
+            for batch in loader:
+                ema.step(unet.parameters())
+        """,
+        """
+        import torch
+        from diffusers.training_utils import EMAModel
+
+        def main(args, accelerator, unet):
+            ema = EMAModel(unet.parameters(), decay=0.999)
+
+            def restore_hook(models, folder):
+                loaded = EMAModel.from_pretrained(folder + "/ema", Unet)
+                ema.load_state_dict(loaded.state_dict())  # shadow weights
+                ema.to(accelerator.device)
+                del loaded
+
+            accelerator.register_load_state_pre_hook(restore_hook)
+            unet = accelerator.prepare(unet)
+            ema.to(accelerator.device)
+            accelerator.load_state(args.resume)
+            for batch in loader:
+                ema.step(unet.parameters())
+        """,
+    )
+
+
+def test_ema_restore_after_the_move_in_a_script_with_an_alias() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import diffusers.training_utils as tu
+
+        device = torch.device("cuda")
+        shadow = tu.EMAModel(net.parameters())
+        shadow.to(device)
+        if resume:
+            shadow.load_state_dict(torch.load(resume, map_location="cpu"))
+        """,
+        """
+        import torch
+        import diffusers.training_utils as tu
+
+        device = torch.device("cuda")
+        shadow = tu.EMAModel(net.parameters())
+        shadow.to(device)
+        if resume:
+            shadow.load_state_dict(torch.load(resume, map_location="cpu"))
+            shadow.to(device)
+        """,
+    )
+
+
+def test_ema_restored_before_its_move_or_moved_after_is_fine() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from diffusers.training_utils import EMAModel
+
+        shadow = EMAModel(net.parameters())
+        if resume:
+            shadow.load_state_dict(torch.load(resume))
+        shadow.to(device)
+
+        def hook(models, folder):
+            shadow.load_state_dict(EMAModel.from_pretrained(folder, Net).state_dict())
+            shadow.to(device)
+        """,
+    )
+
+
+def test_ema_restore_where_the_device_is_unknown_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from diffusers.training_utils import EMAModel
+
+        def setup(net):
+            shadow = EMAModel(net.parameters())
+
+            def hook(folder):
+                shadow.load_state_dict(EMAModel.from_pretrained(folder, Net).state_dict())
+
+            dev = pick()
+            shadow.to(dev)
+            return hook
+        """,
+        reason="its device is not known here",
+    )
+
+
+def test_copy_moved_only_at_fit_start_is_moved_at_eval_start_too() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        class Averaging:
+            def run(self, event, state):
+                if event == Event.FIT_START:
+                    self.copy.to(state.device)
+                if event == Event.EVAL_START and not self.swapped:
+                    # evaluate with the averaged weights
+                    self.swap(state)
+
+            def swap(self, state):
+                for a, b in zip(self.copy.parameters(), state.model.parameters()):
+                    a.data, b.data = b.data, a.data
+        """,
+        """
+        import torch
+
+        class Averaging:
+            def run(self, event, state):
+                if event == Event.FIT_START:
+                    self.copy.to(state.device)
+                if event == Event.EVAL_START and not self.swapped:
+                    self.copy.to(state.device)
+                    # evaluate with the averaged weights
+                    self.swap(state)
+
+            def swap(self, state):
+                for a, b in zip(self.copy.parameters(), state.model.parameters()):
+                    a.data, b.data = b.data, a.data
+        """,
+        unsafe=True,
+    )
+    assert "`EVAL_START` uses it too" in findings[0].message
+
+
+def test_eval_start_that_does_not_use_the_copy_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        class Averaging:
+            def run(self, event, state):
+                if event == Event.FIT_START:
+                    self.copy.to(state.device)
+                if event == Event.EVAL_START:
+                    state.timer.reset()
+        """,
+    )

@@ -190,3 +190,200 @@ def test_plain_tensors_are_not_modules() -> None:
         w = w.to(device)
         """,
     )
+
+
+def test_optimizer_from_a_project_factory_restored_before_the_move() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from engine.solver import build_optimizer
+
+        def main(cfg):
+            net = build_net(cfg)
+            state = None
+            if cfg.resume:
+                state = torch.load(cfg.resume, map_location="cpu")
+                net.load_state_dict(state["net"])
+            # optimizer, restored when resuming
+            opt = build_optimizer(cfg, net)
+            if state is not None:
+                opt.load_state_dict(state["opt"])
+            net = net.cuda()
+            train(net, opt)
+        """,
+        """
+        import torch
+        from engine.solver import build_optimizer
+
+        def main(cfg):
+            net = build_net(cfg)
+            state = None
+            if cfg.resume:
+                state = torch.load(cfg.resume, map_location="cpu")
+                net.load_state_dict(state["net"])
+            net = net.cuda()
+            # optimizer, restored when resuming
+            opt = build_optimizer(cfg, net)
+            if state is not None:
+                opt.load_state_dict(state["opt"])
+            train(net, opt)
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_factory_optimizer_built_early_without_a_restore_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from engine.solver import build_optimizer, get_optimizer_grouped_parameters
+
+        model = Net()
+        groups = get_optimizer_grouped_parameters(model)
+        opt = build_optimizer(cfg, model)
+        model.to("cuda")
+        """,
+    )
+
+
+def test_restore_through_a_checkpoint_helper_goes_after_the_move() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import optim
+        from tools import checkpoint as ckpt
+
+        def fit(opts, device):
+            model = Segmenter(opts)
+            groups = model.param_groups(opts.lr)
+            optimizer = optim.SGD(groups, momentum=0.9)
+            if opts.start_epoch > 0:
+                ckpt.load_epoch(opts.dir, opts.start_epoch, model, optimizer)
+            model.to(device)
+            for epoch in range(opts.start_epoch, opts.epochs):
+                run_epoch(model, optimizer, device)
+        """,
+        """
+        import torch
+        from torch import optim
+        from tools import checkpoint as ckpt
+
+        def fit(opts, device):
+            model = Segmenter(opts)
+            groups = model.param_groups(opts.lr)
+            model.to(device)
+            optimizer = optim.SGD(groups, momentum=0.9)
+            if opts.start_epoch > 0:
+                ckpt.load_epoch(opts.dir, opts.start_epoch, model, optimizer)
+            for epoch in range(opts.start_epoch, opts.epochs):
+                run_epoch(model, optimizer, device)
+        """,
+        unsafe=True,
+    )
+
+
+def test_helper_that_restores_only_the_model_is_not_a_restore() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from solver import make_optimizer
+
+        def load_weights(model, path, optimizer):
+            model.weights_from(path)
+            print(optimizer)
+
+        def main(path):
+            model = Net()
+            optimizer = make_optimizer(model)
+            load_weights(model, path, optimizer)
+            model.cuda()
+        """,
+    )
+
+
+def test_wrapping_move_keeps_the_restore_and_moves_the_model_first() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        from torch import optim
+
+        def train(args):
+            net = PoseNet()
+            optimizer = optim.Adam(
+                [{"params": weights_of(net.backbone)}, {"params": weights_of(net.head), "lr": 1e-3}]
+            )
+            if args.checkpoint:
+                state = torch.load(args.checkpoint)
+                copy_matching(net, state["state_dict"])
+                optimizer.load_state_dict(state["optimizer"])
+            net = nn.DataParallel(net).cuda()
+            for batch in loader:
+                optimizer.step()
+        """,
+        """
+        import torch
+        import torch.nn as nn
+        from torch import optim
+
+        def train(args):
+            net = PoseNet()
+            net = net.cuda()
+            optimizer = optim.Adam(
+                [{"params": weights_of(net.backbone)}, {"params": weights_of(net.head), "lr": 1e-3}]
+            )
+            if args.checkpoint:
+                state = torch.load(args.checkpoint)
+                copy_matching(net, state["state_dict"])
+                optimizer.load_state_dict(state["optimizer"])
+            net = nn.DataParallel(net).cuda()
+            for batch in loader:
+                optimizer.step()
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "which the move wraps" in findings[0].message
+
+
+def test_model_not_moved_early_when_the_device_comes_later_or_the_model_runs() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch.nn import DataParallel
+
+        def train(args, batch):
+            net = Net()
+            optimizer = torch.optim.Adam(net.parameters())
+            if args.resume:
+                load_into(net, args.resume)
+                optimizer.load_state_dict(torch.load(args.resume)["optimizer"])
+            device = pick_device(args)
+            net = DataParallel(net).to(device)
+        """,
+        reason="`device` is bound only after it",
+    )
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch.nn import DataParallel
+
+        def train(args, batch):
+            net = Net()
+            optimizer = torch.optim.Adam(net.parameters())
+            if args.resume:
+                load_into(net, args.resume)
+                optimizer.load_state_dict(torch.load(args.resume)["optimizer"])
+            writer.add_graph(net, torch.zeros(1, 3, 32, 32))
+            net = DataParallel(net).cuda()
+        """,
+        reason="runs `net` on its current device",
+    )
