@@ -7,17 +7,10 @@ from collections import Counter
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.modules import (
-    AttributeUses,
-    self_attribute,
-    self_name,
-    valid_module_key,
-)
-from devfix.codemods.analysis.scopes import Scopes, target_names
+from devfix.codemods.analysis.modules import AttributeUses, self_attribute, self_name
+from devfix.codemods.analysis.names import code_of
 from devfix.codemods.analysis.torch_names import MODULE_SELF_METHODS, STATEFUL_LAYERS
 from devfix.types import Applicability, Edit
-
-LIST_MUTATORS = frozenset({"append", "insert", "extend"})
 
 
 class UnregisteredSubmodules(DevicePass):
@@ -27,8 +20,9 @@ class UnregisteredSubmodules(DevicePass):
     Finds attributes of an `nn.Module` that hold submodules in a plain container: a list or
     tuple literal or comprehension of modules (`self.layers = [nn.Linear(d, d) for _ in
     range(n)]`), a dict of modules, or an empty list/dict filled with `.append(nn.Conv2d(...))`,
-    `.extend(...)`, `.insert(...)` or `self.heads["a"] = nn.Linear(...)`. It also reports stateful
-    layers constructed inside `forward` (`nn.BatchNorm2d(c)(x)`).
+    `.extend(...)`, `.insert(...)` or `self.heads["a"] = nn.Linear(...)`, and wraps them in the
+    matching `nn` container. It also finds stateful layers constructed inside `forward`
+    (`nn.BatchNorm2d(c)(x)`) and builds them once in `__init__`.
 
     ## Why is this bad?
     `nn.Module` only registers submodules assigned directly as attributes or held in
@@ -61,20 +55,36 @@ class UnregisteredSubmodules(DevicePass):
             for c in (8, 16):
                 self.convs.append(nn.Conv2d(c, c, 3))
     ```
-    A dict becomes `nn.ModuleDict` (only when every key is a string literal without a dot, as
-    `ModuleDict` requires). `nn.ModuleList` supports indexing, slicing, iteration, `len`,
-    `append`, `extend`, `insert`, `pop` and `+=`; a container also used with a method that only a
-    list or dict has (`.index`, `.sort`, `.get`, ...) is reported, not rewritten. Only
-    containers whose elements are module *constructions* count: a list of modules that are
-    already attributes (`[self.a, self.b]`) is registered already and left alone. A layer built
-    inside `forward` is reported without a fix: move its construction to `__init__`
-    (`self.bn = nn.BatchNorm2d(c)`) and call `self.bn(x)` in `forward`.
+    A dict becomes `nn.ModuleDict` / `nn.ParameterDict`: with string-literal keys, and with
+    computed keys (`{node_type: nn.Parameter(...) for node_type in sizes}`,
+    `self.heads[task] = nn.Linear(...)`), which index as before (`self.W[key]`, `.items()`).
+    A key that is provably not a string (a number, a tuple, a dotted string, the index of a
+    `range` or `enumerate` loop) is reported, not rewritten. `nn.ModuleList` supports indexing,
+    slicing, iteration, `len`, `append`, `extend`, `insert`, `pop` and `+=`; a container also
+    used with a method that only a list or dict has (`.index`, `.sort`, `.get`, ...) is
+    reported, not rewritten. Only containers whose elements are module *constructions* count:
+    a list of modules that are already attributes (`[self.a, self.b]`) is registered already
+    and left alone.
+
+    A stateful layer built and called inside `forward` (`x = nn.BatchNorm2d(self.c)(x)`) is
+    built once in `__init__` instead (`self.bn1 = nn.BatchNorm2d(self.c)`, after the
+    attributes it reads and the layers `__init__` already builds) and called as `self.bn1(x)`.
+    That needs arguments `__init__` can compute (constants, `self.<attr>` assigned once at the
+    top level of `__init__`), one construction per call (not under an `if`, in a loop or a
+    comprehension), and a class with its own `__init__` that calls `super().__init__()`;
+    otherwise it is reported with the reason. Stateless layers built inline (`nn.ReLU()(x)`)
+    are left alone.
 
     ## Fix safety
     Unsafe: the submodules join `model.parameters()` (an optimizer built from them now trains
     layers that used to stay at their random initialisation), `state_dict()` gains their keys
     (a checkpoint saved before the fix no longer loads with `strict=True`), and `model.eval()`
-    now reaches them (dropout and batch norm inside them change behaviour in evaluation).
+    now reaches them (dropout and batch norm inside them change behaviour in evaluation: a
+    batch norm built once keeps running statistics and uses them in `eval()`, where the one
+    built at every call normalised with the batch's). A dict with computed keys is a judgement
+    that the keys are strings without a dot: if one is not, `nn.ModuleDict` /
+    `nn.ParameterDict` raises when the model is built (`TypeError`/`KeyError`), so the risk
+    shows at once rather than in training.
 
     ## References
     - PyTorch docs, `torch.nn.ModuleList`, `torch.nn.ModuleDict`.
@@ -118,12 +128,10 @@ class UnregisteredSubmodules(DevicePass):
         if attr is None or self_var is None:
             return
         classdef = function.owner.node
-        if isinstance(value, cst.Name):
-            kind, held, unknown = self._local_list(value.value, node, function.node)
-        else:
-            kind, held, unknown = self._contents(value)
-        if kind is None:
+        contents = self.facts.submodules.contents(value, node, function.node)
+        if contents is None:
             return
+        kind, held, unknown = contents
         uses = AttributeUses.collect(self.facts.modules, classdef, attr, node)
         if uses.registered_elsewhere:
             return  # `nn.Sequential(*self.layers)` registers the same modules already
@@ -153,8 +161,9 @@ class UnregisteredSubmodules(DevicePass):
             )
             return
         blocker = uses.blocker(kind)
-        if blocker is None and kind == "dict":
-            blocker = _dict_key_problem(value, uses, container)
+        keys = self.facts.submodules.dict_keys(value, uses) if kind == "dict" else "literal"
+        if blocker is None and keys == "invalid":
+            blocker = f"a key is not a string (`{container}` keys must be strings without a dot)"
         if blocker is not None:
             self.report(
                 node,
@@ -166,129 +175,23 @@ class UnregisteredSubmodules(DevicePass):
             return
         spelled, imports = self.facts.names.nn_reference(container_class)
         replacement = _wrap(spelled, value)
+        computed = (
+            f" (its keys are computed: `{container}` raises at construction if one is not a "
+            "string or holds a dot)"
+            if keys == "computed"
+            else ""
+        )
         self.report(
             node,
             message=(
                 f"`{shown}` holds {members} in a plain {kind}: `model.to()`, "
                 f"`model.parameters()` and `state_dict()` never see them; use `{container}`"
+                + computed
             ),
             fix_title=f"Use `{container}`",
             edits=[Edit(value, replacement)],
             imports=imports,
         )
-
-    def _contents(self, value: cst.BaseExpression) -> tuple[str | None, Counter[str], int]:
-        """("list" | "dict" | None, modules and parameters constructed, other values) held by
-        a literal or comprehension."""
-        held: Counter[str] = Counter()
-        kind_of = self.facts.modules.held_kind
-        if isinstance(value, (cst.List, cst.Tuple)):
-            unknown = 0
-            for element in value.elements:
-                found = None if isinstance(element, cst.StarredElement) else kind_of(element.value)
-                if found is None:
-                    unknown += 1
-                else:
-                    held[found] += 1
-            return "list", held, unknown
-        if isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-            found = kind_of(value.elt)
-            return ("list", Counter({found: 1}), 0) if found else (None, held, 0)
-        if isinstance(value, cst.Dict):
-            unknown = 0
-            for item in value.elements:
-                found = kind_of(item.value) if isinstance(item, cst.DictElement) else None
-                if found is None:
-                    unknown += 1
-                else:
-                    held[found] += 1
-            return "dict", held, unknown
-        if isinstance(value, cst.DictComp):
-            found = kind_of(value.value)
-            return ("dict", Counter({found: 1}), 0) if found else (None, held, 0)
-        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
-            # `[nn.Linear(d, d)] * n`: one module repeated (shared weights), still unregistered.
-            for side, other in ((value.left, value.right), (value.right, value.left)):
-                if isinstance(side, cst.List) and isinstance(other, (cst.Name, cst.Integer)):
-                    kind, inner, unknown = self._contents(side)
-                    return (kind, inner, unknown) if kind == "list" else (None, held, 0)
-        return None, held, 0
-
-    def _local_list(
-        self, name: str, origin: cst.Assign, init: cst.FunctionDef
-    ) -> tuple[str | None, Counter[str], int]:
-        """`layers = []; layers.append(nn.Linear(...)); self.layers = layers`: the local list's
-        contents, when its only uses are those (so its modules are registered nowhere else)."""
-        none: tuple[str | None, Counter[str], int] = (None, Counter(), 0)
-        bound: list[cst.BaseExpression] = []
-        held: Counter[str] = Counter()
-        unknown = 0
-        mutator_receivers: set[int] = set()
-        for node in self.facts.scopes.nodes(init.body):
-            if isinstance(node, cst.Assign) and node is not origin:
-                for target in node.targets:
-                    for sub in target_names(target.target):
-                        if sub.value == name:
-                            bound.append(node.value)
-            elif isinstance(node, (cst.AugAssign, cst.For, cst.CompFor, cst.AnnAssign)):
-                if name in {n.value for n in target_names(node.target)}:
-                    return none
-            elif (
-                isinstance(node, cst.Call)
-                and isinstance(node.func, cst.Attribute)
-                and isinstance(node.func.value, cst.Name)
-                and node.func.value.value == name
-            ):
-                if node.func.attr.value not in LIST_MUTATORS or not node.args:
-                    return none
-                mutator_receivers.add(id(node.func.value))
-                added = node.args[-1].value
-                if node.func.attr.value == "extend":
-                    added_values = (
-                        [e.value for e in added.elements]
-                        if isinstance(added, (cst.List, cst.Tuple))
-                        else [None]
-                    )
-                else:
-                    added_values = [added]
-                for added_value in added_values:
-                    found = (
-                        self.facts.modules.held_kind(added_value)
-                        if added_value is not None
-                        else None
-                    )
-                    if found is None:
-                        unknown += 1
-                    else:
-                        held[found] += 1
-        if len(bound) != 1 or not isinstance(bound[0], (cst.List, cst.ListComp)):
-            return none
-        # Every other read of the name (`nn.Sequential(*layers)`, `return layers`) disqualifies it.
-        attribute_names = {
-            id(node.attr)
-            for node in self.facts.scopes.nodes(init.body)
-            if isinstance(node, cst.Attribute)
-        }
-        keywords = {
-            id(node.keyword)
-            for node in self.facts.scopes.nodes(init.body)
-            if isinstance(node, cst.Arg) and node.keyword is not None
-        }
-        for node in self.facts.scopes.nodes(init.body):
-            if id(node) in attribute_names or id(node) in keywords:
-                continue
-            if (
-                isinstance(node, cst.Name)
-                and node.value == name
-                and id(node) not in mutator_receivers
-                and node is not origin.value
-                and not _is_binding(self.facts.scopes, node, bound[0], init)
-            ):
-                return none
-        kind, first_held, first_unknown = self._contents(bound[0])
-        if kind is None:
-            return none
-        return kind, held + first_held, unknown + first_unknown
 
     # -- layers built in forward -------------------------------------------------------------
 
@@ -315,14 +218,28 @@ class UnregisteredSubmodules(DevicePass):
         if not stateful:
             return
         short = qualified.replace("torch.nn.", "nn.", 1)
+        problem = (
+            f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights "
+            "on the CPU at every call, never moved by `model.to()` nor trained"
+        )
+        hoist = self.facts.submodules.hoist(node, function.node)
+        if isinstance(hoist, str):
+            self.report(
+                node,
+                message=(
+                    f"{problem}; construct it once in `__init__` (`self.<name> = {short}(...)`) "
+                    f"and call `self.<name>(...)` here (not done automatically: {hoist})"
+                ),
+            )
+            return
         self.report(
             node,
-            message=(
-                f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights "
-                "on the CPU at every call, never moved by `model.to()` nor trained; construct it "
-                f"once in `__init__` (`self.<name> = {short}(...)`) and call `self.<name>(...)` "
-                "here"
-            ),
+            message=f"{problem}; construct it once in `__init__` as `self.{hoist.name}`",
+            fix_title=f"Build it once in `__init__` as `self.{hoist.name}`",
+            edits=[
+                Edit(node, hoist.reference),
+                Edit(hoist.anchor, cst.FlattenSentinel([hoist.anchor, hoist.statement])),
+            ],
         )
 
     def _kept_on_self(self, node: cst.Call, function: cst.FunctionDef) -> bool:
@@ -343,29 +260,6 @@ class UnregisteredSubmodules(DevicePass):
         return False
 
 
-def _is_binding(
-    scopes: Scopes, name: cst.Name, value: cst.BaseExpression, init: cst.FunctionDef
-) -> bool:
-    """`name` is the target of the assignment whose value is `value`."""
-    for node in scopes.nodes(init.body):
-        if isinstance(node, cst.Assign) and node.value is value:
-            return any(t.target is name for t in node.targets)
-    return False
-
-
-def _dict_key_problem(value: cst.BaseExpression, uses: AttributeUses, container: str) -> str | None:
-    rule = f"`{container}` keys must be strings without a dot"
-    if uses.bad_keys:
-        return f"a key is not a string literal ({rule})"
-    if isinstance(value, cst.Dict):
-        for element in value.elements:
-            if isinstance(element, cst.DictElement) and not valid_module_key(element.key):
-                return f"a key is not a string literal ({rule})"
-    if isinstance(value, cst.DictComp):
-        return f"its keys are computed ({rule})"
-    return None
-
-
 def _wrap(spelled: str, value: cst.BaseExpression) -> cst.Call:
     func = cst.parse_expression(spelled)
     empty = isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements
@@ -374,4 +268,22 @@ def _wrap(spelled: str, value: cst.BaseExpression) -> cst.Call:
     inner = value
     if isinstance(value, cst.Tuple) and not value.lpar:
         inner = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    return cst.Call(func=func, args=[cst.Arg(value=inner)])
+    lines = code_of(value).splitlines()
+    if len(lines) == 1 or lines[0].rstrip() in ("[", "{", "(", "(["):
+        return cst.Call(func=func, args=[cst.Arg(value=inner)])  # `nn.ModuleDict({` hugs
+    # `{key: ...` + newline + `for ...}`: the value on lines of its own, so that the first line
+    # does not grow by the container's name.
+    return cst.Call(
+        func=func,
+        whitespace_before_args=_line_break("    "),
+        args=[cst.Arg(value=inner, whitespace_after_arg=_line_break(""))],
+    )
+
+
+def _line_break(indent: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(),
+        empty_lines=[],
+        indent=True,
+        last_line=cst.SimpleWhitespace(indent),
+    )

@@ -13,6 +13,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
+- `submodules`: plain containers of submodules (their contents and keys) and layers built in
+  `forward` (where they could be built once).
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
   modules, model copies (EMA), generators and the default device, AMP objects.
 
@@ -31,6 +33,7 @@ from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
 from devfix.codemods.analysis.scopes import Scopes
+from devfix.codemods.analysis.submodules import Submodules
 from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
 
@@ -51,6 +54,7 @@ class FileFacts:
         self._devices: DeviceInference | None = None
         self._values: HeldValues | None = None
         self._companions: Companions | None = None
+        self._submodules: Submodules | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -91,6 +95,12 @@ class FileFacts:
         if self._values is None:
             self._values = HeldValues(self.context, self.names, self.scopes, self.modules)
         return self._values
+
+    @property
+    def submodules(self) -> Submodules:
+        if self._submodules is None:
+            self._submodules = Submodules(self.context, self.names, self.scopes, self.modules)
+        return self._submodules
 
     @property
     def companions(self) -> Companions:

@@ -1079,14 +1079,6 @@ LIST_ONLY_METHODS = frozenset({"index", "remove", "reverse", "sort", "count", "c
 DICT_ONLY_METHODS = frozenset({"get", "setdefault", "popitem", "copy", "fromkeys"})
 
 
-def module_dict_key(target: cst.Subscript) -> bool:
-    """`x["name"]` with a key `nn.ModuleDict` accepts (a string literal without a dot)."""
-    if len(target.slice) != 1:
-        return False
-    index = target.slice[0].slice
-    return isinstance(index, cst.Index) and valid_module_key(index.value)
-
-
 def valid_module_key(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.SimpleString):
         value = node.evaluated_value
@@ -1104,6 +1096,9 @@ class AttributeUses:
         self.list_only: set[str] = set()
         self.dict_only: set[str] = set()
         self.reassigned: str | None = None
+        #: The keys of `self.<attr>[key] = value` assignments.
+        self.keys: list[cst.BaseExpression] = []
+        #: A subscript assignment that is not one plain key (a slice, several indices).
         self.bad_keys = False
         self.registered_elsewhere = False
 
@@ -1128,7 +1123,10 @@ class AttributeUses:
                             and self_attribute(t.value, self_var) == attr
                         ):
                             uses._count(modules, node.value)
-                            if not module_dict_key(t):
+                            index = t.slice[0].slice if len(t.slice) == 1 else None
+                            if isinstance(index, cst.Index):
+                                uses.keys.append(index.value)
+                            else:
                                 uses.bad_keys = True
                 elif (
                     isinstance(node, cst.AugAssign)

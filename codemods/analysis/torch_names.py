@@ -684,6 +684,24 @@ STATEFUL_LAYERS = frozenset(LAYER_PARAMETER) | frozenset(
     )
 )
 
+#: The attribute name an engineer gives a layer of each class (`self.bn1`, `self.fc`); other
+#: classes get their name in snake case.
+LAYER_ATTRIBUTE_STEMS: dict[str, str] = {
+    **{f"torch.nn.{name}": "bn" for name in ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d")},
+    "torch.nn.SyncBatchNorm": "bn",
+    "torch.nn.LayerNorm": "ln",
+    "torch.nn.GroupNorm": "gn",
+    "torch.nn.RMSNorm": "norm",
+    **{f"torch.nn.InstanceNorm{d}d": "norm" for d in (1, 2, 3)},
+    "torch.nn.Linear": "fc",
+    "torch.nn.LazyLinear": "fc",
+    **{f"torch.nn.{kind}Conv{d}d": "conv" for kind in ("", "Lazy") for d in (1, 2, 3)},
+    **{f"torch.nn.ConvTranspose{d}d": "deconv" for d in (1, 2, 3)},
+    "torch.nn.Embedding": "embedding",
+    "torch.nn.LSTM": "lstm",
+    "torch.nn.GRU": "gru",
+}
+
 # -- losses --------------------------------------------------------------------------------------
 
 #: `nn.*Loss` classes called as `loss(input, target)`; CTC and the pairwise losses are left out.

@@ -290,8 +290,8 @@ def test_modules_passed_through_an_initialiser_wrapper() -> None:
 
 def test_parameters_in_plain_containers_set_by_a_helper() -> None:
     """A helper only `__init__` calls builds the gates: a list of `nn.Parameter` becomes an
-    `nn.ParameterList`; a dict keyed by computed names is reported, since
-    `nn.ParameterDict` needs string keys."""
+    `nn.ParameterList`, a dict keyed by computed names an `nn.ParameterDict` (unsafe: a key
+    that is not a string fails when the dict is built), and `self.weights[k]` still indexes."""
     before = """
         import torch
         import torch.nn as nn
@@ -308,25 +308,80 @@ def test_parameters_in_plain_containers_set_by_a_helper() -> None:
                     kind: nn.Parameter(torch.empty(size, self.out))
                     for kind, size in self.sizes.items()
                 }
+                self.bias = {kind: nn.Parameter(torch.zeros(1, self.out))
+                             for kind in self.sizes}
 
             def forward(self, xs):
-                return sum(xs[k] @ w for k, w in self.weights.items()) * self.scales[0]
+                return {k: x @ self.weights[k] + self.bias[k] for k, x in xs.items()}
         """
-    assert_fix(
+    findings = assert_fix(
         RULE,
         before,
         before.replace(
             "self.scales = [nn.Parameter(torch.ones(self.out)) for _ in range(3)]",
             "self.scales = nn.ParameterList([nn.Parameter(torch.ones(self.out)) for _ in range(3)])",
+        )
+        .replace("self.weights = {", "self.weights = nn.ParameterDict({")
+        .replace("            }\n", "            })\n")
+        .replace(
+            """self.bias = {kind: nn.Parameter(torch.zeros(1, self.out))
+                             for kind in self.sizes}""",
+            """self.bias = nn.ParameterDict(
+                    {kind: nn.Parameter(torch.zeros(1, self.out))
+                             for kind in self.sizes}
+                )""",
         ),
         unsafe=True,
     )
-    result = check_source(
-        textwrap.dedent(before), options=Options(select=(RULE,), unsafe_fixes=True)
+    computed = [f for f in findings if "keys are computed" in f.message]
+    assert len(computed) == 2
+    assert all(f.applicability is Applicability.UNSAFE for f in computed)
+
+
+def test_module_dict_filled_under_computed_names() -> None:
+    before = """
+        from torch import nn
+
+        class MultiHead(nn.Module):
+            def __init__(self, dim, tasks):
+                super().__init__()
+                self.heads = {}
+                for task, classes in tasks.items():
+                    self.heads[task] = nn.Linear(dim, classes)
+
+            def forward(self, h):
+                return {task: head(h) for task, head in self.heads.items()}
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace("self.heads = {}", "self.heads = nn.ModuleDict()"),
+        unsafe=True,
     )
-    reported = [f for f in result if "self.weights" in f.message]
-    assert len(reported) == 1 and not reported[0].edits
-    assert "`nn.ParameterDict` keys must be strings" in reported[0].message
+
+
+def test_keys_counted_by_range_or_enumerate_are_declined() -> None:
+    for source in (
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.blocks = {i: nn.Linear(4, 4) for i in range(n)}
+        """,
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self, sizes):
+                super().__init__()
+                self.blocks = {}
+                for i, size in enumerate(sizes):
+                    self.blocks[i] = nn.Linear(size, size)
+        """,
+    ):
+        assert_declined(RULE, source, reason="a key is not a string")
 
 
 def test_a_wrapper_that_does_not_return_the_module_is_not_one() -> None:
@@ -342,3 +397,123 @@ def test_a_wrapper_that_does_not_return_the_module_is_not_one() -> None:
                 self.names = [describe(nn.Linear(d, d)) for _ in range(2)]
         """,
     )
+
+
+def test_norm_layers_built_in_forward_are_built_once_in_init() -> None:
+    """Each construction becomes its own layer, built after the attributes its arguments read
+    and after the layers `__init__` already builds (so a weight-init loop reaches it too)."""
+    before = """
+        import torch.nn as nn
+
+        class ConvBlock(nn.Module):
+            def __init__(self, c_in, c_out):
+                super(ConvBlock, self).__init__()
+                self.width = c_out
+                self.first = nn.Conv2d(c_in, c_out, 3, padding=1)
+                self.second = nn.Conv2d(c_out, c_out, 3, padding=1)
+                for m in self.modules():
+                    if isinstance(m, nn.Conv2d):
+                        nn.init.kaiming_normal_(m.weight)
+
+            def forward(self, x):
+                x = self.first(x)
+                x = nn.BatchNorm2d(self.width, momentum=0.05)(x)  # normalise
+                x = nn.ReLU()(x)
+                x = nn.BatchNorm2d(num_features=self.width)(self.second(x))
+                return nn.ReLU()(x)
+        """
+    after = """
+        import torch.nn as nn
+
+        class ConvBlock(nn.Module):
+            def __init__(self, c_in, c_out):
+                super(ConvBlock, self).__init__()
+                self.width = c_out
+                self.first = nn.Conv2d(c_in, c_out, 3, padding=1)
+                self.second = nn.Conv2d(c_out, c_out, 3, padding=1)
+                self.bn1 = nn.BatchNorm2d(self.width, momentum=0.05)
+                self.bn2 = nn.BatchNorm2d(num_features=self.width)
+                for m in self.modules():
+                    if isinstance(m, nn.Conv2d):
+                        nn.init.kaiming_normal_(m.weight)
+
+            def forward(self, x):
+                x = self.first(x)
+                x = self.bn1(x)  # normalise
+                x = nn.ReLU()(x)
+                x = self.bn2(self.second(x))
+                return nn.ReLU()(x)
+        """
+    findings = assert_fix(RULE, before, after, unsafe=True)
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+
+
+def test_one_layer_built_in_forward_with_torch_alias_and_constant_size() -> None:
+    before = """
+        import torch as t
+
+        class Head(t.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = t.nn.Linear(16, 16)
+
+            def forward(self, h):
+                return t.nn.LayerNorm(16)(self.proj(h))
+        """
+    after = """
+        import torch as t
+
+        class Head(t.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = t.nn.Linear(16, 16)
+                self.ln = t.nn.LayerNorm(16)
+
+            def forward(self, h):
+                return self.ln(self.proj(h))
+        """
+    assert_fix(RULE, before, after, unsafe=True)
+    # Without --unsafe-fixes the text stays as it is.
+    assert_fix_skipped = check_source(
+        textwrap.dedent(before), options=Options(select=(RULE,), unsafe_fixes=False)
+    )
+    assert [f.applicability for f in assert_fix_skipped] == [Applicability.UNSAFE]
+
+
+def test_layers_in_forward_that_cannot_be_built_in_init_are_reported() -> None:
+    cases = {
+        "`x.size(1)`, known only in `forward`": """
+            def forward(self, x):
+                return nn.BatchNorm1d(x.size(1))(x)
+            """,
+        "under a condition, in a loop": """
+            def forward(self, x):
+                for _ in range(2):
+                    x = nn.BatchNorm1d(self.width)(x)
+                return x
+            """,
+        "not called where it is built": """
+            def forward(self, x):
+                norm = nn.BatchNorm1d(self.width)
+                return norm(x)
+            """,
+        "`self.scale` is not assigned once": """
+            def forward(self, x):
+                return nn.BatchNorm1d(self.width * self.scale)(x)
+            """,
+    }
+    for reason, forward in cases.items():
+        source = (
+            """
+            import torch.nn as nn
+
+            class Net(nn.Module):
+                def __init__(self, width, scale=None):
+                    super().__init__()
+                    self.width = width
+                    if scale:
+                        self.scale = scale
+            """
+            + textwrap.indent(textwrap.dedent(forward), " " * 16)
+        )
+        assert_declined(RULE, source, reason=reason)
