@@ -131,9 +131,7 @@ class Submodules:
                 else:
                     values = [None]
                 for added_value in values:
-                    found = (
-                        self.modules.held_kind(added_value) if added_value is not None else None
-                    )
+                    found = self.modules.held_kind(added_value) if added_value is not None else None
                     if found is None:
                         unknown += 1
                     else:
@@ -181,7 +179,7 @@ class Submodules:
         return "literal"
 
     def key_kind(self, key: cst.BaseExpression) -> str:
-        """"literal", "computed" or "invalid" for one key (see :meth:`dict_keys`)."""
+        """ "literal", "computed" or "invalid" for one key (see :meth:`dict_keys`)."""
         if isinstance(key, cst.SimpleString):
             return "literal" if valid_module_key(key) else "invalid"
         if isinstance(key, (cst.FormattedString, cst.ConcatenatedString)):

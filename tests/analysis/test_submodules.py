@@ -33,14 +33,10 @@ class Gates(nn.Module):
 def test_key_kinds() -> None:
     parsed = parse(SOURCE)
     submodules = parsed.facts.submodules
-    kinds = {
-        code_of(comp.key): submodules.key_kind(comp.key) for comp in parsed.all(cst.DictComp)
-    }
+    kinds = {code_of(comp.key): submodules.key_kind(comp.key) for comp in parsed.all(cst.DictComp)}
     assert kinds == {"kind": "computed", "i": "invalid"}
     named = parsed.all(cst.Dict)[0]
-    keys = [
-        submodules.key_kind(e.key) for e in named.elements if isinstance(e, cst.DictElement)
-    ]
+    keys = [submodules.key_kind(e.key) for e in named.elements if isinstance(e, cst.DictElement)]
     assert keys == ["literal", "computed", "invalid"]
 
 

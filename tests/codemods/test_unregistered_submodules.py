@@ -503,8 +503,7 @@ def test_layers_in_forward_that_cannot_be_built_in_init_are_reported() -> None:
             """,
     }
     for reason, forward in cases.items():
-        source = (
-            """
+        source = """
             import torch.nn as nn
 
             class Net(nn.Module):
@@ -513,7 +512,5 @@ def test_layers_in_forward_that_cannot_be_built_in_init_are_reported() -> None:
                     self.width = width
                     if scale:
                         self.scale = scale
-            """
-            + textwrap.indent(textwrap.dedent(forward), " " * 16)
-        )
+            """ + textwrap.indent(textwrap.dedent(forward), " " * 16)
         assert_declined(RULE, source, reason=reason)
