@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import method_call
+from devfix.codemods._edits import method_call, move_to
 from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
@@ -67,8 +67,18 @@ class LossWeightOnCpu(DevicePass):
     (`self.criterion = ...` in an `nn.Module` or `LightningModule`) is a submodule: it moves with
     the model and is left alone. A criterion that is already moved is left alone.
 
+    A criterion made by a project's own factory (`get_loss(..., weight=class_weights)`, from
+    another file) may be a module or a function, and its weights may be `None`: there the
+    weights are moved where a call computes them (`class_weights =
+    manager.compute_class_weights().to(device)`, on each branch that computes them; `= None`
+    stays), when the device is bound by then. Weights given as a list literal, or assigned
+    otherwise, are reported only.
+
     ## Fix safety
     Safe: moving the criterion moves only its weight buffers, which must meet the logits anyway.
+    Unsafe for a factory's weights: moving them where they are computed is a judgement that the
+    call returns a tensor (its name and the `weight=` it feeds say so; a list or an array
+    fails loudly at `.to`).
     When the script moves its work to several different devices, or its device is bound only
     after the criterion is built, the finding is reported without a fix. A functional loss whose
     input is computed inline (`F.cross_entropy(model(x), y, weight=w)`) is reported without a
@@ -84,6 +94,7 @@ class LossWeightOnCpu(DevicePass):
     MESSAGE = "loss weights are a CPU tensor"
     FIX_TITLE = "Move the criterion to the device"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
 
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)
@@ -102,8 +113,10 @@ class LossWeightOnCpu(DevicePass):
     def _check_factory(self, node: cst.Call, tail: str) -> None:
         """`criterion = get_loss(..., weight=class_weights)` in a script that runs on a device:
         the factory (defined elsewhere) builds the criterion with weights nothing here moves.
-        Reported only: whether the factory returns a module (with `.to`) or a function, and
-        whether the weights can be `None`, cannot be seen from here."""
+        Whether the factory returns a module (with `.to`) or a function, and whether the
+        weights can be `None`, cannot be seen from here: the weights are moved where a call
+        computes them (`class_weights = manager.weights().to(device)`, an `= None` branch
+        left alone), else the finding is reported only."""
         if self.qualified_name(node.func) in WEIGHTED_LOSSES:
             return
         if self.facts.modules.in_model_method(node):
@@ -131,15 +144,44 @@ class LossWeightOnCpu(DevicePass):
         listed = ", ".join(
             f"`{arg.keyword.value}={code_of(arg.value)}`" for arg in weights if arg.keyword
         )
+        problem = (
+            f"`{tail}` builds the criterion with {listed}, which nothing here puts on "
+            f"`{device}`, the device this code runs on; a weighted loss keeps its weights "
+            "where they were made"
+        )
+        made = self._made_here(weights, node, device)
+        if made:
+            self.report(
+                node,
+                message=f"{problem}: move them to `{device}` where they are computed",
+                fix_title=f"Move the weights to `{device}` where they are computed",
+                edits=[Edit(value, move_to(value, cst.Name(device))) for value in made],
+                applicability=Applicability.UNSAFE,
+            )
+            return
         self.report(
             node,
             message=(
-                f"`{tail}` builds the criterion with {listed}, which nothing here puts on "
-                f"`{device}`, the device this code runs on; a weighted loss keeps its weights "
-                f"where they were made: move the criterion (`{holder} = {holder}.to({device})` "
-                "when it is a module) or the weights"
+                f"{problem}: move the criterion (`{holder} = {holder}.to({device})` when it is "
+                "a module) or the weights"
             ),
         )
+
+    def _made_here(self, weights: list[cst.Arg], node: cst.Call, device: str) -> list[cst.Call]:
+        """The calls that compute the weights, when each weight is a name that only calls
+        (and constants such as `None`) assign before `node`, where `device` is bound."""
+        made: list[cst.Call] = []
+        for arg in weights:
+            name = arg.value.value if isinstance(arg.value, cst.Name) else None
+            calls = self.facts.scopes.computing_calls(name, node) if name else []
+            if not calls or not all(
+                self.facts.scopes.visible_name(device, call)
+                and self.facts.devices.placed(call, call) is None
+                for call in calls
+            ):
+                return []
+            made += calls
+        return made
 
     def _device_in_scope(self, node: cst.CSTNode) -> str | None:
         """A device variable the code around `node` binds (`device = ...`), if any."""

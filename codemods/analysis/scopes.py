@@ -12,7 +12,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import dotted_name
+from devfix.codemods.analysis.names import dotted_name, is_constant
 from devfix.context import FileContext
 
 #: Nodes that open a scope of their own: the scope walker does not descend into them.
@@ -569,6 +569,32 @@ class Scopes:
         if any(b.kind != "assign" or b.value is None for b in bindings):
             return []
         return [b.value for b in bindings if b.value is not None]
+
+    def assigned_before(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
+        """What :meth:`assigned_values` finds, less the assignments that come after `at`
+        (in source order): the values `name` can hold when `at` runs, loops aside."""
+        position = self.context.order(at)[0]
+        return [
+            value
+            for value in self.assigned_values(name, at)
+            if self.context.order(value)[0] < position
+        ]
+
+    def computing_calls(self, name: str, at: cst.CSTNode) -> list[cst.Call]:
+        """The calls whose results `name` can hold at `at` (`w = manager.weights()`, either
+        branch of `w = ... if ... else ...`; a constant such as `None` aside); [] when it is
+        also assigned something else (a list literal, another name) or bound another way."""
+        values = list(self.assigned_before(name, at))
+        calls: list[cst.Call] = []
+        while values:
+            value = values.pop(0)
+            if isinstance(value, cst.IfExp):  # `w = m.weights() if balanced else None`
+                values += [value.body, value.orelse]
+            elif isinstance(value, cst.Call):
+                calls.append(value)
+            elif not is_constant(value):
+                return []
+        return calls
 
     def binding_before(
         self, name: str, at: cst.CSTNode

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
+from devfix.engine import fix_source
+from devfix.types import Applicability, Options
 from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF303"
@@ -180,12 +184,12 @@ def test_declines_functional_with_inline_input() -> None:
     )
 
 
-def test_weights_handed_to_a_project_criterion_factory_are_reported() -> None:
-    """`get_criterion` lives in another file of the project: whether it returns a module and
-    whether the weights can be `None` cannot be seen here, so it is reported, not rewritten."""
-    assert_declined(
-        RULE,
-        """
+def test_weights_handed_to_a_project_criterion_factory_move_where_computed() -> None:
+    """`get_criterion` lives in another file of the project: whether it returns a module (with
+    `.to`) cannot be seen here, and the weights may be `None`; so the weights move where a call
+    computes them, on each branch that computes them (unsafe: a judgement that it is a
+    tensor)."""
+    before = """
         import torch
         from .losses import get_criterion
         from .utils import pick_device
@@ -195,9 +199,58 @@ def test_weights_handed_to_a_project_criterion_factory_are_reported() -> None:
             class_weights = targets.class_weights() if cfg.balanced else None
             criterion = get_criterion(cfg.loss, weight=class_weights)
             return fit(model, criterion, device=device)
-        """,
-        reason="`get_criterion` builds the criterion with `weight=class_weights`",
+
+        def train(cfg, model, data, device):
+            weights = None
+            if cfg.task == "classification":
+                print("classes:", data.n_classes)
+                if cfg.use_class_weights:
+                    weights = data.compute_class_weights()  # inverse frequencies
+            loss_fn = make_loss_fn(
+                cfg.loss, weight=weights
+            )
+            return fit(model, loss_fn, device)
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "targets.class_weights() if", "targets.class_weights().to(device) if"
+        ).replace("data.compute_class_weights()  #", "data.compute_class_weights().to(device)  #"),
+        unsafe=True,
     )
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+    # Not applied without --unsafe-fixes.
+    assert fix_source(textwrap.dedent(before), Options(select=(RULE,))).output == (
+        textwrap.dedent(before)
+    )
+
+
+def test_factory_weights_that_are_not_computed_by_a_call_are_reported() -> None:
+    """A list literal (the factory may turn it into a tensor) or a device bound only later:
+    reported, not rewritten."""
+    for source in (
+        """
+        import torch
+        from .losses import get_criterion
+
+        def run(cfg, model, device):
+            weights = [1.0, 4.0] if cfg.balanced else None
+            criterion = get_criterion(cfg.loss, weight=weights)
+            return fit(model, criterion, device=device)
+        """,
+        """
+        import torch
+        from .losses import get_criterion
+
+        def run(cfg, model, targets):
+            weights = targets.class_weights()
+            criterion = get_criterion(cfg.loss, weight=weights)
+            device = cfg.device
+            return fit(model.to(device), criterion, device=device)
+        """,
+    ):
+        assert_declined(RULE, source, reason="builds the criterion with `weight=weights`")
 
 
 def test_criterion_factories_with_weights_already_placed_are_left_alone() -> None:
