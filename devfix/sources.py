@@ -85,7 +85,17 @@ def decode(data: bytes, path: str) -> Document:
             # UTF-8, and the error is in the bytes, not in a cookie.
             encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
         else:
-            raise InputError(f"has an invalid coding cookie ({error})") from None
+            unknown = _unknown_codec(data, error)
+            if unknown is None:
+                raise InputError(f"has an invalid coding cookie ({error})") from None
+            # A codec Python lacks unless a package registers it (`future_fstrings`,
+            # `pyxl`): such codecs read UTF-8 and rewrite it before Python compiles the
+            # text. As UTF-8 the file is read and written back byte for byte, cookie and all.
+            encoding = "utf-8"
+            state.warn_once(
+                f"{path}: its coding cookie names `{unknown}`, a codec this Python does not "
+                "have; read and written as UTF-8 (its bytes are valid UTF-8), the cookie kept"
+            )
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as error:
@@ -96,6 +106,22 @@ def decode(data: bytes, path: str) -> Document:
             raise InputError(f"is not valid {name}, as its coding cookie says ({where})") from None
         raise InputError(f"is not valid {name} ({where}) and has no coding cookie") from None
     return Document(path, text, encoding, _fingerprint(data))
+
+
+def _unknown_codec(data: bytes, error: SyntaxError) -> str | None:
+    """The codec a cookie names when Python does not know it and the bytes are UTF-8 anyway
+    (without a byte-order mark, which with another cookie is an error of its own)."""
+    if not str(error).startswith("unknown encoding") or data.startswith(codecs.BOM_UTF8):
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    for line in data.splitlines()[:2]:
+        match = _COOKIE.match(line)
+        if match:
+            return match.group(1).decode("ascii", errors="replace")
+    return None
 
 
 def _has_cookie(data: bytes) -> bool:

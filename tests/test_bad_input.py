@@ -50,7 +50,10 @@ CASES: dict[str, tuple[bytes, str | None]] = {
         b'import torch\nname = "caf\xe9"\n' + LOAD.encode(),
         "is not valid UTF-8 (byte 0xE9 at line 2, column 12)",
     ),
-    "bad_cookie.py": (b"# -*- coding: klingon -*-\nimport torch\n", "invalid coding cookie"),
+    "bad_cookie.py": (
+        b"# -*- coding: klingon -*-\nimport torch\nname = 'caf\xe9'\n",
+        "invalid coding cookie",
+    ),
     "nul_bytes.py": (b"import torch\n\x00" + LOAD.encode(), "NUL bytes"),
     "invalid_notebook.ipynb": (b'{"cells": [', "is not valid notebook JSON"),
     # Like the standard library's pydoc_data/topics.py: libcst nests the pieces of an implicit
@@ -66,6 +69,8 @@ CASES: dict[str, tuple[bytes, str | None]] = {
         None,
     ),
     "bom.py": (b"\xef\xbb\xbf" + (TORCH + LOAD).encode(), None),
+    # A codec Python lacks (a package registers it at start-up) over UTF-8 bytes: read as UTF-8.
+    "unknown_codec.py": (b"# -*- coding: future_fstrings -*-\n" + (TORCH + LOAD).encode(), None),
     "crlf.py": ((TORCH + LOAD).replace("\n", "\r\n").encode(), None),
     "mixed_endings.py": (b"import torch\r\nx = 1\n" + LOAD.encode(), None),
     "empty.py": (b"", None),
@@ -76,6 +81,7 @@ EXPECTED_AFTER: dict[str, bytes] = {
     "latin1_cookie.py": b"# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\n"
     + FIXED.encode(),
     "bom.py": b"\xef\xbb\xbf" + (TORCH + FIXED).encode(),
+    "unknown_codec.py": b"# -*- coding: future_fstrings -*-\n" + (TORCH + FIXED).encode(),
     "crlf.py": (TORCH + FIXED).replace("\n", "\r\n").encode(),
     "mixed_endings.py": b"import torch\r\nx = 1\n" + FIXED.encode(),
     "deep_concatenation.py": b"import torch\nx = (\n"

@@ -119,6 +119,29 @@ def test_crlf_bom_and_latin1_survive_byte_for_byte(tmp_path: Path) -> None:
     assert latin.read_bytes().startswith(b"# -*- coding: latin-1 -*-\n# caf\xe9\n")
 
 
+def test_cookie_of_a_codec_python_lacks_reads_as_utf8_and_keeps_its_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`# -*- coding: future_fstrings -*-`: a codec a package registers at start-up to rewrite
+    UTF-8 source. Read as UTF-8 with a warning, written back byte for byte, cookie kept; an
+    unknown codec over bytes that are not UTF-8 is still an error."""
+    cookie = b"# -*- coding: future_fstrings -*-\n"
+    script = tmp_path / "train.py"
+    script.write_bytes(cookie + b"# \xc3\xa9tape 1\n" + BUGGY.encode())
+    result = fix_file(str(script), Options())
+    assert result.status is FileStatus.CHANGED, result.reason
+    data = script.read_bytes()
+    assert data.startswith(cookie + b"# \xc3\xa9tape 1\n") and FIXED_LINE.encode() in data
+    warning = capsys.readouterr().err
+    assert "`future_fstrings`, a codec this Python does not have" in warning
+    assert "read and written as UTF-8" in warning
+    latin = tmp_path / "latin.py"
+    latin.write_bytes(b"# -*- coding: klingon -*-\n# caf\xe9\n" + BUGGY.encode())
+    failed = fix_file(str(latin), Options())
+    assert failed.status is FileStatus.FAILED
+    assert failed.reason == "has an invalid coding cookie (unknown encoding: klingon)"
+
+
 def test_write_is_atomic_keeps_permissions_and_leaves_no_temp_file(tmp_path: Path) -> None:
     path = tmp_path / "model.py"
     path.write_text(BUGGY)
