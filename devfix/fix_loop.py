@@ -127,13 +127,19 @@ def fix_source(
         # A file's rewrite (or stdin's, configured from the working folder) follows its own
         # style: imports the fixes left unused go, and new long lines are wrapped to its
         # configured line length. Text with no file behind it is left as the fixes made it.
-        tidied = drop_imports_made_unused(module, current_module).code
-        current_text = wrap_long_lines(text, tidied, line_length_for(path))
+        current_text = in_file_style(path, text, module, current_module)
     fixed, left = history.outcome()
     hidden = sum(1 for f in left if settings.fixability(f) is Fixability.NEEDS_UNSAFE)
     if accept is not None:
         hidden = 0
     return SourceResult(text, current_text, tuple(first_findings or ()), fixed, hidden, left)
+
+
+def in_file_style(path: str, text: str, module: cst.Module, rewritten: cst.Module) -> str:
+    """The code of `rewritten` (fixes applied to `module`, the parse of `text`) in the style of
+    file `path`: imports the fixes left unused dropped, new long lines wrapped to its length."""
+    tidied = drop_imports_made_unused(module, rewritten).code
+    return wrap_long_lines(text, tidied, line_length_for(path))
 
 
 def _wanted(finding: Finding, settings: Settings, accept: Accept | None) -> bool:

@@ -34,7 +34,14 @@ from devfix import sources
 from devfix.cache import ensure_cache_folder
 from devfix.edits import apply_findings
 from devfix.errors import InputError, InternalError
-from devfix.fix_loop import Accept, LineMap, analyse_source, fix_source, same_finding
+from devfix.fix_loop import (
+    Accept,
+    LineMap,
+    analyse_source,
+    fix_source,
+    in_file_style,
+    same_finding,
+)
 from devfix.report import plural
 from devfix.settings import OptionsLike, Settings
 from devfix.source_file import SourceFile, open_source, source_from_document
@@ -133,7 +140,9 @@ def _proposals(
         if finding.has_fix:
             rewritten, applied = apply_findings(module, [finding])
             if applied and rewritten.code != code:
-                diff = source.review_diff(code, rewritten.code, shown_path, CONTEXT_LINES)
+                # The diff shown is the one "apply" writes, long lines wrapped as in the file.
+                written = in_file_style(path, code, module, rewritten)
+                diff = source.review_diff(code, written, shown_path, CONTEXT_LINES)
         located = source.locate(finding, code)
         out.append(
             Proposal(

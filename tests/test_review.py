@@ -409,3 +409,24 @@ def test_edit_after_a_rejection_keeps_it_and_asks_the_rest(
     assert "a = torch.zeros(x.size(0))\n" in result
     assert "b_ = torch.ones(x.size(0), device=" in result
     assert "c = torch.rand(x.size(0), device=" in result
+
+
+def test_proposed_diff_is_what_yes_writes_when_the_fix_wraps_a_long_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A project with a short line length: the fix's line is wrapped on write, and the review
+    # must show that wrapped text, not the bare edit.
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 60\n")
+    (tmp_path / "tagger.py").write_text(TAGGER)
+    monkeypatch.chdir(tmp_path)
+    session = _session()
+    first = session.current()
+    assert first is not None and first.fixable
+    added = [line[1:] for line in first.diff.splitlines() if line.startswith("+ ")]
+    assert len(added) > 1 and all(len(line) <= 60 for line in added)
+    session.answer("y")
+    while (item := session.current()) is not None:
+        session.answer("n") if item.fixable else session.acknowledge()
+    review.write_reviewed(session)
+    written = (tmp_path / "tagger.py").read_text()
+    assert "\n".join(added) in written
