@@ -70,6 +70,22 @@ def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpres
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=arg_nodes)
 
 
+def as_call_of(call: cst.Call, func: str, **keywords: cst.BaseExpression) -> cst.Call:
+    """`call`'s arguments given to `func` (dotted code), with `keyword=value` appended."""
+    new = call.with_changes(func=cst.parse_expression(func))
+    for keyword, value in keywords.items():
+        new = append_keyword(new, keyword, value)
+    return new
+
+
+def replace_argument(call: cst.Call, arg: cst.Arg, value: cst.BaseExpression) -> cst.Call:
+    """`f(a, b)` with the value of the argument `arg` (by identity) replaced, its keyword and
+    layout kept."""
+    return call.with_changes(
+        args=[other.with_changes(value=value) if other is arg else other for other in call.args]
+    )
+
+
 def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
     """`f(a, b=1, c=2)` without `b=1`; a removed last argument hands its layout (trailing comma,
     the line break before `)`) to the argument before it."""

@@ -3,24 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import append_keyword, move_to
-from devfix.codemods.analysis.devices import Named, Unknown
+from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
+from devfix.codemods.analysis.devices import Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.moves import gpu_index
-from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.names import argument_of, call_tail, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CUDA_LEGACY_CONSTRUCTORS,
     LEGACY_DTYPES,
     TENSOR_FACTORIES,
+    tails,
 )
+from devfix.codemods.analysis.values import legacy_factory
 from devfix.types import Applicability, Edit
 
-_FACTORY_TAILS = frozenset(name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES)
-_CUDA_CONSTRUCTOR_TAILS = frozenset(name.rsplit(".", 1)[1] for name in CUDA_LEGACY_CONSTRUCTORS)
+_FACTORY_TAILS = tails(TENSOR_FACTORIES)
+_CUDA_CONSTRUCTOR_TAILS = tails(CUDA_LEGACY_CONSTRUCTORS)
 
 
 class DeviceFixedAtConstruction(DevicePass):
@@ -91,9 +93,7 @@ class DeviceFixedAtConstruction(DevicePass):
         """A method that spreads its work over the module's own devices (model parallelism):
         its moves stay; an input that meets a value it placed goes to that value's device."""
         function = self.facts.modules.function_info(node)
-        if not function.is_model_code:
-            return
-        owner = self.facts.devices.spread_devices(function)
+        owner = self.facts.devices.spread_devices(function) if function.is_model_code else None
         if owner is None:
             return
         for value, placed in self.facts.devices.inputs_meeting_placed(function):
@@ -113,53 +113,31 @@ class DeviceFixedAtConstruction(DevicePass):
 
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)
-        if tail == "to" and isinstance(node.func, cst.Attribute):
-            self._check_to(node)
-        elif tail == "cuda" and isinstance(node.func, cst.Attribute):
-            self._check_cuda(node)
+        if tail in ("to", "cuda") and isinstance(node.func, cst.Attribute):
+            # Moving modules (`self.head.to(...)`, `Net(...).cuda()`) is DF105's business; a
+            # move whose result is thrown away (`t.cuda()` as a statement) changes nothing.
+            if self.facts.modules.is_module_expression(node.func.value) or isinstance(
+                self.context.parent(node), cst.Expr
+            ):
+                return
+            if tail == "to":
+                device_arg = argument_of(node, "device")
+                if device_arg is not None:
+                    self._check_argument(node, device_arg, offload=True)
+            elif not any(a.keyword for a in node.args):
+                index = node.args[0].value if node.args else None
+                function = self.facts.devices.model_code_moving(node, offload_to=index)
+                rebuild = partial(method_call, node.func.value, "to")
+                if function is not None:
+                    self._fix(node, function, "`.cuda()` (the current CUDA device)", rebuild)
         elif tail in _FACTORY_TAILS:
-            self._check_factory(node)
+            device_arg = keyword_argument(node, "device")
+            if device_arg is not None and self.qualified_name(node.func) in TENSOR_FACTORIES:
+                self._check_argument(node, device_arg, offload=False)
         elif tail in _CUDA_CONSTRUCTOR_TAILS:
             self._check_cuda_constructor(node)
 
-    # -- the three shapes ------------------------------------------------------------------
-
-    def _check_to(self, node: cst.Call) -> None:
-        assert isinstance(node.func, cst.Attribute)
-        if self._moves_a_module_or_nothing(node):
-            return
-        device_arg = keyword_argument(node, "device") or next(
-            (arg for arg in node.args if arg.keyword is None), None
-        )
-        if device_arg is None:
-            return
-        if self.facts.devices.deliberate_offload(node, gpu_index(device_arg.value)):
-            return  # a plain function's offload to a second GPU: DF304 reports it
-        self._check_argument(node, device_arg)
-
-    def _check_cuda(self, node: cst.Call) -> None:
-        assert isinstance(node.func, cst.Attribute)
-        if self._moves_a_module_or_nothing(node) or any(a.keyword for a in node.args):
-            return
-        if node.args and self.facts.devices.deliberate_offload(node, gpu_index(node.args[0].value)):
-            return
-        function = self._model_function(node)
-        if function is None or self._spread_move(node, function):
-            return
-        receiver = node.func.value
-        self._fix(
-            node,
-            function,
-            "`.cuda()` (the current CUDA device)",
-            lambda device: cst.Call(
-                func=cst.Attribute(value=receiver, attr=cst.Name("to")), args=[cst.Arg(device)]
-            ),
-        )
-
-    def _check_factory(self, node: cst.Call) -> None:
-        device_arg = keyword_argument(node, "device")
-        if device_arg is not None and self.qualified_name(node.func) in TENSOR_FACTORIES:
-            self._check_argument(node, device_arg)
+    # -- the shapes --------------------------------------------------------------------------
 
     def _check_cuda_constructor(self, node: cst.Call) -> None:
         """`torch.cuda.FloatTensor(n, c)` allocates on the current CUDA device: a factory with
@@ -167,99 +145,35 @@ class DeviceFixedAtConstruction(DevicePass):
         qualified = self.qualified_name(node.func)
         if qualified not in CUDA_LEGACY_CONSTRUCTORS:
             return
-        function = self._model_function(node)
-        if function is None:
+        function = self.facts.modules.model_code_after_construction(node)
+        if function is None or any(arg.keyword or arg.star for arg in node.args):
             return
-        dtype = LEGACY_DTYPES[qualified.rsplit(".", 1)[1]]
-        torch_name, _ = self.facts.names.torch_spelling()
-        positional = [arg for arg in node.args if arg.keyword is None]
-        if len(positional) != len(node.args) or any(arg.star for arg in node.args):
+        factory = legacy_factory(self.context, node)
+        if factory is None:
+            where = f"`{qualified}` allocates on the current CUDA device in `{function.name}`"
+            rewrite = "its arguments may be sizes or data, so it is left for you to rewrite"
+            self.report(node, message=f"{where}; {rewrite}")
             return
-        target: cst.Call = node
-        if len(positional) == 1 and isinstance(positional[0].value, (cst.List, cst.Tuple)):
-            factory = "tensor"
-        elif (len(positional) > 1 and all(_is_size(arg.value) for arg in positional)) or (
-            len(positional) == 1 and _is_single_size(positional[0].value)
-        ):
-            factory = "empty"
-            parent = self.context.parent(node)
-            call = self.context.parent(parent) if parent is not None else None
-            if (
-                isinstance(parent, cst.Attribute)
-                and parent.attr.value == "zero_"
-                and isinstance(call, cst.Call)
-                and not call.args
-            ):
-                factory, target = "zeros", call  # `.zero_()` of a new tensor: `torch.zeros`
-        else:
-            self.report(
-                node,
-                message=(
-                    f"`{qualified}` allocates on the current CUDA device in `{function.name}`; "
-                    "its arguments may be sizes or data, so it is left for you to rewrite"
-                ),
-            )
-            return
-
-        def rebuild(device: cst.BaseExpression) -> cst.CSTNode:
-            call = node.with_changes(func=cst.parse_expression(f"{torch_name}.{factory}"))
-            call = append_keyword(call, "dtype", cst.parse_expression(f"{torch_name}.{dtype}"))
-            return append_keyword(call, "device", device)
-
-        self._fix(node, function, f"`{qualified}` (the current CUDA device)", rebuild, target)
-
-    def _check_argument(self, node: cst.Call, device_arg: cst.Arg) -> None:
-        """`.to(<device>)` / `device=<device>`: rewritten when the device is fixed outside."""
-        function = self._model_function(node)
-        if function is None:
-            return
-        if self._spread_move(node, function):
-            return
-        fixed = self.facts.devices.fixed_outside(device_arg.value, function)
-        if fixed is None:
-            return
-        if isinstance(fixed, Named) and self.facts.flow.runs_on_one_device():
-            return  # the script runs on the one device it stored: right in its configuration
+        name, target = factory
+        torch, _ = self.facts.names.torch_spelling()
+        dtype = cst.parse_expression(f"{torch}.{LEGACY_DTYPES[qualified.rsplit('.', 1)[1]]}")
         self._fix(
             node,
             function,
-            fixed.evidence,
-            lambda device: node.with_changes(
-                args=[
-                    arg.with_changes(value=device) if arg is device_arg else arg
-                    for arg in node.args
-                ]
-            ),
+            f"`{qualified}` (the current CUDA device)",
+            lambda device: as_call_of(node, f"{torch}.{name}", dtype=dtype, device=device),
+            target,
         )
 
+    def _check_argument(self, node: cst.Call, device_arg: cst.Arg, *, offload: bool) -> None:
+        """`.to(<device>)` / `device=<device>`: rewritten when the device is fixed outside."""
+        found = self.facts.devices.fixed_move(node, device_arg.value, offload=offload)
+        if found is not None:
+            function, fixed = found
+            rebuild = partial(replace_argument, node, device_arg)
+            self._fix(node, function, fixed.evidence, rebuild)
+
     # -- deciding --------------------------------------------------------------------------
-
-    def _model_function(self, node: cst.Call) -> FunctionInfo | None:
-        function = self.facts.modules.enclosing_function(node)
-        if function is None or not function.is_model_code:
-            return None
-        if self.facts.modules.is_construction(function):
-            return None  # runs while the module is built: what it places, `__init__` places
-        return function
-
-    def _spread_move(self, node: cst.Call, function: FunctionInfo) -> bool:
-        """A move to an element of the device list the method spreads its work over."""
-        devices = self.facts.devices
-        target = node.args[0].value if node.args else None
-        keyword = keyword_argument(node, "device")
-        if keyword is not None:
-            target = keyword.value
-        owner = devices.device_list_element(target, function)
-        return owner is not None and owner == devices.spread_devices(function)
-
-    def _moves_a_module_or_nothing(self, node: cst.Call) -> bool:
-        """`self.head.to(...)`, `Net(...).cuda()`: moving modules is DF105's business; a move
-        whose result is thrown away (`t.cuda()` as a statement) changes nothing."""
-        assert isinstance(node.func, cst.Attribute)
-        receiver = node.func.value
-        if _is_module_receiver(receiver) or self.facts.modules.constructed_module(receiver):
-            return True
-        return isinstance(self.context.parent(node), cst.Expr)
 
     def _fix(
         self,
@@ -271,67 +185,15 @@ class DeviceFixedAtConstruction(DevicePass):
     ) -> None:
         needed = self.facts.devices.needed_by(target or node, function)
         expression = needed.expression()
+        moves = f"`{function.name}` moves a tensor to {fixed}"
         if expression is None or isinstance(needed, Unknown):
-            self.report(
-                node,
-                message=(
-                    f"`{function.name}` moves a tensor to {fixed}; no tensor or layer in scope "
-                    "tells which device it should follow"
-                ),
-            )
+            unknown = "no tensor or layer in scope tells which device it should follow"
+            self.report(node, message=f"{moves}; {unknown}")
             return
-        replacement = rebuild(cst.parse_expression(expression))
         self.report(
             node,
-            message=(
-                f"`{function.name}` moves a tensor to {fixed}; use `{expression}` "
-                f"({needed.evidence})"
-            ),
+            message=f"{moves}; use `{expression}` ({needed.evidence})",
             fix_title=f"Use `{expression}`",
-            edits=[Edit(target or node, replacement)],
+            edits=[Edit(target or node, rebuild(cst.parse_expression(expression)))],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
-
-
-def _is_module_receiver(receiver: cst.BaseExpression) -> bool:
-    """`self.to(...)`, `self.head.to(...)`: moving modules is DF105's business, not this pass's."""
-    if isinstance(receiver, cst.Name):
-        return receiver.value == "self"
-    return (
-        isinstance(receiver, cst.Attribute)
-        and isinstance(receiver.value, cst.Name)
-        and receiver.value.value == "self"
-    )
-
-
-def _is_size(node: cst.BaseExpression) -> bool:
-    """A size argument: a number, `x.size(...)`, `x.shape[...]`, `len(...)`, a plain name, or
-    arithmetic of them (data is a list or tuple, passed alone)."""
-    if isinstance(node, (cst.Integer, cst.Name)):
-        return True
-    if isinstance(node, cst.BinaryOperation):
-        return _is_size(node.left) and _is_size(node.right)
-    if isinstance(node, cst.Subscript):
-        return _is_size(node.value) or (
-            isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
-        )
-    if isinstance(node, cst.Attribute):
-        return node.attr.value == "shape" or _is_size(node.value)
-    if isinstance(node, cst.Call):
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel"):
-            return True
-        return isinstance(node.func, cst.Name) and node.func.value in ("len", "int")
-    return False
-
-
-def _is_single_size(node: cst.BaseExpression) -> bool:
-    """A lone argument that is surely a size (a lone name could be data as well)."""
-    if isinstance(node, cst.Integer):
-        return True
-    if isinstance(node, cst.Attribute):
-        return node.attr.value == "shape"
-    if isinstance(node, cst.Call):
-        return (isinstance(node.func, cst.Attribute) and node.func.attr.value == "size") or (
-            isinstance(node.func, cst.Name) and node.func.value == "len"
-        )
-    return False

@@ -7,19 +7,17 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, method_call
 from devfix.codemods.analysis.devices import Unknown
-from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.names import call_tail, code_of, has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.moves import states_device
+from devfix.codemods.analysis.names import call_tail, code_of
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
     TENSOR_FACTORIES,
-    VARIABLE,
+    tails,
 )
 from devfix.types import Applicability, Edit
 
-_CANDIDATE_TAILS = frozenset(
-    name.rsplit(".", 1)[1] for name in TENSOR_FACTORIES | LEGACY_CONSTRUCTORS
-)
+_CANDIDATE_TAILS = tails(TENSOR_FACTORIES, LEGACY_CONSTRUCTORS)
 
 
 class TensorFactoryWithoutDevice(DevicePass):
@@ -104,7 +102,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             self._check(node, qualified, legacy=True)
 
     def _check(self, node: cst.Call, qualified: str, *, legacy: bool) -> None:
-        if not legacy and _states_its_device(node):
+        if not legacy and states_device(node):
             return
         function = self.facts.modules.enclosing_function(node)
         if function is None and not legacy and qualified not in DATA_FACTORIES:
@@ -116,7 +114,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             return  # tensors built in __init__ (or its helpers) are DF103's: register them
         if qualified in DATA_FACTORIES and not self.facts.devices.makes_data_tensor(node, function):
             return  # a 0-dim scalar: legal next to CUDA tensors
-        if _already_moved(self, node, function):
+        if self.facts.devices.moved_when_made(node, function):
             return
         needed = self.facts.devices.needed_by(node, function)
         expression = needed.expression()
@@ -150,16 +148,7 @@ class TensorFactoryWithoutDevice(DevicePass):
     def _check_script_tensor(self, node: cst.Call, qualified: str) -> None:
         """Script code (a notebook cell, a module-level loop): a new tensor (`torch.randn(n, z)`)
         fed straight to a model the script moved to a GPU, through `Variable(...)` at most."""
-        value: cst.BaseExpression = node
-        holder = self.context.parent(node)
-        if isinstance(holder, cst.Arg):
-            wrapper = self.context.parent(holder)
-            if (
-                isinstance(wrapper, cst.Call)
-                and len(wrapper.args) == 1
-                and self.qualified_name(wrapper.func) in VARIABLE
-            ):
-                value = wrapper
+        value = self.facts.names.through_variable(node)
         found = self.facts.flow.model_call_fed(value, submodules=True)
         if found is None:
             return
@@ -171,7 +160,7 @@ class TensorFactoryWithoutDevice(DevicePass):
         elif model.pretrained:
             device = cst.parse_expression(f"{model.model}.device")
         else:
-            helper = self._move_helper()
+            helper = self.facts.moves.move_helper()
             if helper is None:
                 reason = model.reason or (
                     f"`{model.model}` moves to {model.move.describe()} only under a condition"
@@ -195,61 +184,3 @@ class TensorFactoryWithoutDevice(DevicePass):
             fix_title=f"Use `device={shown}`",
             edits=[Edit(node, append_keyword(node, "device", device))],
         )
-
-    def _move_helper(self) -> str | None:
-        """The one function of the file that moves a tensor to the device the script uses
-        (`def to_var(x): if torch.cuda.is_available(): x = x.cuda(); return x`)."""
-        helpers = [
-            name
-            for name, function in self.facts.scopes.module_functions().items()
-            if self.facts.moves.is_move_helper(function)
-        ]
-        return helpers[0] if len(helpers) == 1 else None
-
-
-def _states_its_device(node: cst.Call) -> bool:
-    return (
-        keyword_argument(node, "device") is not None
-        or keyword_argument(node, "out") is not None
-        or has_star_kwargs(node)
-    )
-
-
-def _already_moved(checker: DevicePass, node: cst.Call, function: FunctionInfo) -> bool:
-    """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated (DF102 judges it).
-    `.type_as(x)` states only a type: a CUDA type means the current device, which is `x`'s
-    only where one device is in use (the file runs on one device, or the module is a
-    Lightning/Hugging Face one, whose framework sets the current device per process)."""
-    current: cst.CSTNode = node
-    for _ in range(8):
-        parent = checker.context.parent(current)
-        if isinstance(parent, cst.Attribute) and parent.value is current:
-            call = checker.context.parent(parent)
-            if not isinstance(call, cst.Call):
-                return False
-            if parent.attr.value in ("to", "cuda", "cpu", "numpy", "tolist", "item"):
-                return True
-            if parent.attr.value == "type_as":
-                owner = function.owner
-                return checker.facts.flow.runs_on_one_device() or (
-                    owner is not None and owner.has_device_property
-                )
-            current = call
-        elif isinstance(parent, cst.Arg) and _is_first_argument(checker, parent):
-            call = checker.context.parent(parent)
-            assert isinstance(call, cst.Call)
-            helper = (
-                checker.facts.scopes.module_functions().get(call.func.value)
-                if isinstance(call.func, cst.Name)
-                else None
-            )
-            # `to_var(torch.randn(n))`: the file's own helper moves it.
-            return helper is not None and checker.facts.moves.is_move_helper(helper)
-        else:
-            return False
-    return False
-
-
-def _is_first_argument(checker: DevicePass, arg: cst.Arg) -> bool:
-    call = checker.context.parent(arg)
-    return isinstance(call, cst.Call) and bool(call.args) and call.args[0] is arg

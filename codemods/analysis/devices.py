@@ -27,7 +27,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_attribute
-from devfix.codemods.analysis.moves import Moves, device_argument, string_device
+from devfix.codemods.analysis.moves import Moves, device_argument, gpu_index, string_device
 from devfix.codemods.analysis.names import (
     Names,
     call_tail,
@@ -239,6 +239,33 @@ class DeviceInference:
         parent = self.context.parent(call)
         if isinstance(parent, cst.Attribute) and parent.value is call:
             return parent.attr.value in _GIVES_DIMENSIONS
+        return False
+
+    def moved_when_made(self, node: cst.Call, function: FunctionInfo) -> bool:
+        """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated right after the
+        tensor is made (DF102 judges it). `.type_as(x)` states only a type: a CUDA type means the
+        current device, which is `x`'s only where one device is in use (the file runs on one
+        device, or the module is a Lightning/Hugging Face one, whose framework sets the current
+        device per process)."""
+        current: cst.CSTNode = node
+        for _ in range(8):
+            parent = self.context.parent(current)
+            if isinstance(parent, cst.Attribute) and parent.value is current:
+                call = self.context.parent(parent)
+                if not isinstance(call, cst.Call):
+                    return False
+                if parent.attr.value in ("to", "cuda", "cpu", "numpy", "tolist", "item"):
+                    return True
+                if parent.attr.value == "type_as":
+                    owner = function.owner
+                    return self.flow.runs_on_one_device() or (
+                        owner is not None and owner.has_device_property
+                    )
+                current = call
+            elif isinstance(parent, cst.Arg):
+                return self.moves.moved_by_helper(parent)
+            else:
+                return False
         return False
 
     def _is_sequence(self, data: cst.BaseExpression, function: FunctionInfo, depth: int) -> bool:
@@ -670,6 +697,42 @@ class DeviceInference:
         if attr in self.modules.tensor_attributes(function.owner.node):
             return None
         return f"{self_var}.{attr}"
+
+    def model_code_moving(
+        self, call: cst.Call, offload_to: cst.BaseExpression | None = None
+    ) -> FunctionInfo | None:
+        """The model code (not run while the module is built) in which `call` moves a value,
+        unless the move is one to keep: a plain function's deliberate offload to `offload_to`
+        (a second GPU; see `deliberate_offload`) or a move among the devices the method spreads
+        its work over (`spread_move`)."""
+        if offload_to is not None and self.deliberate_offload(call, gpu_index(offload_to)):
+            return None
+        function = self.modules.model_code_after_construction(call)
+        if function is None or self.spread_move(call, function):
+            return None
+        return function
+
+    def fixed_move(
+        self, call: cst.Call, device: cst.BaseExpression, *, offload: bool
+    ) -> tuple[FunctionInfo, Device] | None:
+        """Model code in which `call` moves a value to `device`, fixed outside the call (see
+        `fixed_outside`), and that fixed device; None where the move is right or one to keep
+        (`model_code_moving`; `offload`: a second GPU may be a plain function's offload): a
+        device name the script stores while it runs on that one device is right in its
+        configuration."""
+        function = self.model_code_moving(call, offload_to=device if offload else None)
+        fixed = self.fixed_outside(device, function) if function is not None else None
+        if function is None or fixed is None:
+            return None
+        if isinstance(fixed, Named) and self.flow.runs_on_one_device():
+            return None
+        return function, fixed
+
+    def spread_move(self, call: cst.Call, function: FunctionInfo) -> bool:
+        """A move (`.to(...)`, `.cuda(...)`, `device=`) to an element of the device list that
+        `function` spreads its work over."""
+        owner = self.device_list_element(device_argument(call), function)
+        return owner is not None and owner == self.spread_devices(function)
 
     def spread_devices(self, function: FunctionInfo) -> str | None:
         """The module's device list that `function` spreads its work over (moves to two or

@@ -474,6 +474,19 @@ class ModuleFacts:
             return qualified
         return None
 
+    def is_module_expression(self, node: cst.BaseExpression) -> bool:
+        """`self`, `self.head` or a constructed module (`Net(...)`, `nn.Linear(...).cuda()`): a
+        receiver whose `.to()` / `.cuda()` moves a module, not a tensor."""
+        if isinstance(node, cst.Name) and node.value == "self":
+            return True
+        if (
+            isinstance(node, cst.Attribute)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == "self"
+        ):
+            return True
+        return self.constructed_module(node) is not None
+
     def held_kind(self, node: cst.BaseExpression) -> str | None:
         """What a container element is: "module" (`nn.Linear(...)`, a local module class, or
         one passed through a wrapper that returns it: `weight_norm(nn.Linear(...))`,
@@ -779,6 +792,14 @@ class ModuleFacts:
         if owner is None or attr not in owner.layers:
             return None
         return f"self.{attr}.{LAYER_PARAMETER[owner.layers[attr]]}.device"
+
+    def model_code_after_construction(self, node: cst.CSTNode) -> FunctionInfo | None:
+        """The model code around `node` (a module's method, a function of tensors) unless it
+        runs while the module is built (`__init__` and its helpers place what they make)."""
+        function = self.enclosing_function(node)
+        if function is None or not function.is_model_code or self.is_construction(function):
+            return None
+        return function
 
     def in_model_method(self, node: cst.CSTNode) -> bool:
         """Inside a method of an `nn.Module` subclass (at any depth)."""

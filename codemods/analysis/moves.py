@@ -12,7 +12,15 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import Names, argument, call_tail, code_of, dotted_name
+from devfix.codemods.analysis.names import (
+    Names,
+    argument,
+    call_tail,
+    code_of,
+    dotted_name,
+    has_star_kwargs,
+    keyword_argument,
+)
 from devfix.codemods.analysis.scopes import Scopes, all_params
 from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES, MODEL_WRAPPERS
 from devfix.context import FileContext
@@ -43,6 +51,15 @@ def cuda_string(node: cst.BaseExpression) -> bool:
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """The device of `x.to(device, ...)` / `x.to(device=...)` (or a dtype: ask `is_dtype`)."""
     return argument(call, "device")
+
+
+def states_device(call: cst.Call) -> bool:
+    """A factory call that says where its tensor goes: `device=`, `out=` or `**kwargs`."""
+    return (
+        keyword_argument(call, "device") is not None
+        or keyword_argument(call, "out") is not None
+        or has_star_kwargs(call)
+    )
 
 
 @dataclass(frozen=True)
@@ -202,6 +219,28 @@ class Moves:
                     }
         self.context.shared[key] = found
         return found
+
+    def move_helper(self) -> str | None:
+        """The one function of the file that moves a tensor to the device the script uses
+        (`def to_var(x): if torch.cuda.is_available(): x = x.cuda(); return x`)."""
+        helpers = [
+            name
+            for name, function in self.scopes.module_functions().items()
+            if self.is_move_helper(function)
+        ]
+        return helpers[0] if len(helpers) == 1 else None
+
+    def moved_by_helper(self, arg: cst.Arg) -> bool:
+        """`to_var(torch.randn(n))`: the first argument of the file's own move helper."""
+        call = self.context.parent(arg)
+        if not (isinstance(call, cst.Call) and call.args and call.args[0] is arg):
+            return False
+        helper = (
+            self.scopes.module_functions().get(call.func.value)
+            if isinstance(call.func, cst.Name)
+            else None
+        )
+        return helper is not None and self.is_move_helper(helper)
 
     def moved_name(self, call: cst.Call) -> str | None:
         """The plain name a device move moves: `model.to(device)` -> "model"."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods.analysis.torch_names import TORCH_DTYPES
+from devfix.codemods.analysis.torch_names import TORCH_DTYPES, VARIABLE
 from devfix.context import FileContext
 from devfix.types import ImportSpec
 
@@ -74,11 +74,17 @@ def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
 
 def argument(call: cst.Call, keyword: str, index: int = 0) -> cst.BaseExpression | None:
     """The value passed as `keyword=...`, else the `index`-th plain positional argument."""
+    found = argument_of(call, keyword, index)
+    return found.value if found is not None else None
+
+
+def argument_of(call: cst.Call, keyword: str, index: int = 0) -> cst.Arg | None:
+    """The argument passed as `keyword=...`, else the `index`-th plain positional one."""
     found = keyword_argument(call, keyword)
     if found is not None:
-        return found.value
+        return found
     positional = [a for a in call.args if a.keyword is None and not a.star]
-    return positional[index].value if index < len(positional) else None
+    return positional[index] if index < len(positional) else None
 
 
 def has_star_kwargs(call: cst.Call) -> bool:
@@ -169,6 +175,20 @@ class Names:
         if "torch" in self._module_level_names():
             return None
         return dotted
+
+    def through_variable(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """`Variable(node)` where that call wraps `node` alone (the value a script passes on),
+        else `node`."""
+        holder = self.context.parent(node)
+        if isinstance(holder, cst.Arg):
+            wrapper = self.context.parent(holder)
+            if (
+                isinstance(wrapper, cst.Call)
+                and len(wrapper.args) == 1
+                and self.qualified_name(wrapper.func) in VARIABLE
+            ):
+                return wrapper
+        return node
 
     def has_star_import(self) -> bool:
         """A top-level `from module import *`."""

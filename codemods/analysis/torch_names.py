@@ -4,6 +4,15 @@ result stays on (or leaves) the receiver's device."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+
+def tails(*tables: Iterable[str]) -> frozenset[str]:
+    """The last parts of the dotted names in `tables` (`torch.zeros` -> `zeros`): the cheap
+    syntactic candidates a pass checks before it resolves a name."""
+    return frozenset(name.rsplit(".", 1)[1] for table in tables for name in table)
+
+
 TENSOR_FACTORIES = frozenset(
     f"torch.{name}"
     for name in (

@@ -2,9 +2,9 @@
 
 The pass finds the wraps and asks its planners, one concern each (`entry_point`,
 `process_group`, `model_wrap`, `loaders`, `checkpoints`, `output`, `devices`, `teardown`,
-`imports`), what to change; `plan.Plan` turns their decisions into one finding whose edits are
-statement-level (see `devfix.edit_plan`), so the conversion shares rounds with other fixes and
-review shows it hunk by hunk while accepting it as one change set.
+`imports`; `convert` runs them in order), what to change; `plan.Plan` turns their decisions into
+one finding whose edits are statement-level (see `devfix.edit_plan`), so the conversion shares
+rounds with other fixes and review shows it hunk by hunk while accepting it as one change set.
 """
 
 from __future__ import annotations
@@ -12,18 +12,8 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.data_parallel import (
-    checkpoints,
-    devices,
-    entry_point,
-    imports,
-    loaders,
-    model_wrap,
-    output,
-    process_group,
-    teardown,
-)
-from devfix.codemods.data_parallel.plan import Plan
+from devfix.codemods.data_parallel import model_wrap
+from devfix.codemods.data_parallel.convert import convert
 from devfix.codemods.data_parallel.script import Decline, Script
 from devfix.context import FileContext
 from devfix.types import Applicability
@@ -195,22 +185,3 @@ class DataParallelTraining(DevicePass):
             return False
         self.report(calls[0], edits=plan.edits(), imports=plan.imports)
         return False
-
-
-def convert(script: Script, calls: list[cst.Call], *, keep_per_process_batch: bool) -> Plan:
-    """Every planner's decisions about the script, in one plan; raises Decline."""
-    plan = Plan(script.context)
-    entry_point.check_launchable(script)
-    model_wrap.read_wraps(script, calls)
-    entry_point.plan_entry_point(script, plan)
-    process_group.check_names(script)
-    imports.check_imports(script)
-    model_wrap.plan_wraps(script, plan)
-    loaders.plan_loaders(script, plan, keep_per_process_batch=keep_per_process_batch)
-    checkpoints.plan_checkpoints(script, plan)
-    output.plan_output(script, plan)
-    devices.plan_devices(script, plan)
-    process_group.plan_process_group(script, plan)
-    teardown.plan_teardown(script, plan)
-    imports.plan_imports(script, plan)
-    return plan

@@ -255,3 +255,70 @@ def test_a_method_that_spreads_its_work_over_the_module_devices() -> None:
     assert devices.spread_devices(info) == "self.device_ids"
     met = [(code_of(value), placed) for value, placed in devices.inputs_meeting_placed(info)]
     assert met == [("label.view(-1, 1)", "mask")]
+
+
+def test_moved_when_made_sees_a_move_right_after_the_factory() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torch.nn as nn
+
+        def to_var(x):
+            x = x.cuda()
+            return x
+
+        class Net(nn.Module):
+            def forward(self, x):
+                a = torch.zeros(1).unsqueeze(0).to(x.device)
+                b = to_var(torch.zeros(2))
+                c = torch.zeros(3).unsqueeze(0)
+                d = torch.zeros(4).type_as(x)
+                return x
+        """
+    )
+    function = parsed.facts.modules.function_info(parsed.function("forward"))
+
+    def moved(code: str) -> bool:
+        return parsed.facts.devices.moved_when_made(parsed.one(cst.Call, code), function)
+
+    assert moved("torch.zeros(1)")
+    assert moved("torch.zeros(2)")  # the file's own move helper
+    assert not moved("torch.zeros(3)")
+    assert not moved("torch.zeros(4)")  # a type only: no single device in this file
+
+
+def test_moves_in_model_code_that_are_fixed_or_kept() -> None:
+    parsed = parse(
+        MODEL
+        + """
+class Split(nn.Module):
+    def __init__(self, device_ids):
+        super().__init__()
+        self.device_ids = device_ids
+
+    def forward(self, x):
+        a = x[0].cuda(self.device_ids[0])
+        b = x[1].cuda(self.device_ids[1])
+        return a, b
+
+def offload(x):
+    loss.backward()
+    return x.view(-1).to("cuda:1")
+"""
+    )
+    devices = parsed.facts.devices
+
+    def move(code: str) -> cst.Call:
+        return parsed.one(cst.Call, code)
+
+    to_self_device = move("torch.zeros(n).to(self.device)")
+    found = devices.fixed_move(to_self_device, to_self_device.args[0].value, offload=True)
+    assert found is not None and found[0].name == "steps" and isinstance(found[1], Named)
+    spread = move("x[0].cuda(self.device_ids[0])")
+    split = parsed.facts.modules.enclosing_function(spread)
+    assert split is not None and devices.spread_move(spread, split)
+    assert devices.model_code_moving(spread) is None  # among the devices it spreads over
+    offloaded = move('x.view(-1).to("cuda:1")')
+    assert devices.model_code_moving(offloaded, offload_to=offloaded.args[0].value) is None
+    assert devices.model_code_moving(offloaded) is not None  # a move, were it not an offload
+    assert devices.fixed_move(offloaded, offloaded.args[0].value, offload=True) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
 SOURCE = """
@@ -248,3 +249,30 @@ def test_what_a_container_element_holds() -> None:
     }
     kinds = {name: modules.held_kind(value) for name, value in values.items()}
     assert kinds == {"a": "module", "b": "module", "c": "parameter", "e": None, "f": None}
+
+
+def test_module_expressions_and_model_code_after_construction() -> None:
+    parsed = parse(
+        """
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(2, 2).cuda()
+                self.mask = torch.zeros(2).cuda()
+
+            def forward(self, x):
+                return self.head(x).cuda()
+        """
+    )
+    modules = parsed.facts.modules
+    receivers = [
+        call.func.value for call in parsed.all(cst.Call) if code_of(call.func).endswith(".cuda")
+    ]
+    assert [modules.is_module_expression(r) for r in receivers] == [True, False, False]
+    assert modules.is_module_expression(cst.parse_expression("self.head"))
+    assert modules.is_module_expression(cst.parse_expression("self"))
+    assert modules.model_code_after_construction(parsed.one(cst.Call, "torch.zeros(2)")) is None
+    forward = modules.model_code_after_construction(parsed.one(cst.Call, "self.head(x)"))
+    assert forward is not None and forward.name == "forward"

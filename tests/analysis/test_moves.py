@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.moves import DeviceMove
+from devfix.codemods.analysis.moves import DeviceMove, states_device
+from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
 SOURCE = """
@@ -127,3 +128,58 @@ def test_moved_module_sees_through_a_wrapper() -> None:
     moves = parsed.facts.moves
     found = [moves.moved_module(a.value) for a in parsed.all(cst.Assign)]
     assert found == [("net", False), ("net", True), ("net", True), None, None]
+
+
+def test_states_device_and_the_files_move_helper() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        def to_var(x):
+            if torch.cuda.is_available():
+                x = x.cuda()
+            return x
+
+        def scale(x, k):
+            return x * k
+
+        a = to_var(torch.randn(2))
+        b = scale(torch.randn(3), 2)
+        c = scale(2, torch.randn(4))
+        torch.zeros(2, device=d); torch.zeros(2, out=o); torch.zeros(2, **kw); torch.zeros(5)
+        """
+    )
+    moves = parsed.facts.moves
+    assert [
+        states_device(call) for call in parsed.all(cst.Call) if code_of(call.func) == "torch.zeros"
+    ] == [
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert moves.move_helper() == "to_var"
+
+    def by_helper(code: str) -> bool:
+        arg = parsed.context.parent(parsed.one(cst.Call, code))
+        assert isinstance(arg, cst.Arg)
+        return moves.moved_by_helper(arg)
+
+    assert by_helper("torch.randn(2)")
+    assert not by_helper("torch.randn(3)")  # `scale` moves nothing
+    assert not by_helper("torch.randn(4)")  # not the first argument
+
+
+def test_no_move_helper_where_the_file_has_two() -> None:
+    parsed = parse(
+        """
+        def to_var(x):
+            x = x.cuda()
+            return x
+
+        def to_gpu(x):
+            x = x.to("cuda")
+            return x
+        """
+    )
+    assert parsed.facts.moves.move_helper() is None

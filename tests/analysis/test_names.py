@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.names import (
     argument,
+    argument_of,
     code_of,
     is_constant,
     is_docstring,
@@ -168,3 +169,30 @@ def test_statement_readers() -> None:
     assert statement_call(lines[2]) is None  # an assignment, not a call statement
     assert statement_call(lines[3]) is None  # two statements on the line
     assert statement_call(lines[4]) is None and not is_docstring(lines[4])
+
+
+def test_through_variable_is_the_wrapping_variable_call_or_the_value() -> None:
+    parsed = parse(
+        """
+        from torch.autograd import Variable
+        a = Variable(torch.randn(2))
+        b = Variable(torch.randn(3), requires_grad=True)
+        c = wrap(torch.randn(4))
+        """
+    )
+    names = parsed.facts.names
+
+    def through(code: str) -> str:
+        return code_of(names.through_variable(parsed.one(cst.Call, code)))
+
+    assert through("torch.randn(2)") == "Variable(torch.randn(2))"
+    assert through("torch.randn(3)") == "torch.randn(3)"  # not the call's only argument
+    assert through("torch.randn(4)") == "torch.randn(4)"  # not Variable
+
+
+def test_argument_of_is_the_keyword_else_the_plain_positional_argument() -> None:
+    call = cst.ensure_type(cst.parse_expression("x.to(*rest, d, non_blocking=True)"), cst.Call)
+    found = argument_of(call, "device")
+    assert found is not None and code_of(found.value) == "d"
+    assert argument_of(call, "non_blocking") is call.args[2]
+    assert argument_of(call, "dtype", 1) is None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.values import legacy_factory
 from tests.analysis._parsed import parse
 
 SCRIPT = """
@@ -86,3 +88,32 @@ def test_function_parameters_and_module_state() -> None:
     )
     assert values.from_module_state("pe", use)
     assert not values.from_module_state("batch", move)
+
+
+def test_the_factory_a_legacy_constructor_asks_for() -> None:
+    parsed = parse(
+        """
+        a = torch.cuda.FloatTensor([1.0, 2.0])
+        b = torch.cuda.FloatTensor(x.size(0), n * 2)
+        c = torch.cuda.LongTensor(len(xs)).zero_()
+        d = torch.cuda.FloatTensor(data)
+        """
+    )
+
+    def factory(code: str) -> tuple[str, str] | None:
+        found = legacy_factory(parsed.context, parsed.one(cst.Call, code))
+        return None if found is None else (found[0], code_of(found[1]))
+
+    assert factory("torch.cuda.FloatTensor([1.0, 2.0])") == (
+        "tensor",
+        "torch.cuda.FloatTensor([1.0, 2.0])",
+    )
+    assert factory("torch.cuda.FloatTensor(x.size(0), n * 2)") == (
+        "empty",
+        "torch.cuda.FloatTensor(x.size(0), n * 2)",
+    )
+    assert factory("torch.cuda.LongTensor(len(xs))") == (
+        "zeros",
+        "torch.cuda.LongTensor(len(xs)).zero_()",
+    )
+    assert factory("torch.cuda.FloatTensor(data)") is None  # data or a size
