@@ -2,18 +2,86 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
+
+_EQUAL = cst.AssignEqual(
+    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+)
+
+
+def keyword_arg(keyword: str, value: cst.BaseExpression) -> cst.Arg:
+    """`keyword=value`, without spaces around `=`."""
+    return cst.Arg(value=value, keyword=cst.Name(keyword), equal=_EQUAL)
+
+
+def positional_as_keywords(args: Sequence[cst.Arg], keywords: Sequence[str]) -> list[cst.Arg]:
+    """`args` with each positional argument given by its keyword (`keywords` in positional
+    order; there must be enough of them)."""
+    result = []
+    for index, arg in enumerate(args):
+        if arg.keyword is None:
+            arg = arg.with_changes(keyword=cst.Name(keywords[index]), equal=_EQUAL)
+        result.append(arg)
+    return result
+
+
+def comma_separated(args: Sequence[cst.Arg], original: cst.Call) -> list[cst.Arg]:
+    """Comma-separate rebuilt arguments; keep a trailing comma if `original` had one."""
+    trailing = bool(original.args) and isinstance(original.args[-1].comma, cst.Comma)
+    result = []
+    for index, arg in enumerate(args):
+        if index < len(args) - 1:
+            comma = (
+                arg.comma
+                if isinstance(arg.comma, cst.Comma)
+                else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            result.append(arg.with_changes(comma=comma))
+        else:
+            result.append(
+                arg.with_changes(comma=arg.comma if trailing else cst.MaybeSentinel.DEFAULT)
+            )
+    return result
+
+
+def rebuilt_call(
+    call: cst.Call, func: cst.BaseExpression, leading: Sequence[cst.Arg], rest: Sequence[cst.Arg]
+) -> cst.Call:
+    """`call` as `func(<leading>, <rest>)`, comma-separated as `call` was (a trailing comma
+    stays)."""
+    return call.with_changes(func=func, args=comma_separated([*leading, *rest], call))
+
+
+def and_keyword(args: Sequence[cst.Arg], keyword: str, condition: str) -> list[cst.Arg]:
+    """`args` with the value of `keyword=` and also `condition` (source text), or with
+    `keyword=<condition>` appended where it is not given."""
+    found = False
+    result = []
+    for arg in args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            arg, found = arg.with_changes(value=and_also(arg.value, condition)), True
+        result.append(arg)
+    if not found:
+        result.append(keyword_arg(keyword, cst.parse_expression(condition)))
+    return result
+
+
+def and_also(value: cst.BaseExpression, condition: str) -> cst.BaseExpression:
+    """`value and <condition>` (source text), parenthesising `value` where `and` would bind
+    into it."""
+    text = cst.Module([]).code_for_node(value)
+    if not isinstance(value, (cst.Name, cst.Attribute, cst.Call)) and not getattr(
+        value, "lpar", ()
+    ):
+        text = f"({text})"
+    return cst.parse_expression(f"{text} and {condition}")
 
 
 def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
     """`f(a, b)` -> `f(a, b, keyword=value)`, keeping trailing commas and one-per-line layouts."""
-    new_arg = cst.Arg(
-        value=value,
-        keyword=cst.Name(keyword),
-        equal=cst.AssignEqual(
-            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
-        ),
-    )
+    new_arg = keyword_arg(keyword, value)
     args = list(call.args)
     if not args:
         return call.with_changes(args=[new_arg])

@@ -24,23 +24,28 @@ from devfix.codemods.analysis.devices import (
 )
 from devfix.codemods.analysis.flow import ScriptFlow, is_main_guard
 from devfix.codemods.analysis.modules import ModuleFacts, methods, self_attribute
-from devfix.codemods.analysis.moves import DeviceMove, Moves, string_device
+from devfix.codemods.analysis.moves import DeviceMove, Moves, cuda_type, string_device
 from devfix.codemods.analysis.names import (
     Names,
     argument,
+    argument_of,
     call_tail,
     code_of,
     dotted_name,
+    keyword_argument,
     root_name,
     statement_call,
 )
 from devfix.codemods.analysis.scopes import Scopes, all_params, param_names, target_names
 from devfix.codemods.analysis.torch_names import (
     ADOPTING_LOAD_EMAS,
+    AUTOCASTS,
     DEEP_COPY,
     DEFAULT_DEVICE_SETTERS,
+    DEPRECATED_CUDA_AMP,
     FOREACH_UPDATES,
     GENERATORS,
+    GRAD_SCALER_DEFAULTS,
     IN_PLACE_UPDATES,
     METRIC_UPDATE_METHODS,
     METRICS_PACKAGE,
@@ -154,6 +159,29 @@ class AmpDevice:
     #: The device is fixed to CUDA by the script (a literal, `.cuda()`): only the deprecated
     #: spelling is wrong.
     cuda_only: bool = False
+
+
+#: `torch.cuda.amp.autocast(enabled, dtype, cache_enabled)`: the old API's positional order.
+AUTOCAST_POSITIONAL = ("enabled", "dtype", "cache_enabled")
+#: Where `enabled` sits among the positional arguments of each GradScaler spelling.
+_SCALER_ENABLED_INDEX = {"deprecated": 4, "generic": 5}
+
+
+@dataclass(frozen=True)
+class AmpCall:
+    """An autocast or GradScaler call hard-coded to CUDA, read from its arguments."""
+
+    scaler: bool
+    #: `torch.cuda.amp.*`: deprecated, and CUDA by its name.
+    deprecated: bool
+    #: The argument that names the device type (`"cuda"`); None for the deprecated spellings
+    #: and `torch.amp.GradScaler()` (CUDA by default).
+    device: cst.Arg | None
+    #: The value of `enabled`, if given where a fix can read it.
+    enabled: cst.BaseExpression | None
+    #: A GradScaler that gets `enabled` by position, and the autocast of the old API with more
+    #: positional arguments than it takes: a fix cannot follow them.
+    by_position: bool
 
 
 class Companions:
@@ -1202,6 +1230,154 @@ class Companions:
                     continue
                 return name
         return None
+
+    def cuda_amp_call(self, node: cst.Call) -> AmpCall | None:
+        """`torch.autocast("cuda")`, `torch.cuda.amp.autocast()`, `torch.amp.GradScaler()`, ...:
+        an AMP object hard-coded to CUDA; None for another device type, a CPU autocast, and
+        `torch.autocast(*args)`, whose device type is not in sight (it has no default)."""
+        qualified = self.names.qualified_name(node.func)
+        if qualified in GRAD_SCALER_DEFAULTS:
+            scaler = True
+        elif qualified in AUTOCASTS and AUTOCASTS[qualified] != "cpu":
+            scaler = False
+        else:
+            return None
+        deprecated = qualified in DEPRECATED_CUDA_AMP
+        device = None if deprecated else argument_of(node, "device" if scaler else "device_type")
+        if device is None and not (deprecated or scaler):
+            return None
+        if device is not None and not cuda_type(device.value):
+            return None
+        positional = len([arg for arg in node.args if arg.keyword is None])
+        if scaler:
+            enabled_index = _SCALER_ENABLED_INDEX["deprecated" if deprecated else "generic"]
+            by_position = positional > enabled_index and not keyword_argument(node, "enabled")
+        else:
+            by_position = deprecated and positional > len(AUTOCAST_POSITIONAL)
+        # The deprecated autocast takes `enabled` first; the others by keyword only.
+        enabled = argument(node, "enabled", 0 if deprecated and not scaler else len(node.args))
+        return AmpCall(scaler, deprecated, device, enabled, by_position)
+
+    def amp_device_for(
+        self, node: cst.Call, enabled: cst.BaseExpression | None
+    ) -> AmpDevice | None:
+        """`amp_device` for an AMP object; CUDA only (the deprecation alone) when the object is
+        already enabled on CUDA alone (`enabled=` mentions a device type) or runs under a CUDA
+        check."""
+        amp = self.amp_device(node)
+        if amp is None:
+            return None
+        if not amp.cuda_only and (
+            (enabled is not None and _mentions_device_type(self.context, enabled))
+            or self.flow.guarded_by_cuda_check(node)
+            or self.under_cuda_test(node)
+        ):
+            return AmpDevice(None, "cuda", cuda_only=True)
+        return amp
+
+    def in_training_code(self, node: cst.CSTNode) -> bool:
+        """Neither model code (the methods of a module, where AMP blocks are part of the model)
+        nor a data pipeline (a Dataset, a collate function)."""
+        if self.modules.in_model_method(node):
+            return False
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, cst.ClassDef) and self.modules.class_info(ancestor).is_dataset:
+                return False
+        return not self.flow.in_data_pipeline(node)
+
+    def under_cuda_test(self, node: cst.CSTNode) -> bool:
+        """`if device.type == "cuda":` / `... if device_type == "cuda" else ...` around `node`
+        (in its function): it runs on CUDA only."""
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if (
+                isinstance(ancestor, (cst.If, cst.IfExp))
+                and current is ancestor.body
+                and _holds_only_on_cuda(self.context, ancestor.test)
+            ):
+                return True
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            current = ancestor
+        return False
+
+    def amp_uses_hand_made_type(self, node: cst.IfExp) -> bool:
+        """The hand-made device type (`hand_made_device_type`) reaches an autocast or a
+        GradScaler (directly, or through the name it is bound to) that may run off CUDA: one
+        behind `if device_type == "cuda"` is CUDA-only on purpose, and the other devices' type
+        does not matter to it."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            return isinstance(call, cst.Call) and self._amp_off_cuda(call)
+        name = self.scopes.assigned_name(node)
+        if name is None:
+            return False
+        for inner in self.context.subtree(self.context.module):
+            if not (isinstance(inner, cst.Name) and inner.value == name):
+                continue
+            parent = self.context.parent(inner)
+            if isinstance(parent, cst.Arg):
+                call = self.context.parent(parent)
+                if isinstance(call, cst.Call) and self._amp_off_cuda(call):
+                    return True
+            elif self._chooses_amp(inner):
+                return True
+        return False
+
+    def _chooses_amp(self, use: cst.Name) -> bool:
+        """`nullcontext() if device_type == "cpu" else torch.cuda.amp.autocast()`: the device
+        type decides whether an AMP object is used at all."""
+        current: cst.CSTNode = use
+        for ancestor in self.context.ancestors(use):
+            if isinstance(ancestor, (cst.IfExp, cst.If)) and current is ancestor.test:
+                return any(
+                    isinstance(call, cst.Call) and self._amp_off_cuda(call)
+                    for branch in (ancestor.body, ancestor.orelse)
+                    if branch is not None
+                    for call in self.context.subtree(branch)
+                )
+            if isinstance(ancestor, (cst.BaseSmallStatement, cst.BaseCompoundStatement)):
+                return False
+            current = ancestor
+        return False
+
+    def _amp_off_cuda(self, call: cst.Call) -> bool:
+        return (
+            call_tail(call.func) in ("autocast", "GradScaler")
+            and not self.under_cuda_test(call)
+            and not self.flow.guarded_by_cuda_check(call)
+        )
+
+
+def _holds_only_on_cuda(context: FileContext, test: cst.BaseExpression) -> bool:
+    """A test that holds only on CUDA: `x == "cuda"`, `"cuda" in x`, `is_available()` (not
+    a negated one: `x != "cuda"` holds everywhere else)."""
+    for inner in context.subtree(test):
+        if isinstance(inner, (cst.NotEqual, cst.NotIn, cst.IsNot, cst.Not)):
+            return False
+        if isinstance(inner, cst.SimpleString) and (string_device(inner) or "").startswith("cuda"):
+            return True
+        if isinstance(inner, (cst.Name, cst.Attribute)) and call_tail(inner) in (
+            "is_available",
+            "is_cuda",
+        ):
+            return True
+    return False
+
+
+def _mentions_device_type(context: FileContext, value: cst.BaseExpression) -> bool:
+    for inner in context.subtree(value):
+        if isinstance(inner, cst.SimpleString) and string_device(inner) is not None:
+            return True
+        if isinstance(inner, (cst.Name, cst.Attribute)) and call_tail(inner) in (
+            "is_available",
+            "type",
+            "device_type",
+            "is_cuda",
+        ):
+            return True
+    return False
 
 
 def _moves_to_a_device(func: cst.Attribute) -> bool:

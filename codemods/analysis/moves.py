@@ -48,6 +48,11 @@ def cuda_string(node: cst.BaseExpression) -> bool:
     return value is not None and value.split(":", 1)[0] == "cuda"
 
 
+def cuda_type(node: cst.BaseExpression) -> bool:
+    """The device type `"cuda"` as a string literal (not `"cuda:1"`)."""
+    return isinstance(node, cst.SimpleString) and node.evaluated_value == "cuda"
+
+
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """The device of `x.to(device, ...)` / `x.to(device=...)` (or a dtype: ask `is_dtype`)."""
     return argument(call, "device")

@@ -336,3 +336,91 @@ def test_start_event_moves_find_branches_that_can_come_before_fitting() -> None:
     assert [(f.holder, f.event, code_of(f.move.body[0])) for f in found] == [
         ("self.shadow", "EVAL_START", "self.shadow.to_device_of(state.model)")
     ]
+
+
+def test_cuda_amp_calls_read_from_their_arguments() -> None:
+    parsed = parse(
+        """
+        import torch
+        a = torch.autocast("cuda")
+        b = torch.autocast("cpu")
+        c = torch.autocast(*spec)
+        d = torch.cuda.amp.autocast(False, torch.float16)
+        e = torch.cuda.amp.autocast(True, None, True, 4)
+        f = torch.amp.GradScaler(enabled=use_amp)
+        g = torch.cuda.amp.GradScaler(2.0**16, 2.0, 0.5, 2000, True)
+        h = torch.cpu.amp.autocast()
+        """
+    )
+    companions = parsed.facts.companions
+
+    def read(code: str) -> tuple[bool, bool, str | None, str | None, bool] | None:
+        call = companions.cuda_amp_call(parsed.one(cst.Call, code))
+        if call is None:
+            return None
+        device = code_of(call.device.value) if call.device else None
+        enabled = code_of(call.enabled) if call.enabled is not None else None
+        return call.scaler, call.deprecated, device, enabled, call.by_position
+
+    assert read('torch.autocast("cuda")') == (False, False, '"cuda"', None, False)
+    assert read('torch.autocast("cpu")') is None
+    assert read("torch.autocast(*spec)") is None  # its device type is not in sight
+    assert read("torch.cuda.amp.autocast(False, torch.float16)") == (
+        False,
+        True,
+        None,
+        "False",
+        False,
+    )
+    assert read("torch.cuda.amp.autocast(True, None, True, 4)")[-1] is True  # type: ignore[index]
+    assert read("torch.amp.GradScaler(enabled=use_amp)") == (True, False, None, "use_amp", False)
+    scaler = read("torch.cuda.amp.GradScaler(2.0**16, 2.0, 0.5, 2000, True)")
+    assert scaler is not None and scaler[-1] is True  # `enabled` by position
+    assert read("torch.cpu.amp.autocast()") is None
+
+
+def test_where_amp_objects_run_and_what_decides_their_device_type() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torch.nn as nn
+        from contextlib import nullcontext
+
+        class Net(nn.Module):
+            def forward(self, x):
+                with torch.autocast("cuda", enabled=False):
+                    return x
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        device_type = "cuda" if "cuda" in str(device) else "cpu"
+        ctx = nullcontext() if device_type == "cpu" else torch.cuda.amp.autocast()
+        if device.type == "cuda":
+            scaler = torch.cuda.amp.GradScaler()
+        if device.type != "cuda":
+            other = torch.amp.GradScaler("cuda")
+        model.to(device)
+        """
+    )
+    companions = parsed.facts.companions
+    in_model = parsed.one(cst.Call, 'torch.autocast("cuda", enabled=False)')
+    assert not companions.in_training_code(in_model)
+    scaler = parsed.one(cst.Call, "torch.cuda.amp.GradScaler()")
+    assert companions.in_training_code(scaler)
+    assert companions.under_cuda_test(scaler)
+    assert not companions.under_cuda_test(parsed.one(cst.Call, 'torch.amp.GradScaler("cuda")'))
+    amp = companions.amp_device_for(scaler, None)
+    assert amp is not None and amp.cuda_only  # it runs on CUDA only: the deprecation alone
+    hand_made = parsed.one(cst.IfExp, '"cuda" if "cuda" in str(device) else "cpu"')
+    assert companions.amp_uses_hand_made_type(hand_made)  # it chooses the autocast
+
+
+def test_a_hand_made_device_type_that_no_amp_object_reads() -> None:
+    parsed = parse(
+        """
+        import torch
+        device_type = "cuda" if "cuda" in str(device) else "cpu"
+        print(device_type)
+        """
+    )
+    hand_made = parsed.one(cst.IfExp, '"cuda" if "cuda" in str(device) else "cpu"')
+    assert not parsed.facts.companions.amp_uses_hand_made_type(hand_made)

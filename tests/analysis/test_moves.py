@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.moves import DeviceMove, states_device
+from devfix.codemods.analysis.moves import DeviceMove, cuda_type, states_device
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
@@ -183,3 +183,9 @@ def test_no_move_helper_where_the_file_has_two() -> None:
         """
     )
     assert parsed.facts.moves.move_helper() is None
+
+
+def test_cuda_type_is_the_plain_device_type_string() -> None:
+    assert cuda_type(cst.parse_expression('"cuda"'))
+    assert not cuda_type(cst.parse_expression('"cuda:0"'))
+    assert not cuda_type(cst.parse_expression("cuda"))

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods._edits import as_call_of, replace_argument
+from devfix.codemods._edits import (
+    and_also,
+    and_keyword,
+    as_call_of,
+    comma_separated,
+    keyword_arg,
+    positional_as_keywords,
+    rebuilt_call,
+    replace_argument,
+)
 from devfix.codemods.analysis.names import code_of
 
 
@@ -24,3 +33,28 @@ def test_replace_argument_keeps_keyword_and_layout() -> None:
     call = _call("x.to(device=dev,  non_blocking=True)")
     rebuilt = replace_argument(call, call.args[0], cst.parse_expression("y.device"))
     assert code_of(rebuilt) == "x.to(device=y.device,  non_blocking=True)"
+
+
+def test_rebuilt_call_with_keywords_for_positional_arguments() -> None:
+    call = _call("amp.autocast(True, torch.float16,)")
+    rest = positional_as_keywords(call.args, ("enabled", "dtype"))
+    rebuilt = rebuilt_call(
+        call, cst.Name("autocast"), [keyword_arg("device_type", cst.Name("t"))], rest
+    )
+    assert code_of(rebuilt) == "autocast(device_type=t, enabled=True, dtype=torch.float16,)"
+
+
+def test_and_keyword_joins_a_given_value_or_appends_it() -> None:
+    given = _call("S(init_scale=2.0, enabled=a or b)")
+    joined = and_keyword(given.args, "enabled", 'd == "cuda"')
+    assert code_of(given.with_changes(args=comma_separated(joined, given))) == (
+        'S(init_scale=2.0, enabled=(a or b) and d == "cuda")'
+    )
+    plain = _call("S(enabled=use_amp)")
+    assert code_of(plain.with_changes(args=and_keyword(plain.args, "enabled", "c"))) == (
+        "S(enabled=use_amp and c)"
+    )
+    missing = _call("S(2.0)")
+    added = comma_separated(and_keyword(missing.args, "enabled", "c"), missing)
+    assert code_of(missing.with_changes(args=added)) == "S(2.0, enabled=c)"
+    assert code_of(and_also(cst.parse_expression("(a or b)"), "c")) == "(a or b) and c"
