@@ -217,3 +217,20 @@ def move_to(node: cst.BaseExpression, device: cst.BaseExpression) -> cst.Call:
     return cst.Call(
         func=cst.Attribute(value=receiver, attr=cst.Name("to")), args=[cst.Arg(value=device)]
     )
+
+
+def register_buffer_for(
+    store: cst.Assign | cst.Call, self_var: str, name: cst.BaseExpression, value: cst.BaseExpression
+) -> cst.Call | cst.Expr:
+    """What replaces `self.x = value` (a statement) or `setattr(self, name, value)` (a call):
+    `<self_var>.register_buffer(<name>, <value>, persistent=False)`."""
+    space = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    call = cst.Call(
+        func=cst.Attribute(value=cst.Name(self_var), attr=cst.Name("register_buffer")),
+        args=[
+            cst.Arg(value=name, comma=space),
+            cst.Arg(value=value, comma=space),
+            keyword_arg("persistent", cst.Name("False")),
+        ],
+    )
+    return call if isinstance(store, cst.Call) else cst.Expr(value=call, semicolon=store.semicolon)

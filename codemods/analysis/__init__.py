@@ -9,6 +9,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `moves`: `.to`/`.cuda` moves, device values and the names that hold a device.
 - `flow`: the script around the model: model moves, DataLoader loops, data pipelines,
   multi-process markers.
+- `buffers`: plain tensor attributes of a module, the caches among them, and what would make
+  `register_buffer` fail.
 - `values`: what a name holds where it is used: a tensor, or an object whose `.to()` works in
   place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import weakref
 
+from devfix.codemods.analysis.buffers import Buffers
 from devfix.codemods.analysis.companions import Companions
 from devfix.codemods.analysis.devices import DeviceInference
 from devfix.codemods.analysis.flow import ScriptFlow
@@ -55,6 +58,7 @@ class FileFacts:
         self._values: HeldValues | None = None
         self._companions: Companions | None = None
         self._submodules: Submodules | None = None
+        self._buffers: Buffers | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -115,3 +119,9 @@ class FileFacts:
                 self.devices,
             )
         return self._companions
+
+    @property
+    def buffers(self) -> Buffers:
+        if self._buffers is None:
+            self._buffers = Buffers(self.context, self.scopes, self.modules)
+        return self._buffers

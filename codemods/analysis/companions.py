@@ -35,6 +35,7 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
     root_name,
     statement_call,
+    string_value,
 )
 from devfix.codemods.analysis.scopes import Scopes, all_params, param_names, target_names
 from devfix.codemods.analysis.torch_names import (
@@ -1209,7 +1210,7 @@ class Companions:
         the CPU. Returns the device it is computed from."""
         if not isinstance(value, cst.IfExp):
             return None
-        branches = {_string(value.body), _string(value.orelse)}
+        branches = {string_value(value.body), string_value(value.orelse)}
         if branches != {"cuda", "cpu"}:
             return None
         for node in self.context.subtree(value.test):
@@ -1403,13 +1404,6 @@ def _parsed(text: str) -> cst.BaseExpression:
         return cst.parse_expression(text)
     except cst.ParserSyntaxError:
         return cst.Name("_")
-
-
-def _string(node: cst.BaseExpression) -> str | None:
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
 
 
 def _free_names(node: cst.CSTNode) -> Iterator[cst.Name]:

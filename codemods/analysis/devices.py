@@ -27,7 +27,13 @@ import libcst as cst
 
 from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_attribute
-from devfix.codemods.analysis.moves import Moves, device_argument, gpu_index, string_device
+from devfix.codemods.analysis.moves import (
+    Moves,
+    device_argument,
+    gpu_index,
+    is_move_call,
+    string_device,
+)
 from devfix.codemods.analysis.names import (
     Names,
     call_tail,
@@ -1037,7 +1043,7 @@ class DeviceInference:
             return False
         if isinstance(value, cst.BinaryOperation):
             sides = [value.left, value.right]
-            if any(_is_move(side) for side in sides):
+            if any(is_move_call(side) for side in sides):
                 return False
             return any(self.on_cpu(side, at, depth + 1) for side in sides)
         if isinstance(value, cst.UnaryOperation):
@@ -1083,14 +1089,6 @@ class DeviceInference:
                                 return self.on_cpu(inner.value, inner.value, depth + 1)
                 return False
         return False
-
-
-def _is_move(node: cst.BaseExpression) -> bool:
-    return (
-        isinstance(node, cst.Call)
-        and isinstance(node.func, cst.Attribute)
-        and node.func.attr.value in ("to", "cuda")
-    )
 
 
 def _self(function: FunctionInfo) -> str:

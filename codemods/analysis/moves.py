@@ -53,6 +53,15 @@ def cuda_type(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.SimpleString) and node.evaluated_value == "cuda"
 
 
+def is_move_call(node: cst.BaseExpression) -> bool:
+    """`<value>.to(...)` / `<value>.cuda(...)` (whatever the argument says)."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("to", "cuda")
+    )
+
+
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """The device of `x.to(device, ...)` / `x.to(device=...)` (or a dtype: ask `is_dtype`)."""
     return argument(call, "device")

@@ -130,6 +130,14 @@ def is_docstring(statement: cst.BaseStatement) -> bool:
     )
 
 
+def string_value(node: cst.BaseExpression) -> str | None:
+    """The text of a plain string literal (`"x"`, `'x'`), else None."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
 def code_of(node: cst.CSTNode) -> str:
     """The source text of a node (of this file or built by a fix)."""
     return cst.Module(body=[]).code_for_node(node)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.moves import DeviceMove, cuda_type, states_device
+from devfix.codemods.analysis.moves import DeviceMove, cuda_type, is_move_call, states_device
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
@@ -189,3 +189,10 @@ def test_cuda_type_is_the_plain_device_type_string() -> None:
     assert cuda_type(cst.parse_expression('"cuda"'))
     assert not cuda_type(cst.parse_expression('"cuda:0"'))
     assert not cuda_type(cst.parse_expression("cuda"))
+
+
+def test_is_move_call_whatever_the_argument() -> None:
+    assert is_move_call(cst.parse_expression("x.to(dev)"))
+    assert is_move_call(cst.parse_expression("torch.zeros(2).cuda()"))
+    assert not is_move_call(cst.parse_expression("x.cpu()"))
+    assert not is_move_call(cst.parse_expression("to(x)"))

@@ -14,6 +14,7 @@ from devfix.codemods.analysis.names import (
     receiver_root,
     root_name,
     statement_call,
+    string_value,
 )
 from devfix.types import ImportSpec
 from tests.analysis._parsed import parse
@@ -196,3 +197,9 @@ def test_argument_of_is_the_keyword_else_the_plain_positional_argument() -> None
     assert found is not None and code_of(found.value) == "d"
     assert argument_of(call, "non_blocking") is call.args[2]
     assert argument_of(call, "dtype", 1) is None
+
+
+def test_string_value_reads_plain_string_literals_only() -> None:
+    assert string_value(cst.parse_expression("'mask'")) == "mask"
+    assert string_value(cst.parse_expression("b'mask'")) is None
+    assert string_value(cst.parse_expression("name")) is None

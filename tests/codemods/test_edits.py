@@ -12,6 +12,7 @@ from devfix.codemods._edits import (
     keyword_arg,
     positional_as_keywords,
     rebuilt_call,
+    register_buffer_for,
     replace_argument,
 )
 from devfix.codemods.analysis.names import code_of
@@ -58,3 +59,12 @@ def test_and_keyword_joins_a_given_value_or_appends_it() -> None:
     added = comma_separated(and_keyword(missing.args, "enabled", "c"), missing)
     assert code_of(missing.with_changes(args=added)) == "S(2.0, enabled=c)"
     assert code_of(and_also(cst.parse_expression("(a or b)"), "c")) == "(a or b) and c"
+
+
+def test_register_buffer_for_a_statement_or_a_setattr_call() -> None:
+    store = cst.ensure_type(cst.parse_statement("self.w = torch.ones(2);\n").body[0], cst.Assign)
+    new = register_buffer_for(store, "self", cst.SimpleString('"w"'), store.value)
+    assert code_of(new) == 'self.register_buffer("w", torch.ones(2), persistent=False);'
+    call = _call("setattr(me, name, t)")
+    new = register_buffer_for(call, "me", call.args[1].value, call.args[2].value)
+    assert code_of(new) == "me.register_buffer(name, t, persistent=False)"

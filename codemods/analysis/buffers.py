@@ -1,0 +1,270 @@
+"""Buffers: the tensors a module keeps as plain attributes, and whether `register_buffer` can
+hold them.
+
+Where a module stores state (its construction-time methods, a `train`/`eval` override), which
+stored values are caches read back by other methods, which containers hold only new tensors,
+and what would make `register_buffer` fail or change the program (no `super().__init__()` yet,
+a class attribute of that name, a `None` or a non-tensor assigned to it elsewhere).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods.analysis.modules import (
+    ModuleFacts,
+    TensorJudge,
+    class_level_names,
+    method,
+    methods,
+    self_attribute,
+    self_name,
+    super_init_call,
+)
+from devfix.codemods.analysis.scopes import Scopes
+from devfix.context import FileContext
+
+#: A module method and its class.
+Method = tuple[cst.FunctionDef, cst.ClassDef]
+
+_CONTAINERS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
+_CONTAINERS += (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+
+
+class Buffers:
+    """Plain tensor attributes of the file's modules and what registering them needs."""
+
+    def __init__(self, context: FileContext, scopes: Scopes, modules: ModuleFacts) -> None:
+        self.context = context
+        self.scopes = scopes
+        self.modules = modules
+
+    def construction_of(self, node: cst.CSTNode) -> Method | None:
+        """The construction-time method (`__init__` or a helper only it calls) around `node`
+        in an `nn.Module`, and its class."""
+        function = self.modules.enclosing_function(node)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return None
+        if not self.modules.is_construction(function):
+            return None
+        return function.node, function.owner.node
+
+    def mode_switch_of(self, node: cst.CSTNode) -> Method | None:
+        """A `train(mode)` / `eval()` override of an `nn.Module` around `node`: what it stores
+        on `self` is a cache the module keeps between calls of `forward`."""
+        function = self.modules.enclosing_function(node)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return None
+        if function.name not in ("train", "eval"):
+            return None
+        return function.node, function.owner.node
+
+    def stored_at(
+        self, node: cst.CSTNode, target: cst.BaseExpression
+    ) -> tuple[str, Method, bool] | None:
+        """`self.<attr>` as the `target` of a store at `node` in an `nn.Module` while it is
+        built (`construction_of`; then True), or in a `train`/`eval` override that keeps a cache
+        there (`mode_switch_of`, `is_cache`; then False); the attribute and the method."""
+        if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)):
+            return None
+        owner = self.construction_of(node)
+        built = owner is not None
+        owner = owner or self.mode_switch_of(node)
+        if owner is None:
+            return None
+        attr = self_attribute(target, self_name(owner[0]) or "")
+        if attr is None or not (built or self.is_cache(attr, owner[1], owner[0])):
+            return None
+        return attr, owner, built
+
+    def setattr_store(
+        self, call: cst.Call
+    ) -> tuple[cst.BaseExpression, cst.BaseExpression, Method] | None:
+        """`setattr(self, name, value)` as a statement while a module is built: the name, the
+        value and the method."""
+        if len(call.args) != 3 or any(a.keyword is not None or a.star for a in call.args):
+            return None
+        owner = self.construction_of(call)
+        if owner is None or not isinstance(self.context.parent(call), cst.Expr):
+            return None
+        if self.modules.names.qualified_name(call.func) not in ("builtins.setattr", None):
+            return None
+        receiver, name, value = (a.value for a in call.args)
+        if not (isinstance(receiver, cst.Name) and receiver.value == self_name(owner[0])):
+            return None
+        return name, value, owner
+
+    def stored_kind(self, value: cst.BaseExpression, attr: str | None, owner: Method) -> str | None:
+        """What `self.<attr> = value` stores in `owner`: "tensors" (a container of new tensors,
+        `holds_new_tensors`), "trainable" (a tensor that requires grad, or whose grad the class
+        enables later), "tensor"; None for anything else and for a name the class registers
+        itself."""
+        writer, classdef = owner
+        judge = self.modules.tensor_judge(writer)
+        if isinstance(value, _CONTAINERS):
+            return "tensors" if holds_new_tensors(judge, value) else None
+        if not judge.is_tensor(value):
+            return None
+        if attr is not None and self.modules.registered_otherwise(classdef, attr):
+            return None
+        if judge.requires_grad(value) or (
+            attr is not None and self.modules.grad_enabled_later(classdef, attr)
+        ):
+            return "trainable"
+        return "tensor"
+
+    def is_cache(self, attr: str, classdef: cst.ClassDef, writer: cst.FunctionDef) -> bool:
+        """`self.<attr>` is read back as a value by another method than `writer` (not only
+        tested against `None` or deleted): a tensor kept between calls, not a value left for
+        the caller."""
+        for function in methods(classdef):
+            if function is writer:
+                continue
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in self.scopes.nodes(function.body):
+                if (
+                    isinstance(node, cst.Attribute)
+                    and self_attribute(node, self_var) == attr
+                    and self._read_as_value(node)
+                ):
+                    return True
+        return False
+
+    def _read_as_value(self, node: cst.Attribute) -> bool:
+        parent = self.context.parent(node)
+        if isinstance(parent, (cst.AssignTarget, cst.Del)):
+            return False
+        if isinstance(parent, (cst.AugAssign, cst.AnnAssign)) and parent.target is node:
+            return False
+        if isinstance(parent, cst.Comparison) and all(
+            isinstance(c.operator, (cst.Is, cst.IsNot)) for c in parent.comparisons
+        ):
+            return False  # `self.x is None`
+        return not (
+            isinstance(parent, cst.ComparisonTarget)
+            and isinstance(parent.operator, (cst.Is, cst.IsNot))
+        )
+
+    def caches_tensor(self, slot: cst.Assign, attr: str, owner: Method) -> bool:
+        """`self.<attr> = None` (the `slot`) while the module is built, a tensor stored there by
+        another method and read back later: a cache of a tensor that stays where it was made.
+        Not when the class registers the name itself, or sets it to a value while built."""
+        init, classdef = owner
+        if self.modules.registered_otherwise(classdef, attr):
+            return False
+        construction = self.modules.construction_methods(classdef)
+        stored = False
+        for function, other, value in self.modules.assignments_to(classdef, attr):
+            if other is slot or value is None:
+                continue
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            if function.name.value in construction:
+                return False  # set to a value while built: the assignment of that value decides
+            if not self.modules.tensor_judge(function).is_tensor(value, same_attr=attr):
+                return False
+            stored = True
+        return stored and self.is_cache(attr, classdef, init)
+
+    def blocker(self, node: cst.CSTNode, attr: str | None, owner: Method) -> str | None:
+        """Why `register_buffer(attr, ...)` where `node` runs would fail or change the program
+        (said as the reason of a finding), or None."""
+        reason = self._before_super(node, owner)
+        if reason is not None or attr is None:
+            return reason
+        writer, classdef = owner
+        if attr in class_level_names(classdef):
+            return f"`{attr}` is also defined in the class body, so `register_buffer` would raise"
+        start = self.context.position(node).start.line
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            judge = self.modules.tensor_judge(function)
+            for other in self.scopes.nodes(function.body):
+                if other is node or not isinstance(
+                    other, (cst.Assign, cst.AnnAssign, cst.AugAssign)
+                ):
+                    continue
+                targets = (
+                    [t.target for t in other.targets]
+                    if isinstance(other, cst.Assign)
+                    else [other.target]
+                )
+                if not any(self_attribute(t, self_var) == attr for t in targets):
+                    continue
+                value = other.value
+                if isinstance(other, cst.AugAssign) or value is None:
+                    continue  # `self.x += t` keeps a tensor
+                if isinstance(value, cst.Name) and value.value == "None":
+                    if function is writer and self.context.position(other).start.line < start:
+                        return (
+                            f"`self.{attr}` is first assigned `None`, so `register_buffer` "
+                            "would raise"
+                        )
+                    continue
+                if judge.is_tensor(value, same_attr=attr):
+                    continue
+                place = (
+                    "earlier in `__init__`" if function is writer else f"in `{function.name.value}`"
+                )
+                return (
+                    f"`self.{attr}` is also assigned a value that is not provably a tensor "
+                    f"{place}, and a buffer only accepts a tensor or `None`"
+                )
+        return None
+
+    def _before_super(self, node: cst.CSTNode, owner: Method) -> str | None:
+        """Why the buffer could not be registered yet where `node` runs: `__init__` has no
+        `super().__init__()`, or `node` (or the call of the helper it is in) runs before it."""
+        writer, classdef = owner
+        if writer.name.value in ("train", "eval"):
+            return None  # runs on a built module
+        init = method(classdef, "__init__")
+        super_call = super_init_call(init) if init is not None else None
+        if init is None or super_call is None:
+            return (
+                "`__init__` has no top-level `super().__init__()` call, so a buffer cannot be "
+                "registered"
+            )
+        super_line = self.context.position(super_call).start.line
+        if writer is init:
+            runs_at = [self.context.position(node).start.line]
+        else:
+            construction = self.modules.construction_methods(classdef)
+            self_var = self_name(init) or "self"
+            runs_at = [
+                self.context.position(call).start.line
+                for call in self.scopes.nodes(init.body)
+                if isinstance(call, cst.Call)
+                and self_attribute(call.func, self_var) in construction
+            ]
+        if any(line < super_line for line in runs_at):
+            return (
+                "it is assigned before `super().__init__()`, where a buffer cannot be registered "
+                "yet"
+            )
+        return None
+
+
+def holds_new_tensors(judge: TensorJudge, value: cst.BaseExpression) -> bool:
+    """A container of new tensors; one that lists attributes the module already holds
+    (`[self.alphas, self.betas]`) adds nothing the attributes themselves do not."""
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        return bool(value.elements) and all(
+            isinstance(e, cst.Element)
+            and judge.is_tensor(e.value)
+            and not (isinstance(e.value, cst.Attribute) and self_attribute(e.value) is not None)
+            for e in value.elements
+        )
+    if isinstance(value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+        return judge.is_tensor(value.elt)
+    if isinstance(value, cst.Dict):
+        return bool(value.elements) and all(
+            isinstance(e, cst.DictElement) and judge.is_tensor(e.value) for e in value.elements
+        )
+    if isinstance(value, cst.DictComp):
+        return judge.is_tensor(value.value)
+    return False
