@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from devfix.types import Edit, ImportSpec
+
 _EQUAL = cst.AssignEqual(
     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
 )
@@ -234,3 +236,61 @@ def register_buffer_for(
         ],
     )
     return call if isinstance(store, cst.Call) else cst.Expr(value=call, semicolon=store.semicolon)
+
+
+_SELECT_DEVICE = '''
+
+def {name}() -> {torch}.device:
+    """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
+    if {torch}.cuda.is_available():
+        return {torch}.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    if {torch}.backends.mps.is_available():
+        return {torch}.device("mps")
+    return {torch}.device("cpu")
+'''
+
+
+def select_device_edits(
+    module: cst.Module,
+    anchor: cst.BaseStatement | None,
+    *,
+    name: str,
+    torch: str | None,
+    imported: bool,
+    define: str | None = None,
+) -> tuple[list[Edit], list[ImportSpec]]:
+    """The device helper `name()` (CUDA with the process's LOCAL_RANK, else MPS, else CPU)
+    after `anchor` (the end of the imports; None: the top), once, and `<define> = name()` after
+    it; where the file defines the helper already, or imports it (`imported`), only the
+    definition. `torch`: how the file spells torch (None: it does not import it yet)."""
+    definition = cst.parse_statement(f"{define} = {name}()\n") if define is not None else None
+    added: list[cst.BaseStatement] = [definition] if definition is not None else []
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return ([_after(module, statement, *added)] if added else []), []
+    if imported:
+        return ([_after(module, anchor, *added)] if added else []), []
+    imports = [ImportSpec("os")] if torch is not None else [ImportSpec("os"), ImportSpec("torch")]
+    helper = cst.parse_statement(_SELECT_DEVICE.format(name=name, torch=torch or "torch"))
+    position = next((i + 1 for i, statement in enumerate(module.body) if statement is anchor), 0)
+    following = module.body[position] if position < len(module.body) else None
+    blank = sum(
+        1
+        for line in (following.leading_lines if following is not None else ())
+        if line.comment is None
+    )
+    assert isinstance(helper, cst.FunctionDef) and isinstance(helper.body, cst.IndentedBlock)
+    footer = 2 if definition is not None else max(0, 2 - blank)
+    helper = helper.with_changes(
+        leading_lines=[cst.EmptyLine(indent=False)] * (2 if anchor is not None else 0),
+        body=helper.body.with_changes(footer=[cst.EmptyLine(indent=False)] * footer),
+    )
+    return [_after(module, anchor, helper, *added)], imports
+
+
+def _after(module: cst.Module, anchor: cst.BaseStatement | None, *added: cst.BaseStatement) -> Edit:
+    """`added` after `anchor`, or at the top of `module` where there is no anchor."""
+    if anchor is None:
+        first = module.body[0]
+        return Edit(first, cst.FlattenSentinel([*added, first]))
+    return Edit(anchor, cst.FlattenSentinel([anchor, *added]))

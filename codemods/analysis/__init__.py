@@ -11,6 +11,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   multi-process markers.
 - `buffers`: plain tensor attributes of a module, the caches among them, and what would make
   `register_buffer` fail.
+- `script_device`: the CUDA device a training script hard-codes, the variable that holds its
+  device, and where that choice is the script's own.
 - `values`: what a name holds where it is used: a tensor, or an object whose `.to()` works in
   place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
@@ -36,6 +38,7 @@ from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
 from devfix.codemods.analysis.scopes import Scopes
+from devfix.codemods.analysis.script_device import ScriptDevice
 from devfix.codemods.analysis.submodules import Submodules
 from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
@@ -59,6 +62,7 @@ class FileFacts:
         self._companions: Companions | None = None
         self._submodules: Submodules | None = None
         self._buffers: Buffers | None = None
+        self._script_device: ScriptDevice | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -125,3 +129,11 @@ class FileFacts:
         if self._buffers is None:
             self._buffers = Buffers(self.context, self.scopes, self.modules)
         return self._buffers
+
+    @property
+    def script_device(self) -> ScriptDevice:
+        if self._script_device is None:
+            self._script_device = ScriptDevice(
+                self.context, self.scopes, self.modules, self.moves, self.flow
+            )
+        return self._script_device

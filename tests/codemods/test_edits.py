@@ -14,8 +14,10 @@ from devfix.codemods._edits import (
     rebuilt_call,
     register_buffer_for,
     replace_argument,
+    select_device_edits,
 )
 from devfix.codemods.analysis.names import code_of
+from devfix.types import ImportSpec
 
 
 def _call(code: str) -> cst.Call:
@@ -68,3 +70,24 @@ def test_register_buffer_for_a_statement_or_a_setattr_call() -> None:
     call = _call("setattr(me, name, t)")
     new = register_buffer_for(call, "me", call.args[1].value, call.args[2].value)
     assert code_of(new) == "me.register_buffer(name, t, persistent=False)"
+
+
+def test_select_device_edits_add_the_helper_once_after_the_imports() -> None:
+    module = cst.parse_module("import torch as t\nx = 1\n")
+    edits, imports = select_device_edits(
+        module, module.body[0], name="pick", torch="t", imported=False, define="device"
+    )
+    assert imports == [ImportSpec("os")]
+    (edit,) = edits
+    assert edit.target is module.body[0]
+    text = module.deep_replace(edit.target, edit.replacement).code  # type: ignore[arg-type]
+    assert "def pick() -> t.device:" in text and text.index("device = pick()") < text.index("x = 1")
+    defined = cst.parse_module("def pick():\n    pass\n")
+    edits, imports = select_device_edits(
+        defined, None, name="pick", torch=None, imported=False, define="d"
+    )
+    assert imports == [] and len(edits) == 1  # only `d = pick()`, after the helper
+    assert select_device_edits(defined, None, name="pick", torch=None, imported=False) == ([], [])
+    fresh = cst.parse_module("x = 1\n")
+    _, imports = select_device_edits(fresh, None, name="pick", torch=None, imported=False)
+    assert imports == [ImportSpec("os"), ImportSpec("torch")]
