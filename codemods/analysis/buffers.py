@@ -27,8 +27,16 @@ from devfix.context import FileContext
 #: A module method and its class.
 Method = tuple[cst.FunctionDef, cst.ClassDef]
 
-_CONTAINERS = (cst.List, cst.Tuple, cst.Set, cst.Dict)
-_CONTAINERS += (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+_CONTAINERS = (
+    cst.List,
+    cst.Tuple,
+    cst.Set,
+    cst.Dict,
+    cst.ListComp,
+    cst.SetComp,
+    cst.GeneratorExp,
+    cst.DictComp,
+)
 
 
 class Buffers:

@@ -34,3 +34,8 @@ def recreate() -> ModuleType:
 @pytest.fixture(scope="session")
 def realworld_verify() -> ModuleType:
     return _load("bench_realworld_verify", BENCH / "realworld_verify.py")
+
+
+@pytest.fixture(scope="session")
+def pass_sizes() -> ModuleType:
+    return _load("bench_pass_sizes", BENCH / "pass_sizes.py")
