@@ -130,6 +130,13 @@ def plan_loaders(script: Script, plan: Plan, *, keep_per_process_batch: bool) ->
             "no DataLoader feeding the training loop (a loop that calls `.backward()`) was "
             "found where the model is wrapped"
         )
+    default = script.companions.default_device(loaders[0].call)
+    if default is not None:
+        raise Decline(
+            f"the default device is an accelerator (`{script.code(default.setter.func)}`): "
+            "DistributedSampler shuffles with a CPU generator of its own there and fails with "
+            "`Expected a 'cuda' device type for generator`; keep the CPU as the default device"
+        )
     plan.need("DistributedSampler")
     kept = [loader for loader in loaders if _own_sampler(script, loader.call)]
     if len(kept) == len(loaders):

@@ -37,7 +37,10 @@ def data_parallel_calls(script: Script) -> list[cst.Call]:
             target = alias.asname.name
             if isinstance(target, cst.Name):
                 names.add(target.value)
-    star = _star_imports_torch(script)
+    star = any(
+        isinstance(node.names, cst.ImportStar)
+        for node in script.scopes.find(script.module, cst.ImportFrom)
+    )
     qualified = script.names.qualified_name
     return [
         call
@@ -45,19 +48,22 @@ def data_parallel_calls(script: Script) -> list[cst.Call]:
         if call_tail(call.func) in names
         and (
             qualified(call.func) in DATA_PARALLEL
-            or (star and qualified(call.func) is None and _spelled_torch(call.func))
+            or (star and _from_star_import(script, call.func) and _spelled_torch(call.func))
         )
     ]
 
 
-def _star_imports_torch(script: Script) -> bool:
-    """`from package import *`, and torch's names not bound otherwise: the star import is
-    where `torch` / `nn` come from (they cannot be resolved)."""
-    star = any(
-        isinstance(node.names, cst.ImportStar)
-        for node in script.scopes.find(script.module, cst.ImportFrom)
+def _from_star_import(script: Script, func: cst.BaseExpression) -> bool:
+    """The root of `func`'s spelling (`nn` of `nn.DataParallel`) is bound nowhere in the file,
+    so with a `from package import *` in it, that star import is where it comes from."""
+    root = func
+    while isinstance(root, cst.Attribute):
+        root = root.value
+    return (
+        isinstance(root, cst.Name)
+        and root.value not in script.bound
+        and script.names.qualified_name(func) is None
     )
-    return star and not ({"torch", "nn"} & script.bound)
 
 
 def _spelled_torch(func: cst.BaseExpression) -> bool:

@@ -78,6 +78,7 @@ class Script:
         self.names = facts.names
         self.scopes = facts.scopes
         self.flow = facts.flow
+        self.companions = facts.companions
         #: Every name the file binds anywhere (names the conversion adds must be new).
         self.bound = self.scopes.names_bound_anywhere()
         #: Local name -> qualified name, for the top-level imports.

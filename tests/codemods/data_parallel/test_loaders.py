@@ -189,3 +189,30 @@ def test_a_loader_drawn_with_next_in_the_step_loop_trains() -> None:
     assert "    # devfix DF401: call `sampler.set_epoch(n)` when pass n over the data\n" in out
     assert out.index("sampler = DistributedSampler(") < out.index("call `sampler.set_epoch(n)`")
     assert out.index("call `sampler.set_epoch(n)`") < out.index("data_loader = DataLoader(")
+
+
+@pytest.mark.parametrize(
+    "setter",
+    [
+        "torch.set_default_tensor_type('torch.cuda.FloatTensor')",
+        "torch.set_default_device('cuda')",
+    ],
+)
+def test_a_cuda_default_device_keeps_the_loader_as_it_is(setter: str) -> None:
+    # DistributedSampler's own CPU generator cannot shuffle on a CUDA default device.
+    script, plan = script_of(
+        f"""
+        import torch
+        from torch.utils.data import DataLoader
+        if torch.cuda.is_available():
+            {setter}
+        loader = DataLoader(ds, batch_size=32, shuffle=True)
+        model = torch.nn.DataParallel(Net())
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in loader:
+            model(x).sum().backward()
+            opt.step()
+        """
+    )
+    with pytest.raises(Decline, match="default device is an accelerator"):
+        _plan_loaders(script, plan)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import libcst as cst
 import pytest
 
 from devfix.codemods.data_parallel import model_wrap
-from devfix.codemods.data_parallel.script import Decline
+from devfix.codemods.data_parallel.script import Decline, Script
+from devfix.context import FileContext
 from tests.codemods.data_parallel.planning import planned, script_of
 
 TAIL = """
@@ -166,3 +168,22 @@ def test_the_replicas_loss_mean_goes() -> None:
 def test_wraps_that_cannot_be_converted(source: str, reason: str) -> None:
     with pytest.raises(Decline, match=reason):
         script_of("import torch\nfrom torch import nn\n" + source)
+
+
+@pytest.mark.parametrize(
+    ("header", "found"),
+    [
+        # `nn` reaches the script only through a project's star import; `torch` is imported.
+        ("import torch\nfrom models import *\n", True),
+        ("from utils.common import *\n", True),
+        # A name the file binds itself is not the star import's, whatever it is called.
+        ("import torch\nfrom models import *\nnn = make_namespace()\n", False),
+        # No star import: an unbound `nn` is no DataParallel.
+        ("import torch\n", False),
+    ],
+)
+def test_data_parallel_spelled_through_a_star_import(header: str, found: bool) -> None:
+    source = header + "model = nn.DataParallel(Darknet(cfg))\n" + TAIL
+    script = Script(FileContext(cst.parse_module(source), "train.py", source))
+    calls = model_wrap.data_parallel_calls(script)
+    assert [script.code(call.func) for call in calls] == (["nn.DataParallel"] if found else [])
