@@ -27,7 +27,8 @@ from devfix.engine import fix_file
 from devfix.sources import MAX_SOURCE_BYTES
 from devfix.types import FileStatus, Options
 
-pytestmark = pytest.mark.slow
+# one worker builds the module-scoped fixture once (pytest-xdist, tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bad-input-tree")]
 
 LOAD = 'state = torch.load("model.pt")\n'
 FIXED = 'state = torch.load("model.pt", map_location="cpu")\n'

@@ -4,11 +4,14 @@ Each golden `before` of golden/data_parallel/ runs with plain `python` on the CP
 global batch B, no shuffling); its `after` runs under `torchrun --standalone --nproc_per_node=2`
 on the CPU (gloo, two processes with B // 2 each). Both write their final weights to
 `$CHECKPOINT`; the DataParallel checkpoint's `module.` prefix is stripped before comparing.
+The plain runs, and `torchrun` itself (the launcher, as the `torchrun` command calls it:
+`torch.distributed.run.main()`), are forked from a warm process (devfix.vgpu.warm); the two
+workers it starts are fresh interpreters, as under any `torchrun`.
 
 Each `before` also runs under 2 virtual GPUs, where `nn.DataParallel` really replicates the
 model and splits the batch: a script that runs there must train to the CPU run's weights; one
 that dies must die inside a replica, of the error its golden header declares (the bug the
-conversion removes). The plain-python runs are forked from a warm process (devfix.vgpu.warm).
+conversion removes).
 
 Nothing is retried: a converted script that crashes at exit (the gloo shutdown abort the
 conversion's `dist.barrier()` before `destroy_process_group()` avoids) fails the test.
@@ -18,11 +21,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.warm_servers import warm_run
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -33,8 +37,8 @@ CASES = sorted(
     for path in GOLDEN.glob("*.before.py")
     if path.with_name(path.name.replace(".before.py", ".after.py")).exists()
 )
-#: what torch reads at import: the warm servers' environment (each script gets _env() too)
-SERVER_ENV = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+#: the `torchrun` command: its console script calls this
+TORCHRUN = "from torch.distributed.run import main\n\nmain()\n"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -48,19 +52,10 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str], cwd: Path, **extra: str) -> None:
-    completed = subprocess.run(
-        args, capture_output=True, text=True, timeout=240, env=_env(**extra), cwd=str(cwd)
-    )
-    assert completed.returncode == 0, (
-        f"{' '.join(args)} exited {completed.returncode}\n{completed.stderr[-4000:]}"
-    )
-
-
-def _warm(script: Path, cwd: Path, gpus: int, **extra: str) -> subprocess.CompletedProcess[str]:
-    from devfix.vgpu.warm import runner
-
-    return runner(gpus, SERVER_ENV).run(script, env=_env(**extra), cwd=cwd, timeout=240)
+def _warm(
+    script: Path, cwd: Path, gpus: int, args: tuple[str, ...] = (), **extra: str
+) -> subprocess.CompletedProcess[str]:
+    return warm_run(script, gpus, args=args, env=_env(**extra), cwd=cwd)
 
 
 def _python(script: Path, cwd: Path, **extra: str) -> None:
@@ -71,17 +66,14 @@ def _python(script: Path, cwd: Path, **extra: str) -> None:
 
 
 def _torchrun(script: Path, cwd: Path, **extra: str) -> None:
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            "--nproc_per_node=2",
-            str(script),
-        ],
-        cwd,
-        **extra,
+    """`torchrun --standalone --nproc_per_node=2 script` (a free rendezvous port of its own:
+    two at once do not meet)."""
+    launcher = cwd / "torchrun.py"
+    launcher.write_text(TORCHRUN)
+    args = ("--standalone", "--nproc_per_node=2", str(script))
+    completed = _warm(launcher, cwd, 0, args, **extra)
+    assert completed.returncode == 0, (
+        f"torchrun {' '.join(args)} exited {completed.returncode}\n{completed.stderr[-4000:]}"
     )
 
 

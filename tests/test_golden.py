@@ -15,6 +15,7 @@ from devfix.engine import fix_source
 from devfix.registry import all_passes
 from devfix.types import Options
 from tests.golden_cases import GOLDEN, GoldenCase, collect
+from tests.warm_servers import SERVER_ENV, warm_run
 
 CASES = collect()
 TRANSFORM_CASES = [c for c in CASES if c.before is not None]
@@ -67,26 +68,21 @@ RUNNABLE = [(c, c.source.with_name(f"{c.name}.after.py")) for c in TRANSFORM_CAS
 ]
 
 
-#: what torch reads while it is imported; given to the warm servers, not to each script
-SERVER_ENV = {"OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-
-
-def _run(script: Path, gpus: int, env: dict[str, str] | None = None) -> CompletedProcess[str]:
-    """Run a golden script in a forked child of a warm process (see devfix.vgpu.warm)."""
-    from devfix.vgpu.warm import runner
-
-    return runner(gpus, SERVER_ENV).run(
-        script, env={**SERVER_ENV, **(env or {})}, timeout=240, cwd=GOLDEN
-    )
+def _run(
+    script: Path, gpus: int, tmp: Path, env: dict[str, str] | None = None
+) -> CompletedProcess[str]:
+    """Run a golden script in a forked child of a warm process (see devfix.vgpu.warm), with
+    its temporary files (`tempfile`) in the test's own folder."""
+    return warm_run(script, gpus, env={**SERVER_ENV, "TMPDIR": str(tmp), **(env or {})}, cwd=GOLDEN)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("case", "script"), RUNNABLE, ids=[f"{c.id}.{p.name.split('.')[-2]}" for c, p in RUNNABLE]
 )
-def test_script_runs_on_cpu(case: GoldenCase, script: Path) -> None:
+def test_script_runs_on_cpu(case: GoldenCase, script: Path, tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="tier 1 runs the golden scripts with torch")
-    completed = _run(script, 0)
+    completed = _run(script, 0, tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
 
 
@@ -108,7 +104,7 @@ def test_no_pass_changes_a_fixed_or_noop_file(script: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", TRANSFORM_CASES, ids=_ids(TRANSFORM_CASES))
-def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase) -> None:
+def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase, tmp_path: Path) -> None:
     """Tier 2 on CPU: the `before` dies of the declared device error under virtual GPUs, and
     the `after` runs under the same settings."""
     pytest.importorskip("torch", reason="the virtual GPU runtime needs torch")
@@ -117,19 +113,19 @@ def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase) -> None:
     assert case.before is not None
     expectation = parse_golden_header(case.before.read_text())
     assert expectation is not None, f"{case.id}: the before file needs a `# devfix-golden:` line"
-    before = _run(case.before, expectation.gpus, expectation.env)
+    before = _run(case.before, expectation.gpus, tmp_path, expectation.env)
     problem = check_failure(expectation, before)
     assert problem is None, f"{case.id}.before: {problem}\n{before.stderr[-3000:]}"
     after_path = case.before.with_name(f"{case.name}.after.py")
-    after = _run(after_path, expectation.gpus, expectation.env)
+    after = _run(after_path, expectation.gpus, tmp_path, expectation.env)
     assert after.returncode == 0, f"{case.id}.after:\n{after.stderr[-3000:]}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", NOOP_CASES, ids=_ids(NOOP_CASES))
-def test_noop_runs_on_virtual_gpus(case: GoldenCase) -> None:
+def test_noop_runs_on_virtual_gpus(case: GoldenCase, tmp_path: Path) -> None:
     """A noop script is correct code: it also runs with the virtual GPUs of its folder."""
     pytest.importorskip("torch", reason="the virtual GPU runtime needs torch")
     assert case.noop is not None
-    completed = _run(case.noop, case.folder_gpus())
+    completed = _run(case.noop, case.folder_gpus(), tmp_path)
     assert completed.returncode == 0, f"{case.id}.noop:\n{completed.stderr[-3000:]}"

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# one worker builds the module-scoped fixture once (pytest-xdist, tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging-build")]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Source folder -> where its files land in the wheel.

@@ -7,7 +7,8 @@ each on stdin: ``{"script", "args", "cwd", "env", "stdout", "stderr"}``. For eac
 child that runs the script as ``python -m devfix.vgpu`` would, with
 
 * its own working directory (``cwd``), its own ``os.environ`` (``env``, replacing the
-  server's), ``sys.argv`` and ``sys.path[0]``, fresh seeds for ``random``,
+  server's; :mod:`tempfile` reads ``TMPDIR`` from it), ``sys.argv`` and ``sys.path[0]``,
+  fresh seeds for ``random``,
 * stdin from ``/dev/null`` and stdout/stderr written to the given files,
 * its own process group (a timeout kills the script and its DataLoader workers),
 
@@ -86,6 +87,9 @@ def _child(request: dict[str, Any], gpus: int, private: Sequence[int]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    # the server's imports already asked tempfile for its folder: ask again with this
+    # environment (TMPDIR), as a fresh interpreter would
+    tempfile.tempdir = None
     _warning_options(os.environ.get("PYTHONWARNINGS", ""))
     import random
 
@@ -265,7 +269,10 @@ def runner(gpus: int, env: Mapping[str, str] | None = None) -> WarmRunner:
 
 
 @atexit.register
-def _close_all() -> None:
+def close_all() -> None:
+    """Close every shared runner and wait for its server (at exit, or earlier by a process
+    that exits without running atexit handlers, such as a pytest-xdist worker: a server left
+    to exit on its own is never waited for, and its CPU time is missing from its parent's)."""
     for r in _RUNNERS.values():
         r.close()
     _RUNNERS.clear()

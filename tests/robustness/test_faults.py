@@ -28,7 +28,8 @@ from devfix.engine import fix_file
 from devfix.errors import InputError
 from devfix.types import FileStatus, Options
 
-pytestmark = pytest.mark.slow
+# one worker builds the module-scoped fixture once (pytest-xdist, tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("robustness-faults")]
 
 FILES = 300
 KILLS = 4

@@ -27,7 +27,8 @@ from tests.robustness.sweep_core import (
     torch_root,
 )
 
-pytestmark = pytest.mark.slow
+# one worker builds the module-scoped fixture once (pytest-xdist, tests/conftest.py)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("robustness-sweep")]
 
 #: Sizes keep the run inside CI time: the passes cost about 0.1 s per KB of torch code on a CI core.
 TORCH_SMALL = (120, 8_000)

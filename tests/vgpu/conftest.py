@@ -16,12 +16,12 @@ def vgpu_run() -> Runner:
     """Run a script (a name in scripts/ or a path) under N virtual GPUs, in a forked child of
     a warm process (devfix.vgpu.warm): the same isolation as a fresh interpreter, without
     importing torch again."""
-    from devfix.vgpu.warm import runner
+    from tests.warm_servers import warm_run
 
     def run(
         script: str | Path, gpus: int = 2, args: tuple[str, ...] = ()
     ) -> subprocess.CompletedProcess[str]:
         path = SCRIPTS / script if isinstance(script, str) else script
-        return runner(gpus).run(path, args=args, timeout=300, cwd=path.parent)
+        return warm_run(path, gpus, args=args, timeout=300, cwd=path.parent)
 
     return run

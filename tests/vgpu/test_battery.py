@@ -32,6 +32,7 @@ def test_battery_shape() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("battery")  # one worker runs the battery once
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_battery_case(results, case) -> None:
     res = results[case.name]

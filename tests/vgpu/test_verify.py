@@ -217,12 +217,32 @@ def test_scripts_folder_exists() -> None:
 @pytest.mark.slow
 def test_a_warm_child_takes_its_warning_filters_from_pythonwarnings(tmp_path) -> None:
     """As a fresh `python` would: the golden tier turns a warning into the failure this way."""
-    from devfix.vgpu.warm import runner
+    from devfix.vgpu import child_env
+    from tests.warm_servers import warm_run
 
     script = tmp_path / "warns.py"
     script.write_text("import warnings\nwarnings.warn('switched off', UserWarning)\nprint('on')\n")
-    strict = runner(0).run(script, env={"PYTHONWARNINGS": "error::UserWarning"}, cwd=tmp_path)
+    strict = warm_run(
+        script, 0, env=child_env({"PYTHONWARNINGS": "error::UserWarning"}), cwd=tmp_path
+    )
     assert strict.returncode == 1 and "UserWarning: switched off" in strict.stderr
     assert strict.stdout == ""
-    lenient = runner(0).run(script, cwd=tmp_path)
+    lenient = warm_run(script, 0, cwd=tmp_path)
     assert lenient.returncode == 0 and lenient.stdout == "on\n", lenient.stderr
+
+
+@pytest.mark.slow
+def test_a_warm_child_takes_its_temporary_folder_from_tmpdir(tmp_path) -> None:
+    """As a fresh `python` would, though the server's imports already asked `tempfile` (the
+    golden tier gives each script a temporary folder of its own this way)."""
+    from devfix.vgpu import child_env
+    from tests.warm_servers import warm_run
+
+    script = tmp_path / "tmp.py"
+    script.write_text("import tempfile\nprint(tempfile.mkdtemp())\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    done = warm_run(script, 0, env=child_env({"TMPDIR": str(mine)}), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    made = Path(done.stdout.strip())
+    assert made.parent == mine and made.is_dir()
