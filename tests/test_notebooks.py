@@ -185,6 +185,7 @@ def test_cell_that_does_not_parse_is_named(tmp_path: Path) -> None:
     assert result.reason.startswith("cell 2 does not parse (line 2")
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_invalid_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
     path = _write(tmp_path, '{"cells": [\n  {"cell_type": "code",,}\n]}')
     done = subprocess.run(
@@ -208,6 +209,7 @@ def test_non_python_notebooks_are_left_alone(tmp_path: Path) -> None:
     assert fix_file(str(path), OPTIONS).status is FileStatus.UNCHANGED
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_check_reports_cell_locations_in_text_and_json(tmp_path: Path) -> None:
     path = _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
     text = subprocess.run(
@@ -234,6 +236,7 @@ def test_check_reports_cell_locations_in_text_and_json(tmp_path: Path) -> None:
     assert path.read_text(encoding="utf-8") == EXAMPLE.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # starts devfix subprocesses
 def test_apply_diff_is_the_notebook_files_diff_and_applies(tmp_path: Path) -> None:
     path = _write(tmp_path, EXAMPLE.read_text(encoding="utf-8"), "tagger.ipynb")
     done = subprocess.run(

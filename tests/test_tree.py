@@ -203,6 +203,7 @@ print("untouched")
 """
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_devfix_and_fixing_leaves_libcst_classes_untouched() -> None:
     import subprocess
     import sys

@@ -23,6 +23,7 @@ def _post(result: subprocess.CompletedProcess[str]) -> str:
     return result.stderr.split(marker, 1)[1]
 
 
+@pytest.mark.slow
 def test_a_factory_in_forward_names_its_line_and_rule(tmp_path, vgpu_run) -> None:
     (tmp_path / "pos.py").write_text(
         "import torch\n"
@@ -46,6 +47,7 @@ def test_a_factory_in_forward_names_its_line_and_rule(tmp_path, vgpu_run) -> Non
     assert "  the cuda:0 tensor `self` (shape [10, 4]) was moved to cuda:0 at pos.py:10 by " in post
 
 
+@pytest.mark.slow
 def test_a_plain_attribute_names_the_init_line_and_its_value(tmp_path, vgpu_run) -> None:
     (tmp_path / "attr.py").write_text(
         "import torch\n"
@@ -72,6 +74,7 @@ def test_a_plain_attribute_names_the_init_line_and_its_value(tmp_path, vgpu_run)
     ) in post, post
 
 
+@pytest.mark.slow
 def test_a_checkpoint_loaded_without_map_location(tmp_path, vgpu_run) -> None:
     (tmp_path / "load.py").write_text(
         "import torch\n"
@@ -87,6 +90,7 @@ def test_a_checkpoint_loaded_without_map_location(tmp_path, vgpu_run) -> None:
     ) in post, post
 
 
+@pytest.mark.slow
 def test_a_batch_from_a_collate_function_in_another_file(tmp_path, vgpu_run) -> None:
     (tmp_path / "batching.py").write_text(
         "import torch\n"
@@ -111,6 +115,7 @@ def test_a_batch_from_a_collate_function_in_another_file(tmp_path, vgpu_run) -> 
     assert "    -> DF204 fixes it: Add `xb = xb.cuda()` at the head of the loop" in post
 
 
+@pytest.mark.slow
 def test_a_dataparallel_replica_names_the_broadcast(vgpu_run) -> None:
     post = _post(vgpu_run("dp_before.py"))
     assert (
@@ -123,6 +128,7 @@ def test_a_dataparallel_replica_names_the_broadcast(vgpu_run) -> None:
     ) in post, post
 
 
+@pytest.mark.slow
 def test_numpy_of_a_gpu_tensor_points_at_the_failing_line(tmp_path, vgpu_run) -> None:
     (tmp_path / "npy.py").write_text(
         "import torch\nx = torch.randn(3).cuda()\ny = (x * 2).numpy()\n"
@@ -133,6 +139,7 @@ def test_numpy_of_a_gpu_tensor_points_at_the_failing_line(tmp_path, vgpu_run) ->
     assert "the fix is at the failing line (`.detach().cpu()`)" in post
 
 
+@pytest.mark.slow
 def test_an_rnn_hidden_state_torch_rejects_is_found_among_the_locals(tmp_path, vgpu_run) -> None:
     """torch's own RNN check raises this error, not the runtime: the operands are the failing
     frame's local tensors on the devices the error names."""
@@ -152,6 +159,7 @@ def test_an_rnn_hidden_state_torch_rejects_is_found_among_the_locals(tmp_path, v
     ) in post, post
 
 
+@pytest.mark.slow
 def test_indices_on_another_gpu_are_the_root(tmp_path, vgpu_run) -> None:
     (tmp_path / "idx.py").write_text(
         "import torch\n"
@@ -168,6 +176,7 @@ def test_indices_on_another_gpu_are_the_root(tmp_path, vgpu_run) -> None:
     ) in post, post
 
 
+@pytest.mark.slow
 def test_an_uncovered_site_gets_a_suggested_edit(tmp_path, vgpu_run) -> None:
     """A CPU factory at module level that no rule flags: the suggestion is marked as not a
     devfix rule."""
@@ -190,6 +199,7 @@ def test_an_uncovered_site_gets_a_suggested_edit(tmp_path, vgpu_run) -> None:
     ) in post, post
 
 
+@pytest.mark.slow
 def test_runtime_off_switch_leaves_the_old_report(tmp_path) -> None:
     script = tmp_path / "s.py"
     script.write_text("import torch\ntorch.ones(2, device='cuda:0') + torch.ones(2)\n")
