@@ -3,10 +3,11 @@
     python bench/suite_time.py [--only not-slow|full] [-- extra pytest arguments]
 
 For each run: wall seconds, CPU seconds of pytest and everything it started (user + system,
-children included: warm servers, their forked scripts, devfix and torchrun subprocesses), the
-tests passed, and the load average before and after. On a shared machine the wall time grows
-with the other work; the CPU time does not, and on an idle 2-core machine the wall time is
-close to it (the suite runs one test at a time; only torchrun uses both cores). Targets:
+children included: pytest-xdist workers, warm servers, their forked scripts, devfix and torchrun
+subprocesses), the tests passed, and the load average before and after. On a shared machine the
+wall time grows with the other work; the CPU time does not. The suite runs on every core
+(pytest-xdist, see tests/conftest.py), so on an idle 2-core machine the wall time is about half
+the CPU time, plus the tail where one worker finishes its last long test alone. Targets:
 not-slow <= 60 s, full <= 5 minutes, on 2 cores.
 """
 
