@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,21 +50,64 @@ def default_workers(config: pytest.Config) -> int:
     return workers if workers > 1 else 0
 
 
+#: what the controller tells its workers: they parse the command line again, without the
+#: options pytest_cmdline_main sets below
+_LOADGROUP = "devfix_loadgroup"
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
     """Run the suite on every core with pytest-xdist when it is installed (the test extra
     installs it) and the command line gives no `-n`; `-n 0` or `-p no:xdist` runs in one
-    process. Workers get whole `xdist_group`s (`--dist loadgroup`): a module whose tests share
-    an expensive module-scoped fixture marks itself so that fixture is built once."""
-    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+    process. Workers get whole `xdist_group`s (`--dist loadgroup`, also with an explicit `-n`):
+    a module whose tests share an expensive module-scoped fixture marks itself so that fixture
+    is built once."""
+    if not config.pluginmanager.hasplugin("xdist"):
         return
-    if config.option.numprocesses is not None or config.option.tx:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:  # a worker: group as the controller schedules
+        if workerinput.get(_LOADGROUP):
+            config.option.loadgroup = True
         return
-    workers = default_workers(config)
-    if workers:
-        config.option.numprocesses = workers
-        if config.option.dist == "no":
-            config.option.dist = "loadgroup"
+    if config.option.numprocesses is None and not config.option.tx:
+        workers = default_workers(config)
+        if workers:
+            config.option.numprocesses = workers
+    if (config.option.numprocesses or config.option.tx) and config.option.dist == "no":
+        config.option.dist = "loadgroup"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(pytest-xdist, on the controller) Tell a worker that tests are scheduled by group."""
+    if node.config.getvalue("dist") == "loadgroup":
+        node.workerinput[_LOADGROUP] = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a worker under `--dist loadgroup`: a grouped test's id is `id@group`, which the
+    controller schedules by. pytest-xdist (3.8) writes it to `item._nodeid`, which pytest 9.2
+    no longer reads (a node's id is `item._id`), so every group was split across the workers;
+    write it where this pytest reads it when xdist's did not take."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    for item in items:
+        groups = sorted(
+            {
+                str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                for mark in item.iter_markers("xdist_group")
+            }
+        )
+        if not groups or item.nodeid.endswith("@" + "_".join(groups)):
+            continue
+        named = f"{item.nodeid}@{'_'.join(groups)}"
+        if hasattr(item, "_id"):
+            from _pytest.nodeid import coerce_node_id  # pytest >= 9.2
+
+            item._id = coerce_node_id(named)
+        else:
+            item._nodeid = named
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
