@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from devfix.vgpu import child_env
-from devfix.vgpu.warm import runner
+from tests.warm_servers import warm_run
 
 REPAIR = Path(__file__).resolve().parents[2] / "golden" / "_repair"
 CASES = sorted(p.name for p in REPAIR.iterdir() if p.is_dir())
@@ -45,8 +45,7 @@ def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
     flags, fixes = HEADER.search((work / "train.py").read_text()).groups()  # type: ignore[union-attr]
     before = {p.name: p.read_text() for p in work.glob("*.py")}
     # The plain runs go to a forked child of a warm process; only --fix needs the command line.
-    warm = runner(2)
-    assert warm.run(work / "train.py", cwd=work, timeout=300).returncode == 1  # fails as written
+    assert warm_run(work / "train.py", 2, cwd=work, timeout=300).returncode == 1  # fails as written
     r = verify("--fix", *shlex.split(flags), "train.py", cwd=work)
     assert r.returncode == 0, r.stdout + r.stderr
     applied = re.findall(r"-> applied (DF\d+) at", r.stdout)
@@ -55,7 +54,7 @@ def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
     assert f"devfix verify --fix: round {rounds}: the script runs" in r.stdout
     changed = [name for name, text in before.items() if (work / name).read_text() != text]
     assert changed, "the fix wrote nothing"
-    done = warm.run(work / "train.py", cwd=work, timeout=300)
+    done = warm_run(work / "train.py", 2, cwd=work, timeout=300)
     assert done.returncode == 0, done.stderr  # the repaired files run on their own
 
 
