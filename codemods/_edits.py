@@ -140,6 +140,16 @@ def method_call(receiver: cst.BaseExpression, method: str, *args: cst.BaseExpres
     return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(method)), args=arg_nodes)
 
 
+def method_chain(receiver: cst.BaseExpression, *methods: str) -> cst.BaseExpression:
+    """`receiver.m1().m2()...` without arguments, parenthesising `receiver` where needed."""
+    chained = receiver
+    if methods and needs_parentheses(receiver):
+        chained = receiver.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    for method in methods:
+        chained = cst.Call(func=cst.Attribute(value=chained, attr=cst.Name(method)))
+    return chained
+
+
 def as_call_of(call: cst.Call, func: str, **keywords: cst.BaseExpression) -> cst.Call:
     """`call`'s arguments given to `func` (dotted code), with `keyword=value` appended."""
     new = call.with_changes(func=cst.parse_expression(func))

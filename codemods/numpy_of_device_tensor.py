@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.codemods._edits import method_chain
+from devfix.codemods.analysis.names import call_tail, code_of, is_method_call
 from devfix.codemods.analysis.torch_names import NUMPY_ARRAY_FUNCTIONS
 from devfix.types import Applicability, Edit
 
@@ -88,14 +89,12 @@ class NumpyOfDeviceTensor(DevicePass):
         origin = self._origin(receiver, node)
         if origin is None:
             return
-        if _ends_with(receiver, "detach") or (
+        detached = is_method_call(receiver, "detach") or (
             isinstance(receiver, cst.Attribute) and receiver.attr.value == "data"
-        ):
-            moved: cst.BaseExpression = _method(receiver, "cpu")
-            added = ".cpu()"
-        else:
-            moved = _method(_method(receiver, "detach"), "cpu")
-            added = ".detach().cpu()"
+        )
+        methods = ("cpu",) if detached else ("detach", "cpu")
+        added = "".join(f".{method}()" for method in methods)
+        moved = method_chain(receiver, *methods)
         self.report(
             node,
             message=f"`.numpy()` of a tensor on a device ({origin}); it needs `{added}` first",
@@ -122,15 +121,10 @@ class NumpyOfDeviceTensor(DevicePass):
         origin = self._origin(value, node)
         if origin is None:
             return
-        receiver: cst.BaseExpression = value
-        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)) and not value.lpar:
-            receiver = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        if _ends_with(value, "detach"):
-            moved: cst.BaseExpression = _method(_method(receiver, "cpu"), "numpy")
-            added = ".cpu().numpy()"
-        else:
-            moved = _method(_method(_method(receiver, "detach"), "cpu"), "numpy")
-            added = ".detach().cpu().numpy()"
+        detached = is_method_call(value, "detach")
+        methods = ("cpu", "numpy") if detached else ("detach", "cpu", "numpy")
+        added = "".join(f".{method}()" for method in methods)
+        moved = method_chain(value, *methods)
         self.report(
             node,
             message=(
@@ -153,7 +147,8 @@ class NumpyOfDeviceTensor(DevicePass):
             ]
             origin = origins[0] if all(origins) else None
         elif isinstance(values, cst.Name):
-            origin = self._list_of_device_tensors(values.value, node)
+            filled = self.facts.devices.list_of_placed(values.value, node)
+            origin = filled.evidence if filled is not None else None
         else:
             return False
         if origin is None:
@@ -163,7 +158,7 @@ class NumpyOfDeviceTensor(DevicePass):
             func=cst.Attribute(value=cst.parse_expression(torch_name), attr=cst.Name("stack")),
             args=[cst.Arg(values)],
         )
-        replacement = _method(stacked, method)
+        replacement = method_chain(stacked, method)
         shown = code_of(replacement)
         self.report(
             node,
@@ -177,43 +172,3 @@ class NumpyOfDeviceTensor(DevicePass):
             imports=imports,
         )
         return True
-
-    def _list_of_device_tensors(self, name: str, at: cst.CSTNode) -> str | None:
-        """`losses = []` filled only by `losses.append(<device tensor>)`: the first origin."""
-        values = self.facts.scopes.assigned_values(name, at)
-        if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
-            return None
-        function = self.facts.scopes.enclosing_function(at)
-        scope: cst.CSTNode = function if function is not None else self.context.module
-        origin: str | None = None
-        for use in self.facts.scopes.names_in(scope, name):
-            parent = self.context.parent(use)
-            if isinstance(parent, cst.AssignTarget):
-                continue
-            if isinstance(parent, cst.Attribute) and parent.value is use:
-                call = self.context.parent(parent)
-                method = parent.attr.value
-                if method == "append" and isinstance(call, cst.Call) and len(call.args) == 1:
-                    found = self._origin(call.args[0].value, call)
-                    if found is None:
-                        return None
-                    origin = origin or found
-                    continue
-                if method in ("extend", "insert", "__setitem__") or not isinstance(call, cst.Call):
-                    return None
-                continue
-            if isinstance(parent, (cst.AugAssign, cst.Subscript)):
-                return None
-        return origin
-
-
-def _ends_with(expr: cst.BaseExpression, method: str) -> bool:
-    return (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value == method
-    )
-
-
-def _method(receiver: cst.BaseExpression, name: str) -> cst.Call:
-    return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(name)))

@@ -959,6 +959,36 @@ class DeviceInference:
                     )
         return None
 
+    def list_of_placed(self, name: str, at: cst.CSTNode) -> Device | None:
+        """`losses = []` filled only by `losses.append(<placed tensor>)` in the scope of `at`:
+        where the first appended tensor is; None when anything else fills, extends or indexes
+        the list, or an appended value is not provably placed."""
+        values = self.scopes.assigned_values(name, at)
+        if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
+            return None
+        function = self.scopes.enclosing_function(at)
+        scope: cst.CSTNode = function if function is not None else self.context.module
+        first: Device | None = None
+        for use in self.scopes.names_in(scope, name):
+            parent = self.context.parent(use)
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is use:
+                call = self.context.parent(parent)
+                method = parent.attr.value
+                if method == "append" and isinstance(call, cst.Call) and len(call.args) == 1:
+                    found = self.placed(call.args[0].value, call)
+                    if found is None:
+                        return None
+                    first = first or found
+                    continue
+                if method in ("extend", "insert", "__setitem__") or not isinstance(call, cst.Call):
+                    return None
+                continue
+            if isinstance(parent, (cst.AugAssign, cst.Subscript)):
+                return None
+        return first
+
     def _any_argument(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
         for arg in call.args:
             if arg.keyword is not None:

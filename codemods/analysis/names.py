@@ -36,6 +36,15 @@ def call_tail(func: cst.BaseExpression) -> str | None:
     return None
 
 
+def is_method_call(node: cst.BaseExpression, method: str) -> bool:
+    """`node` is a call of `.method(...)` on some receiver."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == method
+    )
+
+
 def root_name(node: cst.BaseExpression) -> str | None:
     """The name an expression starts from, through attributes, subscripts and called
     expressions: `model.module.parameters()` -> "model"; `x[0].y` -> "x"; `f(x)` -> "f"."""

@@ -322,3 +322,28 @@ def offload(x):
     assert devices.model_code_moving(offloaded, offload_to=offloaded.args[0].value) is None
     assert devices.model_code_moving(offloaded) is not None  # a move, were it not an offload
     assert devices.fixed_move(offloaded, offloaded.args[0].value, offload=True) is None
+
+
+def test_a_list_filled_only_with_placed_tensors() -> None:
+    parsed = parse(
+        """
+        import torch
+        model = Net().cuda()
+        losses = []
+        mixed = []
+        extended = []
+        for x in data:
+            losses.append(model(x).sum())
+            mixed.append(model(x).sum())
+            mixed.append(torch.zeros(1))
+            extended.append(model(x))
+            extended.extend(more)
+        losses, mixed, extended
+        """
+    )
+    devices = parsed.facts.devices
+    at = parsed.all(cst.Tuple)[-1]
+    filled = devices.list_of_placed("losses", at)
+    assert isinstance(filled, ParamsOf) and filled.module == "model"
+    assert devices.list_of_placed("mixed", at) is None  # one CPU tensor among them
+    assert devices.list_of_placed("extended", at) is None  # extended with unknown values

@@ -10,6 +10,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     is_constant,
     is_docstring,
+    is_method_call,
     keyword_argument,
     receiver_root,
     root_name,
@@ -203,3 +204,10 @@ def test_string_value_reads_plain_string_literals_only() -> None:
     assert string_value(cst.parse_expression("'mask'")) == "mask"
     assert string_value(cst.parse_expression("b'mask'")) is None
     assert string_value(cst.parse_expression("name")) is None
+
+
+def test_is_method_call_names_the_called_method() -> None:
+    assert is_method_call(cst.parse_expression("logits.argmax(1).detach()"), "detach")
+    assert not is_method_call(cst.parse_expression("logits.detach().cpu()"), "detach")
+    assert not is_method_call(cst.parse_expression("detach(x)"), "detach")
+    assert not is_method_call(cst.parse_expression("x.detach"), "detach")

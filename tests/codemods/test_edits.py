@@ -10,6 +10,7 @@ from devfix.codemods._edits import (
     as_call_of,
     comma_separated,
     keyword_arg,
+    method_chain,
     positional_as_keywords,
     rebuilt_call,
     register_buffer_for,
@@ -91,3 +92,12 @@ def test_select_device_edits_add_the_helper_once_after_the_imports() -> None:
     fresh = cst.parse_module("x = 1\n")
     _, imports = select_device_edits(fresh, None, name="pick", torch=None, imported=False)
     assert imports == [ImportSpec("os"), ImportSpec("torch")]
+
+
+def test_method_chain_parenthesises_the_receiver_where_needed() -> None:
+    assert code_of(method_chain(cst.parse_expression("loss"), "detach", "cpu")) == (
+        "loss.detach().cpu()"
+    )
+    assert code_of(method_chain(cst.parse_expression("a / n"), "cpu")) == "(a / n).cpu()"
+    assert code_of(method_chain(cst.parse_expression("(a / n)"), "cpu")) == "(a / n).cpu()"
+    assert code_of(method_chain(cst.parse_expression("-x"))) == "-x"
