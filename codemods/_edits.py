@@ -6,8 +6,11 @@ from collections.abc import Sequence
 
 import libcst as cst
 
+from devfix.codemods.analysis.moves import device_argument
 from devfix.types import Edit, ImportSpec
 
+#: Arguments of `.to(...)` that only say how to copy: without the device, the call does nothing.
+_COPY_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
 _EQUAL = cst.AssignEqual(
     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
 )
@@ -199,6 +202,20 @@ def remove_argument(call: cst.Call, arg: cst.Arg) -> cst.Call:
         else:
             args[-1] = previous.with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+def without_device(call: cst.Call) -> cst.BaseExpression:
+    """`x.to(device)` -> `x`; `x.to(device, torch.float)` -> `x.to(torch.float)`; `x.cuda()`
+    -> `x`."""
+    assert isinstance(call.func, cst.Attribute)
+    receiver = call.func.value
+    if call.func.attr.value == "cuda":
+        return receiver
+    device = device_argument(call)
+    rest = [a for a in call.args if a.value is not device]
+    if all(a.keyword is not None and a.keyword.value in _COPY_ONLY_KEYWORDS for a in rest):
+        return receiver
+    return remove_argument(call, next(a for a in call.args if a.value is device))
 
 
 def needs_parentheses(node: cst.BaseExpression) -> bool:

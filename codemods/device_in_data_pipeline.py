@@ -7,16 +7,13 @@ import re
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import remove_argument
+from devfix.codemods._edits import remove_argument, without_device
 from devfix.codemods.analysis.flow import DataFunction, ScriptFlow
-from devfix.codemods.analysis.moves import DeviceMove, device_argument
+from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
-from devfix.codemods.analysis.torch_names import (
-    TENSOR_FACTORIES,
-)
+from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES
 from devfix.types import Applicability, Edit
 
-_KEEP_ONLY_KEYWORDS = frozenset({"non_blocking", "copy", "memory_format"})
 #: A file the pass can flag mentions data preparation it can find: Dataset and DataLoader resolve
 #: to `torch.*` names; callbacks are passed as one of `DATA_KEYWORDS` or to a method in
 #: `MAPPING_METHODS`. Blanks and line continuations may stand between a dot and a method name.
@@ -105,7 +102,7 @@ class DeviceInDataPipeline(DevicePass):
     def visit_Call(self, node: cst.Call) -> None:
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("to", "cuda"):
             kind = "move"
-        elif keyword_argument(node, "device") is not None and _is_name_chain(node.func):
+        elif keyword_argument(node, "device") is not None and dotted_name(node.func):
             kind = "factory"
         else:
             return
@@ -118,7 +115,7 @@ class DeviceInDataPipeline(DevicePass):
             move = flow.device_move(node, function)
             if move is None:
                 return
-            replacement = _without_device(node)
+            replacement = without_device(node)
             assert isinstance(node.func, cst.Attribute)
             shown = ", ".join(
                 (f"{a.keyword.value}=" if a.keyword else "") + code_of(a.value) for a in node.args
@@ -161,75 +158,21 @@ class DeviceInDataPipeline(DevicePass):
     ) -> None:
         removal = Edit(node, replacement)
         loops = flow.consuming_loops(entry)
-        trainer = self.facts.flow.has_self_moving_trainer()
-        if not loops:
-            if trainer:
-                self.report(
-                    node,
-                    message=f"{base}; the trainer moves batches to the model's device itself",
-                    fix_title="Remove the move; the trainer moves batches",
-                    edits=[removal],
-                    applicability=Applicability.SAFE,
-                )
-            else:
-                self.report(
-                    node,
-                    message=(
-                        f"{base}; no fix: no loop over its DataLoader was found that could move "
-                        "the batch to the model's device instead"
-                    ),
-                )
-            return
-        covered = {
-            id(call)
-            for loop in loops
-            for call in flow.dataloader_calls(loop.iter, flow.scopes.enclosing_function(loop))
-        }
-        elsewhere = [call for call in entry.loaders if id(call) not in covered]
-        if elsewhere:
-            line = self.context.position(elsewhere[0]).start.line
+        if not loops and flow.has_self_moving_trainer():
             self.report(
                 node,
-                message=(
-                    f"{base}; no fix: the batches of the DataLoader on line {line} are used where "
-                    "they cannot be followed, and would stay on the CPU"
-                ),
+                message=f"{base}; the trainer moves batches to the model's device itself",
+                fix_title="Remove the move; the trainer moves batches",
+                edits=[removal],
+                applicability=Applicability.SAFE,
             )
             return
-        edits = [removal]
-        statements: list[str] = []
-        origin = entry.node if isinstance(entry.node, cst.FunctionDef) else None
-        for loop in loops:
-            plan = flow.loop_plan(loop)
-            if data_device is not None and (plan is None or (plan.edit is None and plan.unmoved)):
-                # The device the data went to is the right one: the loop moves it there.
-                found = flow.batch_move(loop, data_device, origin, entry)
-                if isinstance(found, tuple):
-                    edits.append(found[0])
-                    statements.append(found[1])
-                    continue
-                if not found:
-                    continue  # the loop moves the batch already
-                if plan is None and flow.hands_batch_on(loop):
-                    self.report(node, message=f"{base}; no fix: {found}")
-                    return
-            if plan is None and not flow.hands_batch_on(loop):
-                continue  # the loop only inspects the batch (or does nothing with it)
-            if plan is None:
-                self.report(
-                    node,
-                    message=(
-                        f"{base}; no fix: cannot tell which device the model fed by the loop on "
-                        f"line {self.context.position(loop).start.line} is on"
-                    ),
-                )
-                return
-            if plan.reason and plan.unmoved:
-                self.report(node, message=f"{base}; no fix: {plan.reason}")
-                return
-            if plan.edit is not None:
-                edits.append(plan.edit)
-                statements.append(plan.statement_code)
+        planned = flow.data_batch_moves(entry, loops, data_device)
+        if isinstance(planned, str):
+            self.report(node, message=f"{base}; no fix: {planned}")
+            return
+        edits = [removal, *planned[0]]
+        statements = planned[1]
         if statements:
             title = "Keep the data on the CPU; add " + ", ".join(f"`{s}`" for s in statements)
             self.report(node, message=base, fix_title=title, edits=edits)
@@ -241,21 +184,3 @@ class DeviceInDataPipeline(DevicePass):
                 edits=edits,
                 applicability=Applicability.SAFE,
             )
-
-
-def _without_device(call: cst.Call) -> cst.BaseExpression:
-    """`x.to(device)` -> `x`; `x.to(device, torch.float)` -> `x.to(torch.float)`; `x.cuda()`
-    -> `x`."""
-    assert isinstance(call.func, cst.Attribute)
-    receiver = call.func.value
-    if call.func.attr.value == "cuda":
-        return receiver
-    device = device_argument(call)
-    rest = [a for a in call.args if a.value is not device]
-    if all(a.keyword is not None and a.keyword.value in _KEEP_ONLY_KEYWORDS for a in rest):
-        return receiver
-    return remove_argument(call, next(a for a in call.args if a.value is device))
-
-
-def _is_name_chain(node: cst.BaseExpression) -> bool:
-    return dotted_name(node) is not None

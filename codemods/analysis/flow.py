@@ -2404,6 +2404,60 @@ class ScriptFlow:
             )
         ]
 
+    def data_batch_moves(
+        self, entry: DataFunction, loops: list[cst.For], data_device: DeviceMove | None
+    ) -> tuple[list[Edit], list[str]] | str:
+        """What makes the `loops` that consume data preparation `entry` move their batch, once
+        a move inside `entry` is removed: the edits and the statements they add (none where
+        every loop moves its batch already), or why no fix can be made. `data_device`: the
+        move removed from `entry`, when its device is the right one for the batch."""
+        if not loops:
+            return (
+                "no loop over its DataLoader was found that could move the batch to the model's "
+                "device instead"
+            )
+        covered = {
+            id(call)
+            for loop in loops
+            for call in self.dataloader_calls(loop.iter, self.scopes.enclosing_function(loop))
+        }
+        elsewhere = [call for call in entry.loaders if id(call) not in covered]
+        if elsewhere:
+            line = self.context.position(elsewhere[0]).start.line
+            return (
+                f"the batches of the DataLoader on line {line} are used where they cannot be "
+                "followed, and would stay on the CPU"
+            )
+        edits: list[Edit] = []
+        statements: list[str] = []
+        origin = entry.node if isinstance(entry.node, cst.FunctionDef) else None
+        for loop in loops:
+            plan = self.loop_plan(loop)
+            if data_device is not None and (plan is None or (plan.edit is None and plan.unmoved)):
+                # The device the data went to is the right one: the loop moves it there.
+                found = self.batch_move(loop, data_device, origin, entry)
+                if isinstance(found, tuple):
+                    edits.append(found[0])
+                    statements.append(found[1])
+                    continue
+                if not found:
+                    continue  # the loop moves the batch already
+                if plan is None and self.hands_batch_on(loop):
+                    return found
+            if plan is None and not self.hands_batch_on(loop):
+                continue  # the loop only inspects the batch (or does nothing with it)
+            if plan is None:
+                return (
+                    "cannot tell which device the model fed by the loop on "
+                    f"line {self.context.position(loop).start.line} is on"
+                )
+            if plan.reason and plan.unmoved:
+                return plan.reason
+            if plan.edit is not None:
+                edits.append(plan.edit)
+                statements.append(plan.statement_code)
+        return edits, statements
+
     def data_move_hazard(
         self, entry: DataFunction, node: cst.CSTNode, move: DeviceMove
     ) -> DataHazard | None:

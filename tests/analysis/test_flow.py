@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.flow import DataFunction, is_main_guard
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
@@ -527,3 +527,42 @@ def test_runs_module_calls_and_hands_it_a_fresh_tensor() -> None:
     flow = parsed.facts.flow
     runs = [flow.runs_module(statement, "net") for statement in parsed.module.body[1:]]
     assert runs == [True, True, True, False, False]
+
+
+def test_batch_moves_of_the_loops_that_consume_data_preparation() -> None:
+    parsed = parse(
+        """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader
+
+        device = torch.device("cuda")
+        model = Net().to(device)
+        criterion = nn.CrossEntropyLoss()
+
+        def collate(items):
+            x, y = zip(*items)
+            return torch.stack(x).to(device), torch.stack(y).to(device)
+
+        loader = DataLoader(data, collate_fn=collate, num_workers=2)
+        for x, y in loader:
+            loss = criterion(model(x), y)
+        """
+    )
+    flow = parsed.facts.flow
+    move = parsed.one(cst.Call, "torch.stack(x).to(device)")
+    entry = flow.data_function_of(move)
+    assert entry is not None
+    loops = flow.consuming_loops(entry)
+    planned = flow.data_batch_moves(entry, loops, None)
+    assert not isinstance(planned, str)
+    assert planned[1] == ["x, y = x.to(device), y.to(device)"]
+    assert len(planned[0]) == 1
+    assert flow.data_batch_moves(entry, [], None) == (
+        "no loop over its DataLoader was found that could move the batch to the model's device "
+        "instead"
+    )
+    # A loader the loops do not iterate (here: the move itself, standing in for one).
+    elsewhere = DataFunction(entry.node, entry.role, loaders=[move])
+    unfollowed = flow.data_batch_moves(elsewhere, loops, None)
+    assert isinstance(unfollowed, str) and "DataLoader on line 12" in unfollowed

@@ -16,6 +16,7 @@ from devfix.codemods._edits import (
     register_buffer_for,
     replace_argument,
     select_device_edits,
+    without_device,
 )
 from devfix.codemods.analysis.names import code_of
 from devfix.types import ImportSpec
@@ -101,3 +102,11 @@ def test_method_chain_parenthesises_the_receiver_where_needed() -> None:
     assert code_of(method_chain(cst.parse_expression("a / n"), "cpu")) == "(a / n).cpu()"
     assert code_of(method_chain(cst.parse_expression("(a / n)"), "cpu")) == "(a / n).cpu()"
     assert code_of(method_chain(cst.parse_expression("-x"))) == "-x"
+
+
+def test_without_device_keeps_what_else_the_move_does() -> None:
+    assert code_of(without_device(_call("x.to(device)"))) == "x"
+    assert code_of(without_device(_call("x.cuda()"))) == "x"
+    assert code_of(without_device(_call("x.to(device, non_blocking=True)"))) == "x"
+    assert code_of(without_device(_call("x.to(device, torch.float)"))) == "x.to(torch.float)"
+    assert code_of(without_device(_call("x.to(dtype=t, device=d)"))) == "x.to(dtype=t)"
