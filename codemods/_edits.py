@@ -218,6 +218,17 @@ def without_device(call: cst.Call) -> cst.BaseExpression:
     return remove_argument(call, next(a for a in call.args if a.value is device))
 
 
+def statement_before(
+    anchor: cst.SimpleStatementLine | cst.BaseCompoundStatement, code: str, split: int | None = None
+) -> Edit:
+    """Insert the statement `code` before `anchor`; it takes the blank lines and comments above
+    `anchor` (the first `split` of them, when given) so that they stay above both."""
+    keep = len(anchor.leading_lines) if split is None else split
+    early = cst.parse_statement(f"{code}\n").with_changes(leading_lines=anchor.leading_lines[:keep])
+    kept = anchor.with_changes(leading_lines=anchor.leading_lines[keep:])
+    return Edit(anchor, cst.FlattenSentinel([early, kept]))
+
+
 def needs_parentheses(node: cst.BaseExpression) -> bool:
     """Whether `node.method()` needs `node` wrapped in parentheses."""
     if getattr(node, "lpar", None):

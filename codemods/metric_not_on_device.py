@@ -5,14 +5,12 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import move_to, statement_before
 from devfix.codemods.analysis.companions import HeldMetric
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import code_of
 from devfix.types import Applicability, Edit
-
-#: LightningModule hooks that run once per batch (or per epoch end).
-_STEP_HOOKS = ("training_step", "validation_step", "test_step", "predict_step", "forward")
 
 
 class MetricNotOnDevice(DevicePass):
@@ -100,34 +98,23 @@ class MetricNotOnDevice(DevicePass):
         """Metrics a plain object keeps: nothing moves them with the model."""
         classdef = self.facts.modules.enclosing_class(held.node)
         owner = f"`{classdef.name.value}`" if classdef is not None else "its class"
-        value = code_of(held.value)
         problem = (
             f"the torchmetrics metrics in `{held.holder}` are kept by {owner}, which is not an "
             "`nn.Module`, so nothing moves them with the model: they stay on the CPU while "
             "their inputs are on the model's device"
         )
         if held.kind == "add":
-            moved = cst.parse_expression(f"({value}).to({held.device})")
-            if isinstance(held.value, (cst.Name, cst.Attribute, cst.Call)):
-                moved = cst.parse_expression(f"{value}.to({held.device})")
-            edit = Edit(held.value, moved)
-            shown = f"{code_of(moved)}"
-            after = "as it is added"
+            moved = move_to(held.value, cst.parse_expression(held.device))
+            edit, shown, after = Edit(held.value, moved), code_of(moved), "as it is added"
         else:
             expression = self.context.parent(held.node)
             statement = self.context.parent(expression) if expression is not None else None
             if not isinstance(statement, cst.SimpleStatementLine):
                 self.report(held.node, message=f"{problem}; move the metric to `{held.device}`")
                 return
-            shown = f"{value}.to({held.device})"
+            shown = f"{code_of(held.value)}.to({held.device})"
             after = "before the update (a no-op once it is there)"
-            early = cst.parse_statement(f"{shown}\n").with_changes(
-                leading_lines=statement.leading_lines
-            )
-            edit = Edit(
-                statement,
-                cst.FlattenSentinel([early, statement.with_changes(leading_lines=())]),
-            )
+            edit = statement_before(statement, shown)
         self.report(
             held.node,
             message=f"{problem}; move each metric with `{shown}` {after}",
@@ -137,22 +124,11 @@ class MetricNotOnDevice(DevicePass):
         )
 
     def visit_Call(self, node: cst.Call) -> None:
-        companions = self.facts.companions
-        qualified = companions.metric_class(node)
-        if qualified is None or companions.metric_inside_metric(node):
-            return
-        parent = self.context.parent(node)
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            return  # `Accuracy(...).to(device)`, `.cuda()`, `.eval()`: moved or used inline
-        if not (
-            isinstance(parent, cst.Assign) and parent.value is node and len(parent.targets) == 1
-        ):
-            return
-        target = parent.targets[0].target
+        target = self.facts.companions.metric_bound(node)
         shown = f"`{code_of(node.func)}(...)`"
         if isinstance(target, cst.Name):
             self._named(node, target.value, shown)
-        elif self_attribute(target) is not None:
+        elif target is not None and self_attribute(target) is not None:
             self._attribute(node, code_of(target), shown)
 
     # -- `metric = Accuracy(...)` in a script or function ---------------------------------------
@@ -161,45 +137,31 @@ class MetricNotOnDevice(DevicePass):
         companions = self.facts.companions
         if companions.metric_escapes(name, node):
             return
-        if self._in_lightning_step(node, name, shown):
+        step = self.facts.modules.step_hook(node)
+        if step is not None and step[1].has_device_property:
+            # Inside a LightningModule step: the module's device is `self.device`.
+            if companions.metric_uses(name, node):
+                self._to_self_device(
+                    node,
+                    f"the metric `{name}` ({shown}) is built in `{step[0]}`: it starts on the "
+                    "CPU while the LightningModule runs on its device, and starts over at every "
+                    "step",
+                )
             return
-        uses = companions.metric_uses(name, node)
-        placed = None
-        use_at: cst.Call | None = None
-        for use in uses:
-            if companions.metric_input_on_cpu(use):
-                return  # fed CPU tensors somewhere: the CPU is where it belongs
-            found = companions.metric_input_device(use)
-            if found is not None and placed is None:
-                placed, use_at = found, use
-        if placed is None or use_at is None:
+        feed = companions.metric_feed(name, node)
+        if feed is None:
             return
-        move = companions.device_move_at(placed, use_at)
-        line = self.facts.scopes.line_of(use_at)
+        line = self.facts.scopes.line_of(feed.use)
         problem = (
             f"the metric `{name}` ({shown}) stays on the CPU, but line {line} feeds it tensors "
-            f"on a device ({placed.evidence})"
+            f"on a device ({feed.device.evidence})"
         )
-        problem += self._per_step(node)
-        if move is None:
-            self.report(node, message=f"{problem}; move it to their device")
+        if self.facts.scopes.in_loop(node):
+            problem += "; it is also built anew on every iteration, so it forgets what it measured"
+        if feed.move is None:
+            self.report(node, message=f"{problem}; {feed.reason or 'move it to their device'}")
             return
-        if isinstance(move, str):
-            self.report(node, message=f"{problem}; {move}")
-            return
-        self._fix(node, problem, move)
-
-    def _fix(self, node: cst.Call, problem: str, move: DeviceMove) -> None:
-        if move.method == "to" and move.expression is not None:
-            device = code_of(move.expression)
-            if not self.facts.companions.visible_at(device, node):
-                self.report(
-                    node,
-                    message=f"{problem}; `{device}` is not known where the metric is built, "
-                    f"so move it with `.to({device})` once the device is known",
-                )
-                return
-        replacement = move.apply(node)
+        replacement = feed.move.apply(node)
         shown = code_of(replacement)[len(code_of(node)) :]
         self.report(
             node,
@@ -208,59 +170,29 @@ class MetricNotOnDevice(DevicePass):
             edits=[Edit(node, replacement)],
         )
 
-    def _per_step(self, node: cst.Call) -> str:
-        for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, (cst.For, cst.While)):
-                return "; it is also built anew on every iteration, so it forgets what it measured"
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
-                break
-        return ""
-
     # -- `self.metric = Accuracy(...)` ------------------------------------------------------------
 
     def _attribute(self, node: cst.Call, target: str, shown: str) -> None:
         """Registered in `__init__` of a module: moved with it. In a step of a LightningModule:
         built per step on the CPU."""
-        function = self.facts.modules.enclosing_function(node)
-        if function is None or function.owner is None or not function.owner.is_module:
-            return
-        if function.name == "__init__" or function.name not in _STEP_HOOKS:
+        step = self.facts.modules.step_hook(node)
+        if step is None or not step[1].is_module:
             return
         problem = (
-            f"`{target}` ({shown}) is built in `{function.name}`, after the model was moved: it "
+            f"`{target}` ({shown}) is built in `{step[0]}`, after the model was moved: it "
             "stays on the CPU and starts over at every step"
         )
-        if function.owner.has_device_property:
-            move = DeviceMove("to", cst.parse_expression("self.device"))
-            self.report(
-                node,
-                message=f"{problem}; move it with `.to(self.device)` (better: build it once in "
-                "`__init__`, where the module registers and moves it)",
-                fix_title="Move the metric with `.to(self.device)`",
-                edits=[Edit(node, move.apply(node))],
-            )
+        if step[1].has_device_property:
+            self._to_self_device(node, problem, ", where the module registers and moves it")
             return
         self.report(node, message=f"{problem}; build it once in `__init__`")
 
-    def _in_lightning_step(self, node: cst.Call, name: str, shown: str) -> bool:
-        """`acc = Accuracy(...)` inside a LightningModule step: moved with `self.device`."""
-        function = self.facts.modules.enclosing_function(node)
-        if (
-            function is None
-            or function.owner is None
-            or not function.owner.has_device_property
-            or function.name not in _STEP_HOOKS
-        ):
-            return False
-        if not self.facts.companions.metric_uses(name, node):
-            return True
+    def _to_self_device(self, node: cst.Call, problem: str, where: str = "") -> None:
         move = DeviceMove("to", cst.parse_expression("self.device"))
         self.report(
             node,
-            message=f"the metric `{name}` ({shown}) is built in `{function.name}`: it starts on "
-            "the CPU while the LightningModule runs on its device, and starts over at every "
-            "step; move it with `.to(self.device)` (better: build it once in `__init__`)",
+            message=f"{problem}; move it with `.to(self.device)` (better: build it once in "
+            f"`__init__`{where})",
             fix_title="Move the metric with `.to(self.device)`",
             edits=[Edit(node, move.apply(node))],
         )
-        return True

@@ -117,6 +117,17 @@ class HeldMetric:
 
 
 @dataclass(frozen=True)
+class MetricFeed:
+    """A metric fed tensors on `device` by `use`; `move`: the move to write where it is built,
+    None with a `reason` when it cannot be written (empty: nothing says where the device is)."""
+
+    device: Device
+    use: cst.Call
+    move: DeviceMove | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class EmaRestore:
     """`ema.load_state_dict(...)` of an EMA helper that adopts the loaded tensors, with no
     move of `ema` after it: it runs after (or apart from, in a hook) the `move` that put the
@@ -456,6 +467,47 @@ class Companions:
             placed = self.devices.placed(arg.value, use)
             if placed is not None:
                 return placed
+        return None
+
+    def metric_feed(self, name: str, built: cst.Call) -> MetricFeed | None:
+        """How metric `name`, built by `built`, is fed tensors on a device: the device and the
+        first use that feeds it from there, and the move to write where it is built (or why
+        there is none). None when no use feeds it tensors on a device, or when any use feeds it
+        CPU tensors (then the CPU is where the metric belongs)."""
+        found: tuple[Device, cst.Call] | None = None
+        for use in self.metric_uses(name, built):
+            if self.metric_input_on_cpu(use):
+                return None
+            placed = self.metric_input_device(use)
+            if placed is not None and found is None:
+                found = (placed, use)
+        if found is None:
+            return None
+        device, use = found
+        move = self.device_move_at(device, use)
+        if not isinstance(move, DeviceMove):
+            return MetricFeed(device, use, None, move or "")
+        if move.method == "to" and move.expression is not None:
+            text = code_of(move.expression)
+            if not self.visible_at(text, built):
+                return MetricFeed(
+                    device,
+                    use,
+                    None,
+                    f"`{text}` is not known where the metric is built, so move it with "
+                    f"`.to({text})` once the device is known",
+                )
+        return MetricFeed(device, use, move)
+
+    def metric_bound(self, call: cst.Call) -> cst.BaseAssignTargetExpression | None:
+        """The target a torchmetrics metric built by `call` is bound to (`acc = Accuracy()`,
+        `self.acc = ...`): a single target, the metric neither moved nor used inline
+        (`Accuracy(...).to(device)`) nor part of another metric."""
+        if self.metric_class(call) is None or self.metric_inside_metric(call):
+            return None
+        parent = self.context.parent(call)
+        if isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1:
+            return parent.targets[0].target
         return None
 
     def metric_input_on_cpu(self, use: cst.Call) -> bool:

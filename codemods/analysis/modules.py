@@ -21,6 +21,7 @@ from devfix.codemods.analysis.torch_names import (
     INPUT_TARGET_LOSS_FUNCTIONS,
     LAYER_PARAMETER,
     LEGACY_CONSTRUCTORS,
+    LIGHTNING_STEP_HOOKS,
     MODULE_BASES,
     MODULE_RETURNING_WRAPPERS,
     MODULE_SELF_METHODS,
@@ -681,6 +682,14 @@ class ModuleFacts:
     def enclosing_function(self, node: cst.CSTNode) -> FunctionInfo | None:
         function = self.scopes.enclosing_function(node)
         return self.function_info(function) if function is not None else None
+
+    def step_hook(self, node: cst.CSTNode) -> tuple[str, ClassInfo] | None:
+        """The method `node` is in, when it runs once per batch (a LightningModule step hook or
+        `forward`), and its class."""
+        function = self.enclosing_function(node)
+        if function is None or function.owner is None or function.name not in LIGHTNING_STEP_HOOKS:
+            return None
+        return function.name, function.owner
 
     def function_info(self, node: cst.FunctionDef) -> FunctionInfo:
         info = self._functions.get(id(node))

@@ -170,6 +170,16 @@ class Scopes:
 
     # -- where a node is ---------------------------------------------------------------------
 
+    def in_loop(self, node: cst.CSTNode) -> bool:
+        """`node` runs on every iteration of a `for`/`while` loop of its own function (a loop
+        around the `def` or class it is in does not count)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.For, cst.While)):
+                return True
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+        return False
+
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The innermost `def` around `node`; None at module level or inside a lambda."""
         for ancestor in self.context.ancestors(node):

@@ -965,6 +965,10 @@ NOT_TENSOR_MEMBERS = frozenset(
 METRICS_PACKAGE = "torchmetrics"
 #: Metric methods that take the predictions and targets (a metric is also called directly).
 METRIC_UPDATE_METHODS = frozenset({"update", "forward"})
+#: LightningModule hooks that run once per batch (or per epoch end), and `forward`.
+LIGHTNING_STEP_HOOKS = frozenset(
+    {"training_step", "validation_step", "test_step", "predict_step", "forward"}
+)
 #: `torch.Generator`: created on the CPU unless `device=` says otherwise.
 GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
 #: Random factories and functions that take `generator=`; their device is `device=` (or the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.devices import ParamsOf
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
@@ -424,3 +425,43 @@ def test_a_hand_made_device_type_that_no_amp_object_reads() -> None:
     )
     hand_made = parsed.one(cst.IfExp, '"cuda" if "cuda" in str(device) else "cpu"')
     assert not parsed.facts.companions.amp_uses_hand_made_type(hand_made)
+
+
+def test_the_device_a_metric_is_fed_from_and_its_move() -> None:
+    parsed = parse(
+        """
+        import torch
+        import torchmetrics
+
+        device = torch.device("cuda")
+        model = Net().to(device)
+        acc = torchmetrics.Accuracy(task="binary")
+        cpu_acc = torchmetrics.Accuracy(task="binary")
+        inline = torchmetrics.Accuracy(task="binary").to(device)
+        for x, y in loader:
+            acc.update(model(x), y)
+            cpu_acc.update(model(x), y)
+            cpu_acc.update(torch.zeros(3), y)
+
+        def late(loader):
+            f1 = torchmetrics.F1Score(task="binary")
+            dev = torch.device("cuda")
+            f1(torch.ones(2, device=dev), y)
+        """
+    )
+    companions = parsed.facts.companions
+    built = [c for c in parsed.all(cst.Call) if code_of(c.func) == "torchmetrics.Accuracy"]
+    assert [code_of(companions.metric_bound(c) or cst.Name("_")) for c in built] == [
+        "acc",
+        "cpu_acc",
+        "_",  # moved where it is built
+    ]
+    feed = companions.metric_feed("acc", built[0])
+    assert feed is not None and isinstance(feed.device, ParamsOf)
+    assert feed.move is not None and feed.move.code == "device"
+    assert code_of(feed.use) == "acc.update(model(x), y)"
+    assert companions.metric_feed("cpu_acc", built[1]) is None  # also fed CPU tensors
+    f1 = parsed.one(cst.Call, 'torchmetrics.F1Score(task="binary")')
+    late = companions.metric_feed("f1", f1)
+    assert late is not None and late.move is None
+    assert late.reason.startswith("`dev` is not known where the metric is built")

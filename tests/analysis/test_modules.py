@@ -276,3 +276,27 @@ def test_module_expressions_and_model_code_after_construction() -> None:
     assert modules.model_code_after_construction(parsed.one(cst.Call, "torch.zeros(2)")) is None
     forward = modules.model_code_after_construction(parsed.one(cst.Call, "self.head(x)"))
     assert forward is not None and forward.name == "forward"
+
+
+def test_step_hooks_are_per_batch_methods_of_a_class() -> None:
+    parsed = parse(
+        """
+        import lightning as L
+
+        class Lit(L.LightningModule):
+            def __init__(self):
+                self.a = make()
+
+            def training_step(self, batch, i):
+                self.b = make()
+
+        def training_step(batch):
+            c = make()
+        """
+    )
+    modules = parsed.facts.modules
+    made = {code_of(a.targets[0].target): a.value for a in parsed.all(cst.Assign)}
+    assert modules.step_hook(made["self.a"]) is None  # built once, in `__init__`
+    step = modules.step_hook(made["self.b"])
+    assert step is not None and step[0] == "training_step" and step[1].has_device_property
+    assert modules.step_hook(made["c"]) is None  # a function, not a method

@@ -184,3 +184,24 @@ def test_on_every_path_through_if_chains() -> None:
     assert not scopes.on_every_path(moves[2], same)
     # Without the move elsewhere, the `if` branch is not covered.
     assert not scopes.on_every_path(moves[1], lambda statement: False)
+
+
+def test_in_loop_counts_only_loops_of_the_nodes_own_function() -> None:
+    parsed = parse(
+        """
+        for epoch in range(3):
+            per_epoch = make()
+
+            def helper():
+                once = make()
+
+        while running:
+            step = make()
+        outside = make()
+        """
+    )
+    scopes = parsed.facts.scopes
+    made = {code_of(a.targets[0].target): a.value for a in parsed.all(cst.Assign)}
+    assert scopes.in_loop(made["per_epoch"]) and scopes.in_loop(made["step"])
+    assert not scopes.in_loop(made["once"])  # a loop around its `def` does not run it
+    assert not scopes.in_loop(made["outside"])

@@ -16,6 +16,7 @@ from devfix.codemods._edits import (
     register_buffer_for,
     replace_argument,
     select_device_edits,
+    statement_before,
     without_device,
 )
 from devfix.codemods.analysis.names import code_of
@@ -110,3 +111,16 @@ def test_without_device_keeps_what_else_the_move_does() -> None:
     assert code_of(without_device(_call("x.to(device, non_blocking=True)"))) == "x"
     assert code_of(without_device(_call("x.to(device, torch.float)"))) == "x.to(torch.float)"
     assert code_of(without_device(_call("x.to(dtype=t, device=d)"))) == "x.to(dtype=t)"
+
+
+def test_statement_before_takes_the_lines_above_its_anchor() -> None:
+    module = cst.parse_module("x = 1\n\n# update\nm.update(x)\n")
+    anchor = cst.ensure_type(module.body[1], cst.SimpleStatementLine)
+    edit = statement_before(anchor, "m.to(d)")
+    assert isinstance(edit.replacement, cst.FlattenSentinel)
+    body = module.with_changes(body=[module.body[0], *edit.replacement.nodes])
+    assert body.code == "x = 1\n\n# update\nm.to(d)\nm.update(x)\n"
+    split = statement_before(anchor, "m.to(d)", split=1)
+    assert isinstance(split.replacement, cst.FlattenSentinel)
+    body = module.with_changes(body=[module.body[0], *split.replacement.nodes])
+    assert body.code == "x = 1\n\nm.to(d)\n# update\nm.update(x)\n"
