@@ -15,14 +15,15 @@ from devfix.codemods.analysis.torch_names import (
     RANDOM_FUNCTIONS,
     RANDOM_METHODS,
     SAMPLING_CALLS,
+    tails,
 )
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit, ImportSpec
 
-_RANDOM_TAILS = frozenset(name.rsplit(".", 1)[1] for name in RANDOM_FUNCTIONS)
-_SAMPLING_TAILS = frozenset(name.rsplit(".", 1)[1] for name in SAMPLING_CALLS)
-_SEEDING_TAILS = frozenset(name.rsplit(".", 1)[1] for name in CUDA_SEEDING)
-_OWN_GENERATOR_TAILS = frozenset(name.rsplit(".", 1)[1] for name in OWN_GENERATOR_SAMPLERS)
+_RANDOM_TAILS = tails(RANDOM_FUNCTIONS)
+_SAMPLING_TAILS = tails(SAMPLING_CALLS)
+_SEEDING_TAILS = tails(CUDA_SEEDING)
+_OWN_GENERATOR_TAILS = tails(OWN_GENERATOR_SAMPLERS)
 #: Factories whose output device is their `device=` (the others follow their tensor input).
 _FACTORIES = frozenset({"torch.rand", "torch.randn", "torch.randint", "torch.randperm"})
 _ERROR = "Expected a '{want}' device type for generator but found '{found}'"

@@ -17,12 +17,11 @@ from devfix.codemods.analysis.names import (
 from devfix.codemods.analysis.torch_names import (
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
+    tails,
 )
 from devfix.types import Applicability, Edit
 
-_CANDIDATE_TAILS = frozenset(
-    name.rsplit(".", 1)[1] for name in (*WEIGHTED_LOSSES, *WEIGHTED_FUNCTIONAL_LOSSES)
-)
+_CANDIDATE_TAILS = tails(WEIGHTED_LOSSES, WEIGHTED_FUNCTIONAL_LOSSES)
 _FACTORY_WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight", "class_weight", "class_weights"})
 
 

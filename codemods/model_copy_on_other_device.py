@@ -9,10 +9,10 @@ from devfix.codemods.analysis.companions import EmaRestore, EmaUpdate, EventMove
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.moves import DeviceMove, string_device
 from devfix.codemods.analysis.names import argument, call_tail, code_of, dotted_name
-from devfix.codemods.analysis.torch_names import EMA_HELPERS
+from devfix.codemods.analysis.torch_names import EMA_HELPERS, tails
 from devfix.types import Applicability, Edit
 
-_HELPER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in EMA_HELPERS)
+_HELPER_TAILS = tails(EMA_HELPERS)
 
 
 class ModelCopyOnOtherDevice(DevicePass):

@@ -142,11 +142,9 @@ _TENSOR_METADATA = frozenset(
         "size",
     }
 )
+#: Tensor attributes read without a call (`x.shape`): a name read this way is a tensor.
+TENSOR_PROPERTIES = frozenset({"shape", "dtype", "ndim", "is_cuda", "T", "mT"})
 #: Tensor attributes and methods whose use marks a name as a tensor.
-#: Tensor attributes read without a call (`x.shape`): a name read this way is a tensor.
-TENSOR_PROPERTIES = frozenset({"shape", "dtype", "ndim", "is_cuda", "T", "mT"})
-#: Tensor attributes read without a call (`x.shape`): a name read this way is a tensor.
-TENSOR_PROPERTIES = frozenset({"shape", "dtype", "ndim", "is_cuda", "T", "mT"})
 TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
     {
         "bmm",
