@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from devfix.codemods.analysis.moves import device_argument
+from devfix.codemods.analysis.names import code_of
 from devfix.types import Edit, ImportSpec
 
 #: Arguments of `.to(...)` that only say how to copy: without the device, the call does nothing.
@@ -227,6 +228,35 @@ def statement_before(
     early = cst.parse_statement(f"{code}\n").with_changes(leading_lines=anchor.leading_lines[:keep])
     kept = anchor.with_changes(leading_lines=anchor.leading_lines[keep:])
     return Edit(anchor, cst.FlattenSentinel([early, kept]))
+
+
+def wrapped_in_call(func: str, value: cst.BaseExpression) -> cst.Call:
+    """`func(value)` (`nn.ModuleList([...])`); an empty literal becomes `func()`. A bracket that
+    opens a line of its own hugs the call (`nn.ModuleDict({`); otherwise a value over several
+    lines goes on lines of its own, so that its first line does not grow by `func`."""
+    called = cst.parse_expression(func)
+    if isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements:
+        return cst.Call(func=called)
+    inner = value
+    if isinstance(value, cst.Tuple) and not value.lpar:
+        inner = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    lines = code_of(value).splitlines()
+    if len(lines) == 1 or lines[0].rstrip() in ("[", "{", "(", "(["):
+        return cst.Call(func=called, args=[cst.Arg(value=inner)])
+    return cst.Call(
+        func=called,
+        whitespace_before_args=_line_break("    "),
+        args=[cst.Arg(value=inner, whitespace_after_arg=_line_break(""))],
+    )
+
+
+def _line_break(indent: str) -> cst.ParenthesizedWhitespace:
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(),
+        empty_lines=[],
+        indent=True,
+        last_line=cst.SimpleWhitespace(indent),
+    )
 
 
 def needs_parentheses(node: cst.BaseExpression) -> bool:

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.modules import AttributeUses, self_attribute, self_name
-from devfix.codemods.analysis.names import code_of
-from devfix.codemods.analysis.torch_names import MODULE_SELF_METHODS, STATEFUL_LAYERS
+from devfix.codemods._edits import wrapped_in_call
 from devfix.types import Applicability, Edit
 
 
@@ -101,56 +97,13 @@ class UnregisteredSubmodules(DevicePass):
     # -- containers assigned in __init__ -----------------------------------------------------
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Attribute):
+        found = self.facts.submodules.plain_container(node)
+        if found is None:
             return
-        value = node.value
-        if not isinstance(
-            value,
-            (
-                cst.List,
-                cst.Tuple,
-                cst.ListComp,
-                cst.GeneratorExp,
-                cst.Dict,
-                cst.DictComp,
-                cst.BinaryOperation,
-                cst.Name,
-            ),
-        ):
-            return
-        function = self.facts.modules.enclosing_function(node)
-        if function is None or function.owner is None or not function.owner.is_module:
-            return
-        if not self.facts.modules.is_construction(function):
-            return  # `__init__` and the helpers only it calls build the module
-        self_var = self_name(function.node)
-        attr = self_attribute(node.targets[0].target, self_var or "")
-        if attr is None or self_var is None:
-            return
-        classdef = function.owner.node
-        contents = self.facts.submodules.contents(value, node, function.node)
-        if contents is None:
-            return
-        kind, held, unknown = contents
-        uses = AttributeUses.collect(self.facts.modules, classdef, attr, node)
-        if uses.registered_elsewhere:
-            return  # `nn.Sequential(*self.layers)` registers the same modules already
-        held = Counter(held)
-        held["module"] += uses.added_modules
-        held["parameter"] += uses.added_parameters
-        unknown += uses.added_unknown
-        if held["module"] and held["parameter"]:
-            unknown += held["parameter"]  # one container class holds one kind
-            held["parameter"] = 0
-        member = "module" if held["module"] else "parameter"
-        if held[member] == 0:
-            return
-        members = "modules" if member == "module" else "parameters"
-        prefix = "Module" if member == "module" else "Parameter"
-        container_class = prefix + ("List" if kind == "list" else "Dict")
-        container = f"nn.{container_class}"
-        shown = f"self.{attr}"
-        if unknown:
+        kind, members = found.kind, found.members
+        container = f"nn.{found.container_class}"
+        shown = f"self.{found.attr}"
+        if found.unknown:
             self.report(
                 node,
                 message=(
@@ -160,25 +113,20 @@ class UnregisteredSubmodules(DevicePass):
                 ),
             )
             return
-        blocker = uses.blocker(kind)
-        keys = self.facts.submodules.dict_keys(value, uses) if kind == "dict" else "literal"
-        if blocker is None and keys == "invalid":
-            blocker = f"a key is not a string (`{container}` keys must be strings without a dot)"
-        if blocker is not None:
+        if found.blocker is not None:
             self.report(
                 node,
                 message=(
                     f"`{shown}` holds {members} in a plain {kind} that `model.to()` does not "
-                    f"move; {blocker}, so it is not rewritten to `{container}`"
+                    f"move; {found.blocker}, so it is not rewritten to `{container}`"
                 ),
             )
             return
-        spelled, imports = self.facts.names.nn_reference(container_class)
-        replacement = _wrap(spelled, value)
+        spelled, imports = self.facts.names.nn_reference(found.container_class)
         computed = (
             f" (its keys are computed: `{container}` raises at construction if one is not a "
             "string or holds a dot)"
-            if keys == "computed"
+            if found.keys == "computed"
             else ""
         )
         self.report(
@@ -189,40 +137,23 @@ class UnregisteredSubmodules(DevicePass):
                 + computed
             ),
             fix_title=f"Use `{container}`",
-            edits=[Edit(value, replacement)],
+            edits=[Edit(node.value, wrapped_in_call(spelled, node.value))],
             imports=imports,
         )
 
     # -- layers built in forward -------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not isinstance(node.func, (cst.Name, cst.Attribute)):
-            return
-        tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
-        if not tail[:1].isupper():
-            return
-        qualified = self.facts.modules.constructed_module(node)
-        if qualified is None:
-            return
-        function = self.facts.modules.enclosing_function(node)
-        if function is None or function.name != "forward":
-            return
-        if function.owner is None or not function.owner.is_module:
-            return
-        if self._kept_on_self(node, function.node):
-            return  # `self.fc = nn.Linear(...)` in forward: lazy initialisation, registered once
-        stateful = qualified in STATEFUL_LAYERS
-        local = self.facts.modules.local_module_class(qualified)
-        if local is not None:
-            stateful = bool(self.facts.modules.class_info(local).layers)
-        if not stateful:
+        qualified = self.facts.submodules.built_in_forward(node)
+        function = self.facts.scopes.enclosing_function(node)
+        if qualified is None or function is None:
             return
         short = qualified.replace("torch.nn.", "nn.", 1)
         problem = (
             f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights "
             "on the CPU at every call, never moved by `model.to()` nor trained"
         )
-        hoist = self.facts.submodules.hoist(node, function.node)
+        hoist = self.facts.submodules.hoist(node, function)
         if isinstance(hoist, str):
             self.report(
                 node,
@@ -241,49 +172,3 @@ class UnregisteredSubmodules(DevicePass):
                 Edit(hoist.anchor, cst.FlattenSentinel([hoist.anchor, hoist.statement])),
             ],
         )
-
-    def _kept_on_self(self, node: cst.Call, function: cst.FunctionDef) -> bool:
-        current: cst.CSTNode = node
-        parent = self.context.parent(current)
-        while (
-            isinstance(parent, cst.Attribute)
-            and parent.value is current
-            and parent.attr.value in MODULE_SELF_METHODS
-        ):
-            call = self.context.parent(parent)
-            if not isinstance(call, cst.Call):
-                return False
-            current, parent = call, self.context.parent(call)
-        if isinstance(parent, cst.Assign):
-            self_var = self_name(function) or ""
-            return any(self_attribute(t.target, self_var) is not None for t in parent.targets)
-        return False
-
-
-def _wrap(spelled: str, value: cst.BaseExpression) -> cst.Call:
-    func = cst.parse_expression(spelled)
-    empty = isinstance(value, (cst.List, cst.Dict, cst.Tuple)) and not value.elements
-    if empty:
-        return cst.Call(func=func)
-    inner = value
-    if isinstance(value, cst.Tuple) and not value.lpar:
-        inner = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    lines = code_of(value).splitlines()
-    if len(lines) == 1 or lines[0].rstrip() in ("[", "{", "(", "(["):
-        return cst.Call(func=func, args=[cst.Arg(value=inner)])  # `nn.ModuleDict({` hugs
-    # `{key: ...` + newline + `for ...}`: the value on lines of its own, so that the first line
-    # does not grow by the container's name.
-    return cst.Call(
-        func=func,
-        whitespace_before_args=_line_break("    "),
-        args=[cst.Arg(value=inner, whitespace_after_arg=_line_break(""))],
-    )
-
-
-def _line_break(indent: str) -> cst.ParenthesizedWhitespace:
-    return cst.ParenthesizedWhitespace(
-        first_line=cst.TrailingWhitespace(),
-        empty_lines=[],
-        indent=True,
-        last_line=cst.SimpleWhitespace(indent),
-    )

@@ -4,6 +4,7 @@ holds, how its keys are spelled, and where a layer built inside `forward` could 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -22,7 +23,11 @@ from devfix.codemods.analysis.modules import (
 )
 from devfix.codemods.analysis.names import Names, code_of, is_constant
 from devfix.codemods.analysis.scopes import Scopes, target_names
-from devfix.codemods.analysis.torch_names import LAYER_ATTRIBUTE_STEMS
+from devfix.codemods.analysis.torch_names import (
+    LAYER_ATTRIBUTE_STEMS,
+    MODULE_SELF_METHODS,
+    STATEFUL_LAYERS,
+)
 from devfix.context import FileContext
 
 LIST_MUTATORS = frozenset({"append", "insert", "extend"})
@@ -44,6 +49,45 @@ class Hoist:
     reference: cst.Attribute
 
 
+@dataclass(frozen=True)
+class PlainContainer:
+    """`self.<attr> = <plain list/dict/tuple>` in a module's construction code, holding
+    submodules (`member` "module") or parameters ("parameter") that nothing registers."""
+
+    attr: str
+    kind: str  # "list" | "dict"
+    member: str
+    #: Values not provably of the `member` kind (then there is no fix).
+    unknown: int
+    #: Why the container cannot become the `nn` container, or None.
+    blocker: str | None
+    #: How a dict's keys are spelled ("literal" | "computed"); "literal" for a list.
+    keys: str
+
+    @property
+    def container_class(self) -> str:
+        """`ModuleList`, `ModuleDict`, `ParameterList` or `ParameterDict`."""
+        prefix = "Module" if self.member == "module" else "Parameter"
+        return prefix + ("List" if self.kind == "list" else "Dict")
+
+    @property
+    def members(self) -> str:
+        return "modules" if self.member == "module" else "parameters"
+
+
+#: What a plain container can be written as, before it is known to hold modules.
+_CONTAINER_VALUES = (
+    cst.List,
+    cst.Tuple,
+    cst.ListComp,
+    cst.GeneratorExp,
+    cst.Dict,
+    cst.DictComp,
+    cst.BinaryOperation,
+    cst.Name,
+)
+
+
 class Submodules:
     """Containers of submodules and layers built in `forward`, for one file."""
 
@@ -57,6 +101,96 @@ class Submodules:
         self._attributes: frozenset[str] | None = None
 
     # -- plain containers --------------------------------------------------------------------
+
+    def plain_container(self, node: cst.Assign) -> PlainContainer | None:
+        """What `self.<attr> = <value>` in the construction code of a module (`__init__` and
+        the helpers only it calls) keeps in a plain container, counting what other methods add
+        to it; None when it holds no modules or parameters, or when they are registered
+        elsewhere (`nn.Sequential(*self.layers)`). One container class holds one kind: the
+        parameters beside modules count as unknown."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Attribute):
+            return None
+        value = node.value
+        if not isinstance(value, _CONTAINER_VALUES):
+            return None
+        function = self.modules.enclosing_function(node)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return None
+        if not self.modules.is_construction(function):
+            return None
+        self_var = self_name(function.node)
+        attr = self_attribute(node.targets[0].target, self_var or "")
+        if attr is None or self_var is None:
+            return None
+        contents = self.contents(value, node, function.node)
+        if contents is None:
+            return None
+        kind, held, unknown = contents
+        uses = AttributeUses.collect(self.modules, function.owner.node, attr, node)
+        if uses.registered_elsewhere:
+            return None
+        held = Counter(held)
+        held["module"] += uses.added_modules
+        held["parameter"] += uses.added_parameters
+        unknown += uses.added_unknown
+        if held["module"] and held["parameter"]:
+            unknown += held["parameter"]
+            held["parameter"] = 0
+        member = "module" if held["module"] else "parameter"
+        if held[member] == 0:
+            return None
+        keys = self.dict_keys(value, uses) if kind == "dict" else "literal"
+        found = PlainContainer(attr, kind, member, unknown, uses.blocker(kind), keys)
+        if found.blocker is None and keys == "invalid":
+            return dataclasses.replace(
+                found,
+                blocker=f"a key is not a string (`nn.{found.container_class}` keys must be "
+                "strings without a dot)",
+            )
+        return found
+
+    def built_in_forward(self, node: cst.Call) -> str | None:
+        """The qualified name of the stateful layer (one with parameters or buffers, or a local
+        module class that builds layers) `node` constructs inside a module's `forward` and does
+        not keep on `self` (`self.fc = nn.Linear(...)` there is lazy initialisation,
+        registered once); None otherwise."""
+        if not isinstance(node.func, (cst.Name, cst.Attribute)):
+            return None
+        tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
+        if not tail[:1].isupper():
+            return None
+        qualified = self.modules.constructed_module(node)
+        if qualified is None:
+            return None
+        function = self.modules.enclosing_function(node)
+        if function is None or function.name != "forward":
+            return None
+        if function.owner is None or not function.owner.is_module:
+            return None
+        if self._kept_on_self(node, function.node):
+            return None
+        local = self.modules.local_module_class(qualified)
+        if local is not None:
+            return qualified if self.modules.class_info(local).layers else None
+        return qualified if qualified in STATEFUL_LAYERS else None
+
+    def _kept_on_self(self, node: cst.Call, function: cst.FunctionDef) -> bool:
+        """`self.x = node`, also through module methods (`nn.Linear(...).to(d)`)."""
+        current: cst.CSTNode = node
+        parent = self.context.parent(current)
+        while (
+            isinstance(parent, cst.Attribute)
+            and parent.value is current
+            and parent.attr.value in MODULE_SELF_METHODS
+        ):
+            call = self.context.parent(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            current, parent = call, self.context.parent(call)
+        if isinstance(parent, cst.Assign):
+            self_var = self_name(function) or ""
+            return any(self_attribute(t.target, self_var) is not None for t in parent.targets)
+        return False
 
     def contents(
         self, value: cst.BaseExpression, origin: cst.Assign, function: cst.FunctionDef

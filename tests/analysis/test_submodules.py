@@ -60,3 +60,32 @@ def test_hoist_plans_and_reasons() -> None:
     assert submodules.hoist(group, forward) == (
         "its arguments read `x.shape[1]`, known only in `forward`"
     )
+
+
+def test_plain_containers_and_what_they_hold() -> None:
+    parsed = parse(SOURCE)
+    submodules = parsed.facts.submodules
+    found = {
+        code_of(a.targets[0].target): submodules.plain_container(a) for a in parsed.all(cst.Assign)
+    }
+    gates = found["self.w"]
+    assert gates is not None and gates.container_class == "ParameterDict"
+    assert gates.keys == "computed" and gates.blocker is None and gates.unknown == 0
+    by_index = found["self.by_index"]
+    assert by_index is not None and by_index.container_class == "ModuleDict"
+    assert by_index.blocker is not None and by_index.blocker.startswith("a key is not a string")
+    assert found["self.proj"] is None and found["self.bn"] is None  # not containers
+    assert found["x"] is None  # not an attribute
+
+
+def test_stateful_layers_built_in_forward() -> None:
+    parsed = parse(SOURCE)
+    submodules = parsed.facts.submodules
+    built = {
+        code_of(call.func): submodules.built_in_forward(call)
+        for call in parsed.all(cst.Call)
+        if code_of(call.func).startswith("nn.")
+    }
+    assert built["nn.BatchNorm1d"] == "torch.nn.BatchNorm1d"
+    assert built["nn.GroupNorm"] == "torch.nn.GroupNorm"
+    assert built["nn.Linear"] is None  # built in `__init__`

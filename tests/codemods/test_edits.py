@@ -18,6 +18,7 @@ from devfix.codemods._edits import (
     select_device_edits,
     statement_before,
     without_device,
+    wrapped_in_call,
 )
 from devfix.codemods.analysis.names import code_of
 from devfix.types import ImportSpec
@@ -124,3 +125,14 @@ def test_statement_before_takes_the_lines_above_its_anchor() -> None:
     assert isinstance(split.replacement, cst.FlattenSentinel)
     body = module.with_changes(body=[module.body[0], *split.replacement.nodes])
     assert body.code == "x = 1\n\nm.to(d)\n# update\nm.update(x)\n"
+
+
+def test_wrapped_in_call_keeps_the_first_line_short() -> None:
+    def wrapped(code: str) -> str:
+        return code_of(wrapped_in_call("nn.ModuleList", cst.parse_expression(code)))
+
+    assert wrapped("[]") == "nn.ModuleList()"
+    assert wrapped("[a, b]") == "nn.ModuleList([a, b])"
+    assert wrapped("a, b") == "nn.ModuleList((a, b))"
+    assert wrapped("[\n    a,\n]") == "nn.ModuleList([\n    a,\n])"
+    assert wrapped("[a(i)\n for i in x]") == "nn.ModuleList(\n    [a(i)\n for i in x]\n)"
