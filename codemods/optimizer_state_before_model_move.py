@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import statement_before
 from devfix.codemods.analysis.flow import TrainingObject
 from devfix.codemods.analysis.scopes import Body, Placement
 from devfix.codemods.analysis.torch_names import EAGER_STATE_OPTIMIZERS
@@ -230,10 +231,12 @@ class OptimizerStateBeforeModelMove(DevicePass):
         receivers = {c.name for c in group}
         # Scheduler and scaler state restored in between goes along, in order.
         for index in range(moved[0] + 1, move_index):
-            if index not in moved and self._restores(body[index], objects, {"scheduler", "scaler"}):
+            if index not in moved and self.facts.reorder.restores(
+                body[index], objects, {"scheduler", "scaler"}
+            ):
                 moved.append(index)
         moved.sort()
-        blocked = self._close_dependencies(body, moved, move_index, receivers)
+        blocked = self.facts.reorder.close_dependencies(body, moved, move_index, receivers)
         if blocked is not None:
             self._move_model_early(group, message, blocked)
             return
@@ -244,13 +247,14 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 reason = f"the statement at line {line} cannot be moved whole"
                 self._move_model_early(group, message, reason)
                 return
-        conflict = self._rebinding_conflict(body, moved, move_index, model)
+        conflict = self.facts.reorder.rebinding_conflict(body, moved, move_index, model)
         if conflict is None:
             conflict = self._wrapped_by_move(body, moved, move)
         if conflict is not None:
             self._move_model_early(group, message, conflict)
             return
-        insert_at = self._insertion_index(body, moved, move_index, objects, loads)
+        restored = {c.name for c in loads}
+        insert_at = self.facts.reorder.insertion_index(body, moved, move_index, objects, restored)
         statements = [body[index] for index in moved]
         edits = [Edit(body[index], cst.RemovalSentinel.REMOVE) for index in moved]
         if insert_at == move_index:
@@ -331,17 +335,14 @@ class OptimizerStateBeforeModelMove(DevicePass):
             isinstance(t.target, cst.Name) and t.target.value == model for t in parent.targets
         ):
             text = f"{model} = {text}"
+        # Blank lines above the anchor go above the move; its comments stay with it.
         comments = [i for i, line in enumerate(anchor.leading_lines) if line.comment is not None]
         split = comments[0] if comments else len(anchor.leading_lines)
-        early = cst.parse_statement(f"{text}\n").with_changes(
-            leading_lines=anchor.leading_lines[:split]
-        )
-        kept = anchor.with_changes(leading_lines=anchor.leading_lines[split:])
         self.report(
             first.node,
             message=f"{message}; {reason}: move `{model}` to its device before it instead",
             fix_title=f"Move `{model}` with `{text}` before it",
-            edits=[Edit(anchor, cst.FlattenSentinel([early, kept]))],
+            edits=[statement_before(anchor, text, split)],
             applicability=Applicability.UNSAFE,
         )
 
@@ -375,139 +376,6 @@ class OptimizerStateBeforeModelMove(DevicePass):
             f"{names} is built before `{move_text}` (robustness: this optimizer creates its "
             "state lazily, so it works today, but eager-state optimizers and XLA break)"
         )
-
-    def _restores(
-        self, statement: cst.CSTNode, objects: dict[str, TrainingObject], kinds: set[str]
-    ) -> bool:
-        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-            return False
-        small = statement.body[0]
-        if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
-            return False
-        func = small.value.func
-        return (
-            isinstance(func, cst.Attribute)
-            and func.attr.value == "load_state_dict"
-            and isinstance(func.value, cst.Name)
-            and func.value.value in objects
-            and objects[func.value.value].kind in kinds
-        )
-
-    def _close_dependencies(
-        self,
-        body: Body,
-        moved: list[int],
-        move_index: int,
-        receivers: set[str],
-    ) -> str | None:
-        """Add the statements between that read what a moved statement changes; None if fine."""
-        changed: set[str] = set()
-        for index in range(moved[0], move_index):
-            statement = body[index]
-            if index in moved:
-                changed |= self.facts.scopes.names_bound(statement) | (
-                    receivers & self.facts.scopes.names_read(statement)
-                )
-                continue
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
-                continue  # runs later, when it is called
-            reads = self.facts.scopes.names_read(statement)
-            if reads & changed:
-                if isinstance(statement, cst.SimpleStatementLine) and not self._calls_model(
-                    statement
-                ):
-                    moved.append(index)
-                    moved.sort()
-                    changed |= self.facts.scopes.names_bound(statement)
-                    continue
-                names = ", ".join(f"`{n}`" for n in sorted(reads & changed))
-                line = self.facts.scopes.line_of(statement)
-                return (
-                    f"line {line} uses {names} before the model move, so "
-                    "the statements cannot be reordered"
-                )
-        return None
-
-    def _calls_model(self, statement: cst.CSTNode) -> bool:
-        """A statement that trains or steps (`optimizer.step()` in a loop body, `train(...)`)."""
-        return any(
-            isinstance(call, cst.Call)
-            and isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in ("step", "backward")
-            for call in self.context.subtree(statement)
-        )
-
-    def _rebinding_conflict(
-        self,
-        body: Body,
-        moved: list[int],
-        move_index: int,
-        model: str,
-    ) -> str | None:
-        for index in moved:
-            reads = self.facts.scopes.names_read(body[index])
-            for later in range(index + 1, move_index + 1):
-                if later in moved:
-                    continue
-                bound = self.facts.scopes.names_bound(body[later])
-                if later == move_index:
-                    bound.discard(model)
-                clash = reads & bound
-                if clash:
-                    names = ", ".join(f"`{n}`" for n in sorted(clash))
-                    line = self.facts.scopes.line_of(body[later])
-                    return f"line {line} rebinds {names}, which the moved statements read"
-        move_reads = self.facts.scopes.names_read(body[move_index])
-        for index in moved:
-            clash = move_reads & self.facts.scopes.names_bound(body[index])
-            if clash:
-                names = ", ".join(f"`{n}`" for n in sorted(clash))
-                return f"the model move reads {names}, bound by a statement that would move"
-        return None
-
-    def _insertion_index(
-        self,
-        body: Body,
-        moved: list[int],
-        move_index: int,
-        objects: dict[str, TrainingObject],
-        loads: list[_Candidate],
-    ) -> int:
-        """After the move; after a scheduler over a restored optimizer built right after it."""
-        if not loads:
-            return move_index
-        restored = {c.name for c in loads}
-        involved = restored | set().union(*(self.facts.scopes.names_bound(body[i]) for i in moved))
-        moved_reads = set().union(*(self.facts.scopes.names_read(body[i]) for i in moved))
-        insert_at = move_index
-        for index in range(move_index + 1, len(body)):
-            statement = body[index]
-            if not isinstance(statement, cst.SimpleStatementLine):
-                break
-            if self.facts.scopes.names_bound(statement) & moved_reads:
-                break
-            scheduler = self._scheduler_over(statement, objects, restored)
-            if scheduler:
-                insert_at = index
-                continue
-            if self.facts.scopes.names_read(statement) & involved:
-                break
-        return insert_at
-
-    def _scheduler_over(
-        self,
-        statement: cst.SimpleStatementLine,
-        objects: dict[str, TrainingObject],
-        restored: set[str],
-    ) -> bool:
-        if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign):
-            return False
-        assign = statement.body[0]
-        target = assign.targets[0].target if len(assign.targets) == 1 else None
-        if not isinstance(target, cst.Name) or target.value not in objects:
-            return False
-        obj = objects[target.value]
-        return obj.kind == "scheduler" and bool(obj.optimizers & restored)
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)

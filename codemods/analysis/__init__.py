@@ -19,6 +19,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   Named, Literal, Current, OneOf, Unknown).
 - `submodules`: plain containers of submodules (their contents and keys) and layers built in
   `forward` (where they could be built once).
+- `reorder`: moving statements of one block past a later one: what must move along, what
+  stops it, where the moved statements go.
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
   modules, model copies (EMA), generators and the default device, AMP objects.
 
@@ -37,6 +39,7 @@ from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
+from devfix.codemods.analysis.reorder import Reordering
 from devfix.codemods.analysis.scopes import Scopes
 from devfix.codemods.analysis.script_device import ScriptDevice
 from devfix.codemods.analysis.submodules import Submodules
@@ -63,6 +66,7 @@ class FileFacts:
         self._submodules: Submodules | None = None
         self._buffers: Buffers | None = None
         self._script_device: ScriptDevice | None = None
+        self._reorder: Reordering | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -103,6 +107,12 @@ class FileFacts:
         if self._values is None:
             self._values = HeldValues(self.context, self.names, self.scopes, self.modules)
         return self._values
+
+    @property
+    def reorder(self) -> Reordering:
+        if self._reorder is None:
+            self._reorder = Reordering(self.context, self.scopes)
+        return self._reorder
 
     @property
     def submodules(self) -> Submodules:
