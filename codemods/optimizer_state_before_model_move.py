@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import statement_before
-from devfix.codemods.analysis.flow import TrainingObject
+from devfix.codemods.analysis.flow import EarlyState, TrainingObject
 from devfix.codemods.analysis.scopes import Body, Placement
 from devfix.codemods.analysis.torch_names import EAGER_STATE_OPTIMIZERS
 from devfix.types import Applicability, Edit
 
 #: Compound statements that may be moved whole (their body runs once, where they stand).
 _MOVABLE_COMPOUND = (cst.If, cst.With, cst.Try)
-
-
-@dataclass
-class _Candidate:
-    node: cst.Call
-    kind: str  # "construct" | "load"
-    name: str  # the optimizer / scheduler / scaler name
-    move: cst.Call  # the model move it must follow
-    label: str = ""  # how it is restored, for the message: `opt.load_state_dict`
 
 
 class OptimizerStateBeforeModelMove(DevicePass):
@@ -119,22 +108,8 @@ class OptimizerStateBeforeModelMove(DevicePass):
         optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
         if not optimizers:
             return
-        first_move: dict[str, cst.Call] = {}
-        for inner in self.facts.scopes.statements(scope):
-            if isinstance(inner, cst.Call):
-                moved = self.facts.moves.moved_module(inner)
-                if moved is not None and moved[0] not in first_move:
-                    first_move[moved[0]] = inner
-        if not first_move:
-            return
-        candidates: list[_Candidate] = []
-        for inner in self.facts.scopes.statements(scope):
-            if not isinstance(inner, cst.Call):
-                continue
-            found = self._candidate(inner, objects, first_move)
-            if found is not None:
-                candidates.append(found)
-        groups: dict[int, list[_Candidate]] = {}
+        candidates = self.facts.flow.early_optimizer_state(scope, objects)
+        groups: dict[int, list[EarlyState]] = {}
         for candidate in candidates:
             groups.setdefault(id(candidate.move), []).append(candidate)
         for group in groups.values():
@@ -144,65 +119,9 @@ class OptimizerStateBeforeModelMove(DevicePass):
             if group:
                 self._fix_group(group, objects)
 
-    def _candidate(
-        self, call: cst.Call, objects: dict[str, TrainingObject], first_move: dict[str, cst.Call]
-    ) -> _Candidate | None:
-        parent = self.context.parent(call)
-        if (
-            isinstance(parent, cst.Assign)
-            and parent.value is call
-            and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)
-        ):
-            name = parent.targets[0].target.value
-            obj = objects.get(name)
-            if obj is not None and obj.kind == "optimizer":
-                move = self._latest_move(obj.models, first_move)
-                if (
-                    move is not None
-                    and self.facts.scopes.line_of(move) > self.facts.scopes.line_of(call)
-                    and not self._rebound_after(name, move)
-                ):
-                    return _Candidate(call, "construct", name, move)
-            return None
-        optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
-        restored = self.facts.flow.optimizer_restore(call, optimizers)
-        if restored is None:
-            return None
-        name = restored
-        models = set(objects[name].models)
-        direct = isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
-        if not direct:
-            # A checkpoint helper handed the model too restores it with the model's state.
-            models |= self.facts.scopes.names_read(call)
-        move = self._latest_move(models, first_move)
-        if (
-            move is not None
-            and self.facts.scopes.line_of(move) > self.facts.scopes.line_of(call)
-            and not self._rebound_after(name, move)
-        ):
-            label = f"{name}.load_state_dict" if direct else f"{self._code(call.func)}(..., {name})"
-            return _Candidate(call, "load", name, move, label)
-        return None
-
-    def _rebound_after(self, name: str, move: cst.Call) -> bool:
-        """A fresh object is bound to `name` after the move: the early one is a different one."""
-        scope = self.facts.scopes.enclosing_scope(move)
-        after = self.facts.scopes.line_of(move)
-        return any(
-            isinstance(inner, cst.AssignTarget)
-            and name in self.facts.scopes.names_bound(inner)
-            and self.facts.scopes.line_of(inner) >= after
-            for inner in self.facts.scopes.statements(scope)
-        )
-
-    def _latest_move(self, models: set[str], first_move: dict[str, cst.Call]) -> cst.Call | None:
-        moves = [first_move[name] for name in models if name in first_move]
-        return max(moves, key=lambda c: self.facts.scopes.line_of(c)) if moves else None
-
     # -- reordering ---------------------------------------------------------------------------
 
-    def _fix_group(self, group: list[_Candidate], objects: dict[str, TrainingObject]) -> None:
+    def _fix_group(self, group: list[EarlyState], objects: dict[str, TrainingObject]) -> None:
         move = group[0].move
         first = min(group, key=lambda c: self.facts.scopes.line_of(c.node))
         model = self._moved(move)[0]
@@ -291,7 +210,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
             )
         return None
 
-    def _move_model_early(self, group: list[_Candidate], message: str, reason: str) -> None:
+    def _move_model_early(self, group: list[EarlyState], message: str, reason: str) -> None:
         """The statements cannot follow the move: move the model before the first of them
         instead, to the same device, when that device is known there and nothing in between
         runs the model; else report `reason`."""
@@ -348,8 +267,8 @@ class OptimizerStateBeforeModelMove(DevicePass):
 
     def _message(
         self,
-        loads: list[_Candidate],
-        constructs: list[_Candidate],
+        loads: list[EarlyState],
+        constructs: list[EarlyState],
         objects: dict[str, TrainingObject],
         move_text: str,
     ) -> str:

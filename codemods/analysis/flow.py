@@ -104,6 +104,19 @@ class TrainingObject:
 
 
 @dataclass
+class EarlyState:
+    """Optimizer state created (`kind` "construct") or restored ("load") by `node`, for the
+    optimizer `name`, before `move`, the model move it must follow; `label`: how it is
+    restored, for a message (`opt.load_state_dict`)."""
+
+    node: cst.Call
+    kind: str
+    name: str
+    move: cst.Call
+    label: str = ""
+
+
+@dataclass
 class DataFunction:
     """A function (or lambda) that prepares data, the role it plays, and the DataLoaders that
     consume it; `preloads`: it runs once when the dataset is built (`__init__`)."""
@@ -2403,6 +2416,88 @@ class ScriptFlow:
                 for call in self.dataloader_calls(loop.iter, self.scopes.enclosing_function(loop))
             )
         ]
+
+    def early_optimizer_state(
+        self, scope: cst.CSTNode, objects: dict[str, TrainingObject]
+    ) -> list[EarlyState]:
+        """Optimizers of `scope` (a function or the module; `objects`: its training objects)
+        built, or restored, before the first move of a model they hold: each with the move it
+        must follow (the latest of its models' first moves)."""
+        first_move: dict[str, cst.Call] = {}
+        for inner in self.scopes.statements(scope):
+            if isinstance(inner, cst.Call):
+                moved = self.moves.moved_module(inner)
+                if moved is not None and moved[0] not in first_move:
+                    first_move[moved[0]] = inner
+        if not first_move:
+            return []
+        found: list[EarlyState] = []
+        for inner in self.scopes.statements(scope):
+            if isinstance(inner, cst.Call):
+                early = self._early_state(inner, objects, first_move)
+                if early is not None:
+                    found.append(early)
+        return found
+
+    def _early_state(
+        self, call: cst.Call, objects: dict[str, TrainingObject], first_move: dict[str, cst.Call]
+    ) -> EarlyState | None:
+        parent = self.context.parent(call)
+        if (
+            isinstance(parent, cst.Assign)
+            and parent.value is call
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            name = parent.targets[0].target.value
+            obj = objects.get(name)
+            if obj is not None and obj.kind == "optimizer":
+                move = self._latest_move(obj.models, first_move)
+                if (
+                    move is not None
+                    and self.scopes.line_of(move) > self.scopes.line_of(call)
+                    and not self._rebound_after(name, move)
+                ):
+                    return EarlyState(call, "construct", name, move)
+            return None
+        optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
+        restored = self.optimizer_restore(call, optimizers)
+        if restored is None:
+            return None
+        name = restored
+        models = set(objects[name].models)
+        direct = isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
+        if not direct:
+            # A checkpoint helper handed the model too restores it with the model's state.
+            models |= self.scopes.names_read(call)
+        move = self._latest_move(models, first_move)
+        if (
+            move is not None
+            and self.scopes.line_of(move) > self.scopes.line_of(call)
+            and not self._rebound_after(name, move)
+        ):
+            label = (
+                f"{name}.load_state_dict"
+                if direct
+                else f"{self.context.module.code_for_node(call.func)}(..., {name})"
+            )
+            return EarlyState(call, "load", name, move, label)
+        return None
+
+    def _rebound_after(self, name: str, move: cst.Call) -> bool:
+        """A fresh object is bound to `name` after the move: the early one is a different one."""
+        scope = self.scopes.enclosing_scope(move)
+        after = self.scopes.line_of(move)
+        return any(
+            isinstance(inner, cst.AssignTarget)
+            and name in self.scopes.names_bound(inner)
+            and self.scopes.line_of(inner) >= after
+            for inner in self.scopes.statements(scope)
+        )
+
+    def _latest_move(self, models: set[str], first_move: dict[str, cst.Call]) -> cst.Call | None:
+        moves = [first_move[name] for name in models if name in first_move]
+        return max(moves, key=lambda c: self.scopes.line_of(c)) if moves else None
 
     def data_batch_moves(
         self, entry: DataFunction, loops: list[cst.For], data_device: DeviceMove | None

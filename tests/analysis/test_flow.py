@@ -566,3 +566,24 @@ def test_batch_moves_of_the_loops_that_consume_data_preparation() -> None:
     elsewhere = DataFunction(entry.node, entry.role, loaders=[move])
     unfollowed = flow.data_batch_moves(elsewhere, loops, None)
     assert isinstance(unfollowed, str) and "DataLoader on line 12" in unfollowed
+
+
+def test_optimizer_state_built_or_restored_before_the_model_move() -> None:
+    parsed = parse(
+        """
+        import torch
+        model = Net()
+        optimizer = torch.optim.Adam(model.parameters())
+        optimizer.load_state_dict(ckpt["opt"])
+        model.to("cuda")
+        late = torch.optim.SGD(model.parameters())
+        """
+    )
+    flow = parsed.facts.flow
+    objects = flow.training_objects(parsed.module)
+    early = flow.early_optimizer_state(parsed.module, objects)
+    assert [(e.kind, e.name, e.label) for e in early] == [
+        ("construct", "optimizer", ""),
+        ("load", "optimizer", "optimizer.load_state_dict"),
+    ]
+    assert all(code_of(e.move) == 'model.to("cuda")' for e in early)  # `late` comes after it
