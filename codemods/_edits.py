@@ -245,12 +245,13 @@ def wrapped_in_call(func: str, value: cst.BaseExpression) -> cst.Call:
         return cst.Call(func=called, args=[cst.Arg(value=inner)])
     return cst.Call(
         func=called,
-        whitespace_before_args=_line_break("    "),
-        args=[cst.Arg(value=inner, whitespace_after_arg=_line_break(""))],
+        whitespace_before_args=line_break("    "),
+        args=[cst.Arg(value=inner, whitespace_after_arg=line_break(""))],
     )
 
 
-def _line_break(indent: str) -> cst.ParenthesizedWhitespace:
+def line_break(indent: str) -> cst.ParenthesizedWhitespace:
+    """A line break inside brackets, the next line indented by the block's indent + `indent`."""
     return cst.ParenthesizedWhitespace(
         first_line=cst.TrailingWhitespace(),
         empty_lines=[],

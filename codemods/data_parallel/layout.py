@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import libcst as cst
 
+from devfix.codemods._edits import line_break
 from devfix.types import Replacement
 
 USUAL_LIMITS = (79, 88, 100, 120)
@@ -150,15 +151,6 @@ def _fit_comments(lines: Sequence[cst.EmptyLine], indent: str, limit: int) -> li
     return out
 
 
-def _newline(last_line: str) -> cst.ParenthesizedWhitespace:
-    return cst.ParenthesizedWhitespace(
-        first_line=cst.TrailingWhitespace(),
-        empty_lines=[],
-        indent=True,
-        last_line=cst.SimpleWhitespace(last_line),
-    )
-
-
 def wrap_call(
     call: cst.Call, indent: str, unit: str, limit: int, shown: cst.Call | None = None
 ) -> cst.Call:
@@ -185,19 +177,19 @@ def wrap_call(
                 comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
                 if i < last
                 else cst.MaybeSentinel.DEFAULT,
-                whitespace_after_arg=_newline("") if i == last else arg.whitespace_after_arg,
+                whitespace_after_arg=line_break("") if i == last else arg.whitespace_after_arg,
             )
             for i, arg in enumerate(call.args)
         ]
     else:
         args = [
             arg.with_changes(
-                comma=cst.Comma(whitespace_after=_newline(unit if i < last else "")),
+                comma=cst.Comma(whitespace_after=line_break(unit if i < last else "")),
                 whitespace_after_arg=cst.SimpleWhitespace(""),
             )
             for i, arg in enumerate(call.args)
         ]
-    return call.with_changes(whitespace_before_args=_newline(unit), args=args)
+    return call.with_changes(whitespace_before_args=line_break(unit), args=args)
 
 
 def substitute(node: cst.CSTNode, replacements: Mapping[int, Replacement]) -> cst.CSTNode:
