@@ -692,16 +692,21 @@ class Companions:
                 update = self._update(node, receiver, values, pairs)
                 if update is not None:
                     found.append(update)
-            elif (
-                dotted_name(func) is not None
-                and self.names.qualified_name(func) in FOREACH_UPDATES
-                and len(node.args) >= 2
-            ):
+            elif self._foreach_update(func) and len(node.args) >= 2:
                 first = lists.get(code_of(node.args[0].value))
                 second = lists.get(code_of(node.args[1].value))
                 if first is not None and second is not None and first != second:
                     found.append(EmaUpdate(node, first, second, None, None, True))
         return found
+
+    def _foreach_update(self, func: cst.BaseExpression) -> bool:
+        """`torch._foreach_lerp_` and its kin (`FOREACH_UPDATES`); the spelling is checked
+        first, since resolving names can cost a scope analysis of the whole file."""
+        return (
+            (call_tail(func) or "").startswith("_foreach_")
+            and dotted_name(func) is not None
+            and self.names.qualified_name(func) in FOREACH_UPDATES
+        )
 
     def ema_restores(self) -> list[EmaRestore]:
         """Restores of adopting EMA helpers (`ADOPTING_LOAD_EMAS`) that leave the EMA where the
@@ -884,9 +889,10 @@ class Companions:
             iterable = node.iter
             if not (
                 isinstance(iterable, cst.Call)
-                and self.names.qualified_name(iterable.func) in ("zip", "builtins.zip")
+                and call_tail(iterable.func) == "zip"
                 and isinstance(node.target, (cst.Tuple, cst.List))
                 and len(node.target.elements) == len(iterable.args)
+                and self.names.qualified_name(iterable.func) in ("zip", "builtins.zip")
             ):
                 continue
             for index, (element, arg) in enumerate(zip(node.target.elements, iterable.args)):
@@ -934,11 +940,7 @@ class Companions:
         `torch._foreach_*`: `ema_params = list(ema.parameters())` -> {"ema_params": "ema"}."""
         found: dict[str, str] = {}
         for node in self.scopes.statements(scope):
-            if (
-                isinstance(node, cst.Call)
-                and dotted_name(node.func) is not None
-                and self.names.qualified_name(node.func) in FOREACH_UPDATES
-            ):
+            if isinstance(node, cst.Call) and self._foreach_update(node.func):
                 for arg in node.args[:2]:
                     owner = self._tensor_source(arg.value, node)
                     if owner is not None:

@@ -362,7 +362,9 @@ class ScriptFlow:
             and position in table.conditional
             and not self._moved_on_every_path(direct)
         ):
-            move = dataclasses.replace(move, conditional_line=table.conditional[position])
+            move = dataclasses.replace(
+                move, conditional_line=self.scopes.line_of(table.conditional[position])
+            )
         return move, origin, pretrained or was_pretrained
 
     def _moved_on_every_path(self, move: cst.CSTNode) -> bool:

@@ -71,8 +71,8 @@ class ScopeTable:
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     #: `name.to(device)` / `name.cuda()` as statements: dotted name -> (position, call).
     statement_moves: dict[str, list[tuple[int, cst.Call]]] = field(default_factory=dict)
-    #: Positions of bindings and moves that sit inside an `if`: position -> line of the `if`.
-    conditional: dict[int, int] = field(default_factory=dict)
+    #: Positions of bindings and moves that sit inside an `if`: position -> that `if`.
+    conditional: dict[int, cst.If] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -361,16 +361,16 @@ class Scopes:
         """`name` is bound where `node` can read it: a parameter or an earlier binding of the
         enclosing function, or a module-level binding (earlier, when `node` is at module level)."""
         scope = self.enclosing_scope(node)
-        line = self.line_of(node)
+        start = self.statement_start(node)
         if isinstance(scope, cst.FunctionDef):
             if name in {p.name.value for p in all_params(scope.params)}:
                 return True
             local = [n for n in self.statements(scope) if self.binds(n, name)]
             if local:
-                return any(self.line_of(n) < line for n in local)
+                return any(self.statement_start(n) < start for n in local)
         for statement in self.statements(self.context.module):
             if self.binds(statement, name) and (
-                not isinstance(scope, cst.Module) or self.line_of(statement) < line
+                not isinstance(scope, cst.Module) or self.statement_start(statement) < start
             ):
                 return True
         return False
@@ -379,7 +379,9 @@ class Scopes:
         """The value of the last `name = value` before `node` in its function (else module
         level); None when there is none or when `name` is bound some other way."""
         scope = self.enclosing_scope(node)
-        line = self.line_of(node)
+        # Statement order, not lines: a binding in the statement that holds `node` is not
+        # before it (`x = f(x)`), and no position metadata is needed.
+        start = self.statement_start(node)
         scopes = [scope] if isinstance(scope, cst.Module) else [scope, self.context.module]
         for current in scopes:
             if isinstance(current, cst.FunctionDef) and name in {
@@ -393,7 +395,7 @@ class Scopes:
                     statement, (cst.FunctionDef, cst.ClassDef)
                 ):
                     continue
-                if current is scope and self.line_of(statement) >= line:
+                if current is scope and self.statement_start(statement) >= start:
                     continue
                 seen = True
                 parent = self.context.parent(statement)
@@ -482,13 +484,13 @@ class Scopes:
             self._tables[id(scope)] = table
         return table
 
-    def _condition_line(self, node: cst.CSTNode) -> int:
+    def _condition(self, node: cst.CSTNode) -> cst.If | None:
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, cst.If):
-                return self.context.position(ancestor).start.line
+                return ancestor
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
-                return 0
-        return 0
+                return None
+        return None
 
     def _fill(self, table: ScopeTable, root: cst.CSTNode, *, self_only: bool) -> None:
         nodes = self.nodes(root)
@@ -497,9 +499,9 @@ class Scopes:
         for node in nodes:
             position = self.context.order(node)[0]
             if isinstance(node, (cst.Assign, cst.Expr)):
-                line = self._condition_line(node)
-                if line:
-                    table.conditional[position] = line
+                condition = self._condition(node)
+                if condition is not None:
+                    table.conditional[position] = condition
             if isinstance(node, cst.Assign):
                 for target in node.targets:
                     self._bind_target(table, target.target, node.value, position, self_only)

@@ -71,6 +71,29 @@ def test_latest_binding_and_visibility_follow_source_order() -> None:
     assert not scopes.visible_name("hidden", ret)
 
 
+def test_latest_binding_reads_statement_order_without_positions() -> None:
+    # A binding in the statement that holds the use is not before it, however the statement
+    # is laid out over lines; and answering needs no position metadata (a whole-file pass).
+    parsed = parse(
+        """
+        def step(batch, scale):
+            ids = batch["ids"]
+            ids = normalise(
+                ids, scale
+            )
+            return ids
+        """
+    )
+    scopes = parsed.facts.scopes
+    inner_ids = parsed.all(cst.Name, "ids")[2]  # the argument of `normalise`
+    earlier = scopes.latest_binding("ids", inner_ids)
+    assert earlier is not None and code_of(earlier) == 'batch["ids"]'
+    later = scopes.latest_binding("ids", parsed.all(cst.Return)[0])
+    assert later is not None and code_of(later).startswith("normalise(")
+    assert scopes.visible_name("ids", inner_ids)
+    assert not parsed.context._resolved  # no metadata provider was resolved
+
+
 def test_binding_tables_record_kinds_and_module_bindings_see_into_if_blocks() -> None:
     parsed = parse(SOURCE)
     scopes = parsed.facts.scopes
