@@ -659,6 +659,8 @@ class Companions:
         found: list[EmaUpdate] = []
         pairs = self._zipped_tensors(scope)
         lists = self._tensor_lists(scope)
+        if not pairs and not lists:
+            return found  # no loop over two modules' tensors and no `_foreach_` over them
         for node in self.scopes.statements(scope):
             if isinstance(node, cst.Assign) and len(node.targets) == 1:
                 # `e.data = e.data * d + p.data * (1 - d)`: arithmetic across the two.
