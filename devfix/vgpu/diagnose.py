@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devfix.vgpu import provenance
-from devfix.vgpu.placement import Suggestion, statement_at, suggest
+from devfix.vgpu.placement import Suggestion, dotted, statement_at, suggest
 from devfix.vgpu.placement import describe as describe_site
 from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, Operand, Site
 
@@ -152,18 +152,6 @@ def innermost_user_frame(exc: BaseException) -> UserFrame | None:
 
 # --------------------------------------------------------------------------------------------
 # Names used by code, and the findings tied to them.
-
-
-def dotted(node: ast.AST) -> str | None:
-    """``self.scale`` for an attribute chain on a name, ``x`` for a name, else None."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def names_used(node: ast.AST) -> set[str]:

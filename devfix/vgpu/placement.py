@@ -76,6 +76,7 @@ _MOVES = frozenset(("to", "cuda", "cpu", "type"))
 
 
 def dotted(node: ast.AST) -> str | None:
+    """``self.scale`` for an attribute chain on a name, ``x`` for a name, else None."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
