@@ -46,8 +46,10 @@ class LabelsNotOnLogitsDevice(DevicePass):
     from them (`labels != pad_id`) follow too. A file places a model over several devices when
     it uses `device_map`, `dispatch_model`, `hf_device_map`, `parallelize`,
     `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), or defines a
-    Hugging Face `PreTrainedModel` subclass; for a gather helper it is enough that the file
-    already moves a loss target to its logits' device somewhere (`labels =
+    Hugging Face model that `device_map="auto"` can split (a subclass of a transformers model
+    family, or a class on `PreTrainedModel` itself that declares `_no_split_modules`:
+    transformers refuses `device_map="auto"` without it); for a gather helper it is enough
+    that the file already moves a loss target to its logits' device somewhere (`labels =
     labels.to(logits.device)`: the placement is chosen in another file). Elsewhere labels and
     logits share the model's one device and the finding would be noise.
 

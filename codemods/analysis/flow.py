@@ -2146,7 +2146,13 @@ class ScriptFlow:
                 isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
             )
         if isinstance(node, cst.ClassDef):
-            return any(self.modules.is_pretrained_model_base(base.value) for base in node.bases)
+            bases = [b.value for b in node.bases if self.modules.is_pretrained_model_base(b.value)]
+            # transformers refuses `device_map="auto"` for a model without `_no_split_modules`
+            # ("does not support `device_map`"): a family base of transformers has it; a class
+            # of this file on `PreTrainedModel` itself must declare it.
+            return any(
+                not self.modules.is_generic_pretrained_base(base) for base in bases
+            ) or (bool(bases) and self.modules.declares_no_split_modules(node))
         return False
 
     # -- which code prepares data -------------------------------------------------------------

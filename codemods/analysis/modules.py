@@ -296,6 +296,35 @@ class ModuleFacts:
             return source is not None and source.rsplit(".", 1)[-1] == "modeling_utils"
         return False
 
+    def is_generic_pretrained_base(self, base: cst.BaseExpression) -> bool:
+        """`transformers.PreTrainedModel` itself (however imported, vendored copies included),
+        not a model family's base such as `LlamaPreTrainedModel`."""
+        if self.names.qualified_name(base) in SPLIT_MODEL_BASES:
+            return True
+        return isinstance(base, cst.Name) and base.value == "PreTrainedModel"
+
+    def declares_no_split_modules(self, node: cst.ClassDef) -> bool:
+        """`_no_split_modules = [...]` (not None) in the class body: what transformers needs
+        before it places the model with `device_map="auto"`."""
+        for statement in node.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    targets = [t.target for t in small.targets]
+                elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                    targets = [small.target]
+                else:
+                    continue
+                value = small.value
+                if (
+                    any(isinstance(t, cst.Name) and t.value == "_no_split_modules" for t in targets)
+                    and value is not None
+                    and not (isinstance(value, cst.Name) and value.value == "None")
+                ):
+                    return True
+        return False
+
     def _used_as_module(self, node: cst.ClassDef) -> bool:
         """A class whose base comes from elsewhere (another file of the project) is an
         `nn.Module` when it is used as one: it defines `forward`, calls `super().__init__()` and

@@ -63,6 +63,8 @@ def test_hugging_face_head_with_local_loss_fct() -> None:
         from transformers import PreTrainedModel
 
         class MyLM(PreTrainedModel):
+            _no_split_modules = ["Block"]
+
             def forward(self, input_ids, labels=None):
                 lm_logits = self.lm_head(self.body(input_ids))
                 shift_logits = lm_logits[..., :-1, :].contiguous()
@@ -75,6 +77,8 @@ def test_hugging_face_head_with_local_loss_fct() -> None:
         from transformers import PreTrainedModel
 
         class MyLM(PreTrainedModel):
+            _no_split_modules = ["Block"]
+
             def forward(self, input_ids, labels=None):
                 lm_logits = self.lm_head(self.body(input_ids))
                 shift_logits = lm_logits[..., :-1, :].contiguous()
@@ -213,6 +217,34 @@ def test_noops() -> None:
     )
 
 
+def test_a_model_family_that_cannot_take_a_device_map_is_left_alone() -> None:
+    # transformers places a model with `device_map="auto"` only when its classes declare
+    # `_no_split_modules`; a family without it ("does not support `device_map`") keeps its
+    # logits and labels on one device, so its heads are not rewritten.
+    family = """
+        from torch.nn import CrossEntropyLoss
+        from ...modeling_utils import PreTrainedModel
+
+        class SmallPreTrainedModel(PreTrainedModel):
+            base_model_prefix = "small"
+            supports_gradient_checkpointing = True{declared}
+
+        class SmallForMaskedLM(SmallPreTrainedModel):
+            def forward(self, input_ids, labels=None):
+                prediction_scores = self.cls(self.small(input_ids))
+                loss_fct = CrossEntropyLoss()
+                return loss_fct(prediction_scores.view(-1, self.vocab), labels.view(-1))
+        """
+    assert_noop(RULE, family.format(declared=""))
+    assert_noop(RULE, family.format(declared="\n            _no_split_modules = None"))
+    declared = family.format(declared='\n            _no_split_modules: list = ["SmallLayer"]')
+    assert_fix(
+        RULE,
+        declared,
+        declared.replace("labels.view(-1))", "labels.view(-1).to(prediction_scores.device))"),
+    )
+
+
 def test_head_of_a_model_family_base_in_remote_code() -> None:
     # Remote/vendored modeling code: `XForCausalLM(XPreTrainedModel)`, `XPreTrainedModel` on
     # `transformers.modeling_utils.PreTrainedModel`, the loss on labels sliced and made contiguous.
@@ -223,6 +255,7 @@ def test_head_of_a_model_family_base_in_remote_code() -> None:
 
         class TinyPreTrainedModel(PreTrainedModel):
             base_model_prefix = "transformer"
+            _no_split_modules = ["TinyBlock"]
 
         class TinyForCausalLM(TinyPreTrainedModel):
             def forward(self, input_ids, labels=None):
