@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from devfix.codemods.analysis.flow import is_main_guard
-from devfix.codemods.analysis.names import argument, call_tail, code_of
+from devfix.codemods.analysis.names import argument, call_tail, code_of, root_name
 from devfix.codemods.analysis.torch_names import (
     DATA_PARALLEL,
     GPU_COUNT_NAMES,
@@ -48,22 +48,15 @@ def data_parallel_calls(script: Script) -> list[cst.Call]:
         if call_tail(call.func) in names
         and (
             qualified(call.func) in DATA_PARALLEL
-            or (star and _from_star_import(script, call.func) and _spelled_torch(call.func))
+            or (star and _root_unbound(script, call.func) and _spelled_torch(call.func))
         )
     ]
 
 
-def _from_star_import(script: Script, func: cst.BaseExpression) -> bool:
-    """The root of `func`'s spelling (`nn` of `nn.DataParallel`) is bound nowhere in the file,
-    so with a `from package import *` in it, that star import is where it comes from."""
-    root = func
-    while isinstance(root, cst.Attribute):
-        root = root.value
-    return (
-        isinstance(root, cst.Name)
-        and root.value not in script.bound
-        and script.names.qualified_name(func) is None
-    )
+def _root_unbound(script: Script, func: cst.BaseExpression) -> bool:
+    """The root of `func`'s spelling (`nn` of `nn.DataParallel`) is bound nowhere in the file:
+    with a `from package import *` in it, that star import is where it comes from."""
+    return root_name(func) not in script.bound
 
 
 def _spelled_torch(func: cst.BaseExpression) -> bool:
