@@ -101,13 +101,13 @@ class ModelCopyOnOtherDevice(DevicePass):
 
     def visit_Module(self, node: cst.Module) -> bool:
         scopes: list[cst.CSTNode] = [node]
-        scopes.extend(n for n in self.context.subtree(node) if isinstance(n, cst.FunctionDef))
+        scopes.extend(self.context.of_type(node, cst.FunctionDef))
         reported: set[int] = set()
         for scope in scopes:
             for update in self.facts.companions.ema_updates(scope):
                 self._check(update, reported)
-        for call in self.context.subtree(node):
-            if isinstance(call, cst.Call) and call_tail(call.func) in _HELPER_TAILS:
+        for call in self.context.of_type(node, cst.Call):
+            if call_tail(call.func) in _HELPER_TAILS:
                 self._helper(call)
         for restore in self.facts.companions.ema_restores():
             self._restore(restore)

@@ -96,7 +96,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
 
     def visit_Module(self, node: cst.Module) -> bool:
         scopes: list[cst.CSTNode] = [node]
-        scopes.extend(n for n in self.context.subtree(node) if isinstance(n, cst.FunctionDef))
+        scopes.extend(self.context.of_type(node, cst.FunctionDef))
         for scope in scopes:
             self._check_scope(scope)
         return False

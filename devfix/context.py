@@ -1,8 +1,9 @@
 """Per-file state shared by every pass: the parsed module and lazily resolved metadata.
 
-Name resolution is the expensive part of a run (libcst's QualifiedNameProvider costs about ten
-parses), so nothing is resolved until a pass asks about a node that already looks like a
-candidate. The wrapper skips libcst's defensive deep copy so node identity is shared between
+Nothing is resolved until a pass asks about a node that already looks like a candidate: names
+come from the file's import table (and, for the few names a file both imports and rebinds,
+from a per-scope lookup), never from libcst's QualifiedNameProvider, which costs about ten
+parses a file. The wrapper skips libcst's defensive deep copy so node identity is shared between
 the passes, the metadata and the engine's edits.
 """
 
@@ -18,19 +19,16 @@ from libcst.metadata import (
     MetadataWrapper,
     PositionProvider,
     QualifiedName,
-    QualifiedNameProvider,
     QualifiedNameSource,
     Scope,
     ScopeProvider,
 )
 
+from devfix.shadowed_names import ShadowedNames
 from devfix.tree import TreeTables, build_tables, children_of
 
 T = TypeVar("T")
-
-#: Characters above which a file's ambiguous names (imported and also bound otherwise) are not
-#: sent to libcst's scope analysis.
-SCOPE_ANALYSIS_LIMIT = 250_000
+_N = TypeVar("_N", bound=cst.CSTNode)
 
 
 class FileContext:
@@ -48,6 +46,7 @@ class FileContext:
         #: counting as soon as the engine drops the context.
         self.shared: dict[str, object] = {}
         self._names: _NameTable | None = None
+        self._shadowed: ShadowedNames | None = None
         self._tables: TreeTables | None = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
@@ -61,24 +60,19 @@ class FileContext:
         """The dotted names `node` refers to: `t.zeros` is `torch.zeros` after `import torch as t`.
 
         Names rooted in an import (or a builtin) are resolved from the file's import table,
-        which costs almost nothing; only a name that the file both imports and binds otherwise
-        goes to libcst's full scope analysis (about ten parses' worth of work), and in a file
-        over SCOPE_ANALYSIS_LIMIT characters such a name resolves to nothing.
+        which costs almost nothing; a name that the file both imports and binds otherwise is
+        resolved scope by scope (:mod:`devfix.shadowed_names`, as libcst's scope analysis
+        would, without its cost of about ten parses).
         """
         if self._names is None:
             self._names = _NameTable(self._all_nodes())
         fast = self._names.resolve(node)
         if fast is not None:
             return fast
-        if len(self.text) > SCOPE_ANALYSIS_LIMIT:
-            # libcst's scope analysis of a file this size takes minutes (1.4 MB: ~30 s of CPU
-            # on a fast core); such a name stays unresolved and the passes decline it.
-            return ()
-        value = self._metadata(QualifiedNameProvider).get(node, ())
-        if callable(value):
-            # Newer libcst computes qualified names on demand (a LazyValue).
-            value = value()
-        return cast("Collection[QualifiedName]", value)
+        if self._shadowed is None:
+            self._shadowed = ShadowedNames(self._tree(), self._names.ambiguous())
+        dotted = _dotted(node)
+        return self._shadowed.resolve(node, dotted) if dotted is not None else ()
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         return cast(CodeRange, self._metadata(PositionProvider)[node])
@@ -106,6 +100,18 @@ class FileContext:
             found.append(node)
             stack.extend(reversed(self.children(node)))
         return found
+
+    def of_type(self, root: cst.CSTNode, kind: type[_N] | tuple[type[_N], ...]) -> list[_N]:
+        """The nodes of type `kind` under `root` (itself included), in source order.
+
+        Answered from the file's per-class index, so asking for the calls of a whole module
+        costs as much as there are calls, not nodes.
+        """
+        tables = self._tree()
+        span = tables.order.get(id(root))
+        if span is not None:
+            return tables.of_type(span[0], span[1], kind)
+        return [node for node in self.subtree(root) if isinstance(node, kind)]
 
     @property
     def tables(self) -> TreeTables:
@@ -254,6 +260,15 @@ class _NameTable:
             self.bound.add(node.name.value)
 
     # -- answering -------------------------------------------------------------------------
+
+    def ambiguous(self) -> set[str]:
+        """Imported names whose meaning depends on the scope: bound otherwise too, or imported
+        from two places."""
+        return {
+            name
+            for name, targets in self.imports.items()
+            if len(targets) != 1 or name in self.bound
+        }
 
     def resolve(self, node: cst.CSTNode) -> Collection[QualifiedName] | None:
         """The qualified names of `node`, or None when only scope analysis can tell."""

@@ -18,15 +18,18 @@ in two, a field visited in two separate runs) keeps using libcst for that shape.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import TypeVar, cast
 
 import libcst as cst
 
 #: libcst's own `CSTNode.children` (rebuilds the node on every call; used to learn field orders).
 LIBCST_CHILDREN: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = cst.CSTNode.children.fget  # type: ignore[attr-defined]
+
+_N = TypeVar("_N", bound=cst.CSTNode)
 
 #: Per value type, whether it is a libcst node (CSTNode is an ABC: isinstance is slow).
 _IS_NODE: dict[type, bool] = {}
@@ -127,6 +130,44 @@ class TreeTables:
     order: dict[int, tuple[int, int]]
     #: Every node, in source (pre-)order.
     nodes: list[cst.CSTNode]
+    #: Per node class, the pre-order indices of its nodes (ascending).
+    by_class: dict[type[cst.CSTNode], list[int]]
+
+    def of_type(self, first: int, last: int, kind: type[_N] | tuple[type[_N], ...]) -> list[_N]:
+        """The nodes of type `kind` whose pre-order index is in [first, last], in source order.
+
+        Read from the per-class index: no walk over the other nodes and no isinstance check
+        (libcst's classes are ABCs, whose isinstance costs a Python call each).
+        """
+        runs: list[list[int]] = []
+        for node_class in concrete_classes(kind):
+            indices = self.by_class.get(node_class)
+            if not indices:
+                continue
+            low = bisect.bisect_left(indices, first)
+            high = bisect.bisect_right(indices, last, low)
+            if low < high:
+                runs.append(indices if low == 0 and high == len(indices) else indices[low:high])
+        nodes = self.nodes
+        if len(runs) == 1:
+            return [cast(_N, nodes[index]) for index in runs[0]]
+        return [cast(_N, nodes[index]) for index in sorted(i for run in runs for i in run)]
+
+
+@functools.cache
+def concrete_classes(
+    kind: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...],
+) -> tuple[type[cst.CSTNode], ...]:
+    """Every class a node of type `kind` can have: the classes themselves and all their
+    subclasses (`BaseExpression` -> `Name`, `Call`, ...)."""
+    found: list[type[cst.CSTNode]] = []
+    pending = list(kind) if isinstance(kind, tuple) else [kind]
+    while pending:
+        current = pending.pop()
+        if current not in found:
+            found.append(current)
+            pending.extend(current.__subclasses__())
+    return tuple(found)
 
 
 def build_tables(root: cst.CSTNode) -> TreeTables:
@@ -134,6 +175,7 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
     children: dict[int, list[cst.CSTNode]] = {}
     order: dict[int, tuple[int, int]] = {}
     nodes: list[cst.CSTNode] = []
+    by_class: dict[type[cst.CSTNode], list[int]] = {}
     # (node, -1) enters a node; (node, its pre-order index) leaves it.
     stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
     while stack:
@@ -141,14 +183,20 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
         if first >= 0:
             order[id(node)] = (first, len(nodes) - 1)
             continue
-        stack.append((node, len(nodes)))
+        index = len(nodes)
+        stack.append((node, index))
         nodes.append(node)
+        indices = by_class.get(type(node))
+        if indices is None:
+            by_class[type(node)] = [index]
+        else:
+            indices.append(index)
         kids = children_of(node)
         children[id(node)] = kids
         for kid in kids:
             parents[id(kid)] = node
         stack.extend((kid, -1) for kid in reversed(kids))
-    return TreeTables(parents, children, order, nodes)
+    return TreeTables(parents, children, order, nodes, by_class)
 
 
 def visit_all(root: cst.CSTNode, visitors: Sequence[cst.CSTVisitor], tables: TreeTables) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
@@ -221,9 +222,7 @@ class Companions:
     # -- shared ------------------------------------------------------------------------------
 
     def _calls(self) -> Iterator[cst.Call]:
-        for node in self.context.subtree(self.context.module):
-            if isinstance(node, cst.Call):
-                yield node
+        yield from self.context.of_type(self.context.module, cst.Call)
 
     def _before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
         return self.context.order(first)[0] < self.context.order(second)[0]
@@ -885,9 +884,8 @@ class Companions:
         model.parameters())` -> {"e": ("ema", 0), "p": ("model", 1)} (the zip position tells
         the two sides apart); `(n, e)` from `named_parameters()` gives `e`."""
         found: dict[str, tuple[str, int]] = {}
-        for node in self.scopes.statements(scope):
-            if not isinstance(node, (cst.For, cst.CompFor)):
-                continue
+        loops = self.scopes.statements_of_type(scope, (cst.For, cst.CompFor))
+        for node in cast("list[cst.For | cst.CompFor]", loops):
             iterable = node.iter
             if not (
                 isinstance(iterable, cst.Call)
@@ -941,8 +939,8 @@ class Companions:
         """Names (and inline expressions) holding a list of one module's tensors, for
         `torch._foreach_*`: `ema_params = list(ema.parameters())` -> {"ema_params": "ema"}."""
         found: dict[str, str] = {}
-        for node in self.scopes.statements(scope):
-            if isinstance(node, cst.Call) and self._foreach_update(node.func):
+        for node in self.scopes.statements_of_type(scope, cst.Call):
+            if self._foreach_update(node.func):
                 for arg in node.args[:2]:
                     owner = self._tensor_source(arg.value, node)
                     if owner is not None:

@@ -1396,7 +1396,7 @@ class ScriptFlow:
 
     def _bound_in(self, scope: cst.CSTNode) -> dict[str, TrainingObject]:
         found: dict[str, TrainingObject] = {}
-        for statement in self.scopes.statements(scope):
+        for statement in self.scopes.statements_of_type(scope, cst.Assign):
             if not (
                 isinstance(statement, cst.Assign)
                 and len(statement.targets) == 1
@@ -1900,7 +1900,7 @@ class ScriptFlow:
         return used
 
     def _uses_bare_cuda(self) -> bool:
-        for node in self.context.subtree(self.context.module):
+        for node in self.context.of_type(self.context.module, (cst.SimpleString, cst.Call)):
             if isinstance(node, cst.SimpleString) and node.evaluated_value == "cuda":
                 holder = self.context.parent(node)
                 if isinstance(holder, cst.Arg):
@@ -2171,9 +2171,10 @@ class ScriptFlow:
         # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
         loaders = [
             n
-            for n in (self.context.subtree(module) if "DataLoader" in self.context.text else ())
-            if isinstance(n, cst.Call)
-            and dotted_name(n.func) is not None
+            for n in (
+                self.context.of_type(module, cst.Call) if "DataLoader" in self.context.text else ()
+            )
+            if dotted_name(n.func) is not None
             and self.names.qualified_name(n.func) in DATALOADERS
         ]
 
@@ -2204,7 +2205,7 @@ class ScriptFlow:
                     found[id(statement)] = entry
 
         # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
-        for call in (n for n in self.context.subtree(module) if isinstance(n, cst.Call)):
+        for call in self.context.of_type(module, cst.Call):
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else None
                 is_mapping = (
@@ -2237,7 +2238,7 @@ class ScriptFlow:
                 add(target, role, consumers)
 
         # `loader.collate_fn = f` installs a collate function after the loader is built.
-        for assign in (n for n in self.context.subtree(module) if isinstance(n, cst.Assign)):
+        for assign in self.context.of_type(module, cst.Assign):
             for assign_target in assign.targets:
                 target_node = assign_target.target
                 if not (
@@ -2255,8 +2256,8 @@ class ScriptFlow:
         # Functions and methods named as collate functions (`collate`, `pad_collate`,
         # `_batch_collate_fn`): a library hands them to DataLoaders its users build. One the
         # file only ever calls itself runs in the caller's process.
-        for node in self.context.subtree(module):
-            if not isinstance(node, cst.FunctionDef) or "collate" not in node.name.value.lower():
+        for node in self.context.of_type(module, cst.FunctionDef):
+            if "collate" not in node.name.value.lower():
                 continue
             if id(node) in found or self._only_called_directly(node):
                 continue
@@ -2272,7 +2273,7 @@ class ScriptFlow:
                 if isinstance(entry.node, cst.FunctionDef)
                 else None
             )
-            for inner in (n for n in self.context.subtree(entry.node) if isinstance(n, cst.Call)):
+            for inner in self.context.of_type(entry.node, cst.Call):
                 helper: cst.FunctionDef | None = None
                 if isinstance(inner.func, cst.Name) and inner.func.value in functions:
                     helper = functions[inner.func.value]

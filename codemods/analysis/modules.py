@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name
-from devfix.codemods.analysis.scopes import Scopes, bound_by, target_names
+from devfix.codemods.analysis.scopes import ASSIGNING_NODES, Scopes, bound_by, target_names
 from devfix.codemods.analysis.torch_names import (
     BASES_WITH_DEVICE_PROPERTY,
     DATASET_BASES,
@@ -627,10 +627,8 @@ class ModuleFacts:
         self_var = self_name(init)
         if self_var is None:
             return None
-        for node in self.scopes.nodes(init.body):
-            if isinstance(node, cst.Assign) and any(
-                self_attribute(t.target, self_var) == attr for t in node.targets
-            ):
+        for node in self.scopes.find(init.body, cst.Assign, own_scope=True):
+            if any(self_attribute(t.target, self_var) == attr for t in node.targets):
                 return self.constructed_module(node.value)
         return None
 
@@ -745,7 +743,7 @@ class ModuleFacts:
         if owner is not None and params and params[0] in ("self", "cls"):
             params = params[1:]
         bindings: dict[str, list[int]] = {}
-        for inner in self.context.subtree(node.body):
+        for inner in self.context.of_type(node.body, ASSIGNING_NODES):
             for target in bound_by(inner, comprehensions=False):
                 bindings.setdefault(target.value, []).append(self.context.order(target)[0])
 
@@ -781,7 +779,9 @@ class ModuleFacts:
         `self.<layer>(x)`. One walk over the body for every parameter at once."""
         names: set[str] = set()
         layers = owner.layers if owner is not None and owner.is_module else {}
-        for node in self.context.subtree(function.body):
+        for node in self.context.of_type(
+            function.body, (cst.Attribute, cst.Call, cst.BinaryOperation)
+        ):
             if isinstance(node, cst.Attribute):
                 base = node.value
                 if isinstance(base, cst.Subscript):
@@ -900,7 +900,7 @@ class ModuleFacts:
         table = self._local_tables.get(id(function))
         if table is None:
             bindings: dict[str, list[bool]] = {}
-            for node in self.scopes.nodes(function.body):
+            for node in self.scopes.find(function.body, cst.Assign, own_scope=True):
                 if isinstance(node, cst.Assign):
                     for target in node.targets:
                         if isinstance(target.target, cst.Name):

@@ -17,6 +17,21 @@ from devfix.context import FileContext
 
 #: Nodes that open a scope of their own: the scope walker does not descend into them.
 SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+#: The same as a set of classes: `type(node) in` it is far cheaper than isinstance on libcst's
+#: ABCs, and these classes have no subclasses.
+_SCOPE_CLASSES = frozenset(SCOPE_NODES)
+#: The nodes :func:`bound_by` finds names in.
+ASSIGNING_NODES = (
+    cst.AssignTarget,
+    cst.AnnAssign,
+    cst.AugAssign,
+    cst.For,
+    cst.CompFor,
+    cst.NamedExpr,
+    cst.AsName,
+)
+#: Every node that binds a name: those, definitions and imports.
+_BINDING_NODES = (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, *ASSIGNING_NODES)
 #: Moves that rebind nothing but change where a tensor or module lives (recorded per scope).
 _MOVES = ("to", "cuda")
 
@@ -114,7 +129,7 @@ class Scopes:
         while index <= last:
             node = nodes[index]
             yield node
-            if isinstance(node, SCOPE_NODES):
+            if type(node) in _SCOPE_CLASSES:
                 index = order[id(node)][1] + 1
             else:
                 index += 1
@@ -150,9 +165,47 @@ class Scopes:
     ) -> Iterator[_N]:
         """The nodes of type `kind` under `root` (itself included), in source order; with
         `own_scope`, those of `root`'s scope only (see :meth:`nodes`)."""
-        for node in self.nodes(root) if own_scope else self.context.subtree(root):
-            if isinstance(node, kind):
-                yield node
+        found = self.context.of_type(root, kind)
+        if own_scope and found:
+            found = self._in_own_scope(root, found)
+        return iter(found)
+
+    def statements_of_type(
+        self, scope: cst.CSTNode, kind: type[_N] | tuple[type[_N], ...]
+    ) -> list[_N]:
+        """The nodes of type `kind` among :meth:`statements` of `scope`, in source order."""
+        if isinstance(scope, cst.Module):
+            return [node for node in self.find(scope, kind, own_scope=True) if node is not scope]
+        if isinstance(scope, cst.FunctionDef):
+            return list(self.find(scope.body, kind, own_scope=True))
+        return list(self.find(scope, kind, own_scope=True))
+
+    def _in_own_scope(self, root: cst.CSTNode, found: list[_N]) -> list[_N]:
+        """`found` (nodes under `root`, in source order) less those inside a function, class or
+        lambda nested in `root` (the nested scope's own node stays)."""
+        order = self.context.tables.order
+        span = order.get(id(root))
+        if span is None:
+            inside = {id(node) for node in self.nodes(root)}
+            return [node for node in found if id(node) in inside]
+        # The outermost nested scopes, as disjoint (first, last) spans in source order.
+        spans: list[tuple[int, int]] = []
+        for scope in self.context.tables.of_type(span[0] + 1, span[1], SCOPE_NODES):
+            first, last = order[id(scope)]
+            if not spans or first > spans[-1][1]:
+                spans.append((first, last))
+        if not spans:
+            return found
+        kept: list[_N] = []
+        current = 0
+        for node in found:
+            index = order[id(node)][0]
+            while current < len(spans) and spans[current][1] < index:
+                current += 1
+            if current < len(spans) and spans[current][0] < index:
+                continue
+            kept.append(node)
+        return kept
 
     def within(self, node: cst.CSTNode, root: cst.CSTNode) -> bool:
         """`node` is `root` or under it."""
@@ -164,8 +217,8 @@ class Scopes:
 
     def names_in(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
         """The `Name` nodes spelled `name` in `scope` (its signature included)."""
-        for node in self.nodes(scope):
-            if isinstance(node, cst.Name) and node.value == name:
+        for node in self.find(scope, cst.Name, own_scope=True):
+            if node.value == name:
                 yield node
 
     # -- where a node is ---------------------------------------------------------------------
@@ -182,17 +235,18 @@ class Scopes:
 
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
         """The innermost `def` around `node`; None at module level or inside a lambda."""
+        # `type() is`: libcst's classes are ABCs (a slow isinstance) and these have no subclasses.
         for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, cst.FunctionDef):
+            if type(ancestor) is cst.FunctionDef:
                 return ancestor
-            if isinstance(ancestor, cst.Lambda):
+            if type(ancestor) is cst.Lambda:
                 return None
         return None
 
     def enclosing_scope(self, node: cst.CSTNode) -> cst.CSTNode:
         """The innermost function or lambda around `node`, else the module."""
         for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda)):
+            if type(ancestor) is cst.FunctionDef or type(ancestor) is cst.Lambda:
                 return ancestor
         return self.context.module
 
@@ -282,7 +336,18 @@ class Scopes:
     def names_read(self, root: cst.CSTNode) -> set[str]:
         """Names loaded anywhere under `root` (attribute names and keywords excluded)."""
         skip: set[int] = set()
-        nodes = self.context.subtree(root)
+        nodes = self.context.of_type(
+            root,
+            (
+                cst.Name,
+                cst.Attribute,
+                cst.Arg,
+                cst.AssignTarget,
+                cst.FunctionDef,
+                cst.ClassDef,
+                cst.AsName,
+            ),
+        )
         for node in nodes:
             if isinstance(node, cst.Attribute):
                 skip.add(id(node.attr))
@@ -301,7 +366,7 @@ class Scopes:
         """Names (re)bound anywhere under `root`: assignments, loops, `with ... as`, defs,
         imports."""
         bound: set[str] = set()
-        for node in self.context.subtree(root):
+        for node in self.context.of_type(root, _BINDING_NODES):
             if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
                 bound.add(node.name.value)
             elif isinstance(node, cst.ImportAlias) and node.asname is None:
@@ -333,7 +398,7 @@ class Scopes:
     def mentions(self, root: cst.CSTNode, name: str) -> bool:
         """A `Name` spelled `name` anywhere under `root`: read, bound, an attribute's or a
         keyword's name, in nested scopes too (a mention, not a reference)."""
-        return any(isinstance(n, cst.Name) and n.value == name for n in self.context.subtree(root))
+        return any(n.value == name for n in self.context.of_type(root, cst.Name))
 
     def binds(self, node: cst.CSTNode, name: str) -> bool:
         """Whether the statement-level `node` binds `name`."""

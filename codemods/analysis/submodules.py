@@ -238,7 +238,11 @@ class Submodules:
         held: Counter[str] = Counter()
         unknown = 0
         allowed: set[int] = {id(origin.value)}  # the uses of `name` that are no other read
-        for node in self.scopes.nodes(function.body):
+        for node in self.scopes.find(
+            function.body,
+            (cst.Assign, cst.AugAssign, cst.For, cst.CompFor, cst.AnnAssign, cst.Call),
+            own_scope=True,
+        ):
             if isinstance(node, cst.Assign) and node is not origin:
                 for target in node.targets:
                     for sub in target_names(target.target):
