@@ -126,7 +126,7 @@ class DeviceInDataPipeline(DevicePass):
                 return
             device = keyword_argument(node, "device")
             assert device is not None
-            device_kind = flow.moves.device_kind(device.value, function)
+            device_kind = self.facts.moves.device_kind(device.value, function)
             if device_kind not in ("accelerator", "device"):
                 return
             move = DeviceMove("to", device.value, kind=device_kind)

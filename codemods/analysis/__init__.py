@@ -24,13 +24,16 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
   modules, model copies (EMA), generators and the default device, AMP objects.
 
-Analyses take the file's context (never a pass) and hold it through a weak proxy: the context
-keeps them in `context.shared`, so a file's tree is freed by reference counting alone.
+Analyses take the file's `FileFacts` (never a pass; `base.Analysis`) and hold it and the context
+through weak proxies: the context keeps the facts in `context.shared`, and the facts keep the
+analyses, so a file's tree is freed by reference counting alone.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
+from typing import Generic, TypeVar, overload
 
 from devfix.codemods.analysis.buffers import Buffers
 from devfix.codemods.analysis.companions import Companions
@@ -47,26 +50,56 @@ from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
 
 _KEY = "analysis"
+_A = TypeVar("_A")
+
+
+class _BuiltOnFirstUse(Generic[_A]):
+    """A `FileFacts` attribute whose analysis is built when a pass first reads it, then kept
+    as the instance's own attribute (this descriptor defines no `__set__`, so the instance's
+    attribute is found first: every later read is a plain attribute read)."""
+
+    def __init__(self, build: Callable[[FileFacts], _A]) -> None:
+        self.build = build
+        self.name = ""
+
+    def __set_name__(self, owner: type[FileFacts], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, facts: None, owner: type[FileFacts]) -> _BuiltOnFirstUse[_A]: ...
+
+    @overload
+    def __get__(self, facts: FileFacts, owner: type[FileFacts] | None = None) -> _A: ...
+
+    def __get__(
+        self, facts: FileFacts | None, owner: type[FileFacts] | None = None
+    ) -> _A | _BuiltOnFirstUse[_A]:
+        if facts is None:  # read on the class (help(), inspect): the descriptor itself
+            return self
+        built = self.build(facts)
+        facts.__dict__[self.name] = built
+        return built
 
 
 class FileFacts:
     """Every analysis of one file, each created when a pass first asks for it."""
+
+    modules = _BuiltOnFirstUse(ModuleFacts)
+    moves = _BuiltOnFirstUse(Moves)
+    flow = _BuiltOnFirstUse(ScriptFlow)
+    devices = _BuiltOnFirstUse(DeviceInference)
+    values = _BuiltOnFirstUse(HeldValues)
+    reorder = _BuiltOnFirstUse(Reordering)
+    submodules = _BuiltOnFirstUse(Submodules)
+    companions = _BuiltOnFirstUse(Companions)
+    buffers = _BuiltOnFirstUse(Buffers)
+    script_device = _BuiltOnFirstUse(ScriptDevice)
 
     def __init__(self, context: FileContext) -> None:
         proxy: FileContext = weakref.proxy(context)
         self.context = proxy
         self.names = Names(proxy)
         self.scopes = Scopes(proxy)
-        self._modules: ModuleFacts | None = None
-        self._moves: Moves | None = None
-        self._flow: ScriptFlow | None = None
-        self._devices: DeviceInference | None = None
-        self._values: HeldValues | None = None
-        self._companions: Companions | None = None
-        self._submodules: Submodules | None = None
-        self._buffers: Buffers | None = None
-        self._script_device: ScriptDevice | None = None
-        self._reorder: Reordering | None = None
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:
@@ -75,75 +108,3 @@ class FileFacts:
             facts = cls(context)
             context.shared[_KEY] = facts
         return facts
-
-    @property
-    def modules(self) -> ModuleFacts:
-        if self._modules is None:
-            self._modules = ModuleFacts(self.context, self.names, self.scopes)
-        return self._modules
-
-    @property
-    def moves(self) -> Moves:
-        if self._moves is None:
-            self._moves = Moves(self.context, self.names, self.scopes)
-        return self._moves
-
-    @property
-    def flow(self) -> ScriptFlow:
-        if self._flow is None:
-            self._flow = ScriptFlow(self.context, self.names, self.scopes, self.moves, self.modules)
-        return self._flow
-
-    @property
-    def devices(self) -> DeviceInference:
-        if self._devices is None:
-            self._devices = DeviceInference(
-                self.context, self.names, self.scopes, self.modules, self.moves, self.flow
-            )
-        return self._devices
-
-    @property
-    def values(self) -> HeldValues:
-        if self._values is None:
-            self._values = HeldValues(self.context, self.names, self.scopes, self.modules)
-        return self._values
-
-    @property
-    def reorder(self) -> Reordering:
-        if self._reorder is None:
-            self._reorder = Reordering(self.context, self.scopes)
-        return self._reorder
-
-    @property
-    def submodules(self) -> Submodules:
-        if self._submodules is None:
-            self._submodules = Submodules(self.context, self.names, self.scopes, self.modules)
-        return self._submodules
-
-    @property
-    def companions(self) -> Companions:
-        if self._companions is None:
-            self._companions = Companions(
-                self.context,
-                self.names,
-                self.scopes,
-                self.modules,
-                self.moves,
-                self.flow,
-                self.devices,
-            )
-        return self._companions
-
-    @property
-    def buffers(self) -> Buffers:
-        if self._buffers is None:
-            self._buffers = Buffers(self.context, self.scopes, self.modules)
-        return self._buffers
-
-    @property
-    def script_device(self) -> ScriptDevice:
-        if self._script_device is None:
-            self._script_device = ScriptDevice(
-                self.context, self.scopes, self.modules, self.moves, self.flow
-            )
-        return self._script_device

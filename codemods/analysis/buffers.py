@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import (
-    ModuleFacts,
     TensorJudge,
     class_level_names,
     method,
@@ -21,8 +21,6 @@ from devfix.codemods.analysis.modules import (
     self_name,
     super_init_call,
 )
-from devfix.codemods.analysis.scopes import Scopes
-from devfix.context import FileContext
 
 #: A module method and its class.
 Method = tuple[cst.FunctionDef, cst.ClassDef]
@@ -39,28 +37,23 @@ _CONTAINERS = (
 )
 
 
-class Buffers:
+class Buffers(Analysis):
     """Plain tensor attributes of the file's modules and what registering them needs."""
-
-    def __init__(self, context: FileContext, scopes: Scopes, modules: ModuleFacts) -> None:
-        self.context = context
-        self.scopes = scopes
-        self.modules = modules
 
     def construction_of(self, node: cst.CSTNode) -> Method | None:
         """The construction-time method (`__init__` or a helper only it calls) around `node`
         in an `nn.Module`, and its class."""
-        function = self.modules.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.owner is None or not function.owner.is_module:
             return None
-        if not self.modules.is_construction(function):
+        if not self.facts.modules.is_construction(function):
             return None
         return function.node, function.owner.node
 
     def mode_switch_of(self, node: cst.CSTNode) -> Method | None:
         """A `train(mode)` / `eval()` override of an `nn.Module` around `node`: what it stores
         on `self` is a cache the module keeps between calls of `forward`."""
-        function = self.modules.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.owner is None or not function.owner.is_module:
             return None
         if function.name not in ("train", "eval"):
@@ -95,7 +88,7 @@ class Buffers:
         owner = self.construction_of(call)
         if owner is None or not isinstance(self.context.parent(call), cst.Expr):
             return None
-        if self.modules.names.qualified_name(call.func) not in ("builtins.setattr", None):
+        if self.names.qualified_name(call.func) not in ("builtins.setattr", None):
             return None
         receiver, name, value = (a.value for a in call.args)
         if not (isinstance(receiver, cst.Name) and receiver.value == self_name(owner[0])):
@@ -108,15 +101,15 @@ class Buffers:
         enables later), "tensor"; None for anything else and for a name the class registers
         itself."""
         writer, classdef = owner
-        judge = self.modules.tensor_judge(writer)
+        judge = self.facts.modules.tensor_judge(writer)
         if isinstance(value, _CONTAINERS):
             return "tensors" if holds_new_tensors(judge, value) else None
         if not judge.is_tensor(value):
             return None
-        if attr is not None and self.modules.registered_otherwise(classdef, attr):
+        if attr is not None and self.facts.modules.registered_otherwise(classdef, attr):
             return None
         if judge.requires_grad(value) or (
-            attr is not None and self.modules.grad_enabled_later(classdef, attr)
+            attr is not None and self.facts.modules.grad_enabled_later(classdef, attr)
         ):
             return "trainable"
         return "tensor"
@@ -160,18 +153,18 @@ class Buffers:
         another method and read back later: a cache of a tensor that stays where it was made.
         Not when the class registers the name itself, or sets it to a value while built."""
         init, classdef = owner
-        if self.modules.registered_otherwise(classdef, attr):
+        if self.facts.modules.registered_otherwise(classdef, attr):
             return False
-        construction = self.modules.construction_methods(classdef)
+        construction = self.facts.modules.construction_methods(classdef)
         stored = False
-        for function, other, value in self.modules.assignments_to(classdef, attr):
+        for function, other, value in self.facts.modules.assignments_to(classdef, attr):
             if other is slot or value is None:
                 continue
             if isinstance(value, cst.Name) and value.value == "None":
                 continue
             if function.name.value in construction:
                 return False  # set to a value while built: the assignment of that value decides
-            if not self.modules.tensor_judge(function).is_tensor(value, same_attr=attr):
+            if not self.facts.modules.tensor_judge(function).is_tensor(value, same_attr=attr):
                 return False
             stored = True
         return stored and self.is_cache(attr, classdef, init)
@@ -190,7 +183,7 @@ class Buffers:
             self_var = self_name(function)
             if self_var is None:
                 continue
-            judge = self.modules.tensor_judge(function)
+            judge = self.facts.modules.tensor_judge(function)
             for other in self.scopes.nodes(function.body):
                 if other is node or not isinstance(
                     other, (cst.Assign, cst.AnnAssign, cst.AugAssign)
@@ -241,7 +234,7 @@ class Buffers:
         if writer is init:
             runs_at = [self.context.position(node).start.line]
         else:
-            construction = self.modules.construction_methods(classdef)
+            construction = self.facts.modules.construction_methods(classdef)
             self_var = self_name(init) or "self"
             runs_at = [
                 self.context.position(call).start.line

@@ -11,23 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
+from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.devices import (
     Current,
     Device,
-    DeviceInference,
     Literal,
     Named,
     ParamsOf,
 )
-from devfix.codemods.analysis.flow import ScriptFlow, is_main_guard
-from devfix.codemods.analysis.modules import ModuleFacts, methods, self_attribute
-from devfix.codemods.analysis.moves import DeviceMove, Moves, cuda_type, string_device
+from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.modules import methods, self_attribute
+from devfix.codemods.analysis.moves import DeviceMove, cuda_type, string_device
 from devfix.codemods.analysis.names import (
-    Names,
     argument,
     argument_of,
     call_tail,
@@ -38,7 +37,7 @@ from devfix.codemods.analysis.names import (
     statement_call,
     string_value,
 )
-from devfix.codemods.analysis.scopes import Scopes, all_params, param_names, target_names
+from devfix.codemods.analysis.scopes import all_params, param_names, target_names
 from devfix.codemods.analysis.torch_names import (
     ADOPTING_LOAD_EMAS,
     AUTOCASTS,
@@ -54,6 +53,9 @@ from devfix.codemods.analysis.torch_names import (
     MODULE_TENSOR_METHODS,
 )
 from devfix.context import FileContext
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
 
 _MOVES = ("to", "cuda")
 
@@ -197,26 +199,11 @@ class AmpCall:
     by_position: bool
 
 
-class Companions:
+class Companions(Analysis):
     """Metric objects, model copies, generators and AMP objects of one file."""
 
-    def __init__(
-        self,
-        context: FileContext,
-        names: Names,
-        scopes: Scopes,
-        modules: ModuleFacts,
-        moves: Moves,
-        flow: ScriptFlow,
-        devices: DeviceInference,
-    ) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
-        self.modules = modules
-        self.moves = moves
-        self.flow = flow
-        self.devices = devices
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
         self._setters: list[cst.Call] | None = None
 
     # -- shared ------------------------------------------------------------------------------
@@ -273,7 +260,7 @@ class Companions:
                 model_expr = cst.parse_expression(model)
             except cst.ParserSyntaxError:
                 return None
-            found = self.flow.model_device(model_expr, use)
+            found = self.facts.flow.model_device(model_expr, use)
             if found is None:
                 return None
             return found.move if found.move is not None else found.reason
@@ -350,7 +337,7 @@ class Companions:
                     and holder in collections
                     and holder not in moved
                     and has_device
-                    and not (isinstance(added, cst.Call) and self.moves.move_of(added))
+                    and not (isinstance(added, cst.Call) and self.facts.moves.move_of(added))
                 ):
                     found.append(HeldMetric(call, holder, added, "self.device", "add"))
                 elif func.attr.value in METRIC_UPDATE_METHODS and isinstance(func.value, cst.Name):
@@ -361,7 +348,7 @@ class Companions:
 
     def _plain_class(self, classdef: cst.ClassDef, depth: int) -> bool:
         """No base but `object` or plain classes of this file: not an `nn.Module`."""
-        if depth > 5 or self.modules.class_info(classdef).is_module:
+        if depth > 5 or self.facts.modules.class_info(classdef).is_module:
             return False
         for base in classdef.bases:
             if not isinstance(base.value, cst.Name):
@@ -463,7 +450,7 @@ class Companions:
         for arg in use.args:
             if arg.keyword is not None and arg.keyword.value not in ("preds", "target", "value"):
                 continue
-            placed = self.devices.placed(arg.value, use)
+            placed = self.facts.devices.placed(arg.value, use)
             if placed is not None:
                 return placed
         return None
@@ -510,7 +497,9 @@ class Companions:
         return None
 
     def metric_input_on_cpu(self, use: cst.Call) -> bool:
-        return any(arg.keyword is None and self.devices.on_cpu(arg.value, use) for arg in use.args)
+        return any(
+            arg.keyword is None and self.facts.devices.on_cpu(arg.value, use) for arg in use.args
+        )
 
     # -- the default device ----------------------------------------------------------------------
 
@@ -573,7 +562,7 @@ class Companions:
         literal = string_device(value)
         if literal is not None:
             return '"cpu"' if literal.startswith(("cpu", "meta")) else code_of(value)
-        kind = self.moves.device_kind(value, self.scopes.enclosing_function(setter))
+        kind = self.facts.moves.device_kind(value, self.scopes.enclosing_function(setter))
         if kind == "cpu":
             return '"cpu"'
         return code_of(value) if kind is not None else None
@@ -607,7 +596,7 @@ class Companions:
         device = argument(generator, "device")
         if device is None:
             return "cpu"
-        return self.moves.device_kind(device, self.scopes.enclosing_function(generator))
+        return self.facts.moves.device_kind(device, self.scopes.enclosing_function(generator))
 
     def generator_uses(self, generator: cst.Call) -> list[cst.Call] | None:
         """The calls that receive the generator bound by `g = torch.Generator(...)` (as
@@ -807,7 +796,7 @@ class Companions:
         """`body` reads `holder` (`self.ema`), or calls a method of the class that does."""
         if any(dotted_name(n) == holder for n in self.scopes.find(body, cst.Attribute)):
             return True
-        classdef = self.modules.enclosing_class(function)
+        classdef = self.facts.modules.enclosing_class(function)
         if classdef is None:
             return False
         for call in self.scopes.find(body, cst.Call):
@@ -824,7 +813,7 @@ class Companions:
             isinstance(call.func, cst.Attribute)
             and isinstance(call.func.value, cst.Name)
             and call.func.value.value == name
-            and self.moves.move_of(call) is not None
+            and self.facts.moves.move_of(call) is not None
         )
 
     def _adopting_ema_scope(self, name: str, at: cst.CSTNode) -> cst.CSTNode | None:
@@ -956,7 +945,7 @@ class Companions:
             expr = cst.parse_expression(name)
         except cst.ParserSyntaxError:
             return None
-        moved = self.flow.model_device(expr, at)
+        moved = self.facts.flow.model_device(expr, at)
         if moved is not None:
             if moved.move is not None:
                 return Placement(move=moved.move, evidence=f"`{name}` is moved")
@@ -1000,7 +989,7 @@ class Companions:
                 evidence=f"copied from `{source}` "
                 + ("while it was still on the CPU" if original.on_cpu else "after its move"),
             )
-        if self.modules.constructed_module(value) is not None:
+        if self.facts.modules.constructed_module(value) is not None:
             return Placement(on_cpu=True, evidence=f"built with `{code_of(value.func)}(...)`")
         return None
 
@@ -1021,7 +1010,7 @@ class Companions:
                 and node.func.attr.value in _MOVES
                 and dotted_name(node.func.value) == name
                 and self._before(at, node)
-                and self.moves.move_of(node) is not None
+                and self.facts.moves.move_of(node) is not None
             ):
                 return True
         return False
@@ -1029,7 +1018,7 @@ class Companions:
     def _placement_from_callers(
         self, function: cst.FunctionDef, param: str, depth: int
     ) -> Placement | None:
-        sites = self.flow.call_sites(function)
+        sites = self.facts.flow.call_sites(function)
         if not sites:
             return None
         names = param_names(function)
@@ -1062,7 +1051,7 @@ class Companions:
             return None
         last = bindings[-1]
         if last.kind == "param" and isinstance(table.node, cst.FunctionDef):
-            sites = self.flow.call_sites(table.node)
+            sites = self.facts.flow.call_sites(table.node)
             names = param_names(table.node)
             if len(sites) != 1 or name not in names:
                 return None
@@ -1122,7 +1111,7 @@ class Companions:
         typed = self._device_type_variable(at)
         if typed is not None:
             return AmpDevice(typed, typed)
-        devices = self.moves.moved_devices(at)
+        devices = self.facts.moves.moved_devices(at)
         names = [d for d in devices if not d.startswith(".")]
         literal_cuda = [
             d
@@ -1133,14 +1122,16 @@ class Companions:
         ]
         candidates = [d for d in names if d not in literal_cuda]
         if not candidates:
-            candidates = [n for n in self.moves.device_names(at) if not self._cuda_only_name(n, at)]
+            candidates = [
+                n for n in self.facts.moves.device_names(at) if not self._cuda_only_name(n, at)
+            ]
             if not candidates:
                 function = self.scopes.enclosing_function(at)
                 if function is not None:
                     candidates = [
                         p
                         for p in param_names(function)
-                        if self.moves.device_kind(cst.Name(p), function) == "device"
+                        if self.facts.moves.device_kind(cst.Name(p), function) == "device"
                     ]
         candidates = [c for c in candidates if not self._cuda_only_name(c, at)]
         if len(set(candidates)) == 1:
@@ -1173,7 +1164,7 @@ class Companions:
         return all(self._cuda_value(v) for v in values)
 
     def _all_cuda_names(self, at: cst.CSTNode) -> bool:
-        names = self.moves.device_names(at)
+        names = self.facts.moves.device_names(at)
         return bool(names) and all(self._cuda_only_name(n, at) for n in names)
 
     def _cuda_value(self, value: cst.BaseExpression) -> bool:
@@ -1324,7 +1315,7 @@ class Companions:
             return None
         if not amp.cuda_only and (
             (enabled is not None and _mentions_device_type(self.context, enabled))
-            or self.flow.guarded_by_cuda_check(node)
+            or self.facts.flow.guarded_by_cuda_check(node)
             or self.under_cuda_test(node)
         ):
             return AmpDevice(None, "cuda", cuda_only=True)
@@ -1333,12 +1324,15 @@ class Companions:
     def in_training_code(self, node: cst.CSTNode) -> bool:
         """Neither model code (the methods of a module, where AMP blocks are part of the model)
         nor a data pipeline (a Dataset, a collate function)."""
-        if self.modules.in_model_method(node):
+        if self.facts.modules.in_model_method(node):
             return False
         for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, cst.ClassDef) and self.modules.class_info(ancestor).is_dataset:
+            if (
+                isinstance(ancestor, cst.ClassDef)
+                and self.facts.modules.class_info(ancestor).is_dataset
+            ):
                 return False
-        return not self.flow.in_data_pipeline(node)
+        return not self.facts.flow.in_data_pipeline(node)
 
     def under_cuda_test(self, node: cst.CSTNode) -> bool:
         """`if device.type == "cuda":` / `... if device_type == "cuda" else ...` around `node`
@@ -1401,7 +1395,7 @@ class Companions:
         return (
             call_tail(call.func) in ("autocast", "GradScaler")
             and not self.under_cuda_test(call)
-            and not self.flow.guarded_by_cuda_check(call)
+            and not self.facts.flow.guarded_by_cuda_check(call)
         )
 
 

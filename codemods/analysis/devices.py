@@ -25,24 +25,22 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow import ScriptFlow
-from devfix.codemods.analysis.modules import FunctionInfo, ModuleFacts, self_attribute
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import FunctionInfo, self_attribute
 from devfix.codemods.analysis.moves import (
-    Moves,
     device_argument,
     gpu_index,
     is_move_call,
     string_device,
 )
 from devfix.codemods.analysis.names import (
-    Names,
     call_tail,
     code_of,
     dotted_name,
     keyword_argument,
     receiver_root,
 )
-from devfix.codemods.analysis.scopes import Scopes, target_names
+from devfix.codemods.analysis.scopes import target_names
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
     CPU_SOURCES,
@@ -55,7 +53,6 @@ from devfix.codemods.analysis.torch_names import (
     SAME_DEVICE_FUNCTIONS,
     SHAPE_ARGUMENT_METHODS,
 )
-from devfix.context import FileContext
 
 _MAX_FLOW_DEPTH = 6
 _MAX_PLACED_DEPTH = 8
@@ -152,24 +149,8 @@ AS_INDEX = Unknown("used as an index", proof=False, as_index=True)
 NOTHING_TELLS = Unknown("no tensor or layer in scope tells", proof=False)
 
 
-class DeviceInference:
+class DeviceInference(Analysis):
     """Answers "which device does this value live on / must it live on?" for one file."""
-
-    def __init__(
-        self,
-        context: FileContext,
-        names: Names,
-        scopes: Scopes,
-        modules: ModuleFacts,
-        moves: Moves,
-        flow: ScriptFlow,
-    ) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
-        self.modules = modules
-        self.moves = moves
-        self.flow = flow
 
     # -- the device a new value must live on ----------------------------------------------------
 
@@ -180,10 +161,10 @@ class DeviceInference:
         code, notebooks and data pipelines are not."""
         if not index:
             return None
-        flow = self.flow
+        flow = self.facts.flow
         if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
             return None
-        function = self.modules.enclosing_function(anchor)
+        function = self.facts.modules.enclosing_function(anchor)
         if function is None or not function.is_model_code or function.owner is not None:
             return None
         if any(isinstance(a, cst.ClassDef) for a in self.context.ancestors(anchor)):
@@ -264,12 +245,12 @@ class DeviceInference:
                     return True
                 if parent.attr.value == "type_as":
                     owner = function.owner
-                    return self.flow.runs_on_one_device() or (
+                    return self.facts.flow.runs_on_one_device() or (
                         owner is not None and owner.has_device_property
                     )
                 current = call
             elif isinstance(parent, cst.Arg):
-                return self.moves.moved_by_helper(parent)
+                return self.facts.moves.moved_by_helper(parent)
             else:
                 return False
         return False
@@ -447,7 +428,7 @@ class DeviceInference:
         for caller in _methods_of(owner.node):
             if caller is function.node:
                 continue
-            caller_info = self.modules.function_info(caller)
+            caller_info = self.facts.modules.function_info(caller)
             self_var = _self(caller_info)
             for call in self.context.subtree(caller.body):
                 if not (
@@ -567,7 +548,7 @@ class DeviceInference:
                 break
         self_var = _self(function)
         attr = self_attribute(node, self_var)
-        if attr is None or not self.modules.registered_otherwise(owner.node, attr):
+        if attr is None or not self.facts.modules.registered_otherwise(owner.node, attr):
             return None
         return ParamsOf(
             f"it meets the module's registered `{self_var}.{attr}`",
@@ -700,7 +681,7 @@ class DeviceInference:
         attr = self_attribute(expr.value, self_var)
         if attr is None or attr in function.owner.layers:
             return None
-        if attr in self.modules.tensor_attributes(function.owner.node):
+        if attr in self.facts.modules.tensor_attributes(function.owner.node):
             return None
         return f"{self_var}.{attr}"
 
@@ -713,7 +694,7 @@ class DeviceInference:
         its work over (`spread_move`)."""
         if offload_to is not None and self.deliberate_offload(call, gpu_index(offload_to)):
             return None
-        function = self.modules.model_code_after_construction(call)
+        function = self.facts.modules.model_code_after_construction(call)
         if function is None or self.spread_move(call, function):
             return None
         return function
@@ -730,7 +711,7 @@ class DeviceInference:
         fixed = self.fixed_outside(device, function) if function is not None else None
         if function is None or fixed is None:
             return None
-        if isinstance(fixed, Named) and self.flow.runs_on_one_device():
+        if isinstance(fixed, Named) and self.facts.flow.runs_on_one_device():
             return None
         return function, fixed
 
@@ -846,7 +827,7 @@ class DeviceInference:
         it is on the CPU or nothing says."""
         if depth > _MAX_PLACED_DEPTH:
             return None
-        flow = self.flow
+        flow = self.facts.flow
         if isinstance(expr, cst.Call):
             func = expr.func
             if isinstance(func, cst.Attribute):
@@ -858,7 +839,7 @@ class DeviceInference:
                 if method == "to":
                     device = device_argument(expr)
                     kind = (
-                        self.moves.device_kind(device, self.scopes.enclosing_function(at))
+                        self.facts.moves.device_kind(device, self.scopes.enclosing_function(at))
                         if device
                         else None
                     )
@@ -886,7 +867,7 @@ class DeviceInference:
                 qualified = self.names.qualified_name(func)
                 if qualified is not None and qualified.startswith("torch."):
                     keyword = keyword_argument(expr, "device")
-                    if keyword is not None and self.moves.device_kind(
+                    if keyword is not None and self.facts.moves.device_kind(
                         keyword.value, self.scopes.enclosing_function(at)
                     ) in ("accelerator", "device"):
                         text = code_of(keyword.value)

@@ -13,14 +13,13 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
-from devfix.codemods.analysis.modules import ModuleFacts
-from devfix.codemods.analysis.moves import DeviceMove, Moves
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import (
-    Names,
     argument,
     call_tail,
     code_of,
@@ -30,7 +29,7 @@ from devfix.codemods.analysis.names import (
     root_name,
     statement_call,
 )
-from devfix.codemods.analysis.scopes import Binding, Scopes, ScopeTable
+from devfix.codemods.analysis.scopes import Binding, ScopeTable
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     DATA_KEYWORDS,
@@ -56,6 +55,9 @@ from devfix.context import FileContext
 from devfix.notebooks import is_notebook
 from devfix.types import Edit
 
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
+
 _MOVES = ("to", "cuda")
 #: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
 METADATA_KEY = re.compile(
@@ -74,6 +76,7 @@ _SETUP_MODULES = frozenset({"logging", "typing", "collections", "warnings", "os"
 _SETUP_CALLS = frozenset(
     {"getLogger", "get_logger", "TypeVar", "namedtuple", "NamedTuple", "compile", "register"}
 )
+
 #: The comment that opens each code cell of a notebook in the module devfix analyses.
 _CELL_MARKER = "# ~~devfix-cell~~ "
 
@@ -160,22 +163,11 @@ class LoopPlan:
     reason: str = ""
 
 
-class ScriptFlow:
+class ScriptFlow(Analysis):
     """Where models are moved, what loops iterate and feed, of one file; built on first use."""
 
-    def __init__(
-        self,
-        context: FileContext,
-        names: Names,
-        scopes: Scopes,
-        moves: Moves,
-        modules: ModuleFacts,
-    ) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
-        self.moves = moves
-        self.modules = modules
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
         self._call_sites: dict[str, list[tuple[cst.Call, cst.FunctionDef | None]]] | None = None
         self._plans: dict[int, LoopPlan | None] = {}
         self._distributed: str | None = None
@@ -189,7 +181,7 @@ class ScriptFlow:
 
     def device_move(self, call: cst.Call, function: cst.FunctionDef | None) -> DeviceMove | None:
         """A move to a device known to be one (a literal, `.cuda()`, a device variable)."""
-        move = self.moves.move_of(call, function)
+        move = self.facts.moves.move_of(call, function)
         return move if move is not None and move.kind is not None else None
 
     def _scope_nodes(self, root: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -437,7 +429,10 @@ class ScriptFlow:
                 wrapped = self._wrapped_by_adapter(value, function, position, depth)
                 if device_map is None and wrapped is not None:
                     return wrapped
-                if device_map is None or self.moves.device_kind(device_map, function) == "cpu":
+                if (
+                    device_map is None
+                    or self.facts.moves.device_kind(device_map, function) == "cpu"
+                ):
                     return None
                 return (None, function, True)
             if value.func.attr.value in ("eval", "train", "half", "float", "bfloat16"):
@@ -1291,12 +1286,12 @@ class ScriptFlow:
             wrapper = self.names.qualified_name(node.func)
             if wrapper in MODEL_WRAPPERS and wrapper.endswith("DataParallel"):
                 return False
-            if self.modules.enclosing_class(node) is not None:
+            if self.facts.modules.enclosing_class(node) is not None:
                 continue
-            function_info = self.modules.enclosing_function(node)
+            function_info = self.facts.modules.enclosing_function(node)
             if function_info is not None and function_info.is_model_code:
                 continue  # model code: the moves under judgement, not the script's choice
-            move = self.moves.move_of(node)
+            move = self.facts.moves.move_of(node)
             if move is None or move.kind is None:
                 continue
             if move.method == "cuda" or move.expression is None:
@@ -1376,7 +1371,7 @@ class ScriptFlow:
         """Inside a `Dataset` method, a collate function or a function handed to `ds.map(...)`."""
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, cst.FunctionDef):
-                info = self.modules.function_info(ancestor)
+                info = self.facts.modules.function_info(ancestor)
                 if info.owner is not None and info.owner.is_dataset:
                     return True
                 if "collate" in info.name.lower() or info.name in self.data_callbacks():
@@ -1849,7 +1844,7 @@ class ScriptFlow:
         for call in self.context.subtree(self.context.module):
             if (
                 isinstance(call, cst.Call)
-                and self.moves.moved_name(call) == name
+                and self.facts.moves.moved_name(call) == name
                 and self.context.position(call).start.line > after
             ):
                 return True
@@ -1894,7 +1889,7 @@ class ScriptFlow:
         """GPU indices the file places work on: those it names (`"cuda:1"`, `.cuda(0)`), and
         0 for a bare `"cuda"` / `.cuda()` (the current device, GPU 0 unless the file calls
         `torch.cuda.set_device`)."""
-        used = set(self.moves.explicit_gpu_indices())
+        used = set(self.facts.moves.explicit_gpu_indices())
         if used and not self.sets_current_device() and self._uses_bare_cuda():
             used.add(0)
         return used
@@ -2088,7 +2083,7 @@ class ScriptFlow:
                     and isinstance(node.targets[0].target, cst.Name)
                     and node.targets[0].target.value == name
                 ):
-                    kinds.add(self.moves.device_kind(node.value, None) or "unknown")
+                    kinds.add(self.facts.moves.device_kind(node.value, None) or "unknown")
         return "cpu" in kinds
 
     def places_over_devices(self) -> bool:
@@ -2119,7 +2114,7 @@ class ScriptFlow:
 
     def _target_moved_to_input(self, call: cst.Call) -> bool:
         positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-        if len(positional) < 2 or self.modules.loss_kind(call) is None:
+        if len(positional) < 2 or self.facts.modules.loss_kind(call) is None:
             return False
         source = receiver_root(positional[0])
         target = positional[1]
@@ -2146,13 +2141,15 @@ class ScriptFlow:
                 isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
             )
         if isinstance(node, cst.ClassDef):
-            bases = [b.value for b in node.bases if self.modules.is_pretrained_model_base(b.value)]
+            bases = [
+                b.value for b in node.bases if self.facts.modules.is_pretrained_model_base(b.value)
+            ]
             # transformers refuses `device_map="auto"` for a model without `_no_split_modules`
             # ("does not support `device_map`"): a family base of transformers has it; a class
             # of this file on `PreTrainedModel` itself must declare it.
             return any(
-                not self.modules.is_generic_pretrained_base(base) for base in bases
-            ) or (bool(bases) and self.modules.declares_no_split_modules(node))
+                not self.facts.modules.is_generic_pretrained_base(base) for base in bases
+            ) or (bool(bases) and self.facts.modules.declares_no_split_modules(node))
         return False
 
     # -- which code prepares data -------------------------------------------------------------
@@ -2166,7 +2163,7 @@ class ScriptFlow:
         module = self.context.module
         functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
         classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
-        code = self.modules
+        code = self.facts.modules
         flow = self
         # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
         loaders = [
@@ -2435,7 +2432,7 @@ class ScriptFlow:
         first_move: dict[str, cst.Call] = {}
         for inner in self.scopes.statements(scope):
             if isinstance(inner, cst.Call):
-                moved = self.moves.moved_module(inner)
+                moved = self.facts.moves.moved_module(inner)
                 if moved is not None and moved[0] not in first_move:
                     first_move[moved[0]] = inner
         if not first_move:
@@ -2640,7 +2637,9 @@ class ScriptFlow:
         if move.method == "cuda":
             return not move.cuda_args and self.sets_current_device()
         device = move.expression
-        return isinstance(device, cst.Name) and self.moves.is_process_device(device.value, node)
+        return isinstance(device, cst.Name) and self.facts.moves.is_process_device(
+            device.value, node
+        )
 
     def _feeds_a_model(self, function: cst.FunctionDef | cst.Lambda) -> bool:
         """`function` calls a model that is on a device (`model(**inputs)`, `model.generate`)."""

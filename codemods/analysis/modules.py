@@ -9,9 +9,11 @@ import functools
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name
 from devfix.codemods.analysis.scopes import ASSIGNING_NODES, Scopes, bound_by, target_names
 from devfix.codemods.analysis.torch_names import (
@@ -36,7 +38,9 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_PROPERTIES,
     VARIABLE,
 )
-from devfix.context import FileContext
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
 
 
 @dataclass
@@ -218,13 +222,11 @@ def takes_tensors(qualified: str | None) -> bool:
     return qualified.startswith("torch.nn.functional.") or qualified in TENSOR_FUNCTIONS
 
 
-class ModuleFacts:
+class ModuleFacts(Analysis):
     """Class and function tables of one file, built on first use."""
 
-    def __init__(self, context: FileContext, names: Names, scopes: Scopes) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
         self._classes: dict[int, ClassInfo] = {}
         self._functions: dict[int, FunctionInfo] = {}
         self._judges: dict[int, TensorJudge] = {}

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.names import (
-    Names,
     argument,
     call_tail,
     code_of,
@@ -21,9 +21,8 @@ from devfix.codemods.analysis.names import (
     has_star_kwargs,
     keyword_argument,
 )
-from devfix.codemods.analysis.scopes import Scopes, all_params
+from devfix.codemods.analysis.scopes import all_params
 from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES, MODEL_WRAPPERS
-from devfix.context import FileContext
 
 #: The helper DF304 inserts once per script; the other passes treat it as a device source.
 SELECT_DEVICE = "select_device"
@@ -119,13 +118,8 @@ class DeviceMove:
         return cst.SimpleString('"cuda"')
 
 
-class Moves:
+class Moves(Analysis):
     """Device moves and device values of one file."""
-
-    def __init__(self, context: FileContext, names: Names, scopes: Scopes) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
 
     def device_kind(
         self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0

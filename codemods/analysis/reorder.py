@@ -6,17 +6,13 @@ from __future__ import annotations
 
 import libcst as cst
 
+from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.flow import TrainingObject
-from devfix.codemods.analysis.scopes import Body, Scopes
-from devfix.context import FileContext
+from devfix.codemods.analysis.scopes import Body
 
 
-class Reordering:
+class Reordering(Analysis):
     """Statement moves within one block (`body`, indices into it), for one file."""
-
-    def __init__(self, context: FileContext, scopes: Scopes) -> None:
-        self.context = context
-        self.scopes = scopes
 
     def restores(
         self, statement: cst.CSTNode, objects: dict[str, TrainingObject], kinds: set[str]

@@ -9,38 +9,21 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow import ScriptFlow
-from devfix.codemods.analysis.modules import ModuleFacts
-from devfix.codemods.analysis.moves import Moves, cuda_string, string_device
-from devfix.codemods.analysis.scopes import Scopes
-from devfix.context import FileContext
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.moves import cuda_string, string_device
 
 
-class ScriptDevice:
+class ScriptDevice(Analysis):
     """Where a script picks its device, and the variable it keeps it in."""
-
-    def __init__(
-        self,
-        context: FileContext,
-        scopes: Scopes,
-        modules: ModuleFacts,
-        moves: Moves,
-        flow: ScriptFlow,
-    ) -> None:
-        self.context = context
-        self.scopes = scopes
-        self.modules = modules
-        self.moves = moves
-        self.flow = flow
 
     def in_script_code(self, node: cst.CSTNode) -> bool:
         """`node` is the script's own code in a program that trains or uses several GPUs: not a
         notebook, not model code (a module's methods, a function of tensors), not a Dataset's
         method or a data pipeline."""
-        flow = self.flow
+        flow = self.facts.flow
         if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
             return False
-        code = self.modules
+        code = self.facts.modules
         function = code.enclosing_function(node)
         if function is not None and function.is_model_code:
             return False
@@ -66,7 +49,7 @@ class ScriptDevice:
         CUDA string in a `dev...` name that is not compared as a string (a hard-coded device
         that a fix turns into `select_device()`). Not the name `node` itself is assigned to."""
         own = self.scopes.assigned_name(node)
-        for name in self.moves.device_names(node):
+        for name in self.facts.moves.device_names(node):
             if name == own:
                 continue
             value = self.scopes.latest_binding(name, node)
@@ -86,7 +69,7 @@ class ScriptDevice:
             if (
                 cuda_string(value)
                 and "dev" in name.lower()
-                and not self.moves.compared_as_string(name)
+                and not self.facts.moves.compared_as_string(name)
             ):
                 return name
         return None
@@ -95,7 +78,7 @@ class ScriptDevice:
         """Why the script's hard-coded CUDA device is its own choice, which a portable device
         would undo (said as the reason of a finding): it places work on several GPUs, or the
         device string it assigns (`assign`) is compared as a string."""
-        indices = self.flow.gpus_used()
+        indices = self.facts.flow.gpus_used()
         if len(indices) > 1:
             shown = ", ".join(f"cuda:{i}" for i in sorted(indices))
             return (
@@ -105,7 +88,7 @@ class ScriptDevice:
         if assign is not None and cuda_string(assign.value):
             name = assign.targets[0].target
             assert isinstance(name, cst.Name)
-            if self.moves.compared_as_string(name.value):
+            if self.facts.moves.compared_as_string(name.value):
                 return f"`{name.value}` is compared as a string; a `torch.device` would not match"
         return None
 

@@ -8,12 +8,13 @@ import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import (
     AttributeUses,
-    ModuleFacts,
     class_level_names,
     method,
     self_attribute,
@@ -21,14 +22,16 @@ from devfix.codemods.analysis.modules import (
     super_init_call,
     valid_module_key,
 )
-from devfix.codemods.analysis.names import Names, code_of, is_constant
-from devfix.codemods.analysis.scopes import Scopes, target_names
+from devfix.codemods.analysis.names import code_of, is_constant
+from devfix.codemods.analysis.scopes import target_names
 from devfix.codemods.analysis.torch_names import (
     LAYER_ATTRIBUTE_STEMS,
     MODULE_SELF_METHODS,
     STATEFUL_LAYERS,
 )
-from devfix.context import FileContext
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
 
 LIST_MUTATORS = frozenset({"append", "insert", "extend"})
 
@@ -88,16 +91,11 @@ _CONTAINER_VALUES = (
 )
 
 
-class Submodules:
+class Submodules(Analysis):
     """Containers of submodules and layers built in `forward`, for one file."""
 
-    def __init__(
-        self, context: FileContext, names: Names, scopes: Scopes, modules: ModuleFacts
-    ) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
-        self.modules = modules
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
         self._attributes: frozenset[str] | None = None
 
     # -- plain containers --------------------------------------------------------------------
@@ -113,10 +111,10 @@ class Submodules:
         value = node.value
         if not isinstance(value, _CONTAINER_VALUES):
             return None
-        function = self.modules.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.owner is None or not function.owner.is_module:
             return None
-        if not self.modules.is_construction(function):
+        if not self.facts.modules.is_construction(function):
             return None
         self_var = self_name(function.node)
         attr = self_attribute(node.targets[0].target, self_var or "")
@@ -126,7 +124,7 @@ class Submodules:
         if contents is None:
             return None
         kind, held, unknown = contents
-        uses = AttributeUses.collect(self.modules, function.owner.node, attr, node)
+        uses = AttributeUses.collect(self.facts.modules, function.owner.node, attr, node)
         if uses.registered_elsewhere:
             return None
         held = Counter(held)
@@ -159,19 +157,19 @@ class Submodules:
         tail = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
         if not tail[:1].isupper():
             return None
-        qualified = self.modules.constructed_module(node)
+        qualified = self.facts.modules.constructed_module(node)
         if qualified is None:
             return None
-        function = self.modules.enclosing_function(node)
+        function = self.facts.modules.enclosing_function(node)
         if function is None or function.name != "forward":
             return None
         if function.owner is None or not function.owner.is_module:
             return None
         if self._kept_on_self(node, function.node):
             return None
-        local = self.modules.local_module_class(qualified)
+        local = self.facts.modules.local_module_class(qualified)
         if local is not None:
-            return qualified if self.modules.class_info(local).layers else None
+            return qualified if self.facts.modules.class_info(local).layers else None
         return qualified if qualified in STATEFUL_LAYERS else None
 
     def _kept_on_self(self, node: cst.Call, function: cst.FunctionDef) -> bool:
@@ -203,7 +201,7 @@ class Submodules:
 
     def _literal(self, value: cst.BaseExpression) -> Contents | None:
         held: Counter[str] = Counter()
-        kind_of = self.modules.held_kind
+        kind_of = self.facts.modules.held_kind
         if isinstance(value, (cst.List, cst.Tuple, cst.Dict)):
             unknown = 0
             for element in value.elements:
@@ -269,7 +267,11 @@ class Submodules:
                 else:
                     values = [None]
                 for added_value in values:
-                    found = self.modules.held_kind(added_value) if added_value is not None else None
+                    found = (
+                        self.facts.modules.held_kind(added_value)
+                        if added_value is not None
+                        else None
+                    )
                     if found is None:
                         unknown += 1
                     else:
@@ -394,7 +396,7 @@ class Submodules:
         for attr in sorted(read):
             places = [
                 self._statement_index(body, node) if function is init else None
-                for function, node, _value in self.modules.assignments_to(classdef, attr)
+                for function, node, _value in self.facts.modules.assignments_to(classdef, attr)
             ]
             if not places or any(place is None for place in places):
                 return f"`{forward_self}.{attr}` is not assigned once, at the top of `__init__`"
@@ -475,7 +477,7 @@ class Submodules:
         return any(
             isinstance(small, cst.Assign)
             and any(self_attribute(t.target, self_var) is not None for t in small.targets)
-            and self.modules.constructed_module(small.value) is not None
+            and self.facts.modules.constructed_module(small.value) is not None
             for small in line.body
         )
 
@@ -489,7 +491,7 @@ class Submodules:
         siblings = [
             call
             for call in self.scopes.find(forward.body, cst.Call)
-            if self.modules.constructed_module(call) is not None and self._stem(call) == stem
+            if self.facts.modules.constructed_module(call) is not None and self._stem(call) == stem
         ]
         numbered = any(re.fullmatch(rf"{re.escape(stem)}\d+", name) for name in taken)
         if len(siblings) == 1 and not numbered and stem not in taken:
@@ -503,7 +505,7 @@ class Submodules:
         return f"{stem}{number}"
 
     def _stem(self, construction: cst.Call) -> str:
-        qualified = self.modules.constructed_module(construction) or "layer"
+        qualified = self.facts.modules.constructed_module(construction) or "layer"
         short = qualified.rsplit(".", 1)[-1]
         stem = LAYER_ATTRIBUTE_STEMS.get(qualified)
         if stem is None:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from devfix.codemods.analysis.modules import ModuleFacts, strip_module_methods
-from devfix.codemods.analysis.names import Names, call_tail, dotted_name
-from devfix.codemods.analysis.scopes import Scopes
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import strip_module_methods
+from devfix.codemods.analysis.names import call_tail, dotted_name
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
     LEGACY_CONSTRUCTORS,
@@ -67,16 +67,8 @@ class Held:
 UNKNOWN = Held(None)
 
 
-class HeldValues:
+class HeldValues(Analysis):
     """What names hold, of one file."""
-
-    def __init__(
-        self, context: FileContext, names: Names, scopes: Scopes, modules: ModuleFacts
-    ) -> None:
-        self.context = context
-        self.names = names
-        self.scopes = scopes
-        self.modules = modules
 
     def held(self, name: str, at: cst.CSTNode) -> Held:
         """What the plain name `name` holds where `at` reads it."""
@@ -162,7 +154,7 @@ class HeldValues:
             if value is None:
                 continue
             built = strip_module_methods(value)
-            if self.modules.constructed_module(built) is not None:
+            if self.facts.modules.constructed_module(built) is not None:
                 return "it is bound to a module"
             if isinstance(built, cst.Call):
                 qualified = self.names.qualified_name(built.func)
@@ -329,7 +321,7 @@ class HeldValues:
         if function is None or not self.scopes.bound_in(name, function):
             return False
         owner = self.scopes.class_of(function)
-        if owner is None or not self.modules.class_info(owner).is_module:
+        if owner is None or not self.facts.modules.class_info(owner).is_module:
             return False
         values = self._values(function, name)
         return bool(values) and all(
