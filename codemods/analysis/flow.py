@@ -13,7 +13,7 @@ import dataclasses
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Optional, cast
 
 import libcst as cst
 
@@ -59,6 +59,10 @@ if TYPE_CHECKING:
     from devfix.codemods.analysis import FileFacts
 
 _MOVES = ("to", "cuda")
+#: Where a model's device comes from: its move (None when only `from_pretrained` placed it), the
+#: function the move's device is written in, and whether `from_pretrained` loaded it onto a
+#: device (a device map, or an adapter over a placed model).
+FoundMove = tuple[Optional[DeviceMove], Optional[cst.FunctionDef], bool]
 #: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
 METADATA_KEY = re.compile(
     r"^(epoch|epochs|start_epoch|step|steps|global_step|iteration|iter|it|best\w*|acc\w*|lr|"
@@ -304,12 +308,11 @@ class ScriptFlow(Analysis):
         function: cst.FunctionDef | None,
         before: int | None,
         depth: int,
-    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
-        """(move, the function the move's device is written in, loaded by from_pretrained)."""
+    ) -> FoundMove | None:
         table, table_function = self.scopes.lookup(name, function)
         same_scope = table_function is function and not name.startswith("self.")
         limit = before if same_scope else None
-        candidates: list[tuple[int, tuple[DeviceMove | None, cst.FunctionDef | None, bool]]] = []
+        candidates: list[tuple[int, FoundMove]] = []
         pretrained = False
         direct_moves: dict[int, cst.CSTNode] = {}
         for binding in table.bindings.get(name, []):
@@ -392,7 +395,7 @@ class ScriptFlow(Analysis):
 
     def _stored_parameter(
         self, table: ScopeTable, value: cst.BaseExpression, depth: int
-    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
+    ) -> FoundMove | None:
         """`self.model = model` in a method, `model` a parameter of that method annotated as a
         Hugging Face model that no call in this file fills: the model carries its device."""
         if not isinstance(table.node, cst.ClassDef) or not isinstance(value, cst.Name):
@@ -413,7 +416,7 @@ class ScriptFlow(Analysis):
         function: cst.FunctionDef | None,
         position: int,
         depth: int,
-    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
+    ) -> FoundMove | None:
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
             if value.func.attr.value in _MOVES:
                 move = self.device_move(value, function)
@@ -463,7 +466,7 @@ class ScriptFlow(Analysis):
         function: cst.FunctionDef | None,
         position: int,
         depth: int,
-    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
+    ) -> FoundMove | None:
         """`PeftModel.from_pretrained(model, path)`: adapters loaded onto a model given as the
         first argument stay on that model's device, and the result has a `.device`."""
         positional = [a for a in value.args if a.keyword is None]
@@ -478,7 +481,7 @@ class ScriptFlow(Analysis):
 
     def _move_from_callers(
         self, function: cst.FunctionDef, param: str, binding: Binding, depth: int
-    ) -> tuple[DeviceMove | None, cst.FunctionDef | None, bool] | None:
+    ) -> FoundMove | None:
         sites = self.call_sites(function)
         if not sites:
             return None
@@ -651,14 +654,9 @@ class ScriptFlow(Analysis):
             return None
         if not loaders and not self._typed_loader(loop.iter, function):
             return None
-        target: cst.BaseExpression = loop.target
-        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
-            "enumerate",
-            "builtins.enumerate",
-        ):
-            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
-                return None
-            target = target.elements[1].value
+        target = self._batch_target(loop)
+        if target is None:
+            return None
         one_line = not isinstance(loop.body, cst.IndentedBlock)
         body = [] if one_line else list(cast(cst.IndentedBlock, loop.body).body)
         names: list[str]
@@ -677,16 +675,11 @@ class ScriptFlow(Analysis):
         else:
             return None
         calls = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Call)]
-        model_calls: list[tuple[cst.Call, ModelDevice]] = []
-        for call in calls:
-            callee = call.func
-            if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
-                callee = callee.value
-            if dotted_name(callee) is None or dotted_name(callee) in names:
-                continue
-            found = self.model_device(callee, call)
-            if found is not None and (found.move is not None or found.reason):
-                model_calls.append((call, found))
+        model_calls = [
+            (call, found)
+            for call, found in self._model_calls(calls, names)
+            if found.move is not None or found.reason
+        ]
         plan = LoopPlan(loop, loaders)
         if model_calls:
             devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
@@ -712,17 +705,52 @@ class ScriptFlow(Analysis):
         if not plan.unmoved or plan.reason or (plan.move is None and not plan.helper):
             return plan
         anchor = body[0]
-        statement = self._move_statement(loop.body, plan, single)
-        if statement is None:
-            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+        new_line = self._move_line(loop.body, plan, single)
+        if new_line is None:
             return plan
-        plan.statement_code = statement
-        new_line = cst.parse_statement(
-            statement + "\n", config=self.context.module.config_for_parsing
-        )
         group = [anchor, new_line] if after_anchor else [new_line, anchor]
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
+
+    def _batch_target(self, loop: cst.For) -> cst.BaseExpression | None:
+        """What a loop binds each batch to: its target, or the second of `for i, batch in
+        enumerate(...)`; None when an `enumerate` loop does not unpack a pair."""
+        target = loop.target
+        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
+            "enumerate",
+            "builtins.enumerate",
+        ):
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                return None
+            return target.elements[1].value
+        return target
+
+    def _model_calls(
+        self, calls: list[cst.Call], batch_names: list[str]
+    ) -> Iterator[tuple[cst.Call, ModelDevice]]:
+        """The calls among `calls` of a model whose device is known or explained (`model(x)`,
+        `model.forward(x)`), with that device; a batch name called is not a model."""
+        for call in calls:
+            callee = call.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
+                callee = callee.value
+            if dotted_name(callee) is None or dotted_name(callee) in batch_names:
+                continue
+            found = self.model_device(callee, call)
+            if found is not None:
+                yield call, found
+
+    def _move_line(
+        self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
+    ) -> cst.BaseStatement | None:
+        """The statement that moves `plan.unmoved` (its code kept in `plan.statement_code`);
+        None, with the reason in `plan`, when the batch's shape cannot be told."""
+        statement = self._move_statement(body, plan, single)
+        if statement is None:
+            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+            return None
+        plan.statement_code = statement
+        return cst.parse_statement(statement + "\n", config=self.context.module.config_for_parsing)
 
     def _move_statement(
         self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
@@ -785,14 +813,8 @@ class ScriptFlow(Analysis):
         calls = [n for n in nodes if isinstance(n, cst.Call)]
         plan = LoopPlan(assign, loaders)
         fed: list[cst.Call] = []
-        for call in calls:
-            callee = call.func
-            if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
-                callee = callee.value
-            if dotted_name(callee) is None or dotted_name(callee) in names:
-                continue
-            found = self.model_device(callee, call)
-            if found is not None and found.move is not None:
+        for call, found in self._model_calls(calls, names):
+            if found.move is not None:
                 fed.append(call)
                 plan.model, plan.move = found.model, found.move
         if not fed:
@@ -808,14 +830,9 @@ class ScriptFlow(Analysis):
         ]
         if not plan.unmoved:
             return plan
-        statement = self._move_statement(cst.IndentedBlock(body=following), plan, single)
-        if statement is None:
-            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+        new_line = self._move_line(cst.IndentedBlock(body=following), plan, single)
+        if new_line is None:
             return plan
-        plan.statement_code = statement
-        new_line = cst.parse_statement(
-            statement + "\n", config=self.context.module.config_for_parsing
-        )
         plan.edit = Edit(line, cst.FlattenSentinel([line, new_line]))
         return plan
 
@@ -977,14 +994,9 @@ class ScriptFlow(Analysis):
         expressed = self.express(move, origin, function)
         if isinstance(expressed, str):
             return expressed
-        target: cst.BaseExpression = loop.target
-        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
-            "enumerate",
-            "builtins.enumerate",
-        ):
-            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
-                return "the loop's target is not a batch"
-            target = target.elements[1].value
+        target = self._batch_target(loop)
+        if target is None:
+            return "the loop's target is not a batch"
         if not isinstance(target, cst.Name) or not isinstance(loop.body, cst.IndentedBlock):
             return "the loop unpacks the batch in its header"
         name = target.value
@@ -1476,12 +1488,7 @@ class ScriptFlow(Analysis):
         owners: set[str] = set()
         if factory:
             values = [arg.value for arg in call.args]
-            owners |= {
-                root
-                for value in values
-                if isinstance(value, (cst.Name, cst.Attribute))
-                and (root := root_name(value)) is not None
-            }
+            owners |= _roots(values)
         else:
             params = argument(call, "params")
             values = [] if params is None else [params]
@@ -1510,12 +1517,7 @@ class ScriptFlow(Analysis):
                 values = [node.func.value]
             else:
                 values = [arg.value for arg in node.args]
-            owners |= {
-                root
-                for value in values
-                if isinstance(value, (cst.Name, cst.Attribute))
-                and (root := root_name(value)) is not None
-            }
+            owners |= _roots(values)
         return owners
 
     # -- values fed to a model ----------------------------------------------------------------
@@ -2906,6 +2908,15 @@ def _is_move_call(value: cst.BaseExpression) -> bool:
             return True
         value = value.func.value
     return False
+
+
+def _roots(values: list[cst.BaseExpression]) -> set[str]:
+    """The root names of the names and attributes among `values` (`model` of `model.head`)."""
+    return {
+        root
+        for value in values
+        if isinstance(value, (cst.Name, cst.Attribute)) and (root := root_name(value)) is not None
+    }
 
 
 def _tensor_roots(expr: cst.BaseExpression) -> set[str]:
