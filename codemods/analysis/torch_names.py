@@ -13,6 +13,21 @@ def tails(*tables: Iterable[str]) -> frozenset[str]:
     return frozenset(name.rsplit(".", 1)[1] for table in tables for name in table)
 
 
+#: The factories that draw random numbers (`torch.<name>`); RANDOM_FUNCTIONS takes them too.
+_RANDOM_FACTORIES = ("rand", "randn", "randint", "randperm")
+#: `torch.<name>_like` factories: a new tensor shaped (and placed) like their argument.
+_LIKE_FACTORIES = (
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "empty_like",
+    "rand_like",
+    "randn_like",
+)
+#: Tensor methods that reshape their receiver: a view or copy on its device, sized by their
+#: arguments.
+_RESHAPING_METHODS = ("unsqueeze", "squeeze", "view", "reshape", "transpose", "permute")
+
 TENSOR_FACTORIES = frozenset(
     f"torch.{name}"
     for name in (
@@ -24,10 +39,7 @@ TENSOR_FACTORIES = frozenset(
         "eye",
         "linspace",
         "logspace",
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
+        *_RANDOM_FACTORIES,
         "tensor",
         "as_tensor",
     )
@@ -183,12 +195,7 @@ TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
 #: Methods that return a tensor on the receiver's device: the value flows through them.
 SAME_DEVICE_METHODS = frozenset(
     {
-        "unsqueeze",
-        "squeeze",
-        "view",
-        "reshape",
-        "transpose",
-        "permute",
+        *_RESHAPING_METHODS,
         "contiguous",
         "float",
         "double",
@@ -287,12 +294,7 @@ NON_TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
 #: Methods whose arguments are sizes, dims or dtypes, never tensors the value meets.
 SHAPE_ARGUMENT_METHODS = frozenset(
     {
-        "unsqueeze",
-        "squeeze",
-        "view",
-        "reshape",
-        "transpose",
-        "permute",
+        *_RESHAPING_METHODS,
         "repeat",
         "expand",
         "flatten",
@@ -371,12 +373,7 @@ TENSOR_FUNCTIONS = frozenset(
         "norm",
         "topk",
         "argmax",
-        "zeros_like",
-        "ones_like",
-        "full_like",
-        "empty_like",
-        "rand_like",
-        "randn_like",
+        *_LIKE_FACTORIES,
     )
 )
 
@@ -464,12 +461,7 @@ TENSOR_PRODUCING_FUNCTIONS = frozenset(
     f"torch.{name}"
     for name in (
         "from_numpy",
-        "zeros_like",
-        "ones_like",
-        "full_like",
-        "empty_like",
-        "rand_like",
-        "randn_like",
+        *_LIKE_FACTORIES,
         "randint_like",
         "sin",
         "cos",
@@ -974,10 +966,7 @@ GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
 RANDOM_FUNCTIONS = frozenset(
     f"torch.{name}"
     for name in (
-        "rand",
-        "randn",
-        "randint",
-        "randperm",
+        *_RANDOM_FACTORIES,
         "normal",
         "bernoulli",
         "multinomial",
