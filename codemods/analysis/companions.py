@@ -427,12 +427,7 @@ class Companions(Analysis):
     def metric_escapes(self, name: str, after: cst.CSTNode) -> bool:
         """`name` is moved later (`name.to(d)`, `name = name.cuda()`), handed to a call as an
         argument (which may move it), or stored somewhere else (`self.m = name`)."""
-        scope = self.scopes.enclosing_scope(after)
-        for node in self.scopes.statements(scope):
-            if not isinstance(node, cst.Name) or node.value != name:
-                continue
-            if not self._before(after, node):
-                continue
+        for node in self.scopes.names_after(self.scopes.enclosing_scope(after), name, after):
             parent = self.context.parent(node)
             if isinstance(parent, cst.Attribute) and parent.value is node:
                 if parent.attr.value in (*_MOVES, "cpu", "set_dtype", "_apply", "apply"):
@@ -621,11 +616,7 @@ class Companions(Analysis):
             return [call] if isinstance(call, cst.Call) else None
         scope = self.scopes.enclosing_scope(generator)
         uses: list[cst.Call] = []
-        for node in self.scopes.statements(scope):
-            if not isinstance(node, cst.Name) or node.value != name:
-                continue
-            if not self._before(outer, node):
-                continue
+        for node in self.scopes.names_after(scope, name, outer):
             parent = self.context.parent(node)
             if isinstance(parent, cst.Attribute) and parent.value is node:
                 continue  # `g.manual_seed(0)`, `g.device`

@@ -221,6 +221,14 @@ class Scopes:
             if node.value == name:
                 yield node
 
+    def names_after(self, scope: cst.CSTNode, name: str, after: cst.CSTNode) -> Iterator[cst.Name]:
+        """The `Name` nodes spelled `name` among `scope`'s statements (see :meth:`statements`)
+        that start after `after` starts, in source order."""
+        order = self.context.order
+        for node in self.statements_of_type(scope, cst.Name):
+            if node.value == name and order(after)[0] < order(node)[0]:
+                yield node
+
     # -- where a node is ---------------------------------------------------------------------
 
     def in_loop(self, node: cst.CSTNode) -> bool:

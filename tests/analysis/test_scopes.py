@@ -46,6 +46,19 @@ def test_the_scope_walker_yields_nested_scopes_without_entering_them() -> None:
     assert train in statements  # top-level defs and classes: yielded, not entered
 
 
+def test_names_after_a_node_are_the_later_mentions_in_its_scope() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    train = parsed.function("train")
+    loop = parsed.all(cst.For)[0]
+    later = list(scopes.names_after(train, "lr", loop))
+    # `lr = lr * 2`, target then value; not `lr = 0.1` before the loop, nor the lambda's `lr`
+    # (another scope).
+    assert [code_of(parsed.context.parent(n)) for n in later] == ["lr = ", "lr * 2"]
+    assert list(scopes.names_after(train, "lr", later[-1])) == []
+    assert list(scopes.names_after(train, "hidden", loop)) == []  # in `inner`
+
+
 def test_bound_and_read_names() -> None:
     parsed = parse(SOURCE)
     scopes = parsed.facts.scopes
