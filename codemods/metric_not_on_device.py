@@ -161,8 +161,7 @@ class MetricNotOnDevice(DevicePass):
         if feed.move is None:
             self.report(node, message=f"{problem}; {feed.reason or 'move it to their device'}")
             return
-        replacement = feed.move.apply(node)
-        shown = code_of(replacement)[len(code_of(node)) :]
+        replacement, shown = feed.move.applied(node)
         self.report(
             node,
             message=f"{problem}; move it with `{shown}`",

@@ -222,8 +222,7 @@ class ModelCopyOnOtherDevice(DevicePass):
     def _fix_at_creation(self, creation: cst.Call, problem: str, move: DeviceMove) -> None:
         target = self._outer_call(creation)
         assert isinstance(target, cst.BaseExpression)
-        replacement = move.apply(target)
-        shown = code_of(replacement)[len(code_of(target)) :]
+        replacement, shown = move.applied(target)
         self.report(
             creation,
             message=f"{problem}; make the copy on the model's device (`{shown}`)",

@@ -109,6 +109,12 @@ class DeviceMove:
                 )
         return cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name(self.method)), args=args)
 
+    def applied(self, receiver: cst.BaseExpression) -> tuple[cst.Call, str]:
+        """:meth:`apply`, and the text the move adds after the receiver (`.to(device)`), for a
+        finding's message and fix title."""
+        moved = self.apply(receiver)
+        return moved, code_of(moved)[len(code_of(receiver)) :]
+
     def as_to_argument(self) -> cst.BaseExpression:
         """The device as one expression for `.to(...)` (BatchEncoding has no `.cuda()`)."""
         if self.method == "to" and self.expression is not None:

@@ -185,6 +185,17 @@ def test_no_move_helper_where_the_file_has_two() -> None:
     assert parsed.facts.moves.move_helper() is None
 
 
+def test_applied_move_and_the_text_it_adds_after_the_receiver() -> None:
+    parsed = parse(SOURCE)
+    moves = parsed.facts.moves
+    receiver = cst.parse_expression("metric.update(preds)")
+    for code, added in (("model.to(device)", ".to(device)"), ("model.cuda(1)", ".cuda(1)")):
+        move = moves.move_of(parsed.one(cst.Call, code))
+        assert move is not None
+        moved, shown = move.applied(receiver)
+        assert (code_of(moved), shown) == ("metric.update(preds)" + added, added)
+
+
 def test_cuda_type_is_the_plain_device_type_string() -> None:
     assert cuda_type(cst.parse_expression('"cuda"'))
     assert not cuda_type(cst.parse_expression('"cuda:0"'))
