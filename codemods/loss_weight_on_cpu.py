@@ -284,9 +284,7 @@ class LossWeightOnCpu(DevicePass):
     def _moved_later(self, holder: str, node: cst.Call) -> bool:
         """`criterion.to(device)` / `criterion.cuda()` anywhere in the file."""
         module = self.context.module
-        for candidate in self.context.subtree(module):
-            if not isinstance(candidate, cst.Call):
-                continue
+        for candidate in self.facts.scopes.find(module, cst.Call):
             func = candidate.func
             if (
                 isinstance(func, cst.Attribute)

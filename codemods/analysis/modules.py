@@ -656,16 +656,14 @@ class ModuleFacts(Analysis):
 
     def registered_otherwise(self, classdef: cst.ClassDef, attr: str) -> bool:
         """The class registers `attr` itself (`register_buffer("x", ...)`, `nn.Parameter`)."""
-        for node in self.context.subtree(classdef):
-            if not isinstance(node, cst.Call):
-                continue
-            func = node.func
+        for call in self.scopes.find(classdef, cst.Call):
+            func = call.func
             if (
                 isinstance(func, cst.Attribute)
                 and func.attr.value in ("register_buffer", "register_parameter")
-                and node.args
-                and isinstance(node.args[0].value, cst.SimpleString)
-                and node.args[0].value.evaluated_value == attr
+                and call.args
+                and isinstance(call.args[0].value, cst.SimpleString)
+                and call.args[0].value.evaluated_value == attr
             ):
                 return True
         for _function, node, value in self.assignments_to(classdef, attr):
