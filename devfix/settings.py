@@ -9,38 +9,28 @@ and the one rule for which fixes are written. Everything below the command line 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Union
 
-from devfix.limits import DEFAULT_MAX_MEMORY_MIB, DEFAULT_TIMEOUT_SECONDS
 from devfix.registry import select_passes
-from devfix.types import Applicability, Finding, Fixability, Options
+from devfix.types import Applicability, Finding, Fixability, Options, RunOptions
 
 if TYPE_CHECKING:
     from devfix.codemods._base import DevicePass
 
 
 @dataclass(frozen=True)
-class Settings:
-    """A run's resolved options; plain data, so it crosses process boundaries."""
+class Settings(RunOptions):
+    """A run's resolved options; plain data, so it crosses process boundaries. The options of
+    `RunOptions` are the user's as given."""
 
-    #: The selected passes, sorted by code.
-    passes: tuple[type[DevicePass], ...]
+    #: The selected passes, sorted by code (a default only because the inherited fields have
+    #: one: `resolve` always selects).
+    passes: tuple[type[DevicePass], ...] = ()
     #: Write (and count as fixable) the fixes marked unsafe too.
     unsafe_fixes: bool = False
     #: Pass code -> keyword options for that pass's constructor.
     pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    #: Worker processes (0: one per core).
-    jobs: int = 0
-    exclude: tuple[str, ...] | None = None
-    extend_exclude: tuple[str, ...] = ()
-    #: Folder that `exclude` patterns are relative to (the configuration's folder).
-    root: str = "."
-    #: Where devfix keeps its state (result cache, run record, review answers); None: no cache.
-    cache_dir: str | None = None
-    #: CPU seconds one file may take (0: no limit), and its memory budget in MiB (0: none).
-    timeout_per_file: float = DEFAULT_TIMEOUT_SECONDS
-    max_memory_mib: int = DEFAULT_MAX_MEMORY_MIB
 
     @classmethod
     def resolve(cls, options: Options | Settings | None = None) -> Settings:
@@ -50,17 +40,12 @@ class Settings:
         options = options or Options()
         if options.jobs < 0:
             raise ValueError(f"jobs must be 0 (one per core) or more, not {options.jobs}")
+        as_asked = {run.name: getattr(options, run.name) for run in fields(RunOptions)}
         return cls(
             passes=select_passes(options.select, options.ignore),
             unsafe_fixes=options.unsafe_fixes,
             pass_options=options.pass_options,
-            jobs=options.jobs,
-            exclude=options.exclude,
-            extend_exclude=options.extend_exclude,
-            root=options.root,
-            cache_dir=options.cache_dir,
-            timeout_per_file=options.timeout_per_file,
-            max_memory_mib=options.max_memory_mib,
+            **as_asked,
         )
 
     def only(self, pass_class: type[DevicePass]) -> Settings:

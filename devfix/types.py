@@ -111,25 +111,33 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Options:
-    """What the user asked for; built once by the command line and passed down unchanged."""
+class RunOptions:
+    """How a run goes over the files: which files, how many processes, each file's limits, the
+    cache. The user asks for them in `Options`; the run's `Settings` keep them as asked."""
 
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    unsafe_fixes: bool = False
+    #: Worker processes (0: one per core).
     jobs: int = 0
-    #: Pass code -> keyword options for that pass's constructor (from `[tool.devfix.<pass>]`).
-    pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: Gitignore-style patterns that replace the default excludes (None: keep the defaults).
     exclude: tuple[str, ...] | None = None
     extend_exclude: tuple[str, ...] = ()
     #: Folder that `exclude` patterns are relative to (the configuration's folder).
     root: str = "."
-    #: Where results of unchanged files are cached (None: no cache).
+    #: Where devfix keeps its state (result cache, run record, review answers); None: no cache.
     cache_dir: str | None = None
     #: CPU seconds one file may take (0: no limit), and its memory budget in MiB (0: none).
     timeout_per_file: float = DEFAULT_TIMEOUT_SECONDS
     max_memory_mib: int = DEFAULT_MAX_MEMORY_MIB
+
+
+@dataclass(frozen=True)
+class Options(RunOptions):
+    """What the user asked for; built once by the command line and passed down unchanged."""
+
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    unsafe_fixes: bool = False
+    #: Pass code -> keyword options for that pass's constructor (from `[tool.devfix.<pass>]`).
+    pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 class FileStatus(str, enum.Enum):
