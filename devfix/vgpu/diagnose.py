@@ -36,7 +36,7 @@ from typing import Any
 from devfix.vgpu import provenance
 from devfix.vgpu.placement import Suggestion, dotted, statement_at, suggest
 from devfix.vgpu.placement import describe as describe_site
-from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, Operand, Site
+from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, Operand, Site, shown_path
 
 #: texts by which a device-mismatch error is recognised
 MISMATCH_MARKERS = (
@@ -116,15 +116,6 @@ def is_user_file(path: str) -> bool:
     if "site-packages" in rp.split(os.sep) or "dist-packages" in rp.split(os.sep):
         return False
     return not any(rp == r or rp.startswith(r + os.sep) for r in _library_roots())
-
-
-def shown_path(path: str) -> str:
-    """``path`` normalised and relative to the current folder (absolute on another drive)."""
-    absolute = os.path.normpath(os.path.abspath(path))
-    try:
-        return os.path.relpath(absolute)
-    except ValueError:
-        return absolute
 
 
 def innermost_user_frame(exc: BaseException) -> UserFrame | None:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from devfix.vgpu import child_env, command
-from devfix.vgpu.diagnose import NOTEBOOK_ENV, shown_path
+from devfix.vgpu.diagnose import NOTEBOOK_ENV
+from devfix.vgpu.provenance import shown_path
 
 
 class NotebookError(ValueError):

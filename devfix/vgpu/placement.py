@@ -15,7 +15,16 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
-from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, CREATED, LOADED, MOVED, Site
+from devfix.vgpu.provenance import (
+    ATTRIBUTE,
+    BATCH,
+    BUFFER,
+    CREATED,
+    LOADED,
+    MOVED,
+    Site,
+    shown_path,
+)
 
 #: names of calls that build a tensor where ``device=`` (or the default device) decides
 FACTORIES = frozenset(
@@ -266,8 +275,6 @@ class Suggestion:
     description: str
 
     def to_json(self) -> dict[str, Any]:
-        from devfix.vgpu.diagnose import shown_path
-
         return {
             "path": shown_path(self.path),
             "line": self.line,

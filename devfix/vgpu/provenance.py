@@ -77,7 +77,7 @@ class Site:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "path": _shown(self.path),
+            "path": shown_path(self.path),
             "line": self.line,
             "function": self.function,
             "kind": self.kind_name,
@@ -87,11 +87,12 @@ class Site:
         }
 
 
-def _shown(path: str) -> str:
+def shown_path(path: str) -> str:
+    """``path`` normalised and relative to the current folder (absolute on another drive)."""
     absolute = os.path.normpath(os.path.abspath(path))
     try:
         return os.path.relpath(absolute)
-    except ValueError:  # another drive
+    except ValueError:
         return absolute
 
 

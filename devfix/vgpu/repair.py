@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from devfix.vgpu.diagnose import shown_path
 from devfix.vgpu.launch import run_one_json
+from devfix.vgpu.provenance import shown_path
 
 if TYPE_CHECKING:
     from devfix.review import Proposal
