@@ -17,13 +17,13 @@ import libcst as cst
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
-    PositionProvider,
     QualifiedName,
     QualifiedNameSource,
     Scope,
     ScopeProvider,
 )
 
+from devfix.positions import NodeRanges, node_ranges
 from devfix.shadowed_names import ShadowedNames
 from devfix.tree import TreeTables, build_tables, children_of
 
@@ -47,6 +47,7 @@ class FileContext:
         self.shared: dict[str, object] = {}
         self._names: _NameTable | None = None
         self._shadowed: ShadowedNames | None = None
+        self._ranges: NodeRanges | None = None
         self._tables: TreeTables | None = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
@@ -75,7 +76,9 @@ class FileContext:
         return self._shadowed.resolve(node, dotted) if dotted is not None else ()
 
     def position(self, node: cst.CSTNode) -> CodeRange:
-        return cast(CodeRange, self._metadata(PositionProvider)[node])
+        if self._ranges is None:
+            self._ranges = node_ranges(self.module)
+        return self._ranges[node]
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._tree().parents.get(id(node))

@@ -173,29 +173,32 @@ def concrete_classes(
 def build_tables(root: cst.CSTNode) -> TreeTables:
     parents: dict[int, cst.CSTNode] = {}
     children: dict[int, list[cst.CSTNode]] = {}
-    order: dict[int, tuple[int, int]] = {}
     nodes: list[cst.CSTNode] = []
-    by_class: dict[type[cst.CSTNode], list[int]] = {}
-    # (node, -1) enters a node; (node, its pre-order index) leaves it.
-    stack: list[tuple[cst.CSTNode, int]] = [(root, -1)]
+    stack: list[cst.CSTNode] = [root]
     while stack:
-        node, first = stack.pop()
-        if first >= 0:
-            order[id(node)] = (first, len(nodes) - 1)
-            continue
-        index = len(nodes)
-        stack.append((node, index))
+        node = stack.pop()
         nodes.append(node)
+        kids = children_of(node)
+        children[id(node)] = kids
+        if kids:
+            for kid in kids:
+                parents[id(kid)] = node
+            stack.extend(kids[::-1])
+    # Backwards, a node's last child is done before it: its subtree ends where that child's
+    # does. (One pass, no second visit of every node on the stack.)
+    order: dict[int, tuple[int, int]] = {}
+    by_class: dict[type[cst.CSTNode], list[int]] = {}
+    for index in range(len(nodes) - 1, -1, -1):
+        node = nodes[index]
+        kids = children[id(node)]
+        order[id(node)] = (index, order[id(kids[-1])][1]) if kids else (index, index)
         indices = by_class.get(type(node))
         if indices is None:
             by_class[type(node)] = [index]
         else:
             indices.append(index)
-        kids = children_of(node)
-        children[id(node)] = kids
-        for kid in kids:
-            parents[id(kid)] = node
-        stack.extend((kid, -1) for kid in reversed(kids))
+    for indices in by_class.values():
+        indices.reverse()
     return TreeTables(parents, children, order, nodes, by_class)
 
 

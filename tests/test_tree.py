@@ -256,3 +256,22 @@ def test_a_file_tree_is_freed_without_the_garbage_collector() -> None:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+@pytest.mark.parametrize("name,source", SOURCES[:4], ids=[name for name, _ in SOURCES[:4]])
+def test_the_class_index_finds_what_a_walk_with_isinstance_finds(name: str, source: str) -> None:
+    module = cst.parse_module(source)
+    tables = build_tables(module)
+    kinds: list[type[cst.CSTNode] | tuple[type[cst.CSTNode], ...]] = [
+        cst.Call,
+        cst.BaseExpression,  # an abstract base: every concrete expression class
+        (cst.Name, cst.Attribute, cst.FunctionDef),
+        cst.BaseCompoundStatement,
+    ]
+    subtrees = [module, *(n for n in tables.nodes if isinstance(n, cst.FunctionDef))][:25]
+    for root in subtrees:
+        first, last = tables.order[id(root)]
+        inside = tables.nodes[first : last + 1]
+        for kind in kinds:
+            expected = [node for node in inside if isinstance(node, kind)]
+            assert tables.of_type(first, last, kind) == expected, (name, kind)

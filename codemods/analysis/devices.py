@@ -726,7 +726,7 @@ class DeviceInference(Analysis):
         more different elements of it: `x.cuda(self.device_id[i])` in a loop, `[0]` and
         `[1]`): deliberate model parallelism inside the module; None when it does not."""
         elements: dict[str, set[str]] = {}
-        for node in self.context.subtree(function.node.body):
+        for node in self.context.of_type(function.node.body, cst.Call):
             device = _move_target(node)
             owner = self.device_list_element(device, function)
             if owner is not None and device is not None:
@@ -744,20 +744,20 @@ class DeviceInference(Analysis):
         if owner is None:
             return
         placed: set[str] = set()
-        for node in self.context.subtree(function.node.body):
+        for assign in self.context.of_type(function.node.body, cst.Assign):
             # Put there by a move, or computed from what was (`torch.zeros_like(logits)`).
-            if isinstance(node, cst.Assign) and any(
+            if any(
                 self.device_list_element(_move_target(inner), function) == owner
                 or (isinstance(inner, cst.Name) and inner.value in placed)
-                for inner in self.context.subtree(node.value)
+                for inner in self.context.subtree(assign.value)
             ):
-                for target in node.targets:
+                for target in assign.targets:
                     if isinstance(target.target, cst.Name):
                         placed.add(target.target.value)
         inputs = {
             name for name in function.params if name not in function.bindings and name not in placed
         }
-        for node in self.context.subtree(function.node.body):
+        for node in self.context.of_type(function.node.body, (cst.Call, cst.BinaryOperation)):
             if (
                 isinstance(node, cst.Call)
                 and isinstance(node.func, cst.Attribute)

@@ -2098,7 +2098,10 @@ class ScriptFlow(Analysis):
             self._multi_device = False
         if self._multi_device is None:
             self._multi_device = any(
-                self._placement_evidence(node) for node in self.context.subtree(self.context.module)
+                self._placement_evidence(node)
+                for node in self.context.of_type(
+                    self.context.module, (cst.Name, cst.SimpleString, cst.ClassDef)
+                )
             )
         return self._multi_device
 
@@ -2109,8 +2112,8 @@ class ScriptFlow(Analysis):
         over GPUs (the placement itself may be chosen in another file)."""
         if self._aligns_targets is None:
             self._aligns_targets = ".device" in self.context.text and any(
-                isinstance(node, cst.Call) and self._target_moved_to_input(node)
-                for node in self.context.subtree(self.context.module)
+                self._target_moved_to_input(node)
+                for node in self.context.of_type(self.context.module, cst.Call)
             )
         return self._aligns_targets
 
@@ -2173,8 +2176,7 @@ class ScriptFlow(Analysis):
             for n in (
                 self.context.of_type(module, cst.Call) if "DataLoader" in self.context.text else ()
             )
-            if dotted_name(n.func) is not None
-            and self.names.qualified_name(n.func) in DATALOADERS
+            if dotted_name(n.func) is not None and self.names.qualified_name(n.func) in DATALOADERS
         ]
 
         def add(node: cst.FunctionDef | cst.Lambda, role: str, consumers: list[cst.Call]) -> None:

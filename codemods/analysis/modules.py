@@ -366,11 +366,10 @@ class ModuleFacts(Analysis):
             self_var = self_name(function)
             if self_var is None or _is_static(function):
                 continue
-            for node in self.context.subtree(function.body):
-                if isinstance(node, cst.Attribute):
-                    attr = self_attribute(node, self_var)
-                    if attr in users and caller != attr:
-                        users[attr].add(caller)
+            for node in self.context.of_type(function.body, cst.Attribute):
+                attr = self_attribute(node, self_var)
+                if attr in users and caller != attr:
+                    users[attr].add(caller)
         construction = {"__init__"} if "__init__" in by_name else set()
         changed = True
         while changed:
@@ -963,7 +962,16 @@ class TensorJudge:
     def _local_values(self) -> dict[str, list[cst.BaseExpression]]:
         if self._locals is None:
             table: dict[str, list[cst.BaseExpression]] = {}
-            for node in self.scopes.nodes(self.function.body):
+            bindings = (
+                cst.Assign,
+                cst.AugAssign,
+                cst.AnnAssign,
+                cst.For,
+                cst.CompFor,
+                cst.NamedExpr,
+                cst.With,
+            )
+            for node in self.scopes.find(self.function.body, bindings, own_scope=True):
                 if isinstance(node, cst.Assign):
                     for target in node.targets:
                         if isinstance(target.target, cst.Name):

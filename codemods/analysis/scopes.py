@@ -30,6 +30,30 @@ ASSIGNING_NODES = (
     cst.NamedExpr,
     cst.AsName,
 )
+#: Nodes below statement level that :meth:`Scopes.binds` asks about (besides definitions).
+_STATEMENT_BINDERS = (
+    cst.AssignTarget,
+    cst.AnnAssign,
+    cst.AugAssign,
+    cst.For,
+    cst.AsName,
+    cst.NamedExpr,
+    cst.Import,
+    cst.ImportFrom,
+)
+#: What :meth:`Scopes.table` records: bindings and statement-level moves.
+_FILLED = (
+    cst.Assign,
+    cst.Expr,
+    cst.AnnAssign,
+    cst.AugAssign,
+    cst.For,
+    cst.WithItem,
+    cst.Import,
+    cst.ImportFrom,
+    cst.FunctionDef,
+    cst.ClassDef,
+)
 #: Every node that binds a name: those, definitions and imports.
 _BINDING_NODES = (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, *ASSIGNING_NODES)
 #: Moves that rebind nothing but change where a tensor or module lives (recorded per scope).
@@ -412,21 +436,13 @@ class Scopes:
         """Whether the statement-level `node` binds `name`."""
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             return node.name.value == name
-        if isinstance(
-            node,
-            (
-                cst.AssignTarget,
-                cst.AnnAssign,
-                cst.AugAssign,
-                cst.For,
-                cst.AsName,
-                cst.NamedExpr,
-                cst.Import,
-                cst.ImportFrom,
-            ),
-        ):
+        if isinstance(node, _STATEMENT_BINDERS):
             return name in self.names_bound(node)
         return False
+
+    def _binders(self, scope: cst.CSTNode) -> list[cst.CSTNode]:
+        """The nodes among :meth:`statements` of `scope` that :meth:`binds` can say yes to."""
+        return self.statements_of_type(scope, (cst.FunctionDef, cst.ClassDef, *_STATEMENT_BINDERS))
 
     # -- what is visible where -------------------------------------------------------------------
 
@@ -438,10 +454,10 @@ class Scopes:
         if isinstance(scope, cst.FunctionDef):
             if name in {p.name.value for p in all_params(scope.params)}:
                 return True
-            local = [n for n in self.statements(scope) if self.binds(n, name)]
+            local = [n for n in self._binders(scope) if self.binds(n, name)]
             if local:
                 return any(self.statement_start(n) < start for n in local)
-        for statement in self.statements(self.context.module):
+        for statement in self._binders(self.context.module):
             if self.binds(statement, name) and (
                 not isinstance(scope, cst.Module) or self.statement_start(statement) < start
             ):
@@ -463,7 +479,7 @@ class Scopes:
                 return None
             value: cst.BaseExpression | None = None
             seen = False
-            for statement in self.statements(current):
+            for statement in self._binders(current):
                 if not self.binds(statement, name) or isinstance(
                     statement, (cst.FunctionDef, cst.ClassDef)
                 ):
@@ -566,9 +582,7 @@ class Scopes:
         return None
 
     def _fill(self, table: ScopeTable, root: cst.CSTNode, *, self_only: bool) -> None:
-        nodes = self.nodes(root)
-        if not isinstance(root, cst.Module):
-            next(nodes)  # the root itself (a block) binds nothing
+        nodes = self.find(root, _FILLED, own_scope=True)
         for node in nodes:
             position = self.context.order(node)[0]
             if isinstance(node, (cst.Assign, cst.Expr)):

@@ -241,3 +241,18 @@ def test_in_loop_counts_only_loops_of_the_nodes_own_function() -> None:
     assert scopes.in_loop(made["per_epoch"]) and scopes.in_loop(made["step"])
     assert not scopes.in_loop(made["once"])  # a loop around its `def` does not run it
     assert not scopes.in_loop(made["outside"])
+
+
+def test_find_in_own_scope_matches_the_scope_walker() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    module = parsed.context.module
+    roots = [module, parsed.function("train"), *scopes.find(module, cst.Lambda)]
+    for root in roots:
+        for kind in (cst.Name, (cst.Assign, cst.For, cst.FunctionDef), cst.Lambda):
+            walked = [node for node in scopes.nodes(root) if isinstance(node, kind)]
+            assert list(scopes.find(root, kind, own_scope=True)) == walked
+            statements = [node for node in scopes.statements(root) if isinstance(node, kind)]
+            assert scopes.statements_of_type(root, kind) == statements
+    inner_names = {n.value for n in scopes.find(parsed.function("train"), cst.Name, own_scope=True)}
+    assert "lr" in inner_names and "hidden" not in inner_names and "q" not in inner_names
