@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, Union, cast
 
 import libcst as cst
 from libcst.metadata import (
@@ -167,6 +167,13 @@ def _module_name(node: cst.Attribute | cst.Name) -> str:
     return cast(str, _dotted(node))
 
 
+#: The nodes that bind what their `target` names: `x = `, `x: int = `, `x += `, `for x in`, a
+#: comprehension's `for x in`, `(x := ...)`.
+_BindsTarget = Union[
+    cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr
+]
+
+
 class _NameTable:
     """Every import binding of a file, and every name the file binds in any other way."""
 
@@ -213,23 +220,11 @@ class _NameTable:
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value)
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+    def _bind_target(self, node: _BindsTarget) -> None:
         self._bind(node.target)
 
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._bind(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._bind(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._bind(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._bind(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._bind(node.target)
+    visit_AssignTarget = visit_AnnAssign = visit_AugAssign = _bind_target
+    visit_For = visit_CompFor = visit_NamedExpr = _bind_target
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
@@ -239,28 +234,21 @@ class _NameTable:
         if node.name is not None:
             self._bind(node.name.name)
 
-    def visit_Param(self, node: cst.Param) -> None:
+    def _bind_own_name(self, node: cst.Param | cst.FunctionDef | cst.ClassDef) -> None:
         self.bound.add(node.name.value)
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.bound.add(node.name.value)
+    visit_Param = visit_FunctionDef = visit_ClassDef = _bind_own_name
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.bound.add(node.name.value)
-
-    def visit_Global(self, node: cst.Global) -> None:
+    def _bind_declared(self, node: cst.Global | cst.Nonlocal) -> None:
         self.bound.update(item.name.value for item in node.names)
 
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        self.bound.update(item.name.value for item in node.names)
+    visit_Global = visit_Nonlocal = _bind_declared
 
-    def visit_MatchAs(self, node: cst.MatchAs) -> None:
+    def _bind_capture(self, node: cst.MatchAs | cst.MatchStar) -> None:
         if node.name is not None:
             self.bound.add(node.name.value)
 
-    def visit_MatchStar(self, node: cst.MatchStar) -> None:
-        if node.name is not None:
-            self.bound.add(node.name.value)
+    visit_MatchAs = visit_MatchStar = _bind_capture
 
     # -- answering -------------------------------------------------------------------------
 
