@@ -25,7 +25,7 @@ from libcst.metadata import (
 
 from devfix.positions import NodeRanges, node_ranges
 from devfix.shadowed_names import ShadowedNames
-from devfix.tree import TreeTables, build_tables, children_of
+from devfix.tree import TreeTables, build_tables, children_of, dotted_name
 
 T = TypeVar("T")
 _N = TypeVar("_N", bound=cst.CSTNode)
@@ -72,7 +72,7 @@ class FileContext:
             return fast
         if self._shadowed is None:
             self._shadowed = ShadowedNames(self._tree(), self._names.ambiguous())
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         return self._shadowed.resolve(node, dotted) if dotted is not None else ()
 
     def position(self, node: cst.CSTNode) -> CodeRange:
@@ -154,17 +154,8 @@ class FileContext:
 _BUILTINS = frozenset(dir(builtins))
 
 
-def _dotted(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base is not None else None
-    return None
-
-
 def _module_name(node: cst.Attribute | cst.Name) -> str:
-    return cast(str, _dotted(node))
+    return cast(str, dotted_name(node))
 
 
 #: The nodes that bind what their `target` names: `x = `, `x: int = `, `x += `, `for x in`, a
@@ -263,7 +254,7 @@ class _NameTable:
 
     def resolve(self, node: cst.CSTNode) -> Collection[QualifiedName] | None:
         """The qualified names of `node`, or None when only scope analysis can tell."""
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted is None:
             return () if isinstance(node, cst.BaseExpression) else None
         root, _, rest = dotted.partition(".")

@@ -25,7 +25,7 @@ from typing import cast
 import libcst as cst
 from libcst.metadata import QualifiedName, QualifiedNameSource
 
-from devfix.tree import TreeTables
+from devfix.tree import TreeTables, dotted_name
 
 _BUILTINS = frozenset(dir(builtins))
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -124,11 +124,11 @@ class ShadowedNames:
             return
         base = ""
         if isinstance(statement, cst.ImportFrom):
-            module = _dotted(statement.module) if statement.module is not None else ""
+            module = dotted_name(statement.module) if statement.module is not None else ""
             base = "." * len(statement.relative) + (module or "")
         scope = self.scope_of(statement)
         for alias in statement.names:
-            full = _dotted(alias.name)
+            full = dotted_name(alias.name)
             if full is None:
                 continue
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
@@ -275,12 +275,3 @@ def _names_in(target: cst.CSTNode) -> list[cst.Name]:
     if isinstance(target, cst.StarredElement):
         return _names_in(target.value)
     return []
-
-
-def _dotted(node: cst.CSTNode) -> str | None:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr.value}" if base is not None else None
-    return None

@@ -39,6 +39,16 @@ _FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
 _ORDERS: dict[tuple[type[cst.CSTNode], int], tuple[str, ...] | None] = {}
 
 
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """`self.pos_embedding.weight` for a pure Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base is not None else None
+    return None
+
+
 def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
     """`node.children` as libcst gives it, without rebuilding the node."""
     kind = type(node)

@@ -14,17 +14,8 @@ import libcst as cst
 
 from devfix.codemods.analysis.torch_names import TORCH_DTYPES, VARIABLE
 from devfix.context import FileContext
+from devfix.tree import dotted_name as dotted_name  # the engine's; re-exported for the passes
 from devfix.types import ImportSpec
-
-
-def dotted_name(node: cst.CSTNode) -> str | None:
-    """`self.pos_embedding.weight` for a pure Name/Attribute chain, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        base = dotted_name(node.value)
-        return f"{base}.{node.attr.value}" if base else None
-    return None
 
 
 def call_tail(func: cst.BaseExpression) -> str | None:
