@@ -10,7 +10,7 @@ the passes, the metadata and the engine's edits.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar, Union, cast
 
 import libcst as cst
@@ -66,7 +66,7 @@ class FileContext:
         would, without its cost of about ten parses).
         """
         if self._names is None:
-            self._names = _NameTable(self._all_nodes())
+            self._names = _NameTable(self._tree())
         fast = self._names.resolve(node)
         if fast is not None:
             return fast
@@ -168,13 +168,16 @@ _BindsTarget = Union[
 class _NameTable:
     """Every import binding of a file, and every name the file binds in any other way."""
 
-    def __init__(self, nodes: Iterable[cst.CSTNode]) -> None:
+    def __init__(self, tables: TreeTables) -> None:
         self.imports: dict[str, set[str]] = {}
         self.bound: set[str] = set()
-        for node in nodes:
-            handler = getattr(self, f"visit_{type(node).__name__}", None)
+        # Only the binding nodes, from the file's per-class index (the order does not matter).
+        nodes = tables.nodes
+        for node_class, indices in tables.by_class.items():
+            handler = getattr(self, f"visit_{node_class.__name__}", None)
             if handler is not None:
-                handler(node)
+                for index in indices:
+                    handler(nodes[index])
 
     # -- collecting ------------------------------------------------------------------------
 

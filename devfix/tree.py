@@ -223,6 +223,8 @@ def visit_all(root: cst.CSTNode, visitors: Sequence[cst.CSTVisitor], tables: Tre
     dispatcher = Dispatcher(visitors)
     if dispatcher.attribute_visitors:
         root.visit(dispatcher)
+    elif tables.nodes and tables.nodes[0] is root and not any(dispatcher.custom):
+        dispatcher.run_indexed(tables)
     else:
         dispatcher.run(root, tables.children)
 
@@ -342,6 +344,40 @@ class Dispatcher(cst.CSTVisitor):
                 if kids is None:
                     kids = children_of(node)
                 stack.extend(reversed(kids))
+
+    def run_indexed(self, tables: TreeTables) -> None:
+        """`root.visit(self)` over the file's per-class index, for visitors with typed hooks
+        only: just the nodes of the classes some visitor hooks are looked at, in source order,
+        and a node's leave hooks run once the hooked nodes of its subtree are done."""
+        visits, leaves, skipping = self.visits, self.leaves, self.skipping
+        hooked: list[list[int]] = []
+        for node_class, indices in tables.by_class.items():
+            entries = visits.get(node_class)
+            if entries is None:
+                entries = self._table(visits, "visit_", node_class)
+            leave_entries = leaves.get(node_class)
+            if leave_entries is None:
+                leave_entries = self._table(leaves, "leave_", node_class)
+            if entries or leave_entries:
+                hooked.append(indices)
+        nodes, order = tables.nodes, tables.order
+        # Nodes whose leave is due once the traversal passes the end of their subtree.
+        open_nodes: list[tuple[int, cst.CSTNode]] = []
+        for index in sorted(index for indices in hooked for index in indices):
+            while open_nodes and open_nodes[-1][0] < index:
+                self.on_leave(open_nodes.pop()[1])
+            node = nodes[index]
+            kind = type(node)
+            started = False
+            for visitor_index, method in visits[kind]:
+                if skipping[visitor_index] is None and method(node) is False:
+                    skipping[visitor_index] = node
+                    self.skipped += 1
+                    started = True
+            if leaves[kind] or started:
+                open_nodes.append((order[id(node)][1], node))
+        while open_nodes:
+            self.on_leave(open_nodes.pop()[1])
 
     def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
         for index in self.attribute_visitors:

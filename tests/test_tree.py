@@ -99,6 +99,8 @@ def _sample_sources() -> list[tuple[str, str]]:
 
 
 SOURCES = _sample_sources()
+#: Every syntax form, and the standard library's files.
+LARGE_SOURCES = SOURCES[:1] + SOURCES[-4:]
 
 
 @pytest.mark.parametrize("name,source", SOURCES, ids=[name for name, _ in SOURCES])
@@ -258,7 +260,7 @@ def test_a_file_tree_is_freed_without_the_garbage_collector() -> None:
         gc.enable()
 
 
-@pytest.mark.parametrize("name,source", SOURCES[:4], ids=[name for name, _ in SOURCES[:4]])
+@pytest.mark.parametrize("name,source", LARGE_SOURCES, ids=[name for name, _ in LARGE_SOURCES])
 def test_the_class_index_finds_what_a_walk_with_isinstance_finds(name: str, source: str) -> None:
     module = cst.parse_module(source)
     tables = build_tables(module)
@@ -275,3 +277,38 @@ def test_the_class_index_finds_what_a_walk_with_isinstance_finds(name: str, sour
         for kind in kinds:
             expected = [node for node in inside if isinstance(node, kind)]
             assert tables.of_type(first, last, kind) == expected, (name, kind)
+
+
+class _Skipper(cst.CSTVisitor):
+    """Typed hooks only; declines the children of every `def` and records what it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[str, int]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.events.append(("def", id(node)))
+        return False
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.events.append(("left def", id(original_node)))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.events.append(("call", id(node)))
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.events.append(("left class", id(original_node)))
+
+
+@pytest.mark.parametrize("name,source", LARGE_SOURCES, ids=[name for name, _ in LARGE_SOURCES])
+def test_the_indexed_pass_loop_calls_typed_hooks_as_libcst_does(name: str, source: str) -> None:
+    module = cst.parse_module(source)
+    tables = build_tables(module)
+    skipper, typed = _Skipper(), _TypedRecorder()
+    skipper_by_libcst, typed_by_libcst = _Skipper(), _TypedRecorder()
+    module.visit(skipper_by_libcst)
+    module.visit(typed_by_libcst)
+    Dispatcher([skipper, typed]).run_indexed(tables)
+    assert skipper.events == skipper_by_libcst.events
+    assert typed.events == typed_by_libcst.events
+    assert skipper.events and typed.events
