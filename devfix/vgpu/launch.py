@@ -11,11 +11,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devfix.vgpu import child_env, command
 from devfix.vgpu.diagnose import NOTEBOOK_ENV
 from devfix.vgpu.provenance import shown_path
+
+if TYPE_CHECKING:
+    from devfix.vgpu.warm import WarmRunner
 
 
 class NotebookError(ValueError):
@@ -131,25 +134,38 @@ def run_one_json(
     capture: bool = False,
     timeout: float | None = None,
     stdin: Any = None,
+    warm: WarmRunner | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """Run one script like :func:`run_one`, its stdout on our stderr; its exit status and the
     result as data: ``{"script", "exit_code", "timed_out", "diagnosis"}`` (the diagnosis of a
     device error, see :func:`devfix.vgpu.diagnose.diagnose_exception`, else None). With
     ``capture``, the script's output is not shown but returned as ``"stdout"`` and
-    ``"stderr"``. ``stdin`` is the script's standard input (default: ours)."""
+    ``"stderr"``. ``stdin`` is the script's standard input (default: ours).
+
+    With ``warm`` (a server for ``gpus`` started with ``env``), the script runs in a forked
+    child of it instead of a fresh interpreter (:mod:`devfix.vgpu.warm`: torch is imported
+    once for all the runs of a repair); its output is captured and its stdin is
+    ``/dev/null``."""
     from devfix.vgpu.__main__ import DIAGNOSIS_ENV
 
     with runnable(script) as (path, extra), tempfile.TemporaryDirectory() as tmp:
         target = os.path.join(tmp, "diagnosis.json")
         full = {**env, **extra}
-        code, out, err, timed_out = _run(
-            command(path, gpus=gpus, env=full, args=args),
-            env={**child_env(full), DIAGNOSIS_ENV: target},
-            timeout=timeout,
-            stdout=subprocess.PIPE if capture else sys.stderr,
-            stderr=subprocess.PIPE if capture else None,
-            stdin=stdin,
-        )
+        if warm is not None:
+            code, out, err, timed_out = _run_warm(
+                warm, path, args, env={**full, DIAGNOSIS_ENV: target}, timeout=timeout
+            )
+            if not capture:  # shown as a fresh interpreter's would be: all on our stderr
+                sys.stderr.write((out or "") + (err or ""))
+        else:
+            code, out, err, timed_out = _run(
+                command(path, gpus=gpus, env=full, args=args),
+                env={**child_env(full), DIAGNOSIS_ENV: target},
+                timeout=timeout,
+                stdout=subprocess.PIPE if capture else sys.stderr,
+                stderr=subprocess.PIPE if capture else None,
+                stdin=stdin,
+            )
         diagnosis = None
         if os.path.exists(target):
             with open(target, encoding="utf-8") as f:
@@ -163,6 +179,32 @@ def run_one_json(
     if capture:
         result["stdout"], result["stderr"] = out, err
     return code, result
+
+
+def _run_warm(
+    warm: WarmRunner,
+    script: str,
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    timeout: float | None,
+) -> tuple[int, str | None, str | None, bool]:
+    """:func:`_run` for a forked child of ``warm``: exit status, output, timed out."""
+    from devfix.vgpu.warm import WarmStartError
+
+    try:
+        done = warm.run(script, args=args, env=env, cwd=os.getcwd(), timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        return TIMED_OUT, _text(expired.output), _text(expired.stderr), True
+    except WarmStartError as error:  # as `python -m devfix.vgpu` fails: exit 2, the reason
+        return 2, "", f"{error}\n", False
+    return done.returncode, done.stdout, done.stderr, False
+
+
+def _text(data: str | bytes | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
 
 
 def run_batch(

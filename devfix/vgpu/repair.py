@@ -1,6 +1,10 @@
 """``devfix verify --fix``: run the script, fix the root cause the run points at, run again.
 
-Each round runs the script under the virtual GPUs (:func:`devfix.vgpu.launch.run_one_json`).
+Each round runs the script under the virtual GPUs (:func:`devfix.vgpu.launch.run_one_json`),
+in a forked child of one warm server the repair starts at its first run
+(:mod:`devfix.vgpu.warm`): torch and devfix's passes are imported once, not once a round, and
+each run still gets a process of its own that has seen no earlier run. The script's stdin is
+``/dev/null`` (the keys of ``-i`` go to the prompt).
 On a device error, the diagnosis names the *root* operand and the line that put it on its
 device (its provenance); the devfix finding on that line, and only that one, is applied
 (unsafe fixes only when allowed), and the script runs again. The loop ends when the script
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from devfix.vgpu.launch import run_one_json
 from devfix.vgpu.provenance import shown_path
+from devfix.vgpu.warm import WarmRunner
 
 if TYPE_CHECKING:
     from devfix.review import Proposal
@@ -186,12 +191,22 @@ def repair(
     originals: dict[str, str] = {}
     last: tuple[str, str | None, int | None] | None = None
     code = 1
-    # Keys go to the prompt, never to the script (which could also change the terminal's mode).
-    stdin = subprocess.DEVNULL if ask is not None else None
+    # One server for every round, started by the first run; the server's environment is the
+    # runs' (what torch reads at import, such as OMP_NUM_THREADS, comes from it).
+    warm = WarmRunner(gpus, env, start=False)
 
     def run() -> tuple[int, dict[str, Any]]:
+        # Keys go to the prompt, never to the script (which could also change the terminal's
+        # mode): a warm child's stdin is /dev/null.
         return run_one_json(
-            script, args, gpus=gpus, env=env, capture=True, timeout=timeout, stdin=stdin
+            script,
+            args,
+            gpus=gpus,
+            env=env,
+            capture=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            warm=warm,
         )
 
     try:
@@ -274,6 +289,8 @@ def repair(
         if originals and not keep_partial:
             _restore(originals)
         raise
+    finally:
+        warm.close()
     if originals and not keep_partial:
         _restore(originals)
         names = ", ".join(sorted(shown_path(p) for p in originals))

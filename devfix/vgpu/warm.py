@@ -13,7 +13,10 @@ child that runs the script as ``python -m devfix.vgpu`` would, with
 * its own process group (a timeout kills the script and its DataLoader workers),
 
 and answers ``{"pid": ...}`` at once and ``{"rc": ...}`` when the child has exited (negative:
-killed by that signal, as :mod:`subprocess` reports it).
+killed by that signal, as :mod:`subprocess` reports it). A server that cannot install the
+virtual GPUs (the shim does not build) answers ``{"failed": message}`` instead of ``{"ready"}``
+and exits. The server ignores SIGINT (Ctrl-C reaches its client, which stops the child); a
+child gets Python's own handler back.
 
 What a child shares with the server and cannot change: whatever torch read while it was
 imported (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``: give them to the server), the number of
@@ -75,6 +78,7 @@ def _prepare(gpus: int) -> None:
 
 def _child(request: dict[str, Any], gpus: int, private: Sequence[int]) -> int:
     os.setpgid(0, 0)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it
     for fd in private:  # the server's protocol pipes are not the script's
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -121,7 +125,18 @@ def _warning_options(spec: str) -> None:
 
 
 def serve(gpus: int, requests: IO[str], replies: IO[str]) -> None:
-    _prepare(gpus)
+    # Ctrl-C in a terminal reaches the whole foreground group, the server too: its client
+    # stops the running child (in a group of its own), and the server ends when its client
+    # closes the pipe, not with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from devfix.vgpu._shim import ShimBuildError
+
+    try:
+        _prepare(gpus)
+    except ShimBuildError as error:  # as `python -m devfix.vgpu` reports it
+        replies.write(json.dumps({"failed": str(error)}) + "\n")
+        replies.flush()
+        return
     replies.write(json.dumps({"ready": os.getpid()}) + "\n")
     replies.flush()
     for line in requests:
@@ -164,22 +179,49 @@ def main(argv: Sequence[str] | None = None) -> int:
 # The client.
 
 
+class WarmStartError(RuntimeError):
+    """The server could not install the virtual GPUs (the message says why)."""
+
+
 class WarmRunner:
-    """Runs scripts in children of one warm server (``gpus`` virtual GPUs; 0: plain torch)."""
+    """Runs scripts in children of one warm server (``gpus`` virtual GPUs; 0: plain torch).
 
-    def __init__(self, gpus: int, env: Mapping[str, str] | None = None) -> None:
-        from devfix.vgpu import child_env
+    The server starts at once, or with ``start=False`` at the first :meth:`run` (an owner
+    that may run nothing starts nothing). ``env`` is the server's environment on top of
+    ours: what torch reads at import comes from it.
+    """
 
+    def __init__(
+        self, gpus: int, env: Mapping[str, str] | None = None, *, start: bool = True
+    ) -> None:
         self.gpus = gpus
+        self._env = dict(env or {})
         self._lock = threading.Lock()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "devfix.vgpu.warm", "--gpus", str(gpus)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=child_env(env),
-        )
+        self._started: subprocess.Popen[str] | None = None
         self._ready = False
+        if start:
+            self._start()
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self._started is None:
+            from devfix.vgpu import child_env
+
+            self._started = subprocess.Popen(
+                [sys.executable, "-m", "devfix.vgpu.warm", "--gpus", str(self.gpus)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=child_env(self._env),
+            )
+        return self._started
+
+    @property
+    def _proc(self) -> subprocess.Popen[str]:
+        return self._start()
+
+    def exited(self) -> bool:
+        """Whether the server was started and has ended."""
+        return self._started is not None and self._started.poll() is not None
 
     def _reply(self, timeout: float | None) -> dict[str, Any]:
         assert self._proc.stdout is not None
@@ -200,14 +242,19 @@ class WarmRunner:
         args: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
         cwd: StrPath | None = None,
-        timeout: float = 120,
+        timeout: float | None = 120,
     ) -> subprocess.CompletedProcess[str]:
-        """Like :func:`devfix.vgpu.run_script`, in a forked child of the warm server."""
+        """Like :func:`devfix.vgpu.run_script`, in a forked child of the warm server (no
+        limit with ``timeout=None``). Raises :class:`WarmStartError` when the server could not
+        install the virtual GPUs, :class:`subprocess.TimeoutExpired` past ``timeout``; on any
+        other exception while the script runs (Ctrl-C) its process group is killed first."""
         from devfix.vgpu import child_env
 
         with self._lock, tempfile.TemporaryDirectory(prefix="devfix-warm-") as tmp:
             if not self._ready:
-                self._reply(None)
+                hello = self._reply(None)
+                if "failed" in hello:
+                    raise WarmStartError(str(hello["failed"]))
                 self._ready = True
             out, err = Path(tmp, "stdout"), Path(tmp, "stderr")
             request = {
@@ -222,31 +269,42 @@ class WarmRunner:
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
             pid = int(self._reply(None)["pid"])
-            deadline = time.monotonic() + timeout
+            deadline = None if timeout is None else time.monotonic() + timeout
             try:
-                rc = int(self._reply(deadline - time.monotonic())["rc"])
+                left = None if deadline is None else deadline - time.monotonic()
+                rc = int(self._reply(left)["rc"])
             except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+                _kill_group(pid)
                 self._reply(None)
                 raise subprocess.TimeoutExpired(
-                    [os.fspath(script), *args], timeout, _read(out), _read(err)
+                    [os.fspath(script), *args], timeout or 0, _read(out), _read(err)
                 ) from None
+            except BaseException:  # Ctrl-C: the script's group must not live on
+                _kill_group(pid)
+                with contextlib.suppress(Exception):  # the server's answer for the killed child
+                    self._reply(5)
+                raise
             cmd = [sys.executable, "-m", "devfix.vgpu", "--gpus", str(self.gpus)]
             return subprocess.CompletedProcess(
                 [*cmd, os.fspath(script), *args], rc, _read(out), _read(err)
             )
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            assert self._proc.stdin is not None
+        proc = self._started
+        if proc is not None and proc.poll() is None:
+            assert proc.stdin is not None
             with contextlib.suppress(OSError):
-                self._proc.stdin.close()
+                proc.stdin.close()
             try:
-                self._proc.wait(timeout=10)
+                proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+                proc.kill()
+                proc.wait()
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _read(path: Path) -> str:
@@ -263,7 +321,7 @@ def runner(gpus: int, env: Mapping[str, str] | None = None) -> WarmRunner:
     """The shared warm runner for ``gpus`` (started on first use, closed at exit)."""
     key = (gpus, tuple(sorted((env or {}).items())))
     found = _RUNNERS.get(key)
-    if found is None or found._proc.poll() is not None:
+    if found is None or found.exited():
         found = _RUNNERS[key] = WarmRunner(gpus, env)
     return found
 
