@@ -75,6 +75,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
             config.option.numprocesses = workers
     if (config.option.numprocesses or config.option.tx) and config.option.dist == "no":
         config.option.dist = "loadgroup"
+    if config.option.dist == "loadgroup":
+        # Hand out work in the order pytest_collection_modifyitems leaves (slow tests first),
+        # not xdist's (the largest groups first, then every other test in collection order).
+        config.option.loadscopereorder = False
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -86,6 +90,14 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests first (in their collection order, and so the others): the worker that
+    takes the last tests ends on in-process ones of milliseconds, not on a script or a
+    compiler run that keeps the whole run waiting after the other workers are done."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    _name_groups(config, items)
+
+
+def _name_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On a worker under `--dist loadgroup`: a grouped test's id is `id@group`, which the
     controller schedules by. pytest-xdist (3.8) writes it to `item._nodeid`, which pytest 9.2
     no longer reads (a node's id is `item._id`), so every group was split across the workers;

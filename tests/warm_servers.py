@@ -13,6 +13,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 SERVER_ENV = {"CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
 
@@ -31,3 +32,23 @@ def warm_run(
     from devfix.vgpu.warm import runner
 
     return runner(gpus, SERVER_ENV).run(script, args=args, env=env, cwd=cwd, timeout=timeout)
+
+
+class SharedWarmRunner:
+    """Stands in for a :class:`devfix.vgpu.warm.WarmRunner` that code makes and closes itself
+    (`devfix verify --fix` starts one server for its rounds): the runs go to this worker's
+    shared server for ``gpus``, and ``close()`` leaves that running. The code's ``env`` for
+    its server is not used (the shared server's is ``SERVER_ENV``); each run's environment
+    still is the run's own."""
+
+    def __init__(self, gpus: int, env: Mapping[str, str] | None = None, *, start: bool = True):
+        from devfix.vgpu.warm import runner
+
+        self.gpus = gpus
+        self._runner = runner(gpus, SERVER_ENV)
+
+    def run(self, script: Path, **options: Any) -> subprocess.CompletedProcess[str]:
+        return self._runner.run(script, **options)
+
+    def close(self) -> None:
+        pass

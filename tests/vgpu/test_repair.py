@@ -8,19 +8,47 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from devfix.cli import main
 from devfix.vgpu import child_env
-from tests.warm_servers import warm_run
+from devfix.vgpu import repair as repair_module
+from tests.warm_servers import SharedWarmRunner, warm_run
 
 REPAIR = Path(__file__).resolve().parents[2] / "golden" / "_repair"
 CASES = sorted(p.name for p in REPAIR.iterdir() if p.is_dir())
 HEADER = re.compile(r'^# devfix-repair: flags="([^"]*)" fixes="([^"]*)"$', re.M)
 
 
-def verify(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+Verify = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def verify(monkeypatch: pytest.MonkeyPatch) -> Verify:
+    """`devfix verify ARGS` in `cwd`: the command itself runs in this process, and the repair's
+    runs go to this worker's warm server instead of one the repair would start (a second
+    torch import per test); its exit status and output as a finished process's. The real
+    command, with a server of its own, runs in test_repair_interactive.py."""
+    monkeypatch.setattr(repair_module, "WarmRunner", SharedWarmRunner)
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
+        result = CliRunner().invoke(main, ["verify", *args])
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return subprocess.CompletedProcess(
+            ["devfix", "verify", *args], result.exit_code, result.stdout, result.stderr
+        )
+
+    return run
+
+
+def verify_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`devfix verify ARGS` as a command of its own."""
     return subprocess.run(
         [sys.executable, "-m", "devfix", "verify", *args],
         capture_output=True,
@@ -39,7 +67,7 @@ def test_there_are_repair_cases() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
-def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
+def test_verify_fix_repairs_the_case(case: str, tmp_path: Path, verify: Verify) -> None:
     work = tmp_path / case
     shutil.copytree(REPAIR / case, work)
     flags, fixes = HEADER.search((work / "train.py").read_text()).groups()  # type: ignore[union-attr]
@@ -59,7 +87,7 @@ def test_verify_fix_repairs_the_case(case: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_without_unsafe_fixes_it_stops_and_writes_nothing(tmp_path: Path) -> None:
+def test_without_unsafe_fixes_it_stops_and_writes_nothing(tmp_path: Path, verify: Verify) -> None:
     work = tmp_path / "case"
     shutil.copytree(REPAIR / "buffer_built_in_init", work)
     before = (work / "encoder.py").read_text()
@@ -73,7 +101,7 @@ def test_without_unsafe_fixes_it_stops_and_writes_nothing(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_an_uncovered_site_stops_with_the_suggestion(tmp_path: Path) -> None:
+def test_an_uncovered_site_stops_with_the_suggestion(tmp_path: Path, verify: Verify) -> None:
     (tmp_path / "free.py").write_text(
         "import torch\n"
         "def make(n):\n"
@@ -90,7 +118,9 @@ def test_an_uncovered_site_stops_with_the_suggestion(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_run_that_still_fails_restores_the_files_unless_keep_partial(tmp_path: Path) -> None:
+def test_a_run_that_still_fails_restores_the_files_unless_keep_partial(
+    tmp_path: Path, verify: Verify
+) -> None:
     """Round 1 fixes the attribute (DF103); round 2 dies on a CPU tensor no rule covers: the
     edit is undone, or kept with --keep-partial."""
     source = (
@@ -125,7 +155,7 @@ def test_a_run_that_still_fails_restores_the_files_unless_keep_partial(tmp_path:
 
 
 @pytest.mark.slow
-def test_max_rounds_stops_a_repair_that_needs_more(tmp_path: Path) -> None:
+def test_max_rounds_stops_a_repair_that_needs_more(tmp_path: Path, verify: Verify) -> None:
     """factory_in_helper_module needs two fixes; with --max-rounds 1 the first is applied, the
     run after it still fails, and the file gets its text back."""
     work = tmp_path / "case"
@@ -147,7 +177,7 @@ def test_timeout_stops_the_script_and_its_children(tmp_path: Path) -> None:
         "open('child.pid', 'w').write(str(child.pid))\n"
         "time.sleep(600)\n"
     )
-    r = verify("--timeout", "20", "slow.py", cwd=tmp_path)
+    r = verify_command("--timeout", "20", "slow.py", cwd=tmp_path)
     assert r.returncode == 124
     assert "devfix verify: the script ran past --timeout 20 s and was stopped" in r.stderr
     pid = int((tmp_path / "child.pid").read_text())
