@@ -184,3 +184,25 @@ def test_timeout_stops_the_script_and_its_children(tmp_path: Path) -> None:
     status = Path(f"/proc/{pid}/status")
     # Killed with its process group (a zombie waiting for init to reap it counts as gone).
     assert not status.exists() or "State:\tZ" in status.read_text()
+
+
+@pytest.mark.slow
+def test_a_round_in_a_warm_child_past_the_timeout_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round (`run_one_json` with a warm server) past its budget: killed, exit 124, timed
+    out, its output so far kept; the server runs the next round."""
+    from devfix.vgpu.launch import run_one_json
+    from devfix.vgpu.warm import runner
+    from tests.warm_servers import SERVER_ENV
+
+    (tmp_path / "slow.py").write_text(
+        "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
+    )
+    (tmp_path / "quick.py").write_text("print('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    warm = runner(2, SERVER_ENV)
+    code, result = run_one_json("slow.py", (), gpus=2, env={}, capture=True, timeout=2, warm=warm)
+    assert (code, result["timed_out"], result["stdout"]) == (124, True, "started\n")
+    code, result = run_one_json("quick.py", (), gpus=2, env={}, capture=True, warm=warm)
+    assert (code, result["timed_out"], result["stdout"]) == (0, False, "ran\n")
