@@ -90,10 +90,12 @@ def pytest_configure_node(node: Any) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow tests first (in their collection order, and so the others): the worker that
-    takes the last tests ends on in-process ones of milliseconds, not on a script or a
-    compiler run that keeps the whole run waiting after the other workers are done."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """On an xdist worker, slow tests first (in their collection order, and so the others):
+    the worker that takes the last tests ends on in-process ones of milliseconds, not on a
+    script or a compiler run that keeps the whole run waiting after the other workers are
+    done. A run in one process keeps pytest's order (`--ff`, `-x` as usual)."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     _name_groups(config, items)
 
 

@@ -1,5 +1,7 @@
 """`devfix verify --fix` on the `golden/_repair/` cases (the root cause in another function or
-file than the raising line), and its stop rules."""
+file than the raising line), and its stop rules. The command runs in this process, its rounds
+in the worker's warm server (the `verify` fixture); test_repair_interactive.py runs the
+installed command with the server it starts itself."""
 
 from __future__ import annotations
 
