@@ -96,7 +96,11 @@ class DevicePass(cst.CSTVisitor):
             return ()
         if not renders_alone(edits, self.context.tables.order):
             return text_edits(
-                self.context.module, edits, self.context.tables.order, self.context.text
+                self.context.module,
+                edits,
+                self.context.tables.order,
+                self.context.text,
+                code_start=self.context.code_start,
             )
         return tuple(self._edit_as_text(edit) for edit in edits)
 

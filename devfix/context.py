@@ -76,9 +76,17 @@ class FileContext:
         return self._shadowed.resolve(node, dotted) if dotted is not None else ()
 
     def position(self, node: cst.CSTNode) -> CodeRange:
+        return self._node_ranges()[node]
+
+    def code_start(self, node: cst.CSTNode) -> int | None:
+        """Offset in the file's text where `node`'s code starts (a statement's leading lines
+        included); None when not known."""
+        return self._node_ranges().code_start(node)
+
+    def _node_ranges(self) -> NodeRanges:
         if self._ranges is None:
             self._ranges = node_ranges(self.module)
-        return self._ranges[node]
+        return self._ranges
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._tree().parents.get(id(node))

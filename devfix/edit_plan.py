@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import bisect
 import difflib
-from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
@@ -275,17 +275,77 @@ def text_edits(
     edits: Sequence[Edit],
     order: Mapping[int, tuple[int, int]] | None = None,
     text: str | None = None,
+    code_start: Callable[[cst.CSTNode], int | None] | None = None,
 ) -> tuple[TextEdit, ...]:
     """The group's effect as whole-line text replacements that do not overlap (one per changed
     run of lines), for findings whose edits nest or reuse the file's nodes (see
     :func:`renders_alone`). `order` as for :class:`EditSet`; `text`: the module's code, when
-    the caller has it."""
-    before = (module.code if text is None else text).splitlines(keepends=True)
-    after = apply_edits(module, edits, order).code.splitlines(keepends=True)
+    the caller has it; `code_start`: where a module statement's code starts in that text,
+    when known (then only the statements the edits change are generated and compared)."""
+    changed = apply_edits(module, edits, order)
+    code = module.code if text is None else text
+    region = _changed_region(module, changed, code, code_start)
+    if region is None:
+        lines_before = 0
+        before = code.splitlines(keepends=True)
+        after = changed.code.splitlines(keepends=True)
+    else:
+        lines_before, old_statements, new_statements = region
+        before = _statements_code(module, old_statements).splitlines(keepends=True)
+        after = _statements_code(module, new_statements).splitlines(keepends=True)
     found: list[TextEdit] = []
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
     for tag, first, last, new_first, new_last in matcher.get_opcodes():
         if tag == "equal":
             continue
-        found.append(TextEdit(first + 1, 1, last + 1, 1, "".join(after[new_first:new_last])))
+        found.append(
+            TextEdit(
+                lines_before + first + 1,
+                1,
+                lines_before + last + 1,
+                1,
+                "".join(after[new_first:new_last]),
+            )
+        )
     return tuple(found)
+
+
+def _changed_region(
+    module: cst.Module,
+    changed: cst.Module,
+    code: str,
+    code_start: Callable[[cst.CSTNode], int | None] | None,
+) -> tuple[int, Sequence[cst.BaseStatement], Sequence[cst.BaseStatement]] | None:
+    """(lines of `code` before them, the module statements the edits replace, what replaces
+    them): the run between the statements `changed` shares with `module` at either end. None
+    where that is not enough to place the change (the header or footer changed, nothing was
+    replaced, no start offset, a last line without its newline)."""
+    if code_start is None or not _same(changed.header, module.header):
+        return None
+    if not _same(changed.footer, module.footer):
+        return None
+    old, new = module.body, changed.body
+    prefix = 0
+    while prefix < min(len(old), len(new)) and old[prefix] is new[prefix]:
+        prefix += 1
+    suffix = 0
+    while (
+        suffix < min(len(old), len(new)) - prefix
+        and old[len(old) - 1 - suffix] is new[len(new) - 1 - suffix]
+    ):
+        suffix += 1
+    old_run = old[prefix : len(old) - suffix]
+    if not old_run or (suffix == 0 and not module.has_trailing_newline):
+        return None
+    start = code_start(old_run[0])
+    if start is None:
+        return None
+    return len(code[:start].splitlines(keepends=True)), old_run, new[prefix : len(new) - suffix]
+
+
+def _same(first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode]) -> bool:
+    return len(first) == len(second) and all(a is b for a, b in zip(first, second))
+
+
+def _statements_code(module: cst.Module, statements: Sequence[cst.BaseStatement]) -> str:
+    return "".join(module.code_for_node(statement) for statement in statements)

@@ -34,9 +34,24 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 class NodeRanges:
     """The range of each node of one module, as PositionProvider would give it."""
 
-    def __init__(self, spans: Mapping[int, tuple[int, int]], code: str) -> None:
+    def __init__(
+        self,
+        spans: Mapping[int, tuple[int, int]],
+        code: str,
+        code_starts: Mapping[int, int] | None = None,
+    ) -> None:
         self._spans = spans
+        self._code_starts = code_starts or {}
         self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
+
+    def code_start(self, node: cst.CSTNode) -> int | None:
+        """Character offset where `node`'s own code starts, leading lines and decorators
+        included (where a statement's range starts later); None when not known."""
+        start = self._code_starts.get(id(node))
+        if start is not None:
+            return start
+        span = self._spans.get(id(node))
+        return span[0] if span is not None else None
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         start, end = self._spans[id(node)]
@@ -56,6 +71,9 @@ class _ProviderRanges(NodeRanges):
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         return self._table[node]
 
+    def code_start(self, node: cst.CSTNode) -> int | None:
+        return None
+
 
 def node_ranges(module: cst.Module) -> NodeRanges:
     """Every node's range in `module`."""
@@ -66,7 +84,8 @@ def node_ranges(module: cst.Module) -> NodeRanges:
             )
             module._codegen(recorder)
             # Ranges are counted before the module drops its trailing newline (as libcst does).
-            return NodeRanges(recorder.spans, "".join(recorder.tokens) + recorder.popped)
+            code = "".join(recorder.tokens) + recorder.popped
+            return NodeRanges(recorder.spans, code, recorder.code_starts)
         except (AttributeError, TypeError):  # pragma: no cover - libcst's internals changed
             pass
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -84,6 +103,8 @@ if CodegenState is not None:
         offset: int = 0
         spans: dict[int, tuple[int, int]] = field(default_factory=dict)
         starts: list[int] = field(default_factory=list)
+        #: Where the code of a node whose range is narrowed (a statement) starts.
+        code_starts: dict[int, int] = field(default_factory=dict)
         popped: str = ""
 
         def add_indent_tokens(self) -> None:
@@ -116,6 +137,8 @@ if CodegenState is not None:
             end_node: cst.CSTNode | None = None,
         ) -> Iterator[None]:
             start = self.offset
+            # The node's code generation began at the top of the stack (its before_codegen).
+            self.code_starts[id(node)] = self.starts[-1]
             try:
                 yield
             finally:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import textwrap
 
 import libcst as cst
+import pytest
 
-from devfix.edit_plan import EditSet, apply_edits, renders_alone, text_edits
+from devfix.edit_plan import EditSet, _changed_region, apply_edits, renders_alone, text_edits
 from devfix.tree import build_tables
 from devfix.types import Edit
 
@@ -248,3 +249,38 @@ def test_with_the_files_order_only_subtrees_holding_an_edit_are_rebuilt() -> Non
     assert 'if rank == 0:\n    torch.save(x, "y.pt")\n' in pruned.code
     assert pruned.body[1] is loop  # a statement without an edit is the same node
     assert text_edits(module, moved, order, SOURCE) == text_edits(module, moved)
+
+
+REGION_SOURCES = {
+    "plain": "# head\nimport torch\n\n@dec\ndef f(x):\n    y = x + 1\n    return y\n\nz = f(1)\n",
+    "crlf_and_form_feed": "import torch\r\n\x0c\r\ndef f(x):\r\n    y = x + 1\r\n    return y\r\nz = 2\r\n",
+    "last_line_without_newline": "import torch\ndef f(x):\n    y = x + 1\n    return y",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGION_SOURCES))
+def test_text_edits_of_the_changed_statements_equal_those_of_the_whole_file(name: str) -> None:
+    from devfix.positions import node_ranges
+
+    source = REGION_SOURCES[name]
+    module = cst.parse_module(source)
+    tables = build_tables(module)
+    ranges = node_ranges(module)
+    inner = next(
+        n
+        for n in tables.nodes
+        if isinstance(n, cst.SimpleStatementLine) and "y = x" in module.code_for_node(n)
+    )
+    added = cst.parse_statement("x = x.to('cpu')\n")
+    edits = [Edit(inner, cst.FlattenSentinel([added, inner]))]
+    whole = text_edits(module, edits, tables.order, source)
+    region = text_edits(module, edits, tables.order, source, code_start=ranges.code_start)
+    assert region == whole and whole
+    # Only the changed statement is generated and compared, except where the file's last
+    # line has no newline (the whole file then).
+    changed = apply_edits(module, edits, tables.order)
+    narrowed = _changed_region(module, changed, source, ranges.code_start)
+    assert (narrowed is None) == (name == "last_line_without_newline")
+    lines = source.splitlines(keepends=True)
+    (edit,) = whole
+    assert "y = x + 1" in lines[edit.line - 1] or "y = x + 1" in edit.text
