@@ -314,8 +314,7 @@ class Dispatcher(cst.CSTVisitor):
         Most nodes (names, whitespace, operators) have no hook in any pass: they cost a lookup
         and a push of their children, not two method calls.
         """
-        visits, leaves, skipping = self.visits, self.leaves, self.skipping
-        total = len(skipping)
+        total = len(self.skipping)
         stack: list[object] = [root]
         while stack:
             item = stack.pop()
@@ -323,20 +322,8 @@ class Dispatcher(cst.CSTVisitor):
                 self.on_leave(cast(cst.CSTNode, stack.pop()))
                 continue
             node = cast(cst.CSTNode, item)
-            kind = type(node)
-            entries = visits.get(kind)
-            if entries is None:
-                entries = self._table(visits, "visit_", kind)
-            leave_entries = leaves.get(kind)
-            if leave_entries is None:
-                leave_entries = self._table(leaves, "leave_", kind)
-            started = False
-            for index, method in entries:
-                if skipping[index] is None and method(node) is False:
-                    skipping[index] = node
-                    self.skipped += 1
-                    started = True
-            if leave_entries or started:
+            entries, leave_entries = self._hooks(type(node))
+            if self._enter(node, entries) or leave_entries:
                 stack.append(node)
                 stack.append(_LEAVE)
             if self.skipped < total:
@@ -345,19 +332,35 @@ class Dispatcher(cst.CSTVisitor):
                     kids = children_of(node)
                 stack.extend(reversed(kids))
 
+    def _hooks(self, kind: type[cst.CSTNode]) -> tuple[_Hooks, _Hooks]:
+        """The visit and leave hooks of every visitor for nodes of class `kind`."""
+        entries = self.visits.get(kind)
+        if entries is None:
+            entries = self._table(self.visits, "visit_", kind)
+        leave_entries = self.leaves.get(kind)
+        if leave_entries is None:
+            leave_entries = self._table(self.leaves, "leave_", kind)
+        return entries, leave_entries
+
+    def _enter(self, node: cst.CSTNode, entries: _Hooks) -> bool:
+        """Call the visit hooks of the visitors not skipping; whether one declined the
+        children (its mark is set: the node's leave must then run)."""
+        skipping = self.skipping
+        declined = False
+        for index, method in entries:
+            if skipping[index] is None and method(node) is False:
+                skipping[index] = node
+                self.skipped += 1
+                declined = True
+        return declined
+
     def run_indexed(self, tables: TreeTables) -> None:
         """`root.visit(self)` over the file's per-class index, for visitors with typed hooks
         only: just the nodes of the classes some visitor hooks are looked at, in source order,
         and a node's leave hooks run once the hooked nodes of its subtree are done."""
-        visits, leaves, skipping = self.visits, self.leaves, self.skipping
         hooked: list[list[int]] = []
         for node_class, indices in tables.by_class.items():
-            entries = visits.get(node_class)
-            if entries is None:
-                entries = self._table(visits, "visit_", node_class)
-            leave_entries = leaves.get(node_class)
-            if leave_entries is None:
-                leave_entries = self._table(leaves, "leave_", node_class)
+            entries, leave_entries = self._hooks(node_class)
             if entries or leave_entries:
                 hooked.append(indices)
         nodes, order = tables.nodes, tables.order
@@ -368,13 +371,7 @@ class Dispatcher(cst.CSTVisitor):
                 self.on_leave(open_nodes.pop()[1])
             node = nodes[index]
             kind = type(node)
-            started = False
-            for visitor_index, method in visits[kind]:
-                if skipping[visitor_index] is None and method(node) is False:
-                    skipping[visitor_index] = node
-                    self.skipped += 1
-                    started = True
-            if leaves[kind] or started:
+            if self._enter(node, self.visits[kind]) or self.leaves[kind]:
                 open_nodes.append((order[id(node)][1], node))
         while open_nodes:
             self.on_leave(open_nodes.pop()[1])
@@ -389,6 +386,9 @@ class Dispatcher(cst.CSTVisitor):
             if self.skipping[index] is None:
                 self.visitors[index].on_leave_attribute(original_node, attribute)
 
+
+#: Per visitor index, its hook for one node class.
+_Hooks = list[tuple[int, Callable[[cst.CSTNode], object]]]
 
 #: Marks, on the traversal stack, that the node below it is being left.
 _LEAVE = object()

@@ -279,16 +279,8 @@ def test_the_class_index_finds_what_a_walk_with_isinstance_finds(name: str, sour
             assert tables.of_type(first, last, kind) == expected, (name, kind)
 
 
-class _Skipper(cst.CSTVisitor):
-    """Typed hooks only; declines the children of every `def` and records what it sees."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.events: list[tuple[str, int]] = []
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.events.append(("def", id(node)))
-        return False
+class _Skipper(_TypedRecorder):
+    """The typed recorder, also leaving defs and classes and seeing calls."""
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.events.append(("left def", id(original_node)))

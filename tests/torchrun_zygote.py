@@ -31,17 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-#: what the golden scripts import: a worker starts with these imported
-PRELOAD = (
-    "torch",
-    "torch.nn",
-    "torch.nn.functional",
-    "torch.optim",
-    "torch.utils.data",
-    "torch.nn.parallel",
-    "torch.distributed",
-    "torch._dynamo",
-)
+from devfix.vgpu.warm import PRELOAD  # what a worker starts with imported
 
 
 def executable(folder: Path, sock: Path) -> Path:

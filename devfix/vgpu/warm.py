@@ -42,6 +42,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Union
 
+#: What scripts import, and what building an optimizer imports (torch._dynamo: seconds): a
+#: warm process imports these once, before it forks.
+PRELOAD = (
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "torch.optim",
+    "torch.utils.data",
+    "torch.nn.parallel",
+    "torch.distributed",
+    "torch._dynamo",
+)
+
 StrPath = Union[str, "os.PathLike[str]"]
 
 
@@ -57,17 +70,7 @@ def _prepare(gpus: int) -> None:
         from devfix.vgpu import _checks
 
         _checks.table()  # the op table a first device mismatch needs
-    # what scripts import, and what building an optimizer imports (torch._dynamo: seconds)
-    for name in (
-        "torch",
-        "torch.nn",
-        "torch.nn.functional",
-        "torch.optim",
-        "torch.utils.data",
-        "torch.nn.parallel",
-        "torch.distributed",
-        "torch._dynamo",
-    ):
+    for name in PRELOAD:
         __import__(name)
     if gpus:
         # the diagnosis after a device-mismatch death runs devfix's passes (libcst: seconds)
