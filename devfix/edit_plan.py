@@ -290,8 +290,8 @@ def text_edits(
         before = code.splitlines(keepends=True)
         after = changed.code.splitlines(keepends=True)
     else:
-        lines_before, old_statements, new_statements = region
-        before = _statements_code(module, old_statements).splitlines(keepends=True)
+        lines_before, old_text, new_statements = region
+        before = old_text.splitlines(keepends=True)
         after = _statements_code(module, new_statements).splitlines(keepends=True)
     found: list[TextEdit] = []
     matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
@@ -315,11 +315,11 @@ def _changed_region(
     changed: cst.Module,
     code: str,
     code_start: Callable[[cst.CSTNode], int | None] | None,
-) -> tuple[int, Sequence[cst.BaseStatement], Sequence[cst.BaseStatement]] | None:
-    """(lines of `code` before them, the module statements the edits replace, what replaces
-    them): the run between the statements `changed` shares with `module` at either end. None
-    where that is not enough to place the change (the header or footer changed, nothing was
-    replaced, no start offset, a last line without its newline)."""
+) -> tuple[int, str, Sequence[cst.BaseStatement]] | None:
+    """(lines of `code` before them, the text of the module statements the edits replace, what
+    replaces them): the run between the statements `changed` shares with `module` at either
+    end. None where that is not enough to place the change (the header or footer changed,
+    nothing was replaced, no start offset, a last line without its newline)."""
     if code_start is None or not _same(changed.header, module.header):
         return None
     if not _same(changed.footer, module.footer):
@@ -338,14 +338,19 @@ def _changed_region(
     if not old_run or (suffix == 0 and not module.has_trailing_newline):
         return None
     start = code_start(old_run[0])
-    if start is None:
+    if suffix:
+        end = code_start(old[len(old) - suffix])
+    else:
+        end = len(code) - len(_statements_code(module, module.footer))
+    if start is None or end is None:
         return None
-    return len(code[:start].splitlines(keepends=True)), old_run, new[prefix : len(new) - suffix]
+    lines_before = len(code[:start].splitlines(keepends=True))
+    return lines_before, code[start:end], new[prefix : len(new) - suffix]
 
 
 def _same(first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode]) -> bool:
     return len(first) == len(second) and all(a is b for a, b in zip(first, second))
 
 
-def _statements_code(module: cst.Module, statements: Sequence[cst.BaseStatement]) -> str:
+def _statements_code(module: cst.Module, statements: Sequence[cst.CSTNode]) -> str:
     return "".join(module.code_for_node(statement) for statement in statements)

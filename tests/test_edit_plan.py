@@ -255,6 +255,7 @@ REGION_SOURCES = {
     "plain": "# head\nimport torch\n\n@dec\ndef f(x):\n    y = x + 1\n    return y\n\nz = f(1)\n",
     "crlf_and_form_feed": "import torch\r\n\x0c\r\ndef f(x):\r\n    y = x + 1\r\n    return y\r\nz = 2\r\n",
     "last_line_without_newline": "import torch\ndef f(x):\n    y = x + 1\n    return y",
+    "last_statement_then_footer": "import torch\ndef f(x):\n    y = x + 1\n    return y\n\n# end\n",
 }
 
 
