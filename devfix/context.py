@@ -25,7 +25,7 @@ from libcst.metadata import (
 
 from devfix.positions import NodeRanges, node_ranges
 from devfix.shadowed_names import ShadowedNames
-from devfix.tree import TreeTables, build_tables, children_of, dotted_name
+from devfix.tree import TreeTables, build_tables, children_of, dotted_name, target_names
 
 T = TypeVar("T")
 _N = TypeVar("_N", bound=cst.CSTNode)
@@ -214,13 +214,7 @@ class _NameTable:
                 self.imports.setdefault(bound, set()).add(f"{base}.{name}")
 
     def _bind(self, target: cst.CSTNode) -> None:
-        if isinstance(target, cst.Name):
-            self.bound.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._bind(element.value)
-        elif isinstance(target, cst.StarredElement):
-            self._bind(target.value)
+        self.bound.update(name.value for name in target_names(target))
 
     def _bind_target(self, node: _BindsTarget) -> None:
         self._bind(node.target)

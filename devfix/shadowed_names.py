@@ -25,7 +25,7 @@ from typing import cast
 import libcst as cst
 from libcst.metadata import QualifiedName, QualifiedNameSource
 
-from devfix.tree import TreeTables, dotted_name
+from devfix.tree import TreeTables, dotted_name, target_names
 
 _BUILTINS = frozenset(dir(builtins))
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -84,7 +84,7 @@ class ShadowedNames:
                 scope = self._comprehension_of(node)
             assigned = _target_of(node)
             if assigned is not None:
-                for name in _names_in(assigned):
+                for name in target_names(assigned):
                     self._bind(scope, name, QualifiedNameSource.LOCAL, name.value)
         definitions = tables.of_type(*everything, (cst.FunctionDef, cst.ClassDef))
         for definition in cast("list[cst.FunctionDef | cst.ClassDef]", definitions):
@@ -265,13 +265,3 @@ def _target_of(node: cst.CSTNode) -> cst.CSTNode | None:
         holder = node.asname if isinstance(node, cst.WithItem) else node.name
         return holder.name if holder is not None else None
     return None
-
-
-def _names_in(target: cst.CSTNode) -> list[cst.Name]:
-    if isinstance(target, cst.Name):
-        return [target]
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return [name for element in target.elements for name in _names_in(element.value)]
-    if isinstance(target, cst.StarredElement):
-        return _names_in(target.value)
-    return []

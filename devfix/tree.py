@@ -21,7 +21,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar, cast
 
 import libcst as cst
@@ -47,6 +47,17 @@ def dotted_name(node: cst.CSTNode) -> str | None:
         base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base is not None else None
     return None
+
+
+def target_names(target: cst.CSTNode) -> Iterator[cst.Name]:
+    """Names an assignment target binds: `a`, `a, (b, *c)`; `self.x` and `a[i]` bind none."""
+    if isinstance(target, cst.Name):
+        yield target
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from target_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from target_names(target.value)
 
 
 def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -14,6 +14,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.names import dotted_name, is_constant
 from devfix.context import FileContext
+from devfix.tree import target_names as target_names  # the analysis layer's name for it
 
 #: Nodes that open a scope of their own: the scope walker does not descend into them.
 SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
@@ -61,17 +62,6 @@ _MOVES = ("to", "cuda")
 
 Body = Sequence[cst.BaseStatement]
 _N = TypeVar("_N", bound=cst.CSTNode)
-
-
-def target_names(target: cst.CSTNode) -> Iterator[cst.Name]:
-    """Names an assignment target binds: `a`, `a, (b, *c)`; `self.x` and `a[i]` bind none."""
-    if isinstance(target, cst.Name):
-        yield target
-    elif isinstance(target, (cst.Tuple, cst.List)):
-        for element in target.elements:
-            yield from target_names(element.value)
-    elif isinstance(target, cst.StarredElement):
-        yield from target_names(target.value)
 
 
 def bound_by(node: cst.CSTNode, *, comprehensions: bool = True) -> Iterator[cst.Name]:
