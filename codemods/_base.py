@@ -94,11 +94,11 @@ class DevicePass(cst.CSTVisitor):
         or miss the edits inside them), the group's effect, line by line."""
         if not edits:
             return ()
-        if not renders_alone(edits, self.context.tables.order):
+        if not renders_alone(edits, self.context.edit_spans):
             return text_edits(
                 self.context.module,
                 edits,
-                self.context.tables.order,
+                self.context.edit_spans,
                 self.context.text,
                 code_start=self.context.code_start,
             )

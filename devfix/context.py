@@ -25,7 +25,14 @@ from libcst.metadata import (
 
 from devfix.positions import NodeRanges, node_ranges
 from devfix.shadowed_names import ShadowedNames
-from devfix.tree import TreeTables, build_tables, children_of, dotted_name, target_names
+from devfix.tree import (
+    TreeTables,
+    build_tables,
+    code_children_of,
+    dotted_name,
+    spans_with_layout,
+    target_names,
+)
 
 T = TypeVar("T")
 _N = TypeVar("_N", bound=cst.CSTNode)
@@ -49,6 +56,7 @@ class FileContext:
         self._shadowed: ShadowedNames | None = None
         self._ranges: NodeRanges | None = None
         self._tables: TreeTables | None = None
+        self._edit_spans: dict[int, tuple[int, int]] | None = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
         table = self._resolved.get(provider)
@@ -92,14 +100,14 @@ class FileContext:
         return self._tree().parents.get(id(node))
 
     def children(self, node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-        """`node.children` (read only), from the file's table; nodes outside the file (built by
-        a fix) are read through :func:`devfix.tree.children_of`."""
+        """`node.children` without layout (read only), from the file's table; nodes outside
+        the file (built by a fix) are read through :func:`devfix.tree.code_children_of`."""
         kids = self._tree().children.get(id(node))
-        return kids if kids is not None else children_of(node)
+        return kids if kids is not None else code_children_of(node)
 
     def subtree(self, root: cst.CSTNode) -> Sequence[cst.CSTNode]:
-        """Every node under `root` (itself included) in source order: a slice of the file's
-        pre-order node list."""
+        """Every node under `root` (itself included) but layout, in source order: a slice of
+        the file's pre-order node list."""
         tables = self._tree()
         span = tables.order.get(id(root))
         if span is not None:
@@ -126,8 +134,16 @@ class FileContext:
 
     @property
     def tables(self) -> TreeTables:
-        """Parents, children and source order of every node (built on first use)."""
+        """Parents, children and source order of every node but layout (built on first use)."""
         return self._tree()
+
+    @property
+    def edit_spans(self) -> dict[int, tuple[int, int]]:
+        """Pre-order spans of every node, layout included, for planning fixes (built on first
+        use: only files with a fix pay for it)."""
+        if self._edit_spans is None:
+            self._edit_spans = spans_with_layout(self.module)
+        return self._edit_spans
 
     def _tree(self) -> TreeTables:
         # The same table as libcst's ParentNodeProvider, without rebuilding every node.

@@ -19,11 +19,13 @@ other replaces wholesale, or when one edits or reuses a node that the other edit
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import difflib
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
+from devfix.positions import CodegenState
 from devfix.tree import children_of
 from devfix.types import Edit, Replacement, TextEdit
 
@@ -67,7 +69,8 @@ def _reused(edits: Iterable[Edit], original: Container[int]) -> tuple[set[int], 
 def renders_alone(edits: Sequence[Edit], order: Mapping[int, tuple[int, int]]) -> bool:
     """Whether each edit of a group can be shown as text on its own: no target lies inside
     another one and no replacement reuses a node of the file. `order` holds the file's nodes
-    (id -> the pre-order span of its subtree, as `devfix.tree.TreeTables.order`)."""
+    (id -> the pre-order span of its subtree, as `devfix.tree.spans_with_layout` gives: a
+    replacement may reuse any node, whitespace too)."""
     spans = []
     for edit in edits:
         span = order.get(id(edit.target))
@@ -84,9 +87,9 @@ def renders_alone(edits: Sequence[Edit], order: Mapping[int, tuple[int, int]]) -
 class EditSet:
     """Edit groups (one per finding) accepted one at a time, then applied in one traversal.
 
-    With the module's `order` (as `devfix.tree.TreeTables.order`), the traversal skips every
-    subtree that holds no target and no reused node: what they hold stays as it is, and a
-    large file with a few edits is not rebuilt node by node."""
+    With the module's `order` (as `devfix.tree.spans_with_layout` gives), the traversal skips
+    every subtree that holds no target and no reused node: what they hold stays as it is, and
+    a large file with a few edits is not rebuilt node by node."""
 
     def __init__(
         self, module: cst.Module, order: Mapping[int, tuple[int, int]] | None = None
@@ -188,6 +191,10 @@ class _Applier(cst.CSTTransformer):
         self, original_node: cst.CSTNode, updated_node: cst.CSTNode
     ) -> Replacement:
         key = id(original_node)
+        if updated_node is not original_node and _same_fields(original_node, updated_node):
+            # libcst rebuilds every node it enters; one with nothing changed inside stays the
+            # file's own node, so unchanged statements are recognised as such.
+            updated_node = original_node
         if key in self.reused:
             self.inner[key] = updated_node
         if self.standalone and self.standalone[-1] == key:
@@ -284,73 +291,197 @@ def text_edits(
     when known (then only the statements the edits change are generated and compared)."""
     changed = apply_edits(module, edits, order)
     code = module.code if text is None else text
-    region = _changed_region(module, changed, code, code_start)
-    if region is None:
-        lines_before = 0
-        before = code.splitlines(keepends=True)
-        after = changed.code.splitlines(keepends=True)
-    else:
-        lines_before, old_text, new_statements = region
-        before = old_text.splitlines(keepends=True)
-        after = _statements_code(module, new_statements).splitlines(keepends=True)
+    regions = _changed_regions(module, changed, code, code_start)
+    if regions is None:
+        regions = [(0, code, changed.code)]
     found: list[TextEdit] = []
-    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
-    for tag, first, last, new_first, new_last in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        found.append(
-            TextEdit(
-                lines_before + first + 1,
-                1,
-                lines_before + last + 1,
-                1,
-                "".join(after[new_first:new_last]),
+    for lines_before, old_text, new_text in regions:
+        before = old_text.splitlines(keepends=True)
+        after = new_text.splitlines(keepends=True)
+        matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+        for tag, first, last, new_first, new_last in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            found.append(
+                TextEdit(
+                    lines_before + first + 1,
+                    1,
+                    lines_before + last + 1,
+                    1,
+                    "".join(after[new_first:new_last]),
+                )
             )
-        )
     return tuple(found)
 
 
-def _changed_region(
+#: (where the old text starts, where it ends, the statements that replace it, the indentation
+#: of the block they are in)
+_Region = tuple[int, int, Sequence[cst.BaseStatement], tuple[str, ...]]
+
+
+def _changed_regions(
     module: cst.Module,
     changed: cst.Module,
     code: str,
     code_start: Callable[[cst.CSTNode], int | None] | None,
-) -> tuple[int, str, Sequence[cst.BaseStatement]] | None:
-    """(lines of `code` before them, the text of the module statements the edits replace, what
-    replaces them): the run between the statements `changed` shares with `module` at either
-    end. None where that is not enough to place the change (the header or footer changed,
-    nothing was replaced, no start offset, a last line without its newline)."""
+) -> list[tuple[int, str, str]] | None:
+    """Per run of statements the edits change: (lines of `code` before it, its old text, the
+    text that replaces it). Each run lies in the innermost block that holds it (a method of a
+    class of two thousand lines is generated alone, not the class), and runs apart (a helper
+    added at the top, a call changed far below) are generated apart. None where that is not
+    enough to place the change (the header or footer changed, no start offsets)."""
     if code_start is None or not _same(changed.header, module.header):
         return None
     if not _same(changed.footer, module.footer):
         return None
-    old, new = module.body, changed.body
-    prefix = 0
-    while prefix < min(len(old), len(new)) and old[prefix] is new[prefix]:
-        prefix += 1
-    suffix = 0
-    while (
-        suffix < min(len(old), len(new)) - prefix
-        and old[len(old) - 1 - suffix] is new[len(new) - 1 - suffix]
-    ):
-        suffix += 1
-    old_run = old[prefix : len(old) - suffix]
-    if not old_run or (suffix == 0 and not module.has_trailing_newline):
+    end_of_body = len(code) - len(_statements_code(module, module.footer))
+    regions = _block_regions(
+        module.body,
+        changed.body,
+        code_start,
+        end_of_body if module.has_trailing_newline else None,
+        (),
+        module.default_indent,
+    )
+    if not regions:
         return None
-    start = code_start(old_run[0])
-    if suffix:
-        end = code_start(old[len(old) - suffix])
-    else:
-        end = len(code) - len(_statements_code(module, module.footer))
-    if start is None or end is None:
+    return [
+        (
+            len(code[:start].splitlines(keepends=True)),
+            code[start:end],
+            _statements_code(module, statements, indents),
+        )
+        for start, end, statements, indents in regions
+    ]
+
+
+def _block_regions(
+    old: Sequence[cst.BaseStatement],
+    new: Sequence[cst.BaseStatement],
+    code_start: Callable[[cst.CSTNode], int | None],
+    end_of_block: int | None,
+    indents: tuple[str, ...],
+    default_indent: str,
+) -> list[_Region] | None:
+    """The changed runs of one block's statements (`old` -> `new`; unchanged statements are
+    the same nodes), each narrowed to the block inside it where it changes only there. None
+    when a run's start or end is not known (a run that ends the block, where `end_of_block`
+    is None)."""
+    matcher = difflib.SequenceMatcher(
+        a=[id(statement) for statement in old],
+        b=[id(statement) for statement in new],
+        autojunk=False,
+    )
+    regions: list[_Region] = []
+    for tag, first, last, new_first, new_last in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        old_run, new_run = old[first:last], new[new_first:new_last]
+        inner = None
+        if CodegenState is not None and len(old_run) == 1 and len(new_run) == 1:
+            blocks = _changed_block(old_run[0], new_run[0])
+            if blocks is not None:
+                old_block, new_block = blocks
+                indent = default_indent if old_block.indent is None else old_block.indent
+                inner = _block_regions(
+                    old_block.body,
+                    new_block.body,
+                    code_start,
+                    None,
+                    (*indents, indent),
+                    default_indent,
+                )
+        if inner:
+            regions.extend(inner)
+            continue
+        start = code_start(old[first]) if first < len(old) else end_of_block
+        end = code_start(old[last]) if last < len(old) else end_of_block
+        if start is None or end is None:
+            return None
+        regions.append((start, end, new_run, indents))
+    return regions
+
+
+def _changed_block(
+    old: cst.CSTNode, new: cst.CSTNode
+) -> tuple[cst.IndentedBlock, cst.IndentedBlock] | None:
+    """The indented block, inside `old`, that holds everything `new` changes (the pair of it
+    and its new form); None when the change is not confined to one block's statements."""
+    while not isinstance(old, cst.IndentedBlock):
+        if type(new) is not type(old) or not isinstance(old, _HOLDING_BLOCKS):
+            return None
+        differing = [
+            field.name
+            for field in dataclasses.fields(old)
+            if not _same_value(getattr(old, field.name), getattr(new, field.name))
+        ]
+        if len(differing) != 1:
+            return None
+        old_value, new_value = getattr(old, differing[0]), getattr(new, differing[0])
+        if isinstance(old_value, (tuple, list)) and isinstance(new_value, (tuple, list)):
+            if len(old_value) != len(new_value):
+                return None
+            pairs = [(a, b) for a, b in zip(old_value, new_value) if a is not b]
+            if len(pairs) != 1:
+                return None
+            old_value, new_value = pairs[0]
+        if not isinstance(old_value, cst.CSTNode) or not isinstance(new_value, cst.CSTNode):
+            return None
+        old, new = old_value, new_value
+    if type(new) is not cst.IndentedBlock or new.indent != old.indent:
         return None
-    lines_before = len(code[:start].splitlines(keepends=True))
-    return lines_before, code[start:end], new[prefix : len(new) - suffix]
+    if new.header is not old.header or not _same(new.footer, old.footer):
+        return None
+    return old, new
+
+
+#: The nodes a change inside an indented block is looked for in (statements with a body and
+#: their clauses); a change anywhere else is shown with the whole statement.
+_HOLDING_BLOCKS = (
+    cst.BaseCompoundStatement,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+
+
+def _same_fields(old: cst.CSTNode, new: cst.CSTNode) -> bool:
+    """Whether `new` is `old` rebuilt with every field the same."""
+    return type(new) is type(old) and all(
+        _same_value(getattr(old, field.name), getattr(new, field.name))
+        for field in dataclasses.fields(old)
+    )
+
+
+def _same_value(old: object, new: object) -> bool:
+    """Whether a field keeps its value: the same node, the same nodes in order, an equal
+    string or flag."""
+    if old is new:
+        return True
+    if isinstance(old, (tuple, list)) and isinstance(new, (tuple, list)):
+        return _same(old, new)
+    if isinstance(old, cst.CSTNode) or isinstance(new, cst.CSTNode):
+        return False
+    return old == new
 
 
 def _same(first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode]) -> bool:
     return len(first) == len(second) and all(a is b for a, b in zip(first, second))
 
 
-def _statements_code(module: cst.Module, statements: Sequence[cst.CSTNode]) -> str:
-    return "".join(module.code_for_node(statement) for statement in statements)
+def _statements_code(
+    module: cst.Module, statements: Sequence[cst.CSTNode], indents: Sequence[str] = ()
+) -> str:
+    """The code of `statements` as `module` writes them inside blocks indented by `indents`."""
+    if not indents or CodegenState is None:
+        return "".join(module.code_for_node(statement) for statement in statements)
+    state = CodegenState(
+        default_indent=module.default_indent, default_newline=module.default_newline
+    )
+    for indent in indents:
+        state.increase_indent(indent)
+    for statement in statements:
+        statement._codegen(state)
+    return "".join(state.tokens)

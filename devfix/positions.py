@@ -23,7 +23,7 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 try:
-    from libcst._nodes.internal import CodegenState
+    from libcst._nodes.internal import CodegenState as CodegenState
 except ImportError:  # pragma: no cover - a libcst without this module: use PositionProvider
     CodegenState = None  # type: ignore[assignment,misc]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import typing
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar, cast
 
@@ -33,10 +34,19 @@ _N = TypeVar("_N", bound=cst.CSTNode)
 
 #: Per value type, whether it is a libcst node (CSTNode is an ABC: isinstance is slow).
 _IS_NODE: dict[type, bool] = {}
-#: Per node class, the names of its dataclass fields that may hold nodes.
-_FIELDS: dict[type[cst.CSTNode], tuple[str, ...]] = {}
-#: Per (class, which fields hold nodes), the fields in libcst's visiting order; None: ask libcst.
-_ORDERS: dict[tuple[type[cst.CSTNode], int], tuple[str, ...] | None] = {}
+
+#: Node classes that hold only layout: spaces, line breaks, blank lines and comments. Fields
+#: typed with them hold nothing else, and they hold nothing but each other.
+LAYOUT_CLASSES: tuple[type[cst.CSTNode], ...] = (
+    cst.SimpleWhitespace,
+    cst.ParenthesizedWhitespace,
+    cst.TrailingWhitespace,
+    cst.EmptyLine,
+    cst.Newline,
+    cst.Comment,
+)
+_LAYOUT_BASES: tuple[type, ...] = (cst.BaseParenthesizableWhitespace, *LAYOUT_CLASSES)
+_IS_LAYOUT: frozenset[type] = frozenset(LAYOUT_CLASSES)
 
 
 def dotted_name(node: cst.CSTNode) -> str | None:
@@ -60,40 +70,53 @@ def target_names(target: cst.CSTNode) -> Iterator[cst.Name]:
         yield from target_names(target.value)
 
 
-def children_of(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """`node.children` as libcst gives it, without rebuilding the node."""
-    kind = type(node)
-    names = _FIELDS.get(kind)
-    if names is None:
-        names = _FIELDS[kind] = _node_fields(kind)
-    if not names:
-        return []
-    shape = 0
-    bit = 1
-    for name in names:
-        value = getattr(node, name)
-        kind_of_value = type(value)
-        is_node = _IS_NODE.get(kind_of_value)
-        if is_node is None:
-            is_node = _IS_NODE[kind_of_value] = issubclass(kind_of_value, cst.CSTNode)
-        if is_node or (value and (kind_of_value is tuple or kind_of_value is list)):
-            shape |= bit
-        bit <<= 1
-    key = (kind, shape)
-    if key in _ORDERS:
-        order = _ORDERS[key]
-    else:
-        order = _ORDERS[key] = _learn_order(node, names)
-    if order is None:
-        return list(LIBCST_CHILDREN(node))
-    kids: list[cst.CSTNode] = []
-    for name in order:
-        value = getattr(node, name)
-        if _IS_NODE[type(value)]:
-            kids.append(value)
+def _children_reader(
+    fields_of: Callable[[type[cst.CSTNode]], tuple[str, ...]],
+    keep: Callable[[cst.CSTNode], bool],
+) -> Callable[[cst.CSTNode], list[cst.CSTNode]]:
+    """A function giving the children of a node that are in the fields `fields_of` names for
+    its class (and that `keep` accepts where libcst itself must be asked), in libcst's order."""
+    #: Per node class, the names of its dataclass fields read.
+    fields: dict[type[cst.CSTNode], tuple[str, ...]] = {}
+    #: Per (class, which fields hold nodes), the fields in libcst's visiting order; None: ask
+    #: libcst.
+    orders: dict[tuple[type[cst.CSTNode], int], tuple[str, ...] | None] = {}
+
+    def read(node: cst.CSTNode) -> list[cst.CSTNode]:
+        kind = type(node)
+        names = fields.get(kind)
+        if names is None:
+            names = fields[kind] = fields_of(kind)
+        if not names:
+            return []
+        shape = 0
+        bit = 1
+        for name in names:
+            value = getattr(node, name)
+            kind_of_value = type(value)
+            is_node = _IS_NODE.get(kind_of_value)
+            if is_node is None:
+                is_node = _IS_NODE[kind_of_value] = issubclass(kind_of_value, cst.CSTNode)
+            if is_node or (value and (kind_of_value is tuple or kind_of_value is list)):
+                shape |= bit
+            bit <<= 1
+        key = (kind, shape)
+        if key in orders:
+            order = orders[key]
         else:
-            kids.extend(value)
-    return kids
+            order = orders[key] = _learn_order(node, names, keep)
+        if order is None:
+            return [kid for kid in LIBCST_CHILDREN(node) if keep(kid)]
+        kids: list[cst.CSTNode] = []
+        for name in order:
+            value = getattr(node, name)
+            if _IS_NODE[type(value)]:
+                kids.append(value)
+            else:
+                kids.extend(value)
+        return kids
+
+    return read
 
 
 def _node_fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
@@ -106,7 +129,39 @@ def _node_fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
     )
 
 
-def _learn_order(node: cst.CSTNode, names: tuple[str, ...]) -> tuple[str, ...] | None:
+def _code_fields(kind: type[cst.CSTNode]) -> tuple[str, ...]:
+    """The fields of `kind` that may hold nodes other than layout (`whitespace_after`,
+    `leading_lines` and the like are left out); none for a layout class itself."""
+    if kind in _IS_LAYOUT:
+        return ()
+    types = {field.name: field.type for field in dataclasses.fields(kind)}
+    return tuple(name for name in _node_fields(kind) if not _holds_layout(types[name]))
+
+
+def _holds_layout(annotation: object) -> bool:
+    """Whether a field typed `annotation` holds layout nodes only (or a sentinel, or None):
+    `SimpleWhitespace`, `Sequence[EmptyLine]`, `Union[BaseParenthesizableWhitespace,
+    MaybeSentinel]`."""
+    if isinstance(annotation, type):
+        return issubclass(annotation, _LAYOUT_BASES)
+    members = typing.get_args(annotation)
+    nodes = [
+        member for member in members if member is not type(None) and member is not cst.MaybeSentinel
+    ]
+    return bool(nodes) and all(_holds_layout(member) for member in nodes)
+
+
+#: `node.children` as libcst gives it, without rebuilding the node.
+children_of = _children_reader(_node_fields, lambda kid: True)
+
+#: `node.children` without layout (whitespace, line breaks, blank lines, comments): what the
+#: file's tables hold. Layout is more than half of a module's nodes, and nothing asks about it.
+code_children_of = _children_reader(_code_fields, lambda kid: type(kid) not in _IS_LAYOUT)
+
+
+def _learn_order(
+    node: cst.CSTNode, names: tuple[str, ...], keep: Callable[[cst.CSTNode], bool]
+) -> tuple[str, ...] | None:
     holder: dict[int, str] = {}
     counts: dict[str, int] = {}
     for name in names:
@@ -126,6 +181,8 @@ def _learn_order(node: cst.CSTNode, names: tuple[str, ...]) -> tuple[str, ...] |
     for kid in LIBCST_CHILDREN(node):
         field = holder.get(id(kid))
         if field is None:
+            if not keep(kid):
+                continue  # in a field not read
             return None  # a child libcst builds on the fly
         if order and order[-1] == field:
             seen[field] += 1
@@ -141,9 +198,10 @@ def _learn_order(node: cst.CSTNode, names: tuple[str, ...]) -> tuple[str, ...] |
 
 @dataclasses.dataclass
 class TreeTables:
-    """Parent, children and source order of every node of one module, keyed by `id(node)`
-    (libcst nodes hash in Python code; an int key does not). The tables hold every node, so
-    no id is reused while they live."""
+    """Parent, children and source order of every node of one module but its layout
+    (:data:`LAYOUT_CLASSES`: whitespace, line breaks, blank lines, comments), keyed by
+    `id(node)` (libcst nodes hash in Python code; an int key does not). The module holds every
+    node while its tables live, so no id is reused."""
 
     parents: dict[int, cst.CSTNode]
     children: dict[int, list[cst.CSTNode]]
@@ -191,20 +249,26 @@ def concrete_classes(
     return tuple(found)
 
 
-def build_tables(root: cst.CSTNode) -> TreeTables:
-    parents: dict[int, cst.CSTNode] = {}
+def _preorder(
+    root: cst.CSTNode, read: Callable[[cst.CSTNode], list[cst.CSTNode]]
+) -> tuple[list[cst.CSTNode], dict[int, list[cst.CSTNode]]]:
+    """(every node under `root` in pre-order, id -> its children), children as `read` gives."""
     children: dict[int, list[cst.CSTNode]] = {}
     nodes: list[cst.CSTNode] = []
     stack: list[cst.CSTNode] = [root]
     while stack:
         node = stack.pop()
         nodes.append(node)
-        kids = children_of(node)
+        kids = read(node)
         children[id(node)] = kids
         if kids:
-            for kid in kids:
-                parents[id(kid)] = node
             stack.extend(kids[::-1])
+    return nodes, children
+
+
+def build_tables(root: cst.CSTNode) -> TreeTables:
+    nodes, children = _preorder(root, code_children_of)
+    parents: dict[int, cst.CSTNode] = {}
     # Backwards, a node's last child is done before it: its subtree ends where that child's
     # does. (One pass, no second visit of every node on the stack.)
     order: dict[int, tuple[int, int]] = {}
@@ -212,7 +276,12 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
     for index in range(len(nodes) - 1, -1, -1):
         node = nodes[index]
         kids = children[id(node)]
-        order[id(node)] = (index, order[id(kids[-1])][1]) if kids else (index, index)
+        if kids:
+            for kid in kids:
+                parents[id(kid)] = node
+            order[id(node)] = (index, order[id(kids[-1])][1])
+        else:
+            order[id(node)] = (index, index)
         indices = by_class.get(type(node))
         if indices is None:
             by_class[type(node)] = [index]
@@ -221,6 +290,18 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
     for indices in by_class.values():
         indices.reverse()
     return TreeTables(parents, children, order, nodes, by_class)
+
+
+def spans_with_layout(root: cst.CSTNode) -> dict[int, tuple[int, int]]:
+    """id -> (pre-order index, last pre-order index inside its subtree) of every node under
+    `root`, layout included: fix planning must see a replacement reuse any node of the file,
+    whitespace too. (Only files with a fix to plan pay for it.)"""
+    nodes, children = _preorder(root, children_of)
+    spans: dict[int, tuple[int, int]] = {}
+    for index in range(len(nodes) - 1, -1, -1):
+        kids = children[id(nodes[index])]
+        spans[id(nodes[index])] = (index, spans[id(kids[-1])][1]) if kids else (index, index)
+    return spans
 
 
 def visit_all(root: cst.CSTNode, visitors: Sequence[cst.CSTVisitor], tables: TreeTables) -> None:
@@ -234,10 +315,16 @@ def visit_all(root: cst.CSTNode, visitors: Sequence[cst.CSTVisitor], tables: Tre
     dispatcher = Dispatcher(visitors)
     if dispatcher.attribute_visitors:
         root.visit(dispatcher)
-    elif tables.nodes and tables.nodes[0] is root and not any(dispatcher.custom):
+    elif (
+        tables.nodes
+        and tables.nodes[0] is root
+        and not any(dispatcher.custom)
+        and not dispatcher.hooks_layout()
+    ):
         dispatcher.run_indexed(tables)
     else:
-        dispatcher.run(root, tables.children)
+        # The tables leave layout out; these visitors see every node, as under libcst.
+        dispatcher.run(root)
 
 
 class Dispatcher(cst.CSTVisitor):
@@ -319,8 +406,9 @@ class Dispatcher(cst.CSTVisitor):
             if skipping[index] is None:
                 method(original_node)
 
-    def run(self, root: cst.CSTNode, children: dict[int, list[cst.CSTNode]]) -> None:
-        """`root.visit(self)` over the children table, for visitors without attribute hooks.
+    def run(self, root: cst.CSTNode) -> None:
+        """`root.visit(self)` without libcst's rebuild of every node, for visitors without
+        attribute hooks (every node is seen, layout included).
 
         Most nodes (names, whitespace, operators) have no hook in any pass: they cost a lookup
         and a push of their children, not two method calls.
@@ -338,10 +426,11 @@ class Dispatcher(cst.CSTVisitor):
                 stack.append(node)
                 stack.append(_LEAVE)
             if self.skipped < total:
-                kids = children.get(id(node))
-                if kids is None:
-                    kids = children_of(node)
-                stack.extend(reversed(kids))
+                stack.extend(reversed(children_of(node)))
+
+    def hooks_layout(self) -> bool:
+        """Whether some visitor has a hook for a layout class (which the tables leave out)."""
+        return any(any(self._hooks(kind)) for kind in LAYOUT_CLASSES)
 
     def _hooks(self, kind: type[cst.CSTNode]) -> tuple[_Hooks, _Hooks]:
         """The visit and leave hooks of every visitor for nodes of class `kind`."""

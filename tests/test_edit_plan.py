@@ -7,8 +7,8 @@ import textwrap
 import libcst as cst
 import pytest
 
-from devfix.edit_plan import EditSet, _changed_region, apply_edits, renders_alone, text_edits
-from devfix.tree import build_tables
+from devfix.edit_plan import EditSet, _changed_regions, apply_edits, renders_alone, text_edits
+from devfix.tree import build_tables, spans_with_layout
 from devfix.types import Edit
 
 SOURCE = textwrap.dedent(
@@ -217,7 +217,7 @@ def test_a_group_without_reuse_is_applied_as_before() -> None:
 
 def test_a_group_renders_alone_unless_its_edits_nest_or_reuse_the_files_nodes() -> None:
     module = _module()
-    order = build_tables(module).order
+    order = spans_with_layout(module)
     save = _statements(module)[3]
     path = _string(module, '"x.pt"')
     first = _statements(module)[1]
@@ -234,7 +234,7 @@ def test_a_group_renders_alone_unless_its_edits_nest_or_reuse_the_files_nodes() 
 
 def test_with_the_files_order_only_subtrees_holding_an_edit_are_rebuilt() -> None:
     module = _module()
-    order = build_tables(module).order
+    order = spans_with_layout(module)
     loop = _statements(module)[2]
     save = _statements(module)[3]
     path = _string(module, '"x.pt"')
@@ -274,14 +274,106 @@ def test_text_edits_of_the_changed_statements_equal_those_of_the_whole_file(name
     )
     added = cst.parse_statement("x = x.to('cpu')\n")
     edits = [Edit(inner, cst.FlattenSentinel([added, inner]))]
-    whole = text_edits(module, edits, tables.order, source)
-    region = text_edits(module, edits, tables.order, source, code_start=ranges.code_start)
+    spans = spans_with_layout(module)
+    whole = text_edits(module, edits, spans, source)
+    region = text_edits(module, edits, spans, source, code_start=ranges.code_start)
     assert region == whole and whole
-    # Only the changed statement is generated and compared, except where the file's last
-    # line has no newline (the whole file then).
-    changed = apply_edits(module, edits, tables.order)
-    narrowed = _changed_region(module, changed, source, ranges.code_start)
-    assert (narrowed is None) == (name == "last_line_without_newline")
+    # Only the inserted statement is generated and compared (`y = x + 1` stays itself).
+    changed = apply_edits(module, edits, spans)
+    narrowed = _changed_regions(module, changed, source, ranges.code_start)
+    assert narrowed is not None and len(narrowed) == 1
     lines = source.splitlines(keepends=True)
     (edit,) = whole
     assert "y = x + 1" in lines[edit.line - 1] or "y = x + 1" in edit.text
+
+
+NESTED_SOURCES = {
+    "method_of_a_class": (
+        "class Net:\n    def a(self):\n        return 1\n\n    def f(self, x):\n"
+        "        # keep\n        y = x + 1\n        return y\n\n    def b(self):\n"
+        '        return """\n  text\n"""\n'
+    ),
+    "tabs_and_else": (
+        "def f(x):\n\tif x:\n\t\tpass\n\telse:\n\t\ty = x + 1\n\t\treturn y\n\treturn 0\nz = 1\n"
+    ),
+    "elif_try_finally": (
+        "for i in r:\n    if a:\n        pass\n    elif b:\n        try:\n            y = x + 1\n"
+        "            w = '''\n   multi\n'''\n        finally:\n            close()\n    q = 1\n"
+    ),
+    "last_in_its_block": "class C:\n    def f(self, x):\n        y = x + 1\nz = 2\n",
+    "one_line_suite": "class C:\n    def f(self, x): y = x + 1; return y\n    g = 1\n",
+    "crlf_nested": "class C:\r\n    def f(self, x):\r\n        y = x + 1\r\n        return y\r\n    g = 1\r\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED_SOURCES))
+def test_a_change_deep_in_a_block_is_rendered_alone_and_equals_the_whole_file(name: str) -> None:
+    from devfix.positions import node_ranges
+
+    source = NESTED_SOURCES[name]
+    module = cst.parse_module(source)
+    tables = build_tables(module)
+    ranges = node_ranges(module)
+    inner = next(
+        n
+        for n in tables.nodes
+        if isinstance(n, (cst.SimpleStatementLine, cst.SimpleStatementSuite))
+        and "y = x" in module.code_for_node(n)
+    )
+    target: cst.CSTNode = inner
+    if isinstance(inner, cst.SimpleStatementSuite):
+        target = inner.body[0]
+    added = cst.parse_statement("x = x.to('cpu')\n")
+    replacement = (
+        cst.FlattenSentinel([added.body[0], target])
+        if isinstance(target, cst.BaseSmallStatement)
+        else cst.FlattenSentinel([added, target])
+    )
+    edits = [Edit(target, replacement)]
+    spans = spans_with_layout(module)
+    whole = text_edits(module, edits, spans, source)
+    region = text_edits(module, edits, spans, source, code_start=ranges.code_start)
+    assert region == whole and whole
+    changed = apply_edits(module, edits, spans)
+    narrowed = _changed_regions(module, changed, source, ranges.code_start)
+    assert narrowed is not None and len(narrowed) == 1
+    ((_, old_text, new_text),) = narrowed
+    # The statement is inserted before the unchanged one, in its block (a one-line body is
+    # not a block: the method is generated again).
+    if name == "one_line_suite":
+        assert old_text == "    def f(self, x): y = x + 1; return y\n"
+    else:
+        assert old_text == ""
+        indent = next(line for line in source.splitlines() if "y = x" in line).split("y")[0]
+        assert new_text == indent + "x = x.to('cpu')" + module.default_newline
+    assert "x.to('cpu')" in new_text
+
+
+def test_changes_far_apart_are_generated_apart_and_equal_the_whole_file() -> None:
+    from devfix.positions import node_ranges
+
+    source = (
+        "import torch\n\nA = 1\n\n\nclass Net:\n    def a(self):\n        return 1\n\n"
+        "    def f(self, x):\n        y = x.to('cuda:0')\n        return y\n\n"
+        "    def b(self):\n        return 2\n\n\nB = 2\n"
+    )
+    module = cst.parse_module(source)
+    ranges = node_ranges(module)
+    tables = build_tables(module)
+    literal = next(n for n in tables.nodes if isinstance(n, cst.SimpleString) and "cuda" in n.value)
+    first_assignment = module.body[1]
+    helper = cst.parse_statement("def pick():\n    return 'cpu'\n")
+    edits = [
+        Edit(first_assignment, cst.FlattenSentinel([helper, first_assignment])),
+        Edit(literal, cst.parse_expression("pick()")),
+    ]
+    spans = spans_with_layout(module)
+    whole = text_edits(module, edits, spans, source)
+    region = text_edits(module, edits, spans, source, code_start=ranges.code_start)
+    assert region == whole and len(whole) == 2
+    changed = apply_edits(module, edits, spans)
+    narrowed = _changed_regions(module, changed, source, ranges.code_start)
+    assert narrowed is not None
+    assert [old for _, old, _ in narrowed] == ["", "        y = x.to('cuda:0')\n"]
+    assert narrowed[0][0] == 1 and narrowed[1][0] == 10  # lines before each
+    assert "def pick" in narrowed[0][2] and "pick()" in narrowed[1][2]

@@ -9,7 +9,16 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from devfix.tree import LIBCST_CHILDREN, Dispatcher, build_tables, children_of
+from devfix.tree import (
+    LAYOUT_CLASSES,
+    LIBCST_CHILDREN,
+    Dispatcher,
+    build_tables,
+    children_of,
+    code_children_of,
+    spans_with_layout,
+    visit_all,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -113,6 +122,11 @@ def test_children_match_libcst_on_every_node(name: str, source: str) -> None:
         expected = list(LIBCST_CHILDREN(node))
         got = children_of(node)
         assert [id(kid) for kid in got] == [id(kid) for kid in expected], (name, type(node))
+        # The tables' children: the same without layout, which holds nothing but layout.
+        code = [id(kid) for kid in expected if not isinstance(kid, LAYOUT_CLASSES)]
+        assert [id(kid) for kid in code_children_of(node)] == code, (name, type(node))
+        if isinstance(node, LAYOUT_CLASSES):
+            assert all(isinstance(kid, LAYOUT_CLASSES) for kid in expected), (name, type(node))
         checked += 1
         stack.extend(expected)
     assert checked > 10
@@ -153,14 +167,13 @@ class _TypedRecorder(cst.CSTVisitor):
 @pytest.mark.parametrize("skip", [None, cst.FunctionDef, cst.Call])
 def test_the_pass_loop_calls_hooks_as_libcst_does(skip: type[cst.CSTNode] | None) -> None:
     module = cst.parse_module(EVERY_FORM)
-    children = build_tables(module).children
     alone, beside_typed = _Recorder(skip), _Recorder(skip)
     typed, typed_by_libcst = _TypedRecorder(), _TypedRecorder()
     by_libcst = _Recorder(skip)
     module.visit(by_libcst)
     module.visit(typed_by_libcst)
-    Dispatcher([alone]).run(module, children)
-    Dispatcher([beside_typed, typed]).run(module, children)
+    Dispatcher([alone]).run(module)
+    Dispatcher([beside_typed, typed]).run(module)
     assert alone.events == by_libcst.events
     assert beside_typed.events == by_libcst.events
     assert typed.events == typed_by_libcst.events
@@ -179,6 +192,49 @@ def test_tables_give_parents_and_source_order() -> None:
     start, end = tables.order[id(statement)]
     inside = [node for node in tables.nodes if start <= tables.order[id(node)][0] <= end]
     assert first in inside and second not in inside
+
+
+def test_tables_leave_out_layout_and_edit_spans_keep_it() -> None:
+    source = "x = f(a,  # why\n      b)\n\n# note\ny = 2\n"
+    module = cst.parse_module(source)
+    tables = build_tables(module)
+    assert not any(isinstance(node, LAYOUT_CLASSES) for node in tables.nodes)
+    assert [type(node).__name__ for node in tables.nodes if isinstance(node, cst.Name)] == [
+        "Name"
+    ] * 5
+    spans = spans_with_layout(module)
+    every: list[cst.CSTNode] = []
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        every.append(node)
+        stack.extend(reversed(LIBCST_CHILDREN(node)))
+    assert [spans[id(node)][0] for node in every] == list(range(len(every)))
+    comment = next(node for node in every if isinstance(node, cst.Comment))
+    assert id(comment) in spans and id(comment) not in tables.order
+    # A code node's subtree in the tables is its subtree in the full spans, less the layout.
+    call = next(node for node in tables.nodes if isinstance(node, cst.Call))
+    first, last = spans[id(call)]
+    assert [n for n in every[first : last + 1] if not isinstance(n, LAYOUT_CLASSES)] == (
+        tables.nodes[tables.order[id(call)][0] : tables.order[id(call)][1] + 1]
+    )
+
+
+class _CommentRecorder(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.comments: list[str] = []
+
+    def visit_Comment(self, node: cst.Comment) -> None:
+        self.comments.append(node.value)
+
+
+def test_the_pass_loop_shows_layout_to_a_visitor_that_hooks_it() -> None:
+    module = cst.parse_module("x = f(a,  # why\n      b)\n\n# note\ny = 2  # end\n")
+    by_libcst, through_loop = _CommentRecorder(), _CommentRecorder()
+    module.visit(by_libcst)
+    visit_all(module, [through_loop, _TypedRecorder()], build_tables(module))
+    assert through_loop.comments == by_libcst.comments == ["# why", "# note", "# end"]
 
 
 LIBCST_UNTOUCHED = """
