@@ -93,8 +93,19 @@ class FileContext:
 
     def _node_ranges(self) -> NodeRanges:
         if self._ranges is None:
-            self._ranges = node_ranges(self.module)
+            self._ranges = node_ranges(self.module, self.text, self._module_statement_of)
         return self._ranges
+
+    def _module_statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The module-level statement that holds `node` (itself, for one); None for the module,
+        its header and footer, and nodes outside the tables."""
+        parents = self._tree().parents
+        current = node
+        parent = parents.get(id(current))
+        while parent is not None and parent is not self.module:
+            current = parent
+            parent = parents.get(id(current))
+        return current if parent is self.module else None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._tree().parents.get(id(node))
@@ -139,8 +150,8 @@ class FileContext:
 
     @property
     def edit_spans(self) -> dict[int, tuple[int, int]]:
-        """Pre-order spans of every node, layout included, for planning fixes (built on first
-        use: only files with a fix pay for it)."""
+        """Pre-order spans of every node, layout included, for planning a fix that edits
+        layout (built on first use)."""
         if self._edit_spans is None:
             self._edit_spans = spans_with_layout(self.module)
         return self._edit_spans

@@ -13,9 +13,11 @@ if a libcst release changes that, :func:`node_ranges` falls back to PositionProv
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
-from collections.abc import Iterator, Mapping
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -75,8 +77,117 @@ class _ProviderRanges(NodeRanges):
         return None
 
 
-def node_ranges(module: cst.Module) -> NodeRanges:
-    """Every node's range in `module`."""
+class StatementRanges(NodeRanges):
+    """Ranges recorded one module-level statement at a time, on first use: a file whose
+    findings lie in two functions generates those two, not the whole file.
+
+    Where each module-level statement starts in the file's text comes from Python's own parse
+    of that text (the line of its first token) less its leading lines; the code generated for
+    a statement is checked against the text at that place, and anything that does not match,
+    or lies outside the statements, is answered from the whole file's generation instead.
+    """
+
+    def __init__(
+        self,
+        module: cst.Module,
+        code: str,
+        statement_of: Callable[[cst.CSTNode], cst.CSTNode | None],
+    ) -> None:
+        super().__init__({}, code, {})
+        self._module = module
+        self._code = code
+        self._statement_of = statement_of
+        self._recorded_spans: dict[int, tuple[int, int]] = {}
+        self._recorded_code_starts: dict[int, int] = {}
+        self._spans = self._recorded_spans
+        self._code_starts = self._recorded_code_starts
+        self._statement_starts: dict[int, int] | None = None
+        self._recorded: set[int] = set()
+        self._whole: NodeRanges | None = None
+
+    def code_start(self, node: cst.CSTNode) -> int | None:
+        if not self._record_statement_of(node):
+            return self._whole_file().code_start(node)
+        return super().code_start(node)
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        if not self._record_statement_of(node):
+            return self._whole_file()[node]
+        return super().__getitem__(node)
+
+    def _whole_file(self) -> NodeRanges:
+        if self._whole is None:
+            self._whole = node_ranges(self._module)
+        return self._whole
+
+    def _record_statement_of(self, node: cst.CSTNode) -> bool:
+        """Whether `node`'s range is known from its own module-level statement."""
+        if id(node) in self._spans:
+            return True
+        if self._whole is not None:
+            return False
+        statement = self._statement_of(node)
+        if statement is None or id(statement) in self._recorded:
+            return False
+        self._recorded.add(id(statement))
+        start = self._starts().get(id(statement))
+        if start is None:
+            return False
+        recorder = _OffsetRecorder(
+            default_indent=self._module.default_indent,
+            default_newline=self._module.default_newline,
+            offset=start,
+        )
+        statement._codegen(recorder)
+        generated = "".join(recorder.tokens)
+        if self._code[start : start + len(generated)] != generated:
+            return False
+        self._recorded_spans.update(recorder.spans)
+        self._recorded_code_starts.update(recorder.code_starts)
+        return id(node) in self._spans
+
+    def _starts(self) -> dict[int, int]:
+        if self._statement_starts is None:
+            self._statement_starts = _statement_starts(self._module, self._code, self._line_starts)
+        return self._statement_starts
+
+
+def _statement_starts(module: cst.Module, code: str, line_starts: list[int]) -> dict[int, int]:
+    """id of each module-level statement -> where its code (leading lines included) starts
+    in `code`; empty where Python's parse and the module's statements do not pair up."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            parsed = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    body = parsed.body
+    starts: dict[int, int] = {}
+    index = 0
+    for statement in module.body:
+        if index >= len(body):
+            return {}
+        first = body[index]
+        line = first.lineno
+        if isinstance(first, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            line = min([line, *(decorator.lineno for decorator in first.decorator_list)])
+        if line > len(line_starts):
+            return {}
+        leading = "".join(module.code_for_node(empty) for empty in statement.leading_lines)
+        starts[id(statement)] = line_starts[line - 1] - len(leading)
+        index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
+    return starts if index == len(body) else {}
+
+
+def node_ranges(
+    module: cst.Module,
+    text: str | None = None,
+    statement_of: Callable[[cst.CSTNode], cst.CSTNode | None] | None = None,
+) -> NodeRanges:
+    """Every node's range in `module`; with the file's `text` and a way to find a node's
+    module-level statement, recorded one statement at a time as nodes are asked for."""
+    if CodegenState is not None and text is not None and statement_of is not None:
+        return StatementRanges(module, text, statement_of)
     if CodegenState is not None:
         try:
             recorder = _OffsetRecorder(

@@ -294,8 +294,9 @@ def build_tables(root: cst.CSTNode) -> TreeTables:
 
 def spans_with_layout(root: cst.CSTNode) -> dict[int, tuple[int, int]]:
     """id -> (pre-order index, last pre-order index inside its subtree) of every node under
-    `root`, layout included: fix planning must see a replacement reuse any node of the file,
-    whitespace too. (Only files with a fix to plan pay for it.)"""
+    `root`, layout included: what fix planning needs where an edit targets layout itself.
+    (Otherwise the tables' spans do: a replacement that reuses the file's whitespace can be
+    planned as if it were new, since nothing is ever edited inside layout.)"""
     nodes, children = _preorder(root, children_of)
     spans: dict[int, tuple[int, int]] = {}
     for index in range(len(nodes) - 1, -1, -1):

@@ -377,3 +377,32 @@ def test_changes_far_apart_are_generated_apart_and_equal_the_whole_file() -> Non
     assert [old for _, old, _ in narrowed] == ["", "        y = x.to('cuda:0')\n"]
     assert narrowed[0][0] == 1 and narrowed[1][0] == 10  # lines before each
     assert "def pick" in narrowed[0][2] and "pick()" in narrowed[1][2]
+
+
+def test_reused_whitespace_is_planned_as_new_with_the_same_result() -> None:
+    """The tables' spans leave layout out: a replacement that reuses the file's whitespace is
+    planned as if it were new, with the same text as when every node is known."""
+    from devfix.positions import node_ranges
+
+    source = "def f(a, b):\n    x = call(a,  # why\n             b)\n    return x\n"
+    module = cst.parse_module(source)
+    tables = build_tables(module)
+    call = next(n for n in tables.nodes if isinstance(n, cst.Call))
+    statement = next(n for n in tables.nodes if isinstance(n, cst.SimpleStatementLine))
+    renamed = cst.Call(
+        func=cst.Name("other"),
+        args=[cst.Arg(cst.Name("a"))],
+        whitespace_before_args=call.whitespace_before_args,  # the file's own node
+    )
+    edits = [
+        Edit(call, renamed),
+        Edit(statement, cst.FlattenSentinel([cst.parse_statement("a = a.cpu()\n"), statement])),
+    ]
+    with_layout = spans_with_layout(module)
+    assert id(call.whitespace_before_args) in with_layout
+    assert id(call.whitespace_before_args) not in tables.order
+    ranges = node_ranges(module)
+    expected = text_edits(module, edits, with_layout, source, code_start=ranges.code_start)
+    assert text_edits(module, edits, tables.order, source, code_start=ranges.code_start) == expected
+    assert apply_edits(module, edits, tables.order).code == apply_edits(module, edits).code
+    assert "other(a)" in apply_edits(module, edits).code

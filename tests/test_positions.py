@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
@@ -21,7 +22,24 @@ ODD_LAYOUTS = {
     "empty": "",
     "strings": 'x = """a\nb"""\ny = f"{x!r:>{3}}" + rb"\\n"\n',
     "decorators_and_semicolons": "@a\n@b.c(1)\ndef f(): pass; x = 1\n",
+    "form_feed_and_decorator_comments": (
+        "import os\n\x0c\n# lead\n@dec  # why\n\n# between\n@dec2\nasync def g():\n    pass\n"
+        "a = 1; b = 2\nif __name__ == '__main__':\n    g()\n"
+    ),
+    "header_only_comments": "#!/usr/bin/env python\n# -*- coding: utf-8 -*-\n\n\n",
 }
+
+
+def _statement_of(module: cst.Module) -> Callable[[cst.CSTNode], cst.CSTNode | None]:
+    parents = build_tables(module).parents
+
+    def statement_of(node: cst.CSTNode) -> cst.CSTNode | None:
+        parent = parents.get(id(node))
+        while parent is not None and parent is not module:
+            node, parent = parent, parents.get(id(parent))
+        return node if parent is module else None
+
+    return statement_of
 
 
 def _goldens() -> list[Path]:
@@ -33,10 +51,33 @@ def _same_ranges(source: str) -> int:
     module = cst.parse_module(source)
     expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     ours = positions.node_ranges(module)
+    by_statement = positions.node_ranges(module, source, _statement_of(module))
     nodes = build_tables(module).nodes
-    for node in nodes:
+    for node in nodes[1:]:
         assert ours[node] == expected[node], (type(node).__name__, module.code_for_node(node))
+        assert by_statement[node] == expected[node], type(node).__name__
+        assert by_statement.code_start(node) == ours.code_start(node), type(node).__name__
+    assert isinstance(by_statement, positions.StatementRanges)
+    # Every node inside a statement was answered from that statement alone, except where the
+    # last line has no line break (that statement's code is then not the text's).
+    whole = by_statement._whole is not None
+    assert whole == bool(module.body and not module.has_trailing_newline)
+    assert by_statement[module] == ours[module] == expected[module]
     return len(nodes)
+
+
+def test_ranges_by_statement_generate_only_the_statements_asked_about() -> None:
+    source = "import torch\n\n\ndef f(x):\n    return x\n\n\nclass A:\n    y = torch.zeros(3)\n"
+    module = cst.parse_module(source)
+    ranges = positions.node_ranges(module, source, _statement_of(module))
+    assert isinstance(ranges, positions.StatementRanges)
+    call = module.body[2].body.body[0].body[0].value  # type: ignore[attr-defined]
+    assert source[ranges.code_start(call) :].startswith("torch.zeros(3)")
+    assert ranges[call].start.line == 9 and ranges[call].start.column == 8
+    assert ranges._recorded_spans and ranges._whole is None
+    assert id(module.body[1]) not in ranges._recorded_spans  # `def f` was not generated
+    assert ranges.code_start(module.body[1]) == source.index("\n\n\ndef") + 1
+    assert id(module.body[1]) in ranges._recorded_spans and ranges._whole is None
 
 
 @pytest.mark.parametrize("name", sorted(ODD_LAYOUTS))
