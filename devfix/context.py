@@ -10,6 +10,7 @@ the passes, the metadata and the engine's edits.
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar, Union, cast
 
@@ -93,19 +94,11 @@ class FileContext:
 
     def _node_ranges(self) -> NodeRanges:
         if self._ranges is None:
-            self._ranges = node_ranges(self.module, self.text, self._module_statement_of)
+            statement_of = functools.partial(
+                _module_statement_of, self.module, self._tree().parents
+            )
+            self._ranges = node_ranges(self.module, self.text, statement_of)
         return self._ranges
-
-    def _module_statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
-        """The module-level statement that holds `node` (itself, for one); None for the module,
-        its header and footer, and nodes outside the tables."""
-        parents = self._tree().parents
-        current = node
-        parent = parents.get(id(current))
-        while parent is not None and parent is not self.module:
-            current = parent
-            parent = parents.get(id(current))
-        return current if parent is self.module else None
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._tree().parents.get(id(node))
@@ -303,3 +296,17 @@ class _NameTable:
         if root in _BUILTINS:
             return {QualifiedName(f"builtins.{dotted}", QualifiedNameSource.BUILTIN)}
         return ()
+
+
+def _module_statement_of(
+    module: cst.Module, parents: Mapping[int, cst.CSTNode], node: cst.CSTNode
+) -> cst.CSTNode | None:
+    """The module-level statement that holds `node` (itself, for one); None for the module,
+    its header and footer, and nodes outside the tables. (Holds no context: the ranges that
+    keep it must not form a cycle with the context that keeps them.)"""
+    current = node
+    parent = parents.get(id(current))
+    while parent is not None and parent is not module:
+        current = parent
+        parent = parents.get(id(current))
+    return current if parent is module else None
