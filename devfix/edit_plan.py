@@ -25,7 +25,7 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator,
 
 import libcst as cst
 
-from devfix.positions import CodegenState
+from devfix.positions import CodegenState, module_code
 from devfix.tree import children_of
 from devfix.types import Edit, Replacement, TextEdit
 
@@ -290,10 +290,10 @@ def text_edits(
     the caller has it; `code_start`: where a module statement's code starts in that text,
     when known (then only the statements the edits change are generated and compared)."""
     changed = apply_edits(module, edits, order)
-    code = module.code if text is None else text
+    code = module_code(module) if text is None else text
     regions = _changed_regions(module, changed, code, code_start)
     if regions is None:
-        regions = [(0, code, changed.code)]
+        regions = [(0, code, module_code(changed))]
     found: list[TextEdit] = []
     for lines_before, old_text, new_text in regions:
         before = old_text.splitlines(keepends=True)

@@ -28,6 +28,7 @@ from devfix.edits import apply_findings, drop_imports_made_unused
 from devfix.errors import InputError, InternalError
 from devfix.parsing import deep_recursion as _deep_recursion
 from devfix.parsing import parse, with_deep_recursion
+from devfix.positions import module_code
 from devfix.settings import OptionsLike, Settings
 from devfix.suppression import is_suppressed as _is_suppressed
 from devfix.tree import visit_all
@@ -99,7 +100,7 @@ def fix_source(
         if not candidates:
             break
         rewritten, applied = apply_findings(current_module, candidates)
-        new_text = rewritten.code
+        new_text = module_code(rewritten)
         if new_text == current_text:
             break
         try:
@@ -119,7 +120,7 @@ def fix_source(
     else:
         codes = ", ".join(sorted(history.fixed_codes()))
         raise InternalError(f"fixes by {codes} did not converge after {MAX_ROUNDS} rounds")
-    if current_text != text and module.code != text:
+    if current_text != text and module_code(module) != text:
         raise InputError(
             "libcst cannot reproduce this file byte for byte, so devfix will not rewrite it"
         )

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from devfix.errors import InputError
+from devfix.positions import module_code
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -203,7 +204,7 @@ def mark_unfixable(module: cst.Module, text: str, findings: Sequence[Finding]) -
     text back byte for byte (a file with CR-only line endings), fixes become display-only."""
     from devfix.types import Applicability  # devfix.types takes its defaults from here
 
-    if not any(finding.has_fix for finding in findings) or module.code == text:
+    if not any(finding.has_fix for finding in findings) or module_code(module) == text:
         return list(findings)
     reason = (
         "CR-only line endings"

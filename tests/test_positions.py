@@ -89,3 +89,15 @@ def test_ranges_match_libcst_on_a_quarter_of_the_goldens() -> None:
     files = _goldens()
     assert len(files) > 25
     assert sum(_same_ranges(path.read_text(encoding="utf-8")) for path in files) > 5_000
+
+
+@pytest.mark.parametrize("name", sorted(ODD_LAYOUTS))
+def test_module_code_is_libcsts_code(name: str) -> None:
+    module = cst.parse_module(ODD_LAYOUTS[name])
+    assert positions.module_code(module) == module.code == ODD_LAYOUTS[name]
+
+
+def test_module_code_is_libcsts_code_on_a_quarter_of_the_goldens() -> None:
+    for path in _goldens():
+        module = cst.parse_module(path.read_text(encoding="utf-8"))
+        assert positions.module_code(module) == module.code, path.name
