@@ -259,34 +259,6 @@ REGION_SOURCES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(REGION_SOURCES))
-def test_text_edits_of_the_changed_statements_equal_those_of_the_whole_file(name: str) -> None:
-    from devfix.positions import node_ranges
-
-    source = REGION_SOURCES[name]
-    module = cst.parse_module(source)
-    tables = build_tables(module)
-    ranges = node_ranges(module)
-    inner = next(
-        n
-        for n in tables.nodes
-        if isinstance(n, cst.SimpleStatementLine) and "y = x" in module.code_for_node(n)
-    )
-    added = cst.parse_statement("x = x.to('cpu')\n")
-    edits = [Edit(inner, cst.FlattenSentinel([added, inner]))]
-    spans = spans_with_layout(module)
-    whole = text_edits(module, edits, spans, source)
-    region = text_edits(module, edits, spans, source, code_start=ranges.code_start)
-    assert region == whole and whole
-    # Only the inserted statement is generated and compared (`y = x + 1` stays itself).
-    changed = apply_edits(module, edits, spans)
-    narrowed = _changed_regions(module, changed, source, ranges.code_start)
-    assert narrowed is not None and len(narrowed) == 1
-    lines = source.splitlines(keepends=True)
-    (edit,) = whole
-    assert "y = x + 1" in lines[edit.line - 1] or "y = x + 1" in edit.text
-
-
 NESTED_SOURCES = {
     "method_of_a_class": (
         "class Net:\n    def a(self):\n        return 1\n\n    def f(self, x):\n"
@@ -306,11 +278,13 @@ NESTED_SOURCES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(NESTED_SOURCES))
-def test_a_change_deep_in_a_block_is_rendered_alone_and_equals_the_whole_file(name: str) -> None:
+@pytest.mark.parametrize("name", sorted({**REGION_SOURCES, **NESTED_SOURCES}))
+def test_an_insertion_is_rendered_alone_and_equals_the_whole_file(name: str) -> None:
+    """`x = x.to('cpu')` inserted before `y = x + 1`, at the top level of a function or deep in
+    blocks: only the statements that change are generated, with the whole file's result."""
     from devfix.positions import node_ranges
 
-    source = NESTED_SOURCES[name]
+    source = {**REGION_SOURCES, **NESTED_SOURCES}[name]
     module = cst.parse_module(source)
     tables = build_tables(module)
     ranges = node_ranges(module)
@@ -334,6 +308,9 @@ def test_a_change_deep_in_a_block_is_rendered_alone_and_equals_the_whole_file(na
     whole = text_edits(module, edits, spans, source)
     region = text_edits(module, edits, spans, source, code_start=ranges.code_start)
     assert region == whole and whole
+    (edit,) = whole
+    y_line = next(i for i, line in enumerate(source.splitlines(), 1) if "y = x" in line)
+    assert "x.to('cpu')" in edit.text and edit.line <= y_line  # before it or its comments
     changed = apply_edits(module, edits, spans)
     narrowed = _changed_regions(module, changed, source, ranges.code_start)
     assert narrowed is not None and len(narrowed) == 1
