@@ -29,12 +29,25 @@ def test_missing_compiler_is_one_clear_line(monkeypatch, tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_parallel_builds_are_atomic_and_the_shim_loads(tmp_path) -> None:
-    env = child_env({"DEVFIX_VGPU_CACHE": str(tmp_path)})
-    build = "from devfix.vgpu import _shim; print(_shim.shim_path())"
+def test_parallel_builds_are_atomic(tmp_path) -> None:
+    """Two processes building at once into an empty cache both end with the one complete file.
+    They build a small stand-in through the same compile and link step as the shim (the race is
+    the same; the real shim's build takes ten seconds, and every run of the suite makes it)."""
+    cache = tmp_path / "cache"
+    stand_in = tmp_path / "stand_in.cpp"
+    stand_in.write_text('extern "C" int devfix_vgpu_stand_in() { return 7; }\n')
+    env = child_env({"DEVFIX_VGPU_CACHE": str(cache)})
+    build = (
+        "import ctypes, pathlib, sys\n"
+        "from devfix.vgpu import _shim\n"
+        "_shim._SOURCE = pathlib.Path(sys.argv[1])\n"
+        "path = _shim.shim_path()\n"
+        "assert ctypes.CDLL(str(path)).devfix_vgpu_stand_in() == 7\n"
+        "print(path)\n"
+    )
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", build],
+            [sys.executable, "-c", build, str(stand_in)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -46,7 +59,11 @@ def test_parallel_builds_are_atomic_and_the_shim_loads(tmp_path) -> None:
     assert all(p.returncode == 0 for p in procs), outs
     paths = {o[0].strip() for o in outs}
     assert len(paths) == 1
-    assert [f.name for f in tmp_path.iterdir()] == [os.path.basename(paths.pop())]
+    assert [f.name for f in cache.iterdir()] == [os.path.basename(paths.pop())]
+
+
+@pytest.mark.slow
+def test_the_built_shim_loads_and_reports_the_virtual_gpus(tmp_path) -> None:
     script = tmp_path / "probe.py"
     script.write_text(
         "import torch\nprint(torch.cuda.device_count(), torch._C._get_accelerator())\n"
@@ -55,7 +72,7 @@ def test_parallel_builds_are_atomic_and_the_shim_loads(tmp_path) -> None:
         [sys.executable, "-m", "devfix.vgpu", "--gpus", "3", str(script)],
         capture_output=True,
         text=True,
-        env=env,
+        env=child_env(),
         timeout=300,
     )
     assert r.returncode == 0, r.stderr
