@@ -31,7 +31,8 @@ from devfix.types import FileStatus, Options
 # one worker builds the module-scoped fixture once (pytest-xdist, tests/conftest.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("robustness-faults")]
 
-FILES = 300
+# Enough for a run to last a few seconds, so each kill lands mid-run.
+FILES = 150
 KILLS = 4
 SEED = 20261130
 
