@@ -11,7 +11,6 @@ import libcst as cst
 from devfix.codemods.analysis import FileFacts
 from devfix.context import FileContext
 from devfix.edit_plan import renders_alone, text_edits
-from devfix.tree import LAYOUT_CLASSES
 from devfix.types import Applicability, Edit, Finding, ImportSpec, TextEdit
 
 
@@ -95,12 +94,7 @@ class DevicePass(cst.CSTVisitor):
         or miss the edits inside them), the group's effect, line by line."""
         if not edits:
             return ()
-        # The tables' spans leave layout out: a replacement that reuses the file's whitespace
-        # is planned as if it were new (nothing is ever edited inside layout), except where an
-        # edit targets layout itself.
-        spans = self.context.tables.order
-        if any(isinstance(edit.target, LAYOUT_CLASSES) for edit in edits):
-            spans = self.context.edit_spans
+        spans = self.context.edit_spans(edits)
         if not renders_alone(edits, spans):
             return text_edits(
                 self.context.module,

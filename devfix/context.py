@@ -27,6 +27,7 @@ from libcst.metadata import (
 from devfix.positions import NodeRanges, node_ranges
 from devfix.shadowed_names import ShadowedNames
 from devfix.tree import (
+    LAYOUT_CLASSES,
     TreeTables,
     build_tables,
     code_children_of,
@@ -34,6 +35,7 @@ from devfix.tree import (
     spans_with_layout,
     target_names,
 )
+from devfix.types import Edit
 
 T = TypeVar("T")
 _N = TypeVar("_N", bound=cst.CSTNode)
@@ -57,7 +59,7 @@ class FileContext:
         self._shadowed: ShadowedNames | None = None
         self._ranges: NodeRanges | None = None
         self._tables: TreeTables | None = None
-        self._edit_spans: dict[int, tuple[int, int]] | None = None
+        self._spans_with_layout: dict[int, tuple[int, int]] | None = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
         table = self._resolved.get(provider)
@@ -141,13 +143,16 @@ class FileContext:
         """Parents, children and source order of every node but layout (built on first use)."""
         return self._tree()
 
-    @property
-    def edit_spans(self) -> dict[int, tuple[int, int]]:
-        """Pre-order spans of every node, layout included, for planning a fix that edits
-        layout (built on first use)."""
-        if self._edit_spans is None:
-            self._edit_spans = spans_with_layout(self.module)
-        return self._edit_spans
+    def edit_spans(self, edits: Sequence[Edit]) -> Mapping[int, tuple[int, int]]:
+        """Pre-order spans for planning `edits` (see devfix.edit_plan): the tables' own, which
+        leave layout out (a replacement that reuses the file's whitespace is planned as if it
+        were new: nothing is ever edited inside layout), except where an edit targets layout
+        itself (then every node's, built on first use)."""
+        if not any(isinstance(edit.target, LAYOUT_CLASSES) for edit in edits):
+            return self._tree().order
+        if self._spans_with_layout is None:
+            self._spans_with_layout = spans_with_layout(self.module)
+        return self._spans_with_layout
 
     def _tree(self) -> TreeTables:
         # The same table as libcst's ParentNodeProvider, without rebuilding every node.

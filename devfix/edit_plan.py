@@ -21,11 +21,12 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import difflib
+import functools
 from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
-from devfix.positions import CodegenState, module_code
+from devfix.positions import CodegenState, code_of, module_code
 from devfix.tree import children_of
 from devfix.types import Edit, Replacement, TextEdit
 
@@ -334,7 +335,7 @@ def _changed_regions(
         return None
     if not _same(changed.footer, module.footer):
         return None
-    end_of_body = len(code) - len(_statements_code(module, module.footer))
+    end_of_body = len(code) - len(code_of(module, module.footer))
     regions = _block_regions(
         module.body,
         changed.body,
@@ -349,7 +350,7 @@ def _changed_regions(
         (
             len(code[:start].splitlines(keepends=True)),
             code[start:end],
-            _statements_code(module, statements, indents),
+            code_of(module, statements, indents),
         )
         for start, end, statements, indents in regions
     ]
@@ -411,9 +412,9 @@ def _changed_block(
         if type(new) is not type(old) or not isinstance(old, _HOLDING_BLOCKS):
             return None
         differing = [
-            field.name
-            for field in dataclasses.fields(old)
-            if not _same_value(getattr(old, field.name), getattr(new, field.name))
+            name
+            for name in _field_names(type(old))
+            if not _same_value(getattr(old, name), getattr(new, name))
         ]
         if len(differing) != 1:
             return None
@@ -450,9 +451,14 @@ _HOLDING_BLOCKS = (
 def _same_fields(old: cst.CSTNode, new: cst.CSTNode) -> bool:
     """Whether `new` is `old` rebuilt with every field the same."""
     return type(new) is type(old) and all(
-        _same_value(getattr(old, field.name), getattr(new, field.name))
-        for field in dataclasses.fields(old)
+        _same_value(getattr(old, name), getattr(new, name)) for name in _field_names(type(old))
     )
+
+
+@functools.cache
+def _field_names(kind: type[cst.CSTNode]) -> tuple[str, ...]:
+    # Asked for every node a traversal rebuilds: dataclasses.fields filters anew at each call.
+    return tuple(field.name for field in dataclasses.fields(kind))
 
 
 def _same_value(old: object, new: object) -> bool:
@@ -469,19 +475,3 @@ def _same_value(old: object, new: object) -> bool:
 
 def _same(first: Sequence[cst.CSTNode], second: Sequence[cst.CSTNode]) -> bool:
     return len(first) == len(second) and all(a is b for a, b in zip(first, second))
-
-
-def _statements_code(
-    module: cst.Module, statements: Sequence[cst.CSTNode], indents: Sequence[str] = ()
-) -> str:
-    """The code of `statements` as `module` writes them inside blocks indented by `indents`."""
-    if not indents or CodegenState is None:
-        return "".join(module.code_for_node(statement) for statement in statements)
-    state = CodegenState(
-        default_indent=module.default_indent, default_newline=module.default_newline
-    )
-    for indent in indents:
-        state.increase_indent(indent)
-    for statement in statements:
-        statement._codegen(state)
-    return "".join(state.tokens)

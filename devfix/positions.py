@@ -18,7 +18,7 @@ import bisect
 import contextlib
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -43,7 +43,7 @@ class NodeRanges:
         code_starts: Mapping[int, int] | None = None,
     ) -> None:
         self._spans = spans
-        self._code_starts = code_starts or {}
+        self._code_starts = code_starts if code_starts is not None else {}
         self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
 
     def code_start(self, node: cst.CSTNode) -> int | None:
@@ -93,14 +93,12 @@ class StatementRanges(NodeRanges):
         code: str,
         statement_of: Callable[[cst.CSTNode], cst.CSTNode | None],
     ) -> None:
-        super().__init__({}, code, {})
+        self._recorded_spans: dict[int, tuple[int, int]] = {}
+        self._recorded_code_starts: dict[int, int] = {}
+        super().__init__(self._recorded_spans, code, self._recorded_code_starts)
         self._module = module
         self._code = code
         self._statement_of = statement_of
-        self._recorded_spans: dict[int, tuple[int, int]] = {}
-        self._recorded_code_starts: dict[int, int] = {}
-        self._spans = self._recorded_spans
-        self._code_starts = self._recorded_code_starts
         self._statement_starts: dict[int, int] | None = None
         self._recorded: set[int] = set()
         self._whole: NodeRanges | None = None
@@ -173,7 +171,7 @@ def _statement_starts(module: cst.Module, code: str, line_starts: list[int]) -> 
             line = min([line, *(decorator.lineno for decorator in first.decorator_list)])
         if line > len(line_starts):
             return {}
-        leading = "".join(module.code_for_node(empty) for empty in statement.leading_lines)
+        leading = code_of(module, statement.leading_lines)
         starts[id(statement)] = line_starts[line - 1] - len(leading)
         index += len(statement.body) if isinstance(statement, cst.SimpleStatementLine) else 1
     return starts if index == len(body) else {}
@@ -298,10 +296,21 @@ _NO_RECORD: contextlib.nullcontext[None] = contextlib.nullcontext()
 def module_code(module: cst.Module) -> str:
     """`module.code`, generated without libcst's per-node position bookkeeping (about half the
     time of a whole file's generation)."""
+    return code_of(module, [module])
+
+
+def code_of(module: cst.Module, nodes: Sequence[cst.CSTNode], indents: Sequence[str] = ()) -> str:
+    """The code of `nodes` as `module` writes them inside blocks indented by `indents` (the
+    module itself: its whole code), without libcst's position bookkeeping."""
     if CodegenState is None:  # pragma: no cover - libcst's internals changed
-        return module.code
+        if indents:
+            raise ValueError("indented code needs libcst's CodegenState")
+        return "".join(module.code_for_node(node) for node in nodes)
     state = _PlainCodegen(
         default_indent=module.default_indent, default_newline=module.default_newline
     )
-    module._codegen(state)
+    for indent in indents:
+        state.increase_indent(indent)
+    for node in nodes:
+        node._codegen(state)
     return "".join(state.tokens)

@@ -381,22 +381,11 @@ class Dispatcher(cst.CSTVisitor):
         return entries
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        kind = type(node)
-        entries = self.visits.get(kind)
-        if entries is None:
-            entries = self._table(self.visits, "visit_", kind)
-        skipping = self.skipping
-        for index, method in entries:
-            if skipping[index] is None and method(node) is False:
-                skipping[index] = node
-                self.skipped += 1
-        return self.skipped < len(skipping)
+        self._enter(node, self._hooks(type(node))[0])
+        return self.skipped < len(self.skipping)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        kind = type(original_node)
-        entries = self.leaves.get(kind)
-        if entries is None:
-            entries = self._table(self.leaves, "leave_", kind)
+        entries = self._hooks(type(original_node))[1]
         skipping = self.skipping
         if self.skipped:
             for index, mark in enumerate(skipping):

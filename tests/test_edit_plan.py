@@ -383,3 +383,16 @@ def test_reused_whitespace_is_planned_as_new_with_the_same_result() -> None:
     assert text_edits(module, edits, tables.order, source, code_start=ranges.code_start) == expected
     assert apply_edits(module, edits, tables.order).code == apply_edits(module, edits).code
     assert "other(a)" in apply_edits(module, edits).code
+
+
+def test_fixes_are_planned_over_the_tables_unless_they_edit_layout() -> None:
+    from devfix.context import FileContext
+
+    module = cst.parse_module("x = f(a)  # why\n")
+    context = FileContext(module)
+    call = next(n for n in context.tables.nodes if isinstance(n, cst.Call))
+    comment = module.body[0].trailing_whitespace.comment  # type: ignore[attr-defined]
+    assert context.edit_spans([Edit(call, cst.Name("y"))]) is context.tables.order
+    with_layout = context.edit_spans([Edit(comment, cst.Comment("# because"))])
+    assert id(comment) in with_layout and id(comment) not in context.tables.order
+    assert with_layout == spans_with_layout(module)
