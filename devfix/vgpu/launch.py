@@ -112,14 +112,25 @@ def run_one(
     gpus: int,
     env: Mapping[str, str],
     timeout: float | None = None,
+    warm: WarmRunner | None = None,
 ) -> int:
     """Run one script in a fresh interpreter, its output on ours; its exit status
-    (:data:`TIMED_OUT` when it ran past ``timeout`` seconds and was killed)."""
+    (:data:`TIMED_OUT` when it ran past ``timeout`` seconds and was killed).
+
+    With ``warm`` (a server for ``gpus``), the script runs in a forked child of it instead,
+    and its output is written to ours when it ends."""
     with runnable(script) as (path, extra):
         full = {**env, **extra}
-        code, _, _, timed_out = _run(
-            command(path, gpus=gpus, env=full, args=args), env=child_env(full), timeout=timeout
-        )
+        if warm is not None:
+            code, out, err, timed_out = _run_warm(warm, path, args, env=full, timeout=timeout)
+            sys.stdout.write(out or "")
+            sys.stderr.write(err or "")
+        else:
+            code, _, _, timed_out = _run(
+                command(path, gpus=gpus, env=full, args=args),
+                env=child_env(full),
+                timeout=timeout,
+            )
     if timed_out and timeout is not None:
         print(timed_out_line(timeout), file=sys.stderr)
     return code

@@ -3,18 +3,25 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
+from click.testing import CliRunner
 
+from devfix.cli import main
 from devfix.vgpu import child_env
 from tests.vgpu.conftest import SCRIPTS
 
+Verify = Callable[..., "subprocess.CompletedProcess[str]"]
 
-def verify(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+
+def verify_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`devfix verify ARGS` as a command of its own: the script runs in a fresh interpreter."""
     return subprocess.run(
         [sys.executable, "-m", "devfix", "verify", *args],
         capture_output=True,
@@ -23,6 +30,39 @@ def verify(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         timeout=300,
     )
+
+
+@pytest.fixture
+def verify(monkeypatch: pytest.MonkeyPatch) -> Verify:
+    """`devfix verify ARGS` in `cwd`, the command itself in this process and the script in a
+    forked child of this worker's warm server for its GPU count (`launch.run_one`'s `warm`,
+    and the server `--batch` asks for), instead of an interpreter that imports torch per
+    test; its exit status and output as a finished process's. The fresh-interpreter path is
+    `verify_command`'s."""
+    from devfix.vgpu import launch, warm
+    from tests.warm_servers import SERVER_ENV
+
+    shared = warm.runner
+
+    def shared_runner(gpus: int, env: Any = None) -> Any:
+        return shared(gpus, SERVER_ENV)
+
+    def run_one(*args: Any, gpus: int, **options: Any) -> int:
+        return launch.run_one(*args, gpus=gpus, warm=shared_runner(gpus), **options)
+
+    monkeypatch.setattr(importlib.import_module("devfix.cli.verify"), "run_one", run_one)
+    monkeypatch.setattr(warm, "runner", shared_runner)
+
+    def invoke(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        monkeypatch.chdir(cwd)
+        result = CliRunner().invoke(main, ["verify", *args], prog_name="devfix")
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            raise result.exception
+        return subprocess.CompletedProcess(
+            ["devfix", "verify", *args], result.exit_code, result.stdout, result.stderr
+        )
+
+    return invoke
 
 
 ECHO = (
@@ -35,7 +75,7 @@ ECHO = (
 @pytest.mark.slow
 def test_everything_after_the_script_is_the_scripts(tmp_path) -> None:
     (tmp_path / "s.py").write_text(ECHO)
-    r = verify(
+    r = verify_command(
         "--gpus", "3", "--env", "FOO=bar", "--env", "CODE=3", "s.py",
         "--gpus", "4", "--lr", "0.5", "--env", "X=1",
         cwd=tmp_path,
@@ -45,7 +85,7 @@ def test_everything_after_the_script_is_the_scripts(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_help_after_the_script_is_the_scripts_help(tmp_path) -> None:
+def test_help_after_the_script_is_the_scripts_help(tmp_path: Path, verify: Verify) -> None:
     (tmp_path / "train.py").write_text(
         "import argparse\nargparse.ArgumentParser(description='trains a thing').parse_args()\n"
     )
@@ -73,7 +113,7 @@ def _notebook(cells: list[tuple[str, str]]) -> str:
 
 
 @pytest.mark.slow
-def test_a_notebook_runs_its_code_cells_in_order(tmp_path) -> None:
+def test_a_notebook_runs_its_code_cells_in_order(tmp_path: Path, verify: Verify) -> None:
     (tmp_path / "nb.ipynb").write_text(
         _notebook(
             [
@@ -93,7 +133,7 @@ def test_a_notebook_runs_its_code_cells_in_order(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_a_broken_notebook_is_one_line(tmp_path) -> None:
+def test_a_broken_notebook_is_one_line(tmp_path: Path, verify: Verify) -> None:
     (tmp_path / "nb.ipynb").write_text("{not json")
     r = verify("nb.ipynb", cwd=tmp_path)
     assert r.returncode == 2
@@ -124,7 +164,9 @@ model(torch.randint(0, 10, (2, 5), device="cuda"))
 
 
 @pytest.mark.slow
-def test_diagnosis_names_the_finding_of_the_failing_expression(tmp_path) -> None:
+def test_diagnosis_names_the_finding_of_the_failing_expression(
+    tmp_path: Path, verify: Verify
+) -> None:
     """Seed 001's shape: `self.tok_embedding(src) * self.scale` with a CPU `self.scale`; a
     DF101 on an unrelated `arange` in the same class is not what broke."""
     (tmp_path / "src").mkdir()
@@ -153,7 +195,7 @@ def test_diagnosis_names_the_finding_of_the_failing_expression(tmp_path) -> None
 
 
 @pytest.mark.slow
-def test_no_fix_command_without_a_fix(tmp_path) -> None:
+def test_no_fix_command_without_a_fix(tmp_path: Path, verify: Verify) -> None:
     (tmp_path / "t.py").write_text(
         "import torch\n\n\ndef step(batch):\n    return batch + torch.ones(2, device='cuda:1')\n\n\n"
         "step(torch.ones(2, device='cuda:0'))\n"
@@ -165,7 +207,7 @@ def test_no_fix_command_without_a_fix(tmp_path) -> None:
 
 
 @pytest.mark.slow
-def test_batch_runs_each_script_and_summarises(tmp_path) -> None:
+def test_batch_runs_each_script_and_summarises(tmp_path: Path, verify: Verify) -> None:
     (tmp_path / "ok.py").write_text("import torch\nprint(torch.ones(1, device='cuda:1').device)\n")
     (tmp_path / "bad.py").write_text(
         "import torch\ntorch.ones(1, device='cuda:0') + torch.ones(2)\n"
