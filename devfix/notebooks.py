@@ -49,6 +49,16 @@ NOTEBOOK_SUFFIX = ".ipynb"
 _ASSIGNED_MAGIC = re.compile(r"^[ \t]*[A-Za-z_][\w.]*[ \t]*=[ \t]*[%!]")
 #: `obj?`, `obj??`, `?obj`: IPython's help syntax.
 _HELP_LINE = re.compile(r"^[ \t]*(\?{1,2}[\w.]+|[\w.]+\?{1,2})[ \t]*$")
+#: Every line :func:`_is_magic_start` accepts matches this somewhere in its cell (a line may
+#: start after any of the breaks `str.splitlines` splits at): a cell without a match has no
+#: magics, and its lines need no tokenizing.
+_MAYBE_MAGIC = re.compile(
+    r"(?:^|(?<=[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]))"
+    r"[ \t]*(?:[%!?]|[A-Za-z_][\w.]*[ \t]*=[ \t]*[%!]|[\w.]+\?)",
+    re.M,
+)
+#: A line without brackets, quotes or backslashes is a whole logical line by itself.
+_MAY_CONTINUE = re.compile(r"[()\[\]{}'\"\\]")
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
@@ -150,6 +160,8 @@ def _is_python(notebook: dict[str, Any]) -> bool:
 
 def _logical_line_complete(lines: Sequence[str]) -> bool:
     """False while `lines` end inside a bracket, a string or after a backslash."""
+    if len(lines) == 1 and _MAY_CONTINUE.search(lines[0]) is None:
+        return True
     text = "".join(lines)
     try:
         for _token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -245,6 +257,8 @@ class Notebook:
         return "".join(parts)
 
     def _mask_magics(self, source: str) -> str:
+        if _MAYBE_MAGIC.search(source) is None:
+            return source
         out: list[str] = []
         pending: list[str] = []
         in_magic = False

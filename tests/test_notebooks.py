@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from devfix import notebooks
 from devfix.engine import fix_file, fix_paths
@@ -157,6 +159,38 @@ def test_magics_are_kept_and_continuations_stay_code() -> None:
     # Restoring the placeholders gives the cells back exactly.
     assert notebook.split(notebook.code) == {}
     assert notebook.split(notebook.code + "\n") == {2: MODEL + "\n"}
+
+
+#: Pieces of cell text, magic-looking ones, brackets, quotes and every line break
+#: `str.splitlines` knows, so that generated lines start after each of them.
+_PIECES = [
+    "%time x", "!ls", "  !pip", "a = %who", "b.c =!pwd", "?obj", "obj??", "1.5?", "x = 1",
+    "(", ")", "[", "]", "{", "}", "'", "'''", '"', '"""', "\\", "# note ( '", " ", "\t", "!=", "%",
+    "\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+def test_the_magic_and_continuation_shortcuts_agree_with_the_line_by_line_rules(
+    pieces: list[str],
+) -> None:
+    """A cell that `_MAYBE_MAGIC` passes over has no line that starts a magic, and a line
+    `_logical_line_complete` answers without tokenizing gets the tokenizer's answer."""
+    source = "".join(pieces)
+    lines = source.splitlines(keepends=True)
+    if notebooks._MAYBE_MAGIC.search(source) is None:
+        assert not any(notebooks._is_magic_start(line) for line in lines)
+    for line in lines:
+        split = [line[:1], line[1:]]  # two pieces: the tokenizer decides
+        assert notebooks._logical_line_complete([line]) == notebooks._logical_line_complete(split)
+
+
+def test_a_big_cell_without_magics_is_masked_without_tokenizing(monkeypatch: Any) -> None:
+    cell = "import torch\n" + "x = [1,\n     2]  # a (note)\n" * 2_000
+    monkeypatch.setattr(notebooks, "_logical_line_complete", None)  # any call fails
+    notebook = notebooks.Notebook(_notebook([_cell(cell)]), "nb.ipynb")
+    assert notebook.code.endswith(cell)
 
 
 def test_cell_magic_cells_are_not_analysed(tmp_path: Path) -> None:
