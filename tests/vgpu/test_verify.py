@@ -288,3 +288,30 @@ def test_a_warm_child_takes_its_temporary_folder_from_tmpdir(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     made = Path(done.stdout.strip())
     assert made.parent == mine and made.is_dir()
+
+
+@pytest.mark.slow
+def test_a_warm_child_ends_with_its_own_finalizers_but_keeps_the_dispatcher(tmp_path) -> None:
+    """At exit a child runs the script's atexit handlers and finalizers, but not torch.library's
+    finalizers that take each operator registration back out of the dispatcher (0.1 s a run,
+    in a process that ends with `os._exit`)."""
+    from tests.warm_servers import warm_run
+
+    script = tmp_path / "ends.py"
+    script.write_text(
+        "import atexit, weakref, torch, torch.library\n"
+        "def deregistrations():\n"
+        "    return sum(\n"
+        "        1 for f in list(weakref.finalize._registry)\n"
+        "        if f.atexit and f.peek() and f.peek()[1] is torch.library._del_library\n"
+        "    )\n"
+        "print('while running:', deregistrations() > 0)\n"
+        "class Box: pass\n"
+        "box = Box()\n"
+        "weakref.finalize(box, print, 'finalized')\n"
+        "atexit.register(lambda: print('at exit:', deregistrations()))\n"
+    )
+    for gpus in (0, 2):
+        done = warm_run(script, gpus, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "while running: True\nat exit: 0\nfinalized\n", gpus
