@@ -263,11 +263,12 @@ def restrict_to_changed(ref: str, paths: list[str]) -> list[str]:
 
 def say_empty_folders(paths: Iterable[str], results: Iterable[FileResult]) -> None:
     """One line for each folder given that holds nothing to look at."""
-    found = [result.path for result in results]
+    # absolute: results name `./a.py` as `a.py`, and a folder may be given as `.` or `x/..`
+    found = [os.path.abspath(result.path) for result in results]
     for path in paths:
         if not os.path.isdir(path):
             continue
-        prefix = os.path.join(path, "")
+        prefix = os.path.join(os.path.abspath(path), "")
         if not any(name.startswith(prefix) for name in found):
             echo_err(f"devfix: no Python files or notebooks under {path}")
 

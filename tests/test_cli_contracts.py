@@ -338,6 +338,10 @@ def test_check_without_paths_checks_the_working_folder(tmp_path: Path) -> None:
     assert completed.returncode == 1
     assert completed.stdout.startswith("model.py:18:15: DF101")
     assert "1 finding in 1 file" in completed.stderr
+    assert "no Python files" not in completed.stderr
+    for folder in (".", "./", "empty/.."):  # the folder itself, spelled as users spell it
+        named = devfix("check", folder, cwd=tmp_path)
+        assert named.returncode == 1 and "no Python files" not in named.stderr, folder
     empty = devfix("check", "empty", cwd=tmp_path)
     assert empty.returncode == 0
     assert "devfix: no Python files or notebooks under empty" in empty.stderr
