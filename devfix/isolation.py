@@ -42,7 +42,9 @@ from devfix.types import FileResult, FileStatus
 
 J = TypeVar("J")
 
-#: How often the main process looks at the CPU time of busy workers (seconds).
+#: How often the main process looks at the CPU time of busy workers (seconds); a quarter of
+#: `--timeout-per-file` when that is shorter, so a file is stopped within a quarter of its limit
+#: past it (a file of 2 s under `--timeout-per-file 0.5` could otherwise finish between looks).
 POLL_SECONDS = 0.5
 #: A worker whose address space has grown by more than this share of the budget is replaced
 #: after its file (Python keeps freed memory, so the next file would start with less).
@@ -144,7 +146,11 @@ class _Pool(Generic[J]):
             busy = [w for w in self.workers if w.job is not None]
             wait(
                 [w.connection for w in busy] + [w.process.sentinel for w in self.workers],
-                timeout=POLL_SECONDS if self.per_file.timeout_seconds else None,
+                timeout=(
+                    min(POLL_SECONDS, self.per_file.timeout_seconds / 4)
+                    if self.per_file.timeout_seconds
+                    else None
+                ),
             )
             for worker in list(self.workers):
                 self._collect(worker, finished)

@@ -76,8 +76,10 @@ def test_a_parser_crash_costs_one_file_and_its_worker_is_replaced(
 
 
 def test_timeout_per_file_stops_one_file(tmp_path: Path) -> None:
-    # 900 chained subscripts: under the depth limit, but seconds of libcst's time.
-    (tmp_path / "a_slow.py").write_text("import torch\nx = a" + "[0]" * 900 + "\n")
+    # 900 chained subscripts: under the depth limit, but a second of libcst's time each; two
+    # of them, so that a fast machine still needs four times the limit.
+    chain = "a" + "[0]" * 900
+    (tmp_path / "a_slow.py").write_text(f"import torch\nx = {chain}\ny = {chain}\n")
     (tmp_path / "b_ok.py").write_text(FIXABLE)
     completed = devfix(
         "apply", "--no-cache", "-j", "1", "--timeout-per-file", "0.5", ".", cwd=tmp_path
