@@ -44,7 +44,7 @@ J = TypeVar("J")
 
 #: How often the main process looks at the CPU time of busy workers (seconds); a quarter of
 #: `--timeout-per-file` when that is shorter, so a file is stopped within a quarter of its limit
-#: past it (a file of 2 s under `--timeout-per-file 0.5` could otherwise finish between looks).
+#: past it (a file of twice its limit could otherwise finish between two looks).
 POLL_SECONDS = 0.5
 #: A worker whose address space has grown by more than this share of the budget is replaced
 #: after its file (Python keeps freed memory, so the next file would start with less).
