@@ -104,9 +104,14 @@ def main() -> None:
                 virt.append(v["median_ms"])
                 same_loss = same_loss and p["loss"] == v["loss"]
             mp, mv = statistics.median(plain), statistics.median(virt)
+            # each round's pair ran back to back: its ratio is less exposed to the machine's
+            # speed drifting between rounds than the ratio of the two medians
+            ratios = sorted(v / p for p, v in zip(plain, virt))
             print(
                 f"{name:5s} d={cfg[0]} seq={cfg[1]} batch={cfg[2]}: plain {mp:.2f} ms/step, "
                 f"vgpu {mv:.2f} ms/step, slowdown {mv / mp:.2f}x, "
+                f"per round {statistics.median(ratios):.2f}x "
+                f"({ratios[0]:.2f}-{ratios[-1]:.2f}), "
                 f"losses bitwise identical: {same_loss}"
             )
 

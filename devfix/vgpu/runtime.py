@@ -30,6 +30,7 @@ def install(gpus: int = 2) -> None:
     _factories.install()
     _serial.install()
     _patches.install()
+    _backward_on_the_calling_thread()
     _skip_dispatch_rule_lookup()
     _prime_dtensor_check()
     lib = _shim.load_shim()
@@ -37,6 +38,21 @@ def install(gpus: int = 2) -> None:
     lib.devfix_vgpu_reset_counts(0)
     provenance.install()  # after the priming op: the script's tensors are the first observed
     _installed = gpus
+
+
+def _backward_on_the_calling_thread() -> None:
+    """Run backward passes on the thread that calls them, as for CPU tensors.
+
+    For CUDA tensors autograd hands a backward to a thread of its own per device. On virtual
+    GPUs that thread only passes work back and forth, and the backward's kernels then run on
+    another core than the forward's, with cold caches: about a quarter of a tiny Transformer
+    step's CPU time (bench/README.md, "Virtual GPU overhead"). Hooks still see the
+    device of their graph as the current one (the engine sets it per node); only the thread
+    differs. The switch is the engine's own and per thread: this one, which runs the script.
+    """
+    import torch
+
+    torch.autograd.set_multithreading_enabled(False)
 
 
 def _skip_dispatch_rule_lookup() -> None:

@@ -70,3 +70,34 @@ def test_memory_statistics_start_at_zero(vgpu_run) -> None:
     r = vgpu_run("memory_at_start.py", gpus=1)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "0 0 0\n512\n"
+
+
+@pytest.mark.slow
+def test_backward_runs_on_the_calling_thread_with_each_graphs_device_current(
+    vgpu_run, tmp_path
+) -> None:
+    """The backward of a graph on virtual GPUs runs on the script's thread (not a device
+    thread of autograd's: the kernels would run on another core, with cold caches); inside
+    hooks the current device is still the one of the graph's part being differentiated, and
+    a graph that crosses devices gets its gradients on each side."""
+    script = tmp_path / "hooks.py"
+    script.write_text(
+        "import threading, torch\n"
+        "seen = []\n"
+        "def hook(name):\n"
+        "    def record(grad):\n"
+        "        seen.append((name, torch.cuda.current_device(), str(grad.device),\n"
+        "                     threading.current_thread() is threading.main_thread()))\n"
+        "    return record\n"
+        "a = torch.ones(2, device='cuda:0', requires_grad=True)\n"
+        "b = a.to('cuda:1') * 3\n"
+        "a.register_hook(hook('a'))\n"
+        "b.register_hook(hook('b'))\n"
+        "b.sum().backward()\n"
+        "print(seen, a.grad.tolist(), torch.cuda.current_device())\n"
+    )
+    r = vgpu_run(script, gpus=2)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("[('b', 1, 'cuda:1', True), ('a', 0, 'cuda:0', True)] [3.0, 3.0] 0\n"), (
+        r.stdout
+    )
