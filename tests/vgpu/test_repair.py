@@ -8,57 +8,16 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from devfix.cli import main
-from devfix.vgpu import child_env
-from devfix.vgpu import repair as repair_module
-from tests.warm_servers import SharedWarmRunner, warm_run
+from tests.vgpu.conftest import Verify, verify_command
+from tests.warm_servers import warm_run
 
 REPAIR = Path(__file__).resolve().parents[2] / "golden" / "_repair"
 CASES = sorted(p.name for p in REPAIR.iterdir() if p.is_dir())
 HEADER = re.compile(r'^# devfix-repair: flags="([^"]*)" fixes="([^"]*)"$', re.M)
-
-
-Verify = Callable[..., "subprocess.CompletedProcess[str]"]
-
-
-@pytest.fixture
-def verify(monkeypatch: pytest.MonkeyPatch) -> Verify:
-    """`devfix verify ARGS` in `cwd`: the command itself runs in this process, and the repair's
-    runs go to this worker's warm server instead of one the repair would start (a second
-    torch import per test); its exit status and output as a finished process's. The real
-    command, with a server of its own, runs in test_repair_interactive.py."""
-    monkeypatch.setattr(repair_module, "WarmRunner", SharedWarmRunner)
-
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-        monkeypatch.chdir(cwd)
-        result = CliRunner().invoke(main, ["verify", *args])
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return subprocess.CompletedProcess(
-            ["devfix", "verify", *args], result.exit_code, result.stdout, result.stderr
-        )
-
-    return run
-
-
-def verify_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`devfix verify ARGS` as a command of its own."""
-    return subprocess.run(
-        [sys.executable, "-m", "devfix", "verify", *args],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        cwd=cwd,
-        timeout=600,
-    )
 
 
 def test_there_are_repair_cases() -> None:

@@ -3,67 +3,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Callable
 
 import pytest
-from click.testing import CliRunner
 
-from devfix.cli import main
-from devfix.vgpu import child_env
-from tests.vgpu.conftest import SCRIPTS
-
-Verify = Callable[..., "subprocess.CompletedProcess[str]"]
-
-
-def verify_command(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`devfix verify ARGS` as a command of its own: the script runs in a fresh interpreter."""
-    return subprocess.run(
-        [sys.executable, "-m", "devfix", "verify", *args],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        cwd=cwd,
-        timeout=300,
-    )
-
-
-@pytest.fixture
-def verify(monkeypatch: pytest.MonkeyPatch) -> Verify:
-    """`devfix verify ARGS` in `cwd`, the command itself in this process and the script in a
-    forked child of this worker's warm server for its GPU count (`launch.run_one`'s `warm`,
-    and the server `--batch` asks for), instead of an interpreter that imports torch per
-    test; its exit status and output as a finished process's. The fresh-interpreter path is
-    `verify_command`'s."""
-    from devfix.vgpu import launch, warm
-    from tests.warm_servers import SERVER_ENV
-
-    shared = warm.runner
-
-    def shared_runner(gpus: int, env: Any = None) -> Any:
-        return shared(gpus, SERVER_ENV)
-
-    def run_one(*args: Any, gpus: int, **options: Any) -> int:
-        return launch.run_one(*args, gpus=gpus, warm=shared_runner(gpus), **options)
-
-    monkeypatch.setattr(importlib.import_module("devfix.cli.verify"), "run_one", run_one)
-    monkeypatch.setattr(warm, "runner", shared_runner)
-
-    def invoke(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-        monkeypatch.chdir(cwd)
-        result = CliRunner().invoke(main, ["verify", *args], prog_name="devfix")
-        if result.exception is not None and not isinstance(result.exception, SystemExit):
-            raise result.exception
-        return subprocess.CompletedProcess(
-            ["devfix", "verify", *args], result.exit_code, result.stdout, result.stderr
-        )
-
-    return invoke
-
+from tests.vgpu.conftest import SCRIPTS, Verify, verify_command
 
 ECHO = (
     "import os, sys, torch\n"
