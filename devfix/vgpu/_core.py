@@ -191,6 +191,28 @@ class OpInfo:
         )
         self.scalar_ok: bool | None = None  # filled on the first 0-dim CPU operand
 
+    def fast_path_name(self, func: Any) -> str | None:
+        """The op's name for the shim's fast path (``add.Tensor``), or None when its Python
+        path decides more than "one device in, the same device out"."""
+        if (
+            self.handler is not None
+            or self.random
+            or self.mix_ok
+            or self.scalars_moved
+            or self.view_inplace
+            or self.out_names
+            or (self.inplace_ret is not None and not self.returns_self)
+        ):
+            return None
+        schema = func._schema
+        namespace, _, name = schema.name.partition("::")
+        if namespace != "aten":
+            return None
+        full = f"{name}.{schema.overload_name}" if schema.overload_name else name
+        if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{full}", "Python"):
+            return None  # torch's own kernel there; leave it
+        return full
+
 
 _INFO: dict[Any, OpInfo] = {}
 SPECIAL: dict[Any, Callable[..., Any]] = {}
@@ -201,6 +223,11 @@ SCALARS_MOVED: set[Any] = set()
 VIEW_INPLACE: set[Any] = set()
 
 
+#: ``fast_add(name, returns_self)``: the shim's C++ kernel takes the op's common case (every
+#: tensor on one virtual GPU) off this Python path; None while the fast path is off.
+fast_add: Callable[[str, bool], None] | None = None
+
+
 def _info(func: Any) -> OpInfo:
     info = _INFO.get(func)
     if info is None:
@@ -208,6 +235,10 @@ def _info(func: Any) -> OpInfo:
         # read back as an attribute on the hot path: a dict keyed by OpOverload would call
         # its Python-level __hash__ on every op
         func._devfix_vgpu_info = info
+        if fast_add is not None:
+            name = info.fast_path_name(func)
+            if name is not None:
+                fast_add(name, info.returns_self)
     return info
 
 

@@ -295,6 +295,7 @@ def reset_accumulated_memory_stats(device: Any = None) -> None:
 
 
 def empty_cache() -> None:
+    _lib().devfix_vgpu_release_cached()
     for idx in range(_N):
         allocated = int(_lib().devfix_vgpu_memory(idx, _ALLOCATED))
         _reserved[idx] = -(-allocated // _SEGMENT) * _SEGMENT

@@ -1,4 +1,4 @@
-"""Build, cache and load the C++ shim (CUDA device guard + CUDA hooks).
+"""Build, cache and load the C++ shim (CUDA device guard and hooks, memory, provenance, fast path).
 
 The shim must be loaded before ``import torch``: torch reads the CUDA hooks once while it is
 imported. So nothing here imports torch; the torch install is located with ``importlib``.
@@ -107,6 +107,7 @@ def shim_path() -> Path:
         str(tdir / "lib"),
         "-lc10",
         "-ltorch_cpu",
+        "-ltorch_python",
         f"-Wl,-rpath,{tdir / 'lib'}",
     ]
     try:
@@ -136,7 +137,7 @@ def load_shim() -> ctypes.CDLL:
             )
         tdir = torch_dir()
         # Load torch's own libraries first so the shim's symbols resolve against them.
-        for name in ("libc10.so", "libtorch_cpu.so"):
+        for name in ("libc10.so", "libtorch_cpu.so", "libtorch_python.so"):
             ctypes.CDLL(str(tdir / "lib" / name), mode=ctypes.RTLD_GLOBAL)
         _loaded = ctypes.CDLL(str(shim_path()), mode=ctypes.RTLD_GLOBAL)
     return _loaded
@@ -163,6 +164,16 @@ def provenance_functions() -> dict[str, Callable[..., Any]]:
     ``prov_mark``, ``prov_site``); see :mod:`devfix.vgpu.provenance`."""
     lib = load_shim()
     maker = ctypes.PyDLL(lib._name).devfix_vgpu_py_provenance
+    maker.restype = ctypes.py_object
+    functions: dict[str, Callable[..., Any]] = maker()
+    return functions
+
+
+def fast_path_functions() -> dict[str, Callable[..., Any]]:
+    """The shim's fast-path builtins (``fast_install``, ``fast_add``, ``fast_remove``,
+    ``fast_layout``, ``fast_counts``); see :func:`devfix.vgpu.runtime._fast_path`."""
+    lib = load_shim()
+    maker = ctypes.PyDLL(lib._name).devfix_vgpu_py_fast_path
     maker.restype = ctypes.py_object
     functions: dict[str, Callable[..., Any]] = maker()
     return functions

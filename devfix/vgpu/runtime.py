@@ -37,7 +37,34 @@ def install(gpus: int = 2) -> None:
     lib.devfix_vgpu_reset_peak(0)  # the priming op's block is no allocation of the script's
     lib.devfix_vgpu_reset_counts(0)
     provenance.install()  # after the priming op: the script's tensors are the first observed
+    if os.environ.get("DEVFIX_VGPU_FAST", "1") != "0":
+        _fast_path()
     _installed = gpus
+
+
+def _fast_path() -> None:
+    """Run the common op on virtual tensors in C++, without ``__torch_dispatch__``.
+
+    Most ops of a training step have all their tensors on one virtual GPU and no rule of
+    their own: the Python path only unwraps, computes and wraps again, and entering it costs
+    more than the op on small tensors (bench/README.md, "Virtual GPU overhead"). Each such op
+    gets the shim's kernel at the Python dispatch key the first time the runtime sees it; the
+    kernel hands anything else (a CPU operand, two devices, another subclass, a dispatch mode)
+    back to ``__torch_dispatch__``. ``DEVFIX_VGPU_FAST=0`` keeps every op on the Python path.
+    """
+    import torch
+
+    from devfix.vgpu import _core
+
+    fast = _shim.fast_path_functions()
+    if fast["fast_layout"]() != torch._C.TensorBase.__basicsize__:
+        return  # a torch whose tensor object the shim does not know: stay on the Python path
+    fast["fast_install"](_core.VTensor, _core._mk, _core.DEVICES)
+    _core.fast_add = fast["fast_add"]
+    for func, info in list(_core._INFO.items()):  # ops the runtime ran before: the priming op
+        name = info.fast_path_name(func)
+        if name is not None:
+            fast["fast_add"](name, info.returns_self)
 
 
 def _backward_on_the_calling_thread() -> None:

@@ -1,4 +1,6 @@
-// devfix virtual-GPU shim: a no-op CUDA device guard and CUDA hooks for a CPU-only torch build.
+// devfix virtual-GPU shim for a CPU-only torch build: a no-op CUDA device guard and CUDA hooks,
+// the allocator that counts (and caches) each virtual GPU's memory, provenance, and the fast
+// path that runs the common op on virtual tensors without Python.
 //
 // Loaded with RTLD_GLOBAL *before* `import torch`, because torch reads the CUDA hooks once
 // while it is imported. The number of virtual devices comes from DEVFIX_VGPU_COUNT.
@@ -7,13 +9,19 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/PythonDispatcherTLS.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+#include <torch/library.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -171,14 +179,35 @@ size_t rounded(size_t n) {
   return n < kMinBlockSize ? kMinBlockSize : (n + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
 }
 
+// Freed blocks of a virtual GPU are kept for reuse, by device and size, as CUDA's caching
+// allocator keeps them (and as the runtime's model of reserved memory assumes), up to the
+// device's peak allocation. Without them glibc hands large blocks back to the OS when they are
+// freed and the next step faults their pages in again: a small Transformer step took seven
+// times the page faults of the same step on plain CPU tensors. Smaller blocks come from
+// malloc's own free lists, which do not fault.
+constexpr int64_t kCachedMinBlock = 64 * 1024;
+std::unordered_map<uint64_t, std::vector<void*>> g_cached_blocks;  // guarded by g_counted_mutex
+int64_t g_cached_bytes[kMaxDevices] = {};                          // guarded by g_counted_mutex
+
+uint64_t cache_key(int dev, int64_t size) {
+  return (static_cast<uint64_t>(dev) << 48) | static_cast<uint64_t>(size);
+}
+
 void counted_delete(void* ptr) {
   if (ptr != nullptr) {
     std::lock_guard<std::mutex> lock(g_counted_mutex);
     auto it = g_counted.find(ptr);
     if (it != g_counted.end()) {
-      g_allocated[it->second.second] -= it->second.first;
-      g_free_count[it->second.second] += 1;
+      const int64_t size = it->second.first;
+      const int dev = it->second.second;
+      g_allocated[dev] -= size;
+      g_free_count[dev] += 1;
       g_counted.erase(it);
+      if (size >= kCachedMinBlock && g_cached_bytes[dev] + size <= g_peak[dev].load()) {
+        g_cached_blocks[cache_key(dev, size)].push_back(ptr);
+        g_cached_bytes[dev] += size;
+        return;
+      }
     }
   }
   g_cpu_allocator->raw_deleter()(ptr);
@@ -188,8 +217,21 @@ struct CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     int dev = t_alloc_device;
     if (dev < 0 || n == 0) return g_cpu_allocator->allocate(n);
-    void* ptr = g_cpu_allocator->raw_allocate(n);
-    int64_t size = static_cast<int64_t>(rounded(n));
+    const int64_t size = static_cast<int64_t>(rounded(n));
+    void* ptr = nullptr;
+    if (size >= kCachedMinBlock) {
+      std::lock_guard<std::mutex> lock(g_counted_mutex);
+      auto it = g_cached_blocks.find(cache_key(dev, size));
+      if (it != g_cached_blocks.end() && !it->second.empty()) {
+        ptr = it->second.back();
+        it->second.pop_back();
+        g_cached_bytes[dev] -= size;
+      }
+    }
+    if (ptr == nullptr) {
+      // a cacheable block is allocated at its rounded size, so any request of that size fits
+      ptr = g_cpu_allocator->raw_allocate(size >= kCachedMinBlock ? static_cast<size_t>(size) : n);
+    }
     {
       std::lock_guard<std::mutex> lock(g_counted_mutex);
       g_counted[ptr] = {size, dev};
@@ -278,6 +320,23 @@ extern "C" int64_t devfix_vgpu_memory(int d, int which) {
     case 3: return g_free_count[d].load();
     default: return 0;
   }
+}
+// torch.cuda.empty_cache(): the cached blocks go back to the OS.
+extern "C" void devfix_vgpu_release_cached() {
+  std::unordered_map<uint64_t, std::vector<void*>> blocks;
+  {
+    std::lock_guard<std::mutex> lock(g_counted_mutex);
+    blocks.swap(g_cached_blocks);
+    for (int64_t& bytes : g_cached_bytes) bytes = 0;
+  }
+  for (auto& entry : blocks) {
+    for (void* ptr : entry.second) g_cpu_allocator->raw_deleter()(ptr);
+  }
+}
+extern "C" int64_t devfix_vgpu_cached_bytes(int d) {
+  if (d < 0 || d >= kMaxDevices) return 0;
+  std::lock_guard<std::mutex> lock(g_counted_mutex);
+  return g_cached_bytes[d];
 }
 extern "C" void devfix_vgpu_reset_peak(int d) {
   if (d >= 0 && d < kMaxDevices) g_peak[d] = g_allocated[d].load();
@@ -777,6 +836,329 @@ extern "C" PyObject* devfix_vgpu_py_provenance() {
   PyObject* out = PyDict_New();
   if (out == nullptr) return nullptr;
   for (PyMethodDef* m = g_prov_methods; m->ml_name != nullptr; ++m) {
+    PyObject* f = PyCFunction_New(m, nullptr);
+    if (f == nullptr || PyDict_SetItemString(out, m->ml_name, f) < 0) {
+      Py_XDECREF(f);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(f);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast path: the common op on virtual tensors without a round trip through Python.
+//
+// For each op whose Python path has nothing to decide but "one device in, the same device out"
+// (no special rule, no random numbers, no out= and no in-place alias but `self`), the runtime
+// registers this kernel at the Python dispatch key, where torch would otherwise call
+// VTensor.__torch_dispatch__. When every tensor argument is a VTensor on one virtual GPU and
+// nothing else wants to see the op (a TorchDispatchMode, the Python dispatcher, a functorch
+// transform), it does what the Python path does: unwrap, run the CPU kernel with allocations
+// counted against the device, wrap each result on that device. Everything else (a mismatch,
+// a CPU operand, another tensor subclass) goes to torch's Python fallback unchanged, so the
+// texts and rules of the device checks stay in one place.
+
+// torch.Tensor's object and the two functions of torch/csrc/autograd/python_variable.h the fast
+// path uses, declared here because that header's pybind11 doubles the shim's build time. The
+// runtime turns the fast path on only where sizeof(THPVariable) is torch._C.TensorBase.__basicsize__.
+struct THPVariable {
+  PyObject_HEAD
+  at::Tensor cdata;
+  PyObject* backward_hooks = nullptr;
+  PyObject* post_accumulate_grad_hooks = nullptr;
+};
+extern PyObject* THPVariableClass;
+PyObject* THPVariable_Wrap(const at::TensorBase& var);
+
+namespace {
+
+bool is_torch_tensor(PyObject* obj) {
+  if (THPVariableClass == nullptr) return false;
+  return Py_TYPE(obj) == reinterpret_cast<PyTypeObject*>(THPVariableClass) ||
+         PyObject_IsInstance(obj, THPVariableClass) == 1;
+}
+
+const at::Tensor& unpack(PyObject* obj) { return reinterpret_cast<THPVariable*>(obj)->cdata; }
+
+PyTypeObject* g_vtensor_type = nullptr;
+PyObject* g_make_vtensor = nullptr;  // _core._mk(elem, device) -> VTensor
+PyObject* g_devices = nullptr;       // _core.DEVICES: torch.device per virtual GPU
+PyObject* g_elem_name = nullptr;     // "_elem"
+std::unique_ptr<torch::Library> g_fast_library;
+std::atomic<int64_t> g_fast_taken{0};
+std::atomic<int64_t> g_fast_declined{0};
+
+// What torch's Python fallback does: hand the op to __torch_dispatch__ (of the innermost
+// TorchDispatchMode, or of the arguments' subclass).
+void python_path(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  g_fast_declined.fetch_add(1, std::memory_order_relaxed);
+  (*c10::impl::getGlobalPyInterpreter())->dispatch(op, stack);
+}
+
+bool nothing_else_intercepts() {
+  if (c10::impl::TorchDispatchModeTLS::stack_len() > 0) return false;
+  if (c10::impl::PythonDispatcherTLS::get_state() != nullptr) return false;
+  // torch's defaults and autocast's keys have done their work above this one; anything else
+  // included (functorch, functionalization) would see the CPU computation in the Python path
+  auto included = c10::impl::tls_local_dispatch_key_set().included_;
+  return (included - c10::default_included_set - c10::autocast_dispatch_keyset).empty();
+}
+
+// The VTensor behind `t`, or nullptr when `t` is anything else (a plain tensor, a subclass).
+PyObject* vtensor_of(const at::Tensor& t) {
+  PyObject* obj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+  return obj != nullptr && Py_TYPE(obj) == g_vtensor_type ? obj : nullptr;
+}
+
+bool plain_values_only(const c10::IValue& v) {
+  for (const c10::IValue& e : v.toListRef()) {
+    if (!(e.isInt() || e.isDouble() || e.isBool() || e.isSymInt() || e.isNone())) return false;
+  }
+  return true;
+}
+
+// The virtual GPU every tensor argument is on, or -1 to leave the op to the Python path.
+int common_device(torch::jit::Stack* stack, size_t first) {
+  int device = -1;
+  for (size_t i = first; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) continue;
+      if (vtensor_of(t) == nullptr) return -1;
+      int d = t.device().index();
+      if (device < 0) {
+        device = d;
+      } else if (d != device) {
+        return -1;
+      }
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) {
+        if (!t.defined() || vtensor_of(t) == nullptr) return -1;
+        int d = t.device().index();
+        if (device < 0) {
+          device = d;
+        } else if (d != device) {
+          return -1;
+        }
+      }
+    } else if (v.isList()) {
+      if (v.isOptionalTensorList() || !plain_values_only(v)) return -1;
+    } else if (v.isGenerator() || v.isDevice() || v.isStorage() || v.isObject() ||
+               v.isCapsule() || v.isCustomClass()) {
+      return -1;
+    }
+  }
+  return device;
+}
+
+struct GilHeld {
+  PyGILState_STATE state = PyGILState_Ensure();
+  GilHeld() = default;
+  GilHeld(const GilHeld&) = delete;
+  GilHeld& operator=(const GilHeld&) = delete;
+  ~GilHeld() { PyGILState_Release(state); }
+};
+
+struct GilReleased {
+  PyThreadState* saved = PyEval_SaveThread();
+  GilReleased() = default;
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+  ~GilReleased() { PyEval_RestoreThread(saved); }
+};
+
+struct AllocDeviceSet {
+  int previous;
+  explicit AllocDeviceSet(int d) : previous(switch_alloc_device(d)) {}
+  AllocDeviceSet(const AllocDeviceSet&) = delete;
+  AllocDeviceSet& operator=(const AllocDeviceSet&) = delete;
+  ~AllocDeviceSet() { switch_alloc_device(previous); }
+};
+
+[[noreturn]] void raise_python_error(const char* what) {
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  std::string text = what;
+  if (value != nullptr) {
+    PyObject* str = PyObject_Str(value);
+    if (str != nullptr) {
+      const char* utf8 = PyUnicode_AsUTF8(str);
+      if (utf8 != nullptr) text += std::string(": ") + utf8;
+      Py_DECREF(str);
+    }
+  }
+  PyErr_Clear();
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  TORCH_CHECK(false, "devfix virtual GPU: ", text);
+}
+
+at::Tensor elem_of(const at::Tensor& wrapper) {
+  PyObject* elem = PyObject_GetAttr(vtensor_of(wrapper), g_elem_name);
+  if (elem == nullptr || !is_torch_tensor(elem)) {
+    Py_XDECREF(elem);
+    raise_python_error("a virtual tensor without its CPU tensor");
+  }
+  at::Tensor out = unpack(elem);
+  Py_DECREF(elem);
+  return out;
+}
+
+at::Tensor wrapped(const at::Tensor& elem, PyObject* device) {
+  PyObject* cpu = THPVariable_Wrap(elem);
+  if (cpu == nullptr) raise_python_error("wrapping a result");
+  PyObject* vt = PyObject_CallFunctionObjArgs(g_make_vtensor, cpu, device, nullptr);
+  Py_DECREF(cpu);
+  if (vt == nullptr) raise_python_error("wrapping a result");
+  at::Tensor out = unpack(vt);
+  Py_DECREF(vt);  // the TensorImpl keeps the VTensor (and its _elem) alive from here
+  return out;
+}
+
+template <bool kReturnsSelf>
+void fast_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (!nothing_else_intercepts()) return python_path(op, stack);
+  const size_t nargs = op.schema().arguments().size();
+  const size_t first = stack->size() - nargs;
+  GilHeld gil;
+  const int device = common_device(stack, first);
+  if (device < 0 || device >= PyList_GET_SIZE(g_devices)) return python_path(op, stack);
+  g_fast_taken.fetch_add(1, std::memory_order_relaxed);
+  PyObject* device_obj = PyList_GET_ITEM(g_devices, device);
+  Py_INCREF(device_obj);
+  std::unique_ptr<PyObject, void (*)(PyObject*)> device_ref(device_obj, [](PyObject* o) {
+    Py_DECREF(o);
+  });
+  c10::IValue self_arg;
+  if (kReturnsSelf) self_arg = (*stack)[first];
+  c10::DispatchKeySet keys;
+  for (size_t i = first; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && v.toTensor().defined()) {
+      v = elem_of(v.toTensor());
+      keys = keys | v.toTensor().key_set();
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> elems;
+      for (const at::Tensor& t : v.toTensorVector()) {
+        at::Tensor elem = elem_of(t);
+        keys = keys | elem.key_set();
+        elems.push_back(std::move(elem));
+      }
+      v = std::move(elems);
+    }
+  }
+  // below autograd, as inside __torch_dispatch__; a redispatch also skips RecordFunction, so
+  // observers see the op on the virtual tensors once, as on a GPU
+  keys = keys & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, c10::DispatchKey::ADInplaceOrView);
+  {
+    GilReleased no_gil;
+    AllocDeviceSet counted(device);
+    op.redispatchBoxed(keys, stack);
+  }
+  const size_t nret = op.schema().returns().size();
+  if (kReturnsSelf) {
+    torch::jit::drop(*stack, nret);
+    stack->push_back(std::move(self_arg));
+    return;
+  }
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) {
+      if (v.toTensor().defined()) v = wrapped(v.toTensor(), device_obj);
+    } else if (v.isTensorList()) {
+      c10::List<at::Tensor> list = v.toTensorList();
+      c10::List<at::Tensor> out;
+      out.reserve(list.size());
+      for (size_t j = 0; j < list.size(); ++j) out.push_back(wrapped(list.get(j), device_obj));
+      v = std::move(out);
+    }
+  }
+}
+
+// fast_install(VTensor, make_vtensor, devices) -> None
+PyObject* py_fast_install(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 3 || !PyType_Check(args[0]) || !PyList_Check(args[2])) {
+    PyErr_SetString(PyExc_TypeError, "fast_install(VTensor, make_vtensor, devices)");
+    return nullptr;
+  }
+  Py_INCREF(args[0]);
+  Py_INCREF(args[1]);
+  Py_INCREF(args[2]);
+  g_vtensor_type = reinterpret_cast<PyTypeObject*>(args[0]);
+  g_make_vtensor = args[1];
+  g_devices = args[2];
+  g_elem_name = PyUnicode_InternFromString("_elem");
+  if (!g_fast_library) {
+    g_fast_library = std::make_unique<torch::Library>(
+        torch::Library::IMPL, "aten", c10::DispatchKey::Python, __FILE__, __LINE__);
+  }
+  Py_RETURN_NONE;
+}
+
+// fast_add("add.Tensor", returns_self) -> None: take the op's common case off the Python path.
+PyObject* py_fast_add(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !PyUnicode_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "fast_add(name, returns_self)");
+    return nullptr;
+  }
+  if (!g_fast_library) {
+    PyErr_SetString(PyExc_RuntimeError, "fast_add before fast_install");
+    return nullptr;
+  }
+  const char* name = PyUnicode_AsUTF8(args[0]);
+  if (name == nullptr) return nullptr;
+  int returns_self = PyObject_IsTrue(args[1]);
+  if (returns_self < 0) return nullptr;
+  try {
+    if (returns_self) {
+      g_fast_library->impl(name, torch::CppFunction::makeFromBoxedFunction<&fast_kernel<true>>());
+    } else {
+      g_fast_library->impl(name, torch::CppFunction::makeFromBoxedFunction<&fast_kernel<false>>());
+    }
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+// fast_remove() -> None: every op back on the Python path (the benchmark's A/B, the tests).
+PyObject* py_fast_remove(PyObject* /*self*/, PyObject* /*unused*/) {
+  g_fast_library.reset();
+  Py_RETURN_NONE;
+}
+
+// fast_layout() -> sizeof(THPVariable) as declared here, to compare with torch.Tensor's.
+PyObject* py_fast_layout(PyObject* /*self*/, PyObject* /*unused*/) {
+  return PyLong_FromSize_t(sizeof(THPVariable));
+}
+
+// fast_counts() -> (ops taken, ops left to the Python path) since the process started.
+PyObject* py_fast_counts(PyObject* /*self*/, PyObject* /*unused*/) {
+  return Py_BuildValue("(LL)", static_cast<long long>(g_fast_taken.load()),
+                       static_cast<long long>(g_fast_declined.load()));
+}
+
+PyMethodDef g_fast_methods[] = {
+    {"fast_install", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_fast_install)),
+     METH_FASTCALL, "fast_install(VTensor, make_vtensor, devices)"},
+    {"fast_add", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(py_fast_add)),
+     METH_FASTCALL, "fast_add(name, returns_self)"},
+    {"fast_remove", py_fast_remove, METH_NOARGS, "fast_remove(): all ops back on the Python path"},
+    {"fast_layout", py_fast_layout, METH_NOARGS, "fast_layout() -> sizeof(THPVariable)"},
+    {"fast_counts", py_fast_counts, METH_NOARGS, "fast_counts() -> (taken, declined)"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+extern "C" PyObject* devfix_vgpu_py_fast_path() {
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  for (PyMethodDef* m = g_fast_methods; m->ml_name != nullptr; ++m) {
     PyObject* f = PyCFunction_New(m, nullptr);
     if (f == nullptr || PyDict_SetItemString(out, m->ml_name, f) < 0) {
       Py_XDECREF(f);
