@@ -159,21 +159,20 @@ def fast_set_alloc_device() -> Callable[[int], int]:
         return func
 
 
-def provenance_functions() -> dict[str, Callable[..., Any]]:
-    """The shim's provenance builtins (``prov_install``, ``prov_of``, ``prov_set``,
-    ``prov_mark``, ``prov_site``); see :mod:`devfix.vgpu.provenance`."""
-    lib = load_shim()
-    maker = ctypes.PyDLL(lib._name).devfix_vgpu_py_provenance
+def _builtins(symbol: str) -> dict[str, Callable[..., Any]]:
+    maker = getattr(ctypes.PyDLL(load_shim()._name), symbol)
     maker.restype = ctypes.py_object
     functions: dict[str, Callable[..., Any]] = maker()
     return functions
+
+
+def provenance_functions() -> dict[str, Callable[..., Any]]:
+    """The shim's provenance builtins (``prov_install``, ``prov_of``, ``prov_set``,
+    ``prov_mark``, ``prov_site``); see :mod:`devfix.vgpu.provenance`."""
+    return _builtins("devfix_vgpu_py_provenance")
 
 
 def fast_path_functions() -> dict[str, Callable[..., Any]]:
     """The shim's fast-path builtins (``fast_install``, ``fast_add``, ``fast_remove``,
     ``fast_layout``, ``fast_counts``); see :func:`devfix.vgpu.runtime._fast_path`."""
-    lib = load_shim()
-    maker = ctypes.PyDLL(lib._name).devfix_vgpu_py_fast_path
-    maker.restype = ctypes.py_object
-    functions: dict[str, Callable[..., Any]] = maker()
-    return functions
+    return _builtins("devfix_vgpu_py_fast_path")

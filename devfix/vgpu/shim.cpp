@@ -366,6 +366,25 @@ extern "C" PyObject* devfix_vgpu_py_set_alloc_device() {
   return PyCFunction_New(&g_py_methods[0], nullptr);
 }
 
+namespace {
+// {name: builtin} for a table of methods: how the runtime fetches a group of the shim's
+// builtins through ctypes.PyDLL (the GIL is held).
+PyObject* builtins_dict(PyMethodDef* methods) {
+  PyObject* out = PyDict_New();
+  if (out == nullptr) return nullptr;
+  for (PyMethodDef* m = methods; m->ml_name != nullptr; ++m) {
+    PyObject* f = PyCFunction_New(m, nullptr);
+    if (f == nullptr || PyDict_SetItemString(out, m->ml_name, f) < 0) {
+      Py_XDECREF(f);
+      Py_DECREF(out);
+      return nullptr;
+    }
+    Py_DECREF(f);
+  }
+  return out;
+}
+}  // namespace
+
 // ---------------------------------------------------------------------------------------------
 // Provenance: where each tensor's device was decided, as a site id stored in the TensorImpl
 // (c10::BackendMeta, which views, detach and shallow copies carry along).
@@ -833,18 +852,7 @@ PyMethodDef g_prov_methods[] = {
 }  // namespace
 
 extern "C" PyObject* devfix_vgpu_py_provenance() {
-  PyObject* out = PyDict_New();
-  if (out == nullptr) return nullptr;
-  for (PyMethodDef* m = g_prov_methods; m->ml_name != nullptr; ++m) {
-    PyObject* f = PyCFunction_New(m, nullptr);
-    if (f == nullptr || PyDict_SetItemString(out, m->ml_name, f) < 0) {
-      Py_XDECREF(f);
-      Py_DECREF(out);
-      return nullptr;
-    }
-    Py_DECREF(f);
-  }
-  return out;
+  return builtins_dict(g_prov_methods);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1156,16 +1164,5 @@ PyMethodDef g_fast_methods[] = {
 }  // namespace
 
 extern "C" PyObject* devfix_vgpu_py_fast_path() {
-  PyObject* out = PyDict_New();
-  if (out == nullptr) return nullptr;
-  for (PyMethodDef* m = g_fast_methods; m->ml_name != nullptr; ++m) {
-    PyObject* f = PyCFunction_New(m, nullptr);
-    if (f == nullptr || PyDict_SetItemString(out, m->ml_name, f) < 0) {
-      Py_XDECREF(f);
-      Py_DECREF(out);
-      return nullptr;
-    }
-    Py_DECREF(f);
-  }
-  return out;
+  return builtins_dict(g_fast_methods);
 }
