@@ -108,7 +108,10 @@ class VTensor(torch.Tensor):
 
 
 def _mk(elem: torch.Tensor, dev: torch.device) -> VTensor:
-    """A VTensor on ``dev`` holding ``elem`` (the hot path's constructor)."""
+    """A VTensor on ``dev`` holding ``elem`` (the hot path's constructor).
+
+    ``make_vtensor`` in shim.cpp builds the common case the same way for the fast path and
+    calls this function for the rest: a change here belongs there too."""
     offset = elem.storage_offset()
     if offset or elem.layout is not _STRIDED:
         r: VTensor = _make_wrapper(

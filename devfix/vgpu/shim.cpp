@@ -894,6 +894,10 @@ PyTypeObject* g_vtensor_type = nullptr;
 PyObject* g_make_vtensor = nullptr;  // _core._mk(elem, device) -> VTensor
 PyObject* g_devices = nullptr;       // _core.DEVICES: torch.device per virtual GPU
 PyObject* g_elem_name = nullptr;     // "_elem"
+PyObject* g_dev_name = nullptr;      // "_dev"
+PyObject* g_dtype_name = nullptr;    // "dtype"
+PyObject* g_make_wrapper = nullptr;  // torch.Tensor._make_wrapper_subclass
+PyObject* g_wrapper_kwnames = nullptr;  // ("strides", "dtype", "device")
 std::unique_ptr<torch::Library> g_fast_library;
 std::atomic<int64_t> g_fast_taken{0};
 std::atomic<int64_t> g_fast_declined{0};
@@ -1016,10 +1020,49 @@ at::Tensor elem_of(const at::Tensor& wrapper) {
   return out;
 }
 
+PyObject* int_tuple(c10::IntArrayRef values) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(values.size()));
+  if (tuple == nullptr) return nullptr;
+  for (size_t i = 0; i < values.size(); ++i) {
+    PyObject* n = PyLong_FromLongLong(values[i]);
+    if (n == nullptr) {
+      Py_DECREF(tuple);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(tuple, static_cast<Py_ssize_t>(i), n);
+  }
+  return tuple;
+}
+
+// What _core._mk(elem, device) does for the common result (contiguous or strided, at offset
+// 0), without its Python frame and the attribute calls on `elem`; any other result goes
+// through _mk itself.
+PyObject* make_vtensor(PyObject* cpu, const at::Tensor& elem, PyObject* device) {
+  if (elem.storage_offset() != 0 || elem.layout() != c10::kStrided || elem.is_nested()) {
+    return PyObject_CallFunctionObjArgs(g_make_vtensor, cpu, device, nullptr);
+  }
+  PyObject* dtype = PyObject_GetAttr(cpu, g_dtype_name);
+  PyObject* sizes = int_tuple(elem.sizes());
+  PyObject* strides = int_tuple(elem.strides());
+  PyObject* vt = nullptr;
+  if (dtype != nullptr && sizes != nullptr && strides != nullptr) {
+    PyObject* args[] = {reinterpret_cast<PyObject*>(g_vtensor_type), sizes, strides, dtype, device};
+    vt = PyObject_Vectorcall(g_make_wrapper, args, 2, g_wrapper_kwnames);
+    if (vt != nullptr && (PyObject_SetAttr(vt, g_elem_name, cpu) < 0 ||
+                          PyObject_SetAttr(vt, g_dev_name, device) < 0)) {
+      Py_CLEAR(vt);
+    }
+  }
+  Py_XDECREF(dtype);
+  Py_XDECREF(sizes);
+  Py_XDECREF(strides);
+  return vt;
+}
+
 at::Tensor wrapped(const at::Tensor& elem, PyObject* device) {
   PyObject* cpu = THPVariable_Wrap(elem);
   if (cpu == nullptr) raise_python_error("wrapping a result");
-  PyObject* vt = PyObject_CallFunctionObjArgs(g_make_vtensor, cpu, device, nullptr);
+  PyObject* vt = make_vtensor(cpu, elem, device);
   Py_DECREF(cpu);
   if (vt == nullptr) raise_python_error("wrapping a result");
   at::Tensor out = unpack(vt);
@@ -1100,6 +1143,14 @@ PyObject* py_fast_install(PyObject* /*self*/, PyObject* const* args, Py_ssize_t 
   g_make_vtensor = args[1];
   g_devices = args[2];
   g_elem_name = PyUnicode_InternFromString("_elem");
+  g_dev_name = PyUnicode_InternFromString("_dev");
+  g_dtype_name = PyUnicode_InternFromString("dtype");
+  g_make_wrapper = PyObject_GetAttrString(args[0], "_make_wrapper_subclass");
+  g_wrapper_kwnames = Py_BuildValue("(sss)", "strides", "dtype", "device");
+  if (g_elem_name == nullptr || g_dev_name == nullptr || g_dtype_name == nullptr ||
+      g_make_wrapper == nullptr || g_wrapper_kwnames == nullptr) {
+    return nullptr;
+  }
   if (!g_fast_library) {
     g_fast_library = std::make_unique<torch::Library>(
         torch::Library::IMPL, "aten", c10::DispatchKey::Python, __FILE__, __LINE__);
