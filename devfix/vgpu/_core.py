@@ -231,6 +231,14 @@ VIEW_INPLACE: set[Any] = set()
 fast_add: Callable[[str, bool], None] | None = None
 
 
+def offer_to_fast_path(func: Any, info: OpInfo) -> None:
+    """Hand ``func`` to the shim's fast path when it is on and the op qualifies."""
+    if fast_add is not None:
+        name = info.fast_path_name(func)
+        if name is not None:
+            fast_add(name, info.returns_self)
+
+
 def _info(func: Any) -> OpInfo:
     info = _INFO.get(func)
     if info is None:
@@ -238,10 +246,7 @@ def _info(func: Any) -> OpInfo:
         # read back as an attribute on the hot path: a dict keyed by OpOverload would call
         # its Python-level __hash__ on every op
         func._devfix_vgpu_info = info
-        if fast_add is not None:
-            name = info.fast_path_name(func)
-            if name is not None:
-                fast_add(name, info.returns_self)
+        offer_to_fast_path(func, info)
     return info
 
 

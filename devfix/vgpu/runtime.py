@@ -62,9 +62,7 @@ def _fast_path() -> None:
     fast["fast_install"](_core.VTensor, _core._mk, _core.DEVICES)
     _core.fast_add = fast["fast_add"]
     for func, info in list(_core._INFO.items()):  # ops the runtime ran before: the priming op
-        name = info.fast_path_name(func)
-        if name is not None:
-            fast["fast_add"](name, info.returns_self)
+        _core.offer_to_fast_path(func, info)
 
 
 def _backward_on_the_calling_thread() -> None:

@@ -934,27 +934,21 @@ bool plain_values_only(const c10::IValue& v) {
 // The virtual GPU every tensor argument is on, or -1 to leave the op to the Python path.
 int common_device(torch::jit::Stack* stack, size_t first) {
   int device = -1;
+  // false for anything but a VTensor on the device of the ones before it
+  auto on_device = [&device](const at::Tensor& t) {
+    if (vtensor_of(t) == nullptr) return false;
+    int d = t.device().index();
+    if (device < 0) device = d;
+    return d == device;
+  };
   for (size_t i = first; i < stack->size(); ++i) {
     const c10::IValue& v = (*stack)[i];
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
-      if (!t.defined()) continue;
-      if (vtensor_of(t) == nullptr) return -1;
-      int d = t.device().index();
-      if (device < 0) {
-        device = d;
-      } else if (d != device) {
-        return -1;
-      }
+      if (t.defined() && !on_device(t)) return -1;
     } else if (v.isTensorList()) {
       for (const at::Tensor& t : v.toTensorVector()) {
-        if (!t.defined() || vtensor_of(t) == nullptr) return -1;
-        int d = t.device().index();
-        if (device < 0) {
-          device = d;
-        } else if (d != device) {
-          return -1;
-        }
+        if (!t.defined() || !on_device(t)) return -1;
       }
     } else if (v.isList()) {
       if (v.isOptionalTensorList() || !plain_values_only(v)) return -1;
@@ -1079,11 +1073,8 @@ void fast_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const int device = common_device(stack, first);
   if (device < 0 || device >= PyList_GET_SIZE(g_devices)) return python_path(op, stack);
   g_fast_taken.fetch_add(1, std::memory_order_relaxed);
+  // borrowed: _core.DEVICES is filled once at install and never changes
   PyObject* device_obj = PyList_GET_ITEM(g_devices, device);
-  Py_INCREF(device_obj);
-  std::unique_ptr<PyObject, void (*)(PyObject*)> device_ref(device_obj, [](PyObject* o) {
-    Py_DECREF(o);
-  });
   c10::IValue self_arg;
   if (kReturnsSelf) self_arg = (*stack)[first];
   c10::DispatchKeySet keys;
