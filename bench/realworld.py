@@ -2,6 +2,8 @@
 
     python bench/realworld.py --files DIR             # score devfix on the corpus in DIR
     python bench/realworld.py --validate DIR          # check the corpus and its site files
+    python bench/realworld.py --files DIR --batch N --record   # score cold batch N, record it
+    python bench/realworld.py --cold                  # the recorded cold scores, and the targets
 
 DIR holds one folder per corpus file, `DIR/<id>/<basename>`, re-created byte for byte from the
 pinned commits of `bench/realworld/manifest.tsv` (see `bench/realworld/fetch.md`). Each file has
@@ -46,6 +48,10 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC_DIR = REPO / "bench" / "realworld"
+#: One JSON file per cold batch (`batch-N.json`): the scorer's figures from the first run on it.
+COLD_DIR = SPEC_DIR / "cold"
+#: Issue 27's targets, over the sites of the last three cold batches together.
+COLD_TARGETS = {"fixed": 75.0, "fixed_or_flagged": 92.0}
 
 MANIFEST_COLUMNS = ("id", "repo", "commit", "path", "kind", "role", "bytes", "sha256", "note")
 KINDS = frozenset(
@@ -60,7 +66,7 @@ SITE_KEYS = frozenset(
         "reject", "where", "order", "gone_ok", "flag_rules",
     }
 )  # fmt: skip
-SITES_FILE_KEYS = frozenset({"role", "configuration", "site"})
+SITES_FILE_KEYS = frozenset({"role", "configuration", "batch", "site"})
 REQUIRED_SITE_KEYS = ("name", "rule", "pattern", "scope", "anchor", "expect", "fix")
 ID_RE = re.compile(r"^[a-z0-9_.-]+$")
 RULE_RE = re.compile(r"^(DF\d{3}|new:[a-z0-9]+(-[a-z0-9]+)*)$")
@@ -126,6 +132,8 @@ class SitesFile:
     role: str
     configuration: str
     sites: tuple[Site, ...]
+    # 0: the development corpus; N >= 1: the Nth cold batch, scored before any pass saw it
+    batch: int = 0
 
 
 def read_manifest(path: Path) -> list[ManifestRow]:
@@ -252,6 +260,9 @@ def read_sites(path: Path) -> SitesFile:
     configuration = data.get("configuration", "")
     if not isinstance(configuration, str) or not configuration.strip():
         raise CorpusError(f"{path}: `configuration` must be a non-empty string")
+    batch = data.get("batch", 0)
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 0:
+        raise CorpusError(f"{path}: `batch` must be a whole number >= 1 (omit it for batch 0)")
     raw_sites = data.get("site", [])
     if not isinstance(raw_sites, list):
         raise CorpusError(f"{path}: `site` must be an array of tables ([[site]])")
@@ -264,7 +275,7 @@ def read_sites(path: Path) -> SitesFile:
         raise CorpusError(f"{path}: a clean control has no [[site]]")
     if role == "buggy" and not sites:
         raise CorpusError(f"{path}: a buggy file needs at least one [[site]]")
-    return SitesFile(path.stem, role, configuration, sites)
+    return SitesFile(path.stem, role, configuration, sites, batch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1082,6 +1093,74 @@ def summary(
 
 
 # ---------------------------------------------------------------------------------------------
+# Cold batches: the first score of files no pass had seen
+
+
+def read_cold(folder: Path) -> list[dict[str, Any]]:
+    """The recorded cold scores, in batch order."""
+    records = []
+    for path in folder.glob("batch-*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data.setdefault("batch", int(path.stem.split("-", 1)[1]))
+        records.append(data)
+    return sorted(records, key=lambda data: int(data["batch"]))
+
+
+def cold_table(folder: Path) -> str:
+    """A row per cold batch, and the last three batches' sites together against the targets."""
+    records = read_cold(folder)
+    if not records:
+        return f"no cold batch recorded in {folder}"
+    header = (
+        "| batch | devfix | files | sites | fixed | flagged | missed | wrong-fix "
+        "| clean untouched | broken |"
+    )
+    lines = [header, "|" + "---|" * header.count(" | ") + "---|"]
+    for data in records:
+        total = data["total"]
+        clean = data["clean"]
+        lines.append(
+            f"| {data['batch']} | {data['commit']} | {data['files']} | {total['sites']}"
+            f" | {_percent(total[FIXED], total['fix_sites'])} | {total[FLAGGED]}"
+            f" | {total[MISSED]} | {total[WRONG_FIX]}"
+            f" | {clean - len(data['clean_rewritten'])}/{clean} | {len(data['broken'])} |"
+        )
+    notes = [f"batch {d['batch']}: {d['note']}" for d in records if d.get("note")]
+    if notes:
+        lines += ["", *notes]
+    last = records[-3:]
+    fix_sites = sum(d["total"]["fix_sites"] for d in last)
+    all_sites = sum(d["total"]["sites"] for d in last)
+    fixed = sum(d["total"][FIXED] for d in last)
+    reached = fixed + sum(d["total"][FLAGGED] for d in last)
+    clean = sum(d["clean"] for d in last)
+    untouched = clean - sum(len(d["clean_rewritten"]) for d in last)
+    broken = sum(len(d["broken"]) for d in last)
+    batches = ", ".join(str(d["batch"]) for d in last)
+
+    def verdict(met: bool) -> str:
+        return "met" if met else "not met"
+
+    fixed_share = 100 * fixed / fix_sites if fix_sites else 0.0
+    reached_share = 100 * reached / all_sites if all_sites else 0.0
+    lines += [
+        "",
+        f"last {len(last)} batch(es) ({batches}):",
+        f"  fixed {_percent(fixed, fix_sites)}, target >= {COLD_TARGETS['fixed']:g} %: "
+        + verdict(fixed_share >= COLD_TARGETS["fixed"]),
+        f"  fixed or flagged {_percent(reached, all_sites)}, target >= "
+        f"{COLD_TARGETS['fixed_or_flagged']:g} %: "
+        + verdict(reached_share >= COLD_TARGETS["fixed_or_flagged"]),
+        f"  clean controls untouched {untouched}/{clean}, target all: "
+        + verdict(untouched == clean),
+        f"  broken files {broken}, target 0: {verdict(broken == 0)}",
+    ]
+    if len(last) < 3:
+        lines.append(f"  (the targets are judged over three batches; {len(last)} recorded)")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
 # Validation of the corpus description against the folder
 
 
@@ -1174,6 +1253,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     action.add_argument(
         "--validate", type=Path, metavar="DIR", help="check the corpus description against DIR"
     )
+    action.add_argument(
+        "--cold", action="store_true", help="print the recorded cold scores and the targets"
+    )
     parser.add_argument(
         "--spec",
         type=Path,
@@ -1194,6 +1276,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--rule", help="count only the sites of this rule (devfix still runs every rule)"
     )
     parser.add_argument(
+        "--batch", type=int, metavar="N", help="score only the files of cold batch N (0: the rest)"
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"with --batch: record the figures as the batch's cold score in {COLD_DIR.name}/",
+    )
+    parser.add_argument(
+        "--label", metavar="COMMIT", help="the devfix commit to record (default: this checkout's)"
+    )
+    parser.add_argument(
         "--jobs", type=int, default=0, help="devfix worker processes (0: one per core)"
     )
     parser.add_argument("--keep", type=Path, metavar="WORKDIR", help="work in WORKDIR and keep it")
@@ -1203,6 +1296,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
+    if args.cold:
+        print(cold_table(COLD_DIR))
+        return 0
+    if args.record and (args.batch is None or args.batch < 1 or args.rule or args.only):
+        print(
+            "realworld: --record needs --batch N (N >= 1), without --rule or --only",
+            file=sys.stderr,
+        )
+        return 2
+    record = COLD_DIR / f"batch-{args.batch}.json"
+    if args.record and record.exists():
+        print(f"realworld: {record} exists: a batch is scored cold once", file=sys.stderr)
+        return 2
     try:
         if args.validate is not None:
             rows = read_manifest(args.spec / "manifest.tsv")
@@ -1215,6 +1321,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{len(rows)} files checked, {len(problems)} problems", file=sys.stderr)
             return 1 if problems else 0
         rows, sites = load(args.spec, args.only)
+        if args.batch is not None:
+            rows = [row for row in rows if sites[row.id].batch == args.batch]
+            if not rows:
+                raise CorpusError(f"--batch {args.batch}: no file of the corpus is in that batch")
     except CorpusError as error:
         print(f"realworld: {error}", file=sys.stderr)
         return 2
@@ -1232,8 +1342,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="devfix-realworld-") as work:
             reports = score(rows, sites, args.files, Path(work), command, args.jobs, args.rule)
     text, data = summary(reports, sites, args.verbose)
-    data["commit"] = _commit()
+    data["commit"] = args.label or _commit()
     data["rule_filter"] = args.rule
+    data["batch"] = args.batch
     header = f"devfix real-world corpus, devfix at {data['commit']}"
     if args.rule:
         header += f", sites of {args.rule} only"
@@ -1241,6 +1352,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(text)
     if args.json is not None:
         args.json.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    if args.record:
+        record.parent.mkdir(exist_ok=True)
+        record.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"recorded as {record.relative_to(REPO)}")
     return 0
 
 
