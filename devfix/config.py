@@ -9,6 +9,7 @@ error that names it.
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -60,14 +61,24 @@ def find_config(start: Path) -> Path | None:
     directory = start.resolve()
     if directory.is_file():
         directory = directory.parent
-    for folder in (directory, *directory.parents):
-        for name in ("devfix.toml", "pyproject.toml"):
-            if (folder / name).is_file():
-                return folder / name
-    return None
+    found = nearest_file(str(directory), ("devfix.toml", "pyproject.toml"))
+    return Path(found) if found is not None else None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def nearest_file(folder: str, names: tuple[str, ...]) -> str | None:
+    """The first of `names` in `folder` or the nearest folder above it that has one."""
+    while True:
+        for name in names:
+            candidate = os.path.join(folder, name)
+            if os.path.isfile(candidate):
+                return candidate
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as handle:
             data = handle.read()
@@ -81,14 +92,22 @@ def _read_toml(path: Path) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: cannot read configuration: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot read configuration: nested too deeply") from None
 
 
 def load_config(path: Path | None) -> Config:
     """Parse and validate one configuration file (None: no configuration)."""
     if path is None:
         return Config()
-    data = _read_toml(path)
-    table = data.get("tool", {}).get("devfix", {}) if path.name == "pyproject.toml" else data
+    data = read_toml(path)
+    if path.name == "pyproject.toml":
+        tools = data.get("tool", {})
+        if not isinstance(tools, dict):
+            raise ConfigError(f"{path}: `tool` must be a table ([tool.NAME] sections)")
+        table = tools.get("devfix", {})
+    else:
+        table = data
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.devfix] must be a table")
     return _parse_table(path, table)
@@ -105,6 +124,11 @@ def _parse_table(path: Path, table: Mapping[str, Any]) -> Config:
         if key in _LIST_KEYS:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{path}: `{key}` must be a list of strings")
+            if key == "select" and not value:
+                raise ConfigError(
+                    f"{path}: `select` is empty, so it selects no rule (leave it out to run every "
+                    "rule)"
+                )
             values[key.replace("-", "_")] = tuple(value)
         elif key in _BOOL_KEYS:
             if not isinstance(value, bool):
@@ -137,5 +161,29 @@ def _pass_options(
             raise ConfigError(
                 f"{path}: unknown option `{option}` for `{key}` (its options: {known})"
             )
+        expected = accepted[python_name].default
+        if expected is not inspect.Parameter.empty and not _same_type(option_value, expected):
+            raise ConfigError(
+                f"{path}: option `{option}` of `{key}` must be {_type_name(expected)}, "
+                f"not {option_value!r}"
+            )
         options[python_name] = option_value
     return options
+
+
+def _same_type(value: object, default: object) -> bool:
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(value, bool) and isinstance(default, bool)  # TOML's 1 is not true
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float))
+    return default is None or isinstance(value, type(default))
+
+
+def _type_name(default: object) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, (int, float)):
+        return "a number"
+    if isinstance(default, str):
+        return "a string"
+    return f"a {type(default).__name__}"

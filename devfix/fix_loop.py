@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from devfix import limits
+from devfix import compat, limits
 from devfix.context import FileContext
 from devfix.edits import apply_findings, drop_imports_made_unused
 from devfix.errors import InputError, InternalError
@@ -129,6 +129,11 @@ def fix_source(
         # style: imports the fixes left unused go, and new long lines are wrapped to its
         # configured line length. Text with no file behind it is left as the fixes made it.
         current_text = in_file_style(path, text, module, current_module)
+    if current_text != text:
+        problem = compat.rewrite_problem(text, current_text, path)
+        if problem is not None:
+            codes = ", ".join(sorted(history.fixed_codes()))
+            raise InternalError(f"fixes by {codes} produced code that {problem}")
     fixed, left = history.outcome()
     hidden = sum(1 for f in left if settings.fixability(f) is Fixability.NEEDS_UNSAFE)
     if accept is not None:

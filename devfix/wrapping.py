@@ -18,6 +18,8 @@ import tokenize
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from devfix import config
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python < 3.11 only
@@ -34,15 +36,10 @@ def line_length_for(path: str) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _folder_line_length(folder: str) -> int:
-    while True:
-        for name in ("ruff.toml", ".ruff.toml", "pyproject.toml"):
-            candidate = os.path.join(folder, name)
-            if os.path.isfile(candidate):
-                return _configured(candidate, name == "pyproject.toml")
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return DEFAULT_LINE_LENGTH
-        folder = parent
+    found = config.nearest_file(folder, ("ruff.toml", ".ruff.toml", "pyproject.toml"))
+    if found is None:
+        return DEFAULT_LINE_LENGTH
+    return _configured(found, os.path.basename(found) == "pyproject.toml")
 
 
 def _configured(path: str, pyproject: bool) -> int:
@@ -87,10 +84,23 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         return after
     positions = wrapper.resolve(PositionProvider)
     calls: dict[int, list[cst.Call]] = {}
+    # A call inside an f-string's replacement field is never split: before Python 3.12 a
+    # field cannot span lines (and a string's text is no place for a line break anyway).
+    in_strings = [
+        (span.start.line, span.start.column, span.end.line, span.end.column)
+        for node, span in positions.items()
+        if isinstance(node, cst.FormattedString)
+    ]
     for node, span in positions.items():
         single = span.start.line == span.end.line and span.start.line in long
         if single and isinstance(node, cst.Call) and node.args:
-            calls.setdefault(span.start.line, []).append(node)
+            inside = any(
+                (line, column) <= (span.start.line, span.start.column)
+                and (span.end.line, span.end.column) <= (end_line, end_column)
+                for line, column, end_line, end_column in in_strings
+            )
+            if not inside:
+                calls.setdefault(span.start.line, []).append(node)
     module = wrapper.module
     for number in sorted(calls, reverse=True):
         line = lines[number - 1]

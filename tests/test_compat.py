@@ -1,0 +1,159 @@
+"""Rewrites compile on the running Python and on the oldest one the file's project declares."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from devfix import compat, fix_loop
+from devfix.engine import fix_file
+from devfix.types import FileStatus, Options
+from devfix.wrapping import wrap_long_lines
+from tests.test_engine import BUGGY
+
+# A DataParallel script whose progress line DF401 indents under `if rank == 0:`: the line grows
+# past 88 columns, and the wrapper once split `len(...)` inside the f-string across lines,
+# which Python 3.12 accepts and 3.11 rejects.
+DATA_PARALLEL_WITH_FSTRING = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn as nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = nn.Linear(10, 2)
+    if torch.cuda.device_count() > 1:
+        model = nn.DataParallel(model)
+    model.to(device)
+    data = TensorDataset(torch.randn(64, 10), torch.randint(0, 2, (64,)))
+    train_loader = DataLoader(data, batch_size=8, shuffle=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(2):
+        for step, (x, y) in enumerate(train_loader):
+            x, y = x.to(device), y.to(device)
+            loss = nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(f"epoch {epoch} step {step}/{len(train_loader)} loss {loss.item():.4f} ok")
+    """
+)
+
+
+def test_converted_script_keeps_its_fstring_whole_and_compiles(tmp_path: Path) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(DATA_PARALLEL_WITH_FSTRING)
+    result = fix_file(str(path), Options(select=("DF401",), unsafe_fixes=True))
+    assert result.status is FileStatus.CHANGED, result.reason
+    rewritten = path.read_text()
+    compile(rewritten, str(path), "exec", dont_inherit=True)
+    progress = [line for line in rewritten.splitlines() if "len(train_loader)" in line]
+    assert len(progress) == 1 and progress[0].rstrip().endswith('ok")'), progress
+
+
+def test_wrapping_never_splits_a_call_inside_an_fstring() -> None:
+    after = 'x = 1\nprint(f"epoch {epoch} of {len(a_loader_with_a_rather_long_name)} batches")\n'
+    assert wrap_long_lines("x = 1\n", after, 40) == after
+    # The call that holds the f-string as an argument may still be wrapped around it.
+    nested = 'x = 1\nlog(prefix, f"{len(loader)} batches", the_step_number_here, more)\n'
+    wrapped = wrap_long_lines("x = 1\n", nested, 50)
+    assert '\n    f"{len(loader)} batches",\n' in wrapped
+
+
+def _project(tmp_path: Path, requires: str | None) -> Path:
+    table = f'[project]\nname = "p"\nrequires-python = "{requires}"\n' if requires else ""
+    (tmp_path / "pyproject.toml").write_text(table)
+    path = tmp_path / "pkg" / "mod.py"
+    path.parent.mkdir()
+    path.write_text("x = 1\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("specifier", "oldest"),
+    [
+        (">=3.9", (3, 9)),
+        (">=3.8,<4", (3, 8)),
+        ("~=3.10", (3, 10)),
+        ("==3.11.*", (3, 11)),
+        ("<4, >=3.7", (3, 7)),
+        (">=2.7, !=3.0.*", None),
+        ("", None),
+    ],
+)
+def test_lowest_declared_version(specifier: str, oldest: tuple[int, int] | None) -> None:
+    assert compat.lowest_version(specifier) == oldest
+
+
+def test_oldest_python_is_read_from_the_nearest_pyproject(tmp_path: Path) -> None:
+    assert compat.oldest_python(str(_project(tmp_path, ">=3.8"))) == (3, 8)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert compat.oldest_python(str(_project(other, None))) == sys.version_info[:2]
+
+
+@pytest.mark.parametrize(
+    ("added", "why", "python_3_12_only"),
+    [
+        ('f"{loss[\\"total\\"]}"', "backslash", True),
+        ("f'{len(\n    loader\n)}'", "spans lines", True),
+        ("f'{d[\"a\"] # note\n}'", "spans lines", True),
+        ("0 if (n := 3) else 1", "oldest, 3.7 (line 2", False),
+    ],
+)
+def test_rewrite_needing_a_newer_python_than_declared_is_refused(
+    tmp_path: Path, added: str, why: str, python_3_12_only: bool
+) -> None:
+    path = _project(tmp_path, ">=3.7")
+    problem = compat.rewrite_problem("x = 1\n", f"x = 1\ny = {added}\n", str(path))
+    assert problem is not None, f"{added!r} was accepted for Python 3.7"
+    if python_3_12_only and sys.version_info < (3, 12):
+        # The running interpreter refuses it first: its grammar is the older one.
+        why = "does not compile on the running Python"
+    assert why in problem, problem
+
+
+def test_what_the_original_already_needs_is_not_held_against_the_rewrite(
+    tmp_path: Path,
+) -> None:
+    path = _project(tmp_path, ">=3.7")
+    before = "if (n := 3):\n    pass\n"
+    assert compat.rewrite_problem(before, before + "x = 1\n", str(path)) is None
+    assert compat.rewrite_problem("x = 1\n", "x = (\n", str(path)) is not None
+    assert compat.rewrite_problem("x = (\n", "x = ((\n", str(path)) is None
+
+
+def test_a_rewrite_that_does_not_compile_is_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "tagger.py"
+    path.write_text(BUGGY)
+
+    def broken_style(path: str, text: str, module: object, rewritten: object) -> str:
+        return text + 'print(f"{len(\n  x\n)}")\n' if sys.version_info < (3, 12) else text + "("
+
+    monkeypatch.setattr(fix_loop, "in_file_style", broken_style)
+    result = fix_file(str(path), Options(select=("DF101",)))
+    assert result.status is FileStatus.FAILED and result.internal_error
+    assert "fixes by DF101 produced code that does not compile" in result.reason
+    assert path.read_text() == BUGGY
+
+
+@pytest.mark.parametrize(
+    ("code", "problem"),
+    [
+        ("y = f'{len(\n    loader\n)}'\n", "spans lines"),
+        ('y = f"{d["a"]}"\n', "reuses its quote"),
+        ("y = f'''{x\n}'''\n", None),
+        ("y = f'{x:>{w}}' + f\"{a['b']}\"\n", None),
+    ],
+)
+def test_pre_3_12_fstring_rules_are_checked_on_any_running_python(
+    code: str, problem: str | None
+) -> None:
+    # The running 3.11 would refuse these itself; the check must also hold under 3.12+.
+    found = compat.fstring_problem(code)
+    assert (found is None) if problem is None else (found is not None and problem in found)
