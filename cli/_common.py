@@ -12,10 +12,10 @@ from typing import Any, TypeVar
 
 import click
 
-from devfix import engine, limits
+from devfix import engine, limits, sources
 from devfix.cache import CACHE_FOLDER
 from devfix.config import ConfigError, find_config, load_config
-from devfix.errors import UnknownRuleError
+from devfix.errors import InputError, UnknownRuleError
 from devfix.formats import migration_report
 from devfix.gitops import GitError, changed_since
 from devfix.report import EXIT_FAILED
@@ -212,6 +212,12 @@ def build_settings(
         timeout_per_file=timeout_per_file,
         max_memory_mib=max_memory_mib,
     )
+    for pattern in (*(options.exclude or ()), *options.extend_exclude):
+        problem = sources.invalid_pattern(pattern)
+        if problem is not None:
+            raise OneLineError(
+                f"exclude pattern {pattern!r} is not a gitignore pattern ({problem})"
+            )
     try:
         return Settings.resolve(options)
     except UnknownRuleError as error:
@@ -278,7 +284,6 @@ def write_report(path: str, results: list[FileResult], settings: Settings) -> No
         raise click.UsageError("--report must name a .json or .md file")
     text = migration_report(results, settings, markdown=path.endswith(".md"))
     try:
-        with open(path, "w", encoding="utf-8") as handle:
-            handle.write(text)
-    except OSError as error:
-        raise click.UsageError(f"cannot write report {path}: {error.strerror}") from None
+        sources.write_report(path, text.encode("utf-8"))
+    except InputError as error:
+        raise OneLineError(f"cannot write report {path}: {error}") from None

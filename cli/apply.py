@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable
 
@@ -23,8 +24,10 @@ from devfix.errors import InputError, InternalError
 from devfix.formats import summary_table
 from devfix.gitops import GitError, toplevel
 from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
+from devfix.names import shown
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
 from devfix.settings import Settings
+from devfix.source_file import unified_diff
 from devfix.sources import decode
 from devfix.state import RunRecord
 from devfix.types import FileResult, FileStatus
@@ -34,6 +37,7 @@ from devfix.types import FileResult, FileStatus
 @click.argument("paths", nargs=-1, type=click.Path())
 @run_options("Also apply fixes marked unsafe.")
 @click.option("--diff", is_flag=True, help="Print unified diffs (for `git apply`); write nothing.")
+@click.option("--stdin-filename", default="-", help="Name to show for `-` (stdin).")
 @click.option("-q", "--quiet", is_flag=True, help="Print only errors and the summary.")
 @click.option(
     "-i",
@@ -64,6 +68,7 @@ def apply_command(
     paths: tuple[str, ...],
     settings: Settings,
     diff: bool,
+    stdin_filename: str,
     quiet: bool,
     interactive: bool,
     resume: bool,
@@ -78,7 +83,7 @@ def apply_command(
     With no PATHS there is nothing to do and the exit code is 0 (as pre-commit expects).
     """
     if paths == ("-",):
-        return _apply_stdin(settings)
+        return _apply_stdin(settings, stdin_filename, diff=diff)
     if "-" in paths:
         raise click.UsageError("`-` (stdin) cannot be combined with other paths")
     targets = list(paths)
@@ -200,18 +205,27 @@ def _apply_and_commit(
     return EXIT_FAILED if failed else code
 
 
-def _apply_stdin(settings: Settings) -> int:
+def _apply_stdin(settings: Settings, name: str, *, diff: bool) -> int:
+    """Fix stdin: its fixed text on stdout (with `diff`, a unified diff of it, which `git apply`
+    takes when `name` is the file's path in the repository). The exit codes are those of files."""
     data = sys.stdin.buffer.read()
+    # The file's own folder decides its line length and Python version, where `name` is one.
+    path = name if name != "-" and os.path.isfile(name) else "-"
     try:
-        document = decode(data, "-")
-        result = fix_source(document.text, settings, path="-")
+        document = decode(data, name)
+        result = fix_source(document.text, settings, path=path)
     except (InputError, InternalError) as error:
-        echo_err(f"-: error: {error}")
-        sys.stdout.buffer.write(data)
+        echo_err(f"{shown(name)}: error: {error}")
+        if not diff:
+            sys.stdout.buffer.write(data)
         return EXIT_FAILED
-    sys.stdout.buffer.write(document.with_text(result.output).encode())
+    if diff:
+        label = "stdin" if name == "-" else name
+        sys.stdout.write(unified_diff(document.text, result.output, label))
+    else:
+        sys.stdout.buffer.write(document.with_text(result.output).encode())
     outcome = FileResult(
-        "-",
+        name,
         FileStatus.CHANGED if result.changed else FileStatus.UNCHANGED,
         findings=result.applied + result.remaining,
         applied=result.applied,
@@ -219,6 +233,6 @@ def _apply_stdin(settings: Settings) -> int:
     )
     tally = Tally(settings)
     tally.add(outcome)
-    _echo_result(outcome, settings, quiet=False, written=True)
-    echo_err(tally.apply_summary(dry_run=False))
-    return tally.apply_exit_code(dry_run=False)
+    _echo_result(outcome, settings, quiet=False, written=not diff)
+    echo_err(tally.apply_summary(dry_run=diff))
+    return tally.apply_exit_code(dry_run=diff)

@@ -102,14 +102,22 @@ def _text_edit_from_json(data: object) -> TextEdit:
     return TextEdit(**data)
 
 
-def _finding_from_json(data: object) -> Finding:
-    """A Finding from what :func:`_finding_to_json` wrote; ValueError for anything else."""
+def _finding_from_json(data: object, rules: dict[str, str], lines: int) -> Finding:
+    """A Finding from what :func:`_finding_to_json` wrote for a file of at most `lines` lines,
+    by one of `rules` (code -> name); ValueError for anything else (a cache file edited by hand
+    or by another program is not trusted with what devfix prints)."""
     if not isinstance(data, dict) or set(data) != _FINDING_FIELDS:
         raise ValueError("not a finding")
     if not all(isinstance(data[key], str) for key in _TEXT_FIELDS):
         raise ValueError("not a finding")
+    if not all(data[key].isprintable() for key in ("code", "name", "fix_title")):
+        raise ValueError("not a finding")
+    if rules.get(data["code"]) != data["name"] or any(ord(c) < 0x20 for c in data["message"]):
+        raise ValueError("not a finding of this run's rules")
     if not all(_is_count(data[key]) for key in _POSITION_FIELDS):
         raise ValueError("not a finding")
+    if not 1 <= data["line"] <= data["end_line"] <= lines:
+        raise ValueError("not a place in the file")
     if data["cell"] is not None and not _is_count(data["cell"]):
         raise ValueError("not a finding")
     if not isinstance(data["text_edits"], list):
@@ -133,6 +141,7 @@ class ResultCache:
         self.name = f"results-{_settings_key(settings, mode)}.json"
         self.path = os.path.join(directory, self.name)
         self.directory = directory
+        self.rules = {pass_class.CODE: pass_class.NAME for pass_class in settings.passes}
         self.entries: dict[str, Any] = {}
         self.dirty = False
         data = state.read_file(directory, self.name)
@@ -141,14 +150,18 @@ class ResultCache:
             if isinstance(loaded, dict):
                 self.entries = loaded
 
-    def lookup(self, path: str, key: str) -> FileResult | None:
+    def lookup(self, path: str, key: str, lines: int) -> FileResult | None:
+        """The cached result for the file whose content has `key`, if the entry is one devfix
+        could have written for it (`lines`: a bound on the lines of any of its code)."""
         entry = self.entries.get(key)
         if not isinstance(entry, dict) or set(entry) != {"findings"}:
             return None
         if not isinstance(entry["findings"], list):
             return None
         try:
-            findings = tuple(_finding_from_json(item) for item in entry["findings"])
+            findings = tuple(
+                _finding_from_json(item, self.rules, lines) for item in entry["findings"]
+            )
         except (TypeError, ValueError):
             return None
         return FileResult(

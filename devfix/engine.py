@@ -19,7 +19,6 @@ What a run was asked for is resolved once into :class:`devfix.settings.Settings`
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
@@ -208,10 +207,12 @@ def fix_paths(
         for file in files:
             try:
                 with open(file, "rb") as handle:
-                    key = content_key(handle.read())
+                    data = handle.read()
             except OSError:
                 continue
-            hit = store.lookup(file, key)
+            # A notebook's cell lines may all sit on one JSON line, as `\n` escapes.
+            lines = data.count(b"\n") + data.count(b"\\n") + 1
+            hit = store.lookup(file, content_key(data), lines)
             if hit is not None:
                 cached[file] = hit
     todo = [file for file in files if file not in cached]
@@ -259,7 +260,7 @@ def _run_jobs(
     yield from isolation.run_isolated(
         _fix_one,
         work,
-        workers=settings.jobs or os.cpu_count() or 1,
+        workers=settings.workers,
         per_file=isolation.Limits(settings.timeout_per_file, settings.max_memory_mib),
         initializer=tune_collector,
     )

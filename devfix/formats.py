@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from devfix.names import one_line, shown
 from devfix.registry import all_passes
 from devfix.settings import Settings
 from devfix.types import Applicability, FileResult, FileStatus, Finding, Fixability
@@ -275,12 +276,15 @@ def migration_report(results: Sequence[FileResult], settings: Settings, *, markd
         applied = ", ".join(
             f"{code} ×{n}" for code, n in sorted(Counter(f.code for f in r.applied).items())
         )
-        out.append(f"- `{r.path}`: {applied or 'no fixes applied'}")
+        out.append(f"- `{shown(r.path)}`: {applied or 'no fixes applied'}")
         for f in r.remaining:
-            out.append(f"  - left: {_where(f)} {f.code} ({f.applicability.value}): {f.message}")
+            out.append(
+                f"  - left: {_where(f)} {one_line(f.code)} ({f.applicability.value}): "
+                f"{one_line(f.message)}"
+            )
     if failed:
         out += ["", "## Files that failed", ""]
-        out += [f"- `{r.path}`: {r.reason}" for r in failed]
+        out += [f"- `{shown(r.path)}`: {one_line(r.reason)}" for r in failed]
     return "\n".join(out) + "\n"
 
 

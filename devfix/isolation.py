@@ -74,13 +74,16 @@ def run_isolated(
     """`function(job)` for each `(path, job)` of `work` in worker processes; results in order.
 
     An exception raised by `function` (a bug: the engine turns every error into a result)
-    stops the run and is raised here, as `ProcessPoolExecutor.map` does.
+    becomes that file's internal error, and the run goes on with the other files.
     """
     if not work:
         return
     if not can_isolate():  # pragma: no cover - Windows
-        for _path, job in work:
-            yield function(job)
+        for path, job in work:
+            try:
+                yield function(job)
+            except Exception as error:
+                yield _crash_result(path, error)
         return
     pool = _Pool(function, per_file, initializer, min(max(workers, 1), len(work)))
     try:
@@ -299,7 +302,9 @@ def _worker_main(
             kind, payload = "done", _memory_reason(function(job), per_file)
         except MemoryError:
             kind, payload = "done", _over_budget(path, per_file)
-        except BaseException as error:  # a bug: raised again in the main process
+        except Exception as error:  # a bug: that file's internal error, the run goes on
+            kind, payload = "done", _crash_result(path, error)
+        except BaseException as error:  # SystemExit and the like: raised in the main process
             kind, payload = "raise", _picklable(error)
         # Python keeps memory it has freed: a worker that grew much starts afresh.
         retiring = bool(start_size and per_file.max_memory_mib) and (
@@ -308,6 +313,16 @@ def _worker_main(
         connection.send((kind, index, payload, retiring))
         if retiring:
             return
+
+
+def _crash_result(path: str, error: Exception) -> FileResult:
+    """A worker error is that file's internal error: it must never stop the run."""
+    return FileResult(
+        path,
+        FileStatus.FAILED,
+        reason=f"{type(error).__name__}: {error}".encode("utf-8", "backslashreplace").decode(),
+        internal_error=True,
+    )
 
 
 def _memory_reason(result: FileResult, per_file: Limits) -> FileResult:

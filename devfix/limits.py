@@ -80,8 +80,9 @@ _CHAINING_WORD = re.compile(
 #: A bracket right after an atom opens a call or a subscript: one more link (`f()()`, `a[0]`).
 _TRAILER = re.compile(r"([(\[])(?<=[\w)\]}\x01][(\[])")
 #: All but brackets, separators and operators; also `==` and the like (comparisons are flat in
-#: libcst: `a < b < c` is one node) and a backslash that joins two lines.
-_NOT_STRUCTURE = re.compile(r"[=!<>]=|\\\r?\n|[^(\[{)\]},;:=\n.+\-*/%@&|^~]+")
+#: libcst: `a < b < c` is one node) and a backslash that joins two lines (the run of other
+#: characters stops before a backslash, so that the line break after it is taken with it).
+_NOT_STRUCTURE = re.compile(r"[=!<>]=|\\\r?\n|\\|[^(\[{)\]},;:=\n.+\-*/%@&|^~\\]+")
 _CHAIN_CHARACTERS = "([{.+-*/%@&|^~"
 _CHAIN_WORDS = ("and", "or", "not", "if", "else", "lambda", "await")
 _TOKEN_SHAPE = bytes(

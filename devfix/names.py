@@ -34,3 +34,13 @@ def shown(path: str) -> str:
         else:
             out.append(character)
     return '"' + "".join(out) + '"'
+
+
+def one_line(text: str) -> str:
+    """`text` (a message, a reason) for one line of text output: control characters and marks no
+    terminal should interpret escaped as Python writes them (`\\n`, `\\x1b`), the rest kept."""
+    if text.isprintable():
+        return text
+    return "".join(
+        character if character.isprintable() else ascii(character)[1:-1] for character in text
+    )

@@ -147,6 +147,18 @@ def _joined(source: object, where: str) -> str:
     raise InputError(f"is not a valid notebook: {where} has a `source` that is not text")
 
 
+def _refuse_lone_surrogates(source: str, number: int) -> None:
+    """JSON's `\\ud800` escapes decode to characters no UTF-8 text, so no Python file, holds."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as error:
+        line = source.count("\n", 0, error.start) + 1
+        raise InputError(
+            f"is not a valid notebook: code cell {number}, line {line} holds a lone surrogate "
+            f"({source[error.start]!r}), which Python code cannot contain"
+        ) from None
+
+
 def _is_python(notebook: dict[str, Any]) -> bool:
     metadata = notebook.get("metadata")
     if not isinstance(metadata, dict):
@@ -223,6 +235,8 @@ class Notebook:
             source = _joined(cell["source"], f"code cell {number}")
             start, end = spans[position]
             opaque = not python or not source.strip() or _is_cell_magic(source)
+            if not opaque:
+                _refuse_lone_surrogates(source, number)
             self.cells.append(_Cell(number, source, start, end, opaque))
         self._markers = _Markers.avoiding("".join(cell.source for cell in self.cells))
         self.code = self._build_code()

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from devfix.names import shown
+from devfix.names import one_line, shown
 from devfix.settings import Settings
 from devfix.sources import LINK_OUT_OF_TREE
 from devfix.types import FileResult, FileStatus, Finding, Fixability
@@ -35,17 +35,20 @@ def finding_line(
         suffix = " (unsafe fix: needs --unsafe-fixes)"
     path = shown(path)  # escaped as git does: a name cannot break the line or the terminal
     where = f"{path}:cell {finding.cell}" if finding.cell is not None else path  # notebooks
-    return f"{where}:{finding.line}:{finding.col}: {finding.code}{marker} {finding.message}{suffix}"
+    message = one_line(finding.message)
+    return (
+        f"{where}:{finding.line}:{finding.col}: {one_line(finding.code)}{marker} {message}{suffix}"
+    )
 
 
 def failure_line(result: FileResult) -> str:
     path = shown(result.path)
     if result.internal_error:
         return (
-            f"{path}: INTERNAL ERROR: {result.reason}. Nothing was written; please report "
-            "this as a devfix bug with the file attached."
+            f"{path}: INTERNAL ERROR: {one_line(result.reason)}. Nothing was written; please "
+            "report this as a devfix bug with the file attached."
         )
-    return f"{path}: error: {result.reason}"
+    return f"{path}: error: {one_line(result.reason)}"
 
 
 @dataclass

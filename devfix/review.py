@@ -194,7 +194,7 @@ def analyse_paths(paths: Sequence[str], options: OptionsLike) -> Iterator[FileAn
             yield FileAnalysis(entry.path, "", "", error=entry.reason)
         else:
             files.append(entry)
-    jobs = settings.jobs or os.cpu_count() or 1
+    jobs = settings.workers
     work = [(path, settings) for path in files]
     if jobs <= 1 or len(files) < 4:
         yield from map(_analyse_job, work)

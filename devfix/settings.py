@@ -8,6 +8,7 @@ and the one rule for which fixes are written. Everything below the command line 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Union
@@ -53,6 +54,12 @@ class Settings(RunOptions):
         return replace(self, passes=(pass_class,))
 
     @property
+    def workers(self) -> int:
+        """Worker processes for the run: `--jobs`, at most one per core this process may use
+        (more only share the cores and cost memory)."""
+        return min(self.jobs or usable_cores(), usable_cores())
+
+    @property
     def codes(self) -> tuple[str, ...]:
         return tuple(pass_class.CODE for pass_class in self.passes)
 
@@ -67,6 +74,13 @@ class Settings(RunOptions):
     def writes(self, finding: Finding) -> bool:
         """Whether `apply` with these settings writes the finding's fix."""
         return self.fixability(finding) is Fixability.FIXABLE
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(len(os.sched_getaffinity(0)), 1)
+    return os.cpu_count() or 1  # pragma: no cover - macOS and Windows
 
 
 #: What the engine's entry points accept: a caller's Options, or Settings already resolved.

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import ctypes
+import errno
+import functools
 import hashlib
 import io
 import os
 import re
 import stat
+import sys
 import tempfile
 import time
 import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pathspec
 
@@ -200,11 +205,11 @@ def write_atomic(path: str, document: Document) -> None:
             raise InputError(f"cannot be written: {error.strerror or error}") from None
         if current != document.fingerprint:
             # Another process (a second devfix run, an editor) wrote it meanwhile: keep theirs.
-            raise InputError("changed on disk while devfix was working on it; not rewritten")
+            raise InputError(CHANGED_ON_DISK)
     _remove_stale_temporaries(directory, os.path.basename(target))
     try:
         handle, temporary = tempfile.mkstemp(
-            dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".devfix-tmp"
+            dir=directory, prefix=_temporary_prefix(os.path.basename(target)), suffix=_TEMP_SUFFIX
         )
     except OSError as error:
         raise InputError(f"cannot be written: {error.strerror or error}") from None
@@ -217,7 +222,7 @@ def write_atomic(path: str, document: Document) -> None:
         _keep_owner(temporary, info)
         os.chmod(temporary, mode)  # after chown, which clears set-user-ID bits
         with state.recorded_rewrite(path, data):
-            os.replace(temporary, target)
+            _replace_if_unchanged(temporary, target, document.fingerprint)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
@@ -227,6 +232,108 @@ def write_atomic(path: str, document: Document) -> None:
 
 
 _ANY_WRITE = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+CHANGED_ON_DISK = "changed on disk while devfix was working on it; not rewritten"
+_TEMP_SUFFIX = ".devfix-tmp"
+#: The longest file name most file systems take (bytes); mkstemp adds 8 characters.
+_NAME_MAX = 255
+
+
+def _temporary_prefix(name: str) -> str:
+    """`.NAME.`, with NAME cut so that the temporary's name still fits in 255 bytes."""
+    room = _NAME_MAX - len(_TEMP_SUFFIX) - 8 - 2
+    encoded = os.fsencode(name)
+    if len(encoded) > room:
+        name = os.fsdecode(encoded[:room].decode("utf-8", "ignore").encode()) or "devfix"
+    return f".{name}."
+
+
+def write_report(path: str, data: bytes) -> None:
+    """Create or replace the report file `path` in one rename; InputError if `path` is a link
+    (never written through, as state files are not), not a regular file (a FIFO would block),
+    or read-only (kept, as source files are)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as error:
+        raise InputError(error.strerror or str(error)) from None
+    mode = 0o644
+    if info is not None:
+        if stat.S_ISLNK(info.st_mode):
+            raise InputError("is a symbolic link; devfix does not write through links")
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError("is not a regular file")
+        mode = stat.S_IMODE(info.st_mode)
+        if not os.access(path, os.W_OK) or not mode & _ANY_WRITE:
+            raise InputError("is read-only; not replaced")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        handle, temporary = tempfile.mkstemp(
+            dir=directory,
+            prefix=_temporary_prefix(os.path.basename(path)),
+            suffix=_TEMP_SUFFIX,
+        )
+    except OSError as error:
+        raise InputError(error.strerror or str(error)) from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)  # replaces a link made meanwhile; never writes through it
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise InputError(error.strerror or str(error)) from None
+
+
+def _replace_if_unchanged(temporary: str, target: str, expected: str | None) -> None:
+    """Rename `temporary` over `target` unless `target` no longer has the fingerprint `expected`.
+
+    Where the platform can exchange two names atomically (Linux's `renameat2`), the file that
+    was replaced is read back after the exchange and put back if it is not the one devfix read:
+    an edit saved at any moment before the rename is kept. Elsewhere `target` is read once more
+    just before the rename, which leaves a window of microseconds.
+    """
+    if expected is None:
+        os.replace(temporary, target)
+        return
+    if _exchange(temporary, target):
+        with open(temporary, "rb") as replaced:
+            kept = _fingerprint(replaced.read())
+        if kept != expected:
+            _exchange(temporary, target)  # theirs back; ours is removed by the caller
+            raise InputError(CHANGED_ON_DISK)
+        os.unlink(temporary)
+        return
+    with open(target, "rb") as current:
+        if _fingerprint(current.read()) != expected:
+            raise InputError(CHANGED_ON_DISK)
+    os.replace(temporary, target)
+
+
+@functools.lru_cache(maxsize=1)
+def _renameat2() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None  # pragma: no cover - other platforms
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    except OSError:  # pragma: no cover - no C library to load
+        return None
+
+
+def _exchange(first: str, second: str) -> bool:
+    """Swap the files named `first` and `second` in one step; False where that is not possible
+    (no `renameat2`, or a file system without RENAME_EXCHANGE)."""
+    function = _renameat2()
+    if function is None:
+        return False
+    at_cwd, rename_exchange = -100, 2
+    if function(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(error, os.strerror(error), second)
 
 
 def _keep_owner(temporary: str, original: os.stat_result) -> None:
@@ -250,7 +357,7 @@ STALE_TEMPORARY_SECONDS = 60.0
 
 
 def _remove_stale_temporaries(directory: str, name: str) -> None:
-    prefix, suffix = f".{name}.", ".devfix-tmp"
+    prefix, suffix = _temporary_prefix(name), _TEMP_SUFFIX
     try:
         entries = os.listdir(directory)
     except OSError:
@@ -266,6 +373,15 @@ def _remove_if_stale(temporary: str) -> None:
             os.unlink(temporary)
 
 
+def invalid_pattern(pattern: str) -> str | None:
+    """Why `pattern` is no gitignore pattern (None when it is one)."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except ValueError as error:  # pathspec's pattern error, by any of its names across versions
+        return str(error).splitlines()[0] if str(error) else "not a gitignore pattern"
+    return None
+
+
 class _IgnoreRules:
     """Every `.gitignore` from the walk's root down; the deepest file that matches decides."""
 
@@ -277,7 +393,9 @@ class _IgnoreRules:
         if os.path.isfile(candidate):
             try:
                 with open(candidate, encoding="utf-8", errors="replace") as handle:
-                    self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(handle)
+                    # git skips a line it cannot read as a pattern (a lone `!` or `\\`).
+                    lines = [line for line in handle if invalid_pattern(line) is None]
+                self._specs[directory] = pathspec.GitIgnoreSpec.from_lines(lines)
             except OSError:
                 pass
 

@@ -16,6 +16,7 @@ first is either as it was or has exactly the content HASH (blake2b-128 of its by
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -74,18 +75,42 @@ def _describe(folder: str, name: str, error: OSError) -> StateError:
     return StateError(f"{path}: {error.strerror or error}")
 
 
-def _ensure_ignored(directory: int) -> None:
-    """A `.gitignore` that keeps the folder out of git, unless one (of any kind) is there."""
+def _ensure_ignored(directory: int, folder: str) -> None:
+    """A `.gitignore` that keeps the folder out of git, unless one (of any kind) is there.
+
+    It is written under another name and linked into place whole, so that a full disk leaves no
+    empty `.gitignore` behind (which would let git see the cache); StateError if it cannot be.
+    """
+    try:
+        os.stat(".gitignore", dir_fd=directory, follow_symlinks=False)
+        return  # already there (perhaps a link: then it is left alone, never written through)
+    except FileNotFoundError:
+        pass
+    except OSError as error:
+        raise _describe(folder, ".gitignore", error) from None
+    temporary = f".gitignore.{secrets.token_hex(6)}.tmp"
     try:
         handle = os.open(
-            ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=directory
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644, dir_fd=directory
         )
-    except OSError:
-        return  # already there (perhaps a link: then it is left alone, never written through)
-    try:
-        os.write(handle, _IGNORE_ALL)
+        try:
+            if os.write(handle, _IGNORE_ALL) != len(_IGNORE_ALL):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        finally:
+            os.close(handle)
+        with contextlib.suppress(FileExistsError):  # another run made it meanwhile
+            os.link(
+                temporary,
+                ".gitignore",
+                src_dir_fd=directory,
+                dst_dir_fd=directory,
+                follow_symlinks=False,
+            )
+    except OSError as error:
+        raise _describe(folder, ".gitignore", error) from None
     finally:
-        os.close(handle)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary, dir_fd=directory)
 
 
 def ensure_folder(folder: str) -> None:
@@ -96,7 +121,7 @@ def ensure_folder(folder: str) -> None:
         os.makedirs(parent, exist_ok=True)
     directory = open_folder(folder, create=True)
     try:
-        _ensure_ignored(directory)
+        _ensure_ignored(directory, folder)
     finally:
         os.close(directory)
 
@@ -121,7 +146,7 @@ def write_file(folder: str, name: str, data: bytes) -> None:
     """Replace `folder/name` with `data` in one rename (StateError if it cannot)."""
     directory = open_folder(folder, create=True)
     try:
-        _ensure_ignored(directory)
+        _ensure_ignored(directory, folder)
         temporary = f".{name}.{secrets.token_hex(6)}.tmp"
         try:
             handle = os.open(
@@ -176,7 +201,7 @@ class RunRecord:
     def _open(self) -> int:
         directory = open_folder(self.folder, create=True)
         try:
-            _ensure_ignored(directory)
+            _ensure_ignored(directory, self.folder)
             flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _NOFOLLOW
             name = RECORD_NAME
             try:

@@ -57,6 +57,14 @@ CASES: dict[str, tuple[bytes, str | None]] = {
     ),
     "nul_bytes.py": (b"import torch\n\x00" + LOAD.encode(), "NUL bytes"),
     "invalid_notebook.ipynb": (b'{"cells": [', "is not valid notebook JSON"),
+    # JSON's `\ud800` escape decodes to a character no UTF-8 text holds: once a traceback that
+    # stopped the whole run.
+    "lone_surrogate.ipynb": (
+        b'{"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": '
+        b'null, "source": "import torch\\nname = \'\\ud800\'\\n"}], "metadata": {}, '
+        b'"nbformat": 4, "nbformat_minor": 5}',
+        "code cell 1, line 2 holds a lone surrogate",
+    ),
     # Like the standard library's pydoc_data/topics.py: libcst nests the pieces of an implicit
     # concatenation, and thousands of them exceed the stack.
     "deep_concatenation.py": (

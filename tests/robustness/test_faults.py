@@ -243,6 +243,8 @@ def test_failed_write_is_reported_and_cleaned_up(
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, failing, no_space)
+    if failing == "replace":  # the rename, by either of write_atomic's means
+        monkeypatch.setattr(sources, "_exchange", no_space)
     result = fix_file(str(path), Options(jobs=1))
     assert result.status is FileStatus.FAILED and not result.internal_error
     assert result.reason == "cannot be written: No space left on device"

@@ -16,12 +16,15 @@ pytestmark = pytest.mark.slow
 #: libcst's parser dies with SIGSEGV on these (10,000 chained `and`s; 2,000 nested calls).
 AND_CHAIN = "import torch\nx = " + " and ".join(["a"] * 10_000) + "\n"
 NESTED_CALLS = "import torch\nx = " + "f(" * 2_000 + "a" + ")" * 2_000 + "\n"
+#: The same chain of 10,000 terms joined by backslashes: one logical line for Python and libcst.
+CONTINUED_CHAIN = "import torch\nx = 1 \\\n" + "    + 1 \\\n" * 9_998 + "    + 1\n"
 
 
 def _deep_tree(root: Path) -> None:
     root.mkdir()
     (root / "a_chain.py").write_text(AND_CHAIN)
     (root / "b_calls.py").write_text(NESTED_CALLS)
+    (root / "b_continued.py").write_text(CONTINUED_CHAIN)
     (root / "c_ok.py").write_text(FIXABLE)
 
 
@@ -37,6 +40,7 @@ def test_deep_nesting_is_one_line_and_the_run_goes_on(
     assert error_lines(completed) == [
         "src/a_chain.py: error: too deeply nested for devfix (9,999 levels)",
         "src/b_calls.py: error: too deeply nested for devfix (4,000 levels)",
+        "src/b_continued.py: error: too deeply nested for devfix (9,999 levels)",
     ]
     if command == "apply":
         assert (tmp_path / "src" / "c_ok.py").read_text() == FIXED

@@ -274,7 +274,7 @@ def test_config_discovery_stops_at_the_nearest_project_file(tmp_path: Path) -> N
     (project / "pyproject.toml").write_text('[tool.devfix]\nignore = ["DF302"]\n')
     assert devfix("check", "src", cwd=project).returncode == 0
     # ... and a devfix.toml beside it comes first.
-    (project / "devfix.toml").write_text("select = []\n")
+    (project / "devfix.toml").write_text("unsafe-fixes = false\n")
     assert devfix("check", "src", cwd=project).returncode == 1
 
 
