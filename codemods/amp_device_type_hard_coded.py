@@ -35,7 +35,10 @@ class AmpDeviceTypeHardCoded(DevicePass):
     device string or a value of unknown kind). GradScaler stays enabled only on CUDA:
     `torch.amp.GradScaler(device.type, enabled=... and device.type == "cuda")`. A device type
     computed by hand that knows only CUDA and the CPU (`device_type = "cuda" if "cuda" in device
-    else "cpu"`, which turns `mps` into `cpu`) becomes `torch.device(device).type`. In a script
+    else "cpu"`, which turns `mps` into `cpu`) becomes `torch.device(device).type`, where the
+    device may be something else (a `--device` option); where every value the device is given
+    is CUDA or the CPU (`"cuda" if torch.cuda.is_available() else "cpu"`), the two spellings are
+    equivalent and the code is left alone. In a script
     that always runs on CUDA, only the deprecated `torch.cuda.amp.*` spellings are rewritten, to
     `torch.autocast(device_type="cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`. An object
     already enabled only on CUDA (`enabled=device.type == "cuda"`, under
@@ -152,6 +155,8 @@ class AmpDeviceTypeHardCoded(DevicePass):
             return
         if not companions.amp_uses_hand_made_type(node):
             return
+        if companions.only_cuda_or_cpu(device, node):
+            return  # the device is CUDA or the CPU: the hand-made type is exactly its type
         fixed = companions.device_type_of(device, node)
         imports: list[ImportSpec] = []
         if fixed.startswith("torch.") and self.facts.names.torch_alias() is None:

@@ -48,7 +48,11 @@ class BatchNotMovedToDevice(DevicePass):
     the same variable, a parameter of the training function that every caller fills with it,
     or the `self.<attr>` that holds it in a trainer class. A `.cuda()` model gets `.cuda()`
     batches. Names that never reach the model (indices, file names) are left alone, and so are
-    names the loop already moves itself or hands to a helper (`to_device(batch)`).
+    names the loop already moves itself or hands to a helper (`to_device(batch)`), batches the
+    loader's `collate_fn` or dataset class already moved (DF201 says whether they should), and
+    values that must stay on the CPU: the lengths a model packs with `pack_padded_sequence`
+    (directly or in its `forward`), `.numpy()` receivers; a dict batch with such a key is moved
+    by a comprehension that leaves that key where it is.
 
     ## Fix safety
     Unsafe: the fix assumes every moved batch element is a tensor (or has `.to`); a collate
@@ -90,6 +94,8 @@ class BatchNotMovedToDevice(DevicePass):
     def _report(self, node: cst.CSTNode, plan: LoopPlan, where_added: str) -> None:
         if not plan.unmoved:
             return
+        if plan.loaders and all(self.facts.flow.moves_in_its_pipeline(c) for c in plan.loaders):
+            return  # the collate function or the dataset moved them already
         names = ", ".join(f"`{n}`" for n in plan.unmoved)
         if plan.move is not None:
             where = plan.move.describe()
@@ -98,6 +104,10 @@ class BatchNotMovedToDevice(DevicePass):
         else:
             where = "a device"
         base = f"batch {names} reaches `{plan.model}` (on {where}) without being moved"
+        batch = plan.unmoved[0] if plan.unmoved else "batch"
+        left = [*plan.kept.items(), *((f'{batch}["{k}"]', r) for k, r in plan.cpu_keys.items())]
+        if left:
+            base += "; " + "; ".join(f"`{value}` stays on the CPU: {why}" for value, why in left)
         if plan.edit is None:
             self.report(node, message=f"{base}; no fix: {plan.reason}")
             return

@@ -15,6 +15,7 @@ from devfix.codemods.analysis.names import argument_of, call_tail, keyword_argum
 from devfix.codemods.analysis.torch_names import (
     CUDA_LEGACY_CONSTRUCTORS,
     LEGACY_DTYPES,
+    SAME_DEVICE_METHODS,
     TENSOR_FACTORIES,
     tails,
 )
@@ -173,6 +174,33 @@ class DeviceFixedAtConstruction(DevicePass):
             rebuild = partial(replace_argument, node, device_arg)
             self._fix(node, function, fixed.evidence, rebuild)
 
+    def _moved_on(self, node: cst.Call) -> bool:
+        """The tensor is moved again at once to a device that is not fixed outside
+        (`torch.arange(n, device=self.device).to(x.device)`): where it is made first costs a
+        copy, but it works on every device, so there is nothing to fix."""
+        current: cst.BaseExpression = node
+        while True:
+            method = self.context.parent(current)
+            call = self.context.parent(method) if method is not None else None
+            if not (
+                isinstance(method, cst.Attribute)
+                and method.value is current
+                and isinstance(call, cst.Call)
+                and call.func is method
+            ):
+                return False
+            if method.attr.value == "to":
+                device = argument_of(call, "device")
+                return (
+                    device is not None
+                    and isinstance(device.value, cst.Attribute)
+                    and device.value.attr.value == "device"  # another tensor's: `x.device`
+                    and self.facts.devices.fixed_move(call, device.value, offload=True) is None
+                )
+            if method.attr.value not in SAME_DEVICE_METHODS:
+                return False
+            current = call
+
     # -- deciding --------------------------------------------------------------------------
 
     def _fix(
@@ -183,6 +211,8 @@ class DeviceFixedAtConstruction(DevicePass):
         rebuild: Callable[[cst.BaseExpression], cst.CSTNode],
         target: cst.Call | None = None,
     ) -> None:
+        if self._moved_on(node):
+            return
         needed = self.facts.devices.needed_by(target or node, function)
         expression = needed.expression()
         moves = f"`{function.name}` moves a tensor to {fixed}"

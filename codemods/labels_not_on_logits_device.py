@@ -39,19 +39,20 @@ class LabelsNotOnLogitsDevice(DevicePass):
     labels.to(logits.device))`. Losses are `nn.*Loss` instances (`self.loss_fn =
     nn.BCEWithLogitsLoss()`, `loss_fct = CrossEntropyLoss()`, a module-level `criterion`) and
     `F.*` losses (`F.cross_entropy`, `F.mse_loss`, ...); tensors a functional loss combines with
-    the logits (`weight=`, `pos_weight=`) are moved too. A helper given the logits and the
-    labels that gathers the logits at the labels (`get_batch_logps(logits, labels)`:
-    `torch.gather(logits.log_softmax(-1), 2, labels.unsqueeze(2))`) gets `labels =
-    labels.to(logits.device)` before its first use of the labels, so that the masks it builds
-    from them (`labels != pad_id`) follow too. A file places a model over several devices when
-    it uses `device_map`, `dispatch_model`, `hf_device_map`, `parallelize`,
-    `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), or defines a
-    Hugging Face model that `device_map="auto"` can split (a subclass of a transformers model
-    family, or a class on `PreTrainedModel` itself that declares `_no_split_modules`:
-    transformers refuses `device_map="auto"` without it); for a gather helper it is enough
-    that the file already moves a loss target to its logits' device somewhere (`labels =
-    labels.to(logits.device)`: the placement is chosen in another file). Elsewhere labels and
-    logits share the model's one device and the finding would be noise.
+    the logits (`weight=`, `pos_weight=`) are moved too; targets computed from the logits
+    themselves (`pseudo = logits.detach().argmax(-1)`) are on their device and left alone. A
+    helper given the logits and the labels that gathers the logits at the labels
+    (`get_batch_logps(logits, labels)`: `torch.gather(logits.log_softmax(-1), 2,
+    labels.unsqueeze(2))`) gets `labels = labels.to(logits.device)` before its first use of the
+    labels, so that the masks it builds from them (`labels != pad_id`) follow too. A file places
+    a model over several devices when it uses `device_map`, `dispatch_model`, `hf_device_map`,
+    `parallelize`, `torch.cuda.device_count()`, names a GPU other than `cuda:0` (`"cuda:1"`), or
+    defines a Hugging Face model that `device_map="auto"` can split (a subclass of a
+    transformers model family, or a class on `PreTrainedModel` itself that declares
+    `_no_split_modules`: transformers refuses `device_map="auto"` without it); for a gather
+    helper it is enough that the file already moves a loss target to its logits' device
+    somewhere (`labels = labels.to(logits.device)`: the placement is chosen in another file).
+    Elsewhere labels and logits share the model's one device and the finding would be noise.
 
     ## Why is this bad?
     Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
@@ -275,11 +276,18 @@ class LabelsNotOnLogitsDevice(DevicePass):
             return False
         if isinstance(root, cst.Name) and root.value in self._gather_moves(function):
             return False  # moved where the function starts (a `gather` over the same labels)
-        return not (isinstance(root, cst.Name) and self._bound_moved(root.value, function, call))
+        logits_name = _base_name(logits) if isinstance(logits, cst.BaseExpression) else None
+        return not (
+            isinstance(root, cst.Name)
+            and self._bound_moved(root.value, function, call, logits_name)
+        )
 
-    def _bound_moved(self, name: str, function: cst.FunctionDef, call: cst.Call) -> bool:
-        """The last binding of `name` before `call` moves it (`labels = labels.to(dev)`), or
-        builds it from another tensor's device (`torch.zeros_like(logits)`)."""
+    def _bound_moved(
+        self, name: str, function: cst.FunctionDef, call: cst.Call, logits: str | None
+    ) -> bool:
+        """The last binding of `name` before `call` moves it (`labels = labels.to(dev)`), builds
+        it from another tensor's device (`torch.zeros_like(logits)`), or computes it from the
+        logits themselves (`labels = logits.detach().argmax(-1)`: already on their device)."""
         line = self.context.position(call).start.line
         last: tuple[int, cst.BaseExpression] | None = None
         for node in self.facts.scopes.nodes(function.body):
@@ -292,7 +300,10 @@ class LabelsNotOnLogitsDevice(DevicePass):
         if last is None:
             return False
         value = last[1]
-        if _device_root(self.facts, value) is _MOVED:
+        root = _device_root(self.facts, value)
+        if root is _MOVED:
+            return True
+        if isinstance(root, cst.BaseExpression) and logits and _base_name(root) == logits:
             return True
         for sub in self.context.subtree(value):
             if isinstance(sub, cst.Call):

@@ -174,8 +174,9 @@ def test_cache_skips_unchanged_files(project: Path, monkeypatch: pytest.MonkeyPa
         p: [f.code for f in r.findings] for p, r in first.items()
     }
     clean.write_text("import torch\nx = torch.zeros(4)\n")
-    with pytest.raises(AssertionError, match="parsed again"):
-        list(fix_paths([str(project / "src")], options, check_only=True))
+    third = list(fix_paths([str(project / "src")], options, check_only=True))
+    # A worker's exception is that file's internal error (the run goes on).
+    assert [Path(r.path).name for r in third if "parsed again" in r.reason] == ["clean.py"]
 
 
 def test_cache_is_not_read_after_devfix_itself_changes(
@@ -192,10 +193,11 @@ def test_cache_is_not_read_after_devfix_itself_changes(
         raise AssertionError(f"parsed again: {job}")
 
     monkeypatch.setattr(engine, "_fix_one", explode)
-    list(fix_paths([str(project / "src")], options, check_only=True))  # same build: all hits
+    hits = list(fix_paths([str(project / "src")], options, check_only=True))  # same build
+    assert hits and not any("parsed again" in r.reason for r in hits)
     monkeypatch.setattr(cache, "code_fingerprint", lambda: "an edited checkout")
-    with pytest.raises(AssertionError, match="parsed again"):
-        list(fix_paths([str(project / "src")], options, check_only=True))
+    again = list(fix_paths([str(project / "src")], options, check_only=True))
+    assert again and all("parsed again" in r.reason for r in again)
 
 
 @pytest.mark.slow  # starts devfix or git subprocesses

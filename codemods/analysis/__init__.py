@@ -23,6 +23,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   stops it, where the moved statements go.
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
   modules, model copies (EMA), generators and the default device, AMP objects.
+- `cpu_only`: the arguments that must stay on the CPU (`pack_padded_sequence`'s lengths,
+  sampler weights, `.numpy()` receivers), which every move of batches or labels leaves alone.
 
 Analyses take the file's `FileFacts` (never a pass; `base.Analysis`) and hold it and the context
 through weak proxies: the context keeps the facts in `context.shared`, and the facts keep the
@@ -37,6 +39,7 @@ from typing import Generic, TypeVar, overload
 
 from devfix.codemods.analysis.buffers import Buffers
 from devfix.codemods.analysis.companions import Companions
+from devfix.codemods.analysis.cpu_only import CpuOnlyArguments
 from devfix.codemods.analysis.devices import DeviceInference
 from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import ModuleFacts
@@ -94,6 +97,7 @@ class FileFacts:
     companions = _BuiltOnFirstUse(Companions)
     buffers = _BuiltOnFirstUse(Buffers)
     script_device = _BuiltOnFirstUse(ScriptDevice)
+    cpu_only = _BuiltOnFirstUse(CpuOnlyArguments)
 
     def __init__(self, context: FileContext) -> None:
         proxy: FileContext = weakref.proxy(context)

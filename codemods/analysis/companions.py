@@ -1341,6 +1341,44 @@ class Companions(Analysis):
             current = ancestor
         return False
 
+    def only_cuda_or_cpu(self, device: str, at: cst.CSTNode) -> bool:
+        """Every value the device name `device` holds at `at` is CUDA or the CPU, as written
+        (`"cuda" if torch.cuda.is_available() else "cpu"`, `torch.device("cuda:0")`): a device
+        type that knows only those two is then exactly `torch.device(device).type`."""
+        values = self.scopes.assigned_values(device, at) if "." not in device else []
+        if not values or self._rebinds_globals():
+            return False
+        return all(self._cuda_or_cpu(value, 0) for value in values)
+
+    def _rebinds_globals(self) -> bool:
+        """`exec(open("configurator.py").read())` (nanoGPT) or `globals().update(...)`: any
+        module-level name may hold what a configuration file or the command line says."""
+        for node in self.context.subtree(self.context.module):
+            if isinstance(node, cst.Call) and self.names.qualified_name(node.func) in (
+                "exec",
+                "builtins.exec",
+                "globals",
+                "builtins.globals",
+            ):
+                return True
+        return False
+
+    def _cuda_or_cpu(self, value: cst.BaseExpression, depth: int) -> bool:
+        if depth > 3:
+            return False
+        if isinstance(value, cst.IfExp):
+            return self._cuda_or_cpu(value.body, depth + 1) and self._cuda_or_cpu(
+                value.orelse, depth + 1
+            )
+        if (
+            isinstance(value, cst.Call)
+            and self.names.qualified_name(value.func) in ("torch.device", "builtins.str", "str")
+            and len(value.args) == 1
+        ):
+            return self._cuda_or_cpu(value.args[0].value, depth + 1)
+        device = string_device(value)
+        return device is not None and device.split(":", 1)[0] in ("cuda", "cpu")
+
     def amp_uses_hand_made_type(self, node: cst.IfExp) -> bool:
         """The hand-made device type (`hand_made_device_type`) reaches an autocast or a
         GradScaler (directly, or through the name it is bound to) that may run off CUDA: one

@@ -165,6 +165,10 @@ class LoopPlan:
     statement_code: str = ""
     #: Why no edit can be made although names are unmoved.
     reason: str = ""
+    #: Batch names left on the CPU, and dict keys a whole-batch move leaves out: the consumer
+    #: their values reach needs them there (`analysis.cpu_only`).
+    kept: dict[str, str] = field(default_factory=dict)
+    cpu_keys: dict[str, str] = field(default_factory=dict)
 
 
 class ScriptFlow(Analysis):
@@ -700,6 +704,7 @@ class ScriptFlow(Analysis):
         nodes = list(self._scope_nodes(loop.body))
         bound = self._device_bound(nodes, names, fed)
         plan.unmoved = [n for n in names if n in bound and not self._is_moved(loop.body, n)]
+        self._keep_on_cpu(plan, loop.body, fed, single)
         if one_line and not plan.reason:
             plan.reason = "the loop body is on the `for` line"
         if not plan.unmoved or plan.reason or (plan.move is None and not plan.helper):
@@ -711,6 +716,22 @@ class ScriptFlow(Analysis):
         group = [anchor, new_line] if after_anchor else [new_line, anchor]
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
+
+    def _keep_on_cpu(
+        self, plan: LoopPlan, body: cst.CSTNode, fed: list[cst.Call], single: str | None
+    ) -> None:
+        """Leave out of `plan` the batch names (or, for a dict batch `single`, the keys) whose
+        values reach an argument that must stay on the CPU (`pack_padded_sequence` lengths)."""
+        for use in self.facts.cpu_only.uses(body, fed):
+            if single is not None:
+                key = _string_key(use.expr, single)
+                if key is not None and key not in plan.cpu_keys:
+                    plan.cpu_keys[key] = use.reason
+                    continue
+            for name in _tensor_roots(use.expr) & set(plan.unmoved):
+                if single is None or isinstance(use.expr, cst.Name):
+                    plan.unmoved.remove(name)
+                    plan.kept[name] = use.reason
 
     def _batch_target(self, loop: cst.For) -> cst.BaseExpression | None:
         """What a loop binds each batch to: its target, or the second of `for i, batch in
@@ -758,11 +779,13 @@ class ScriptFlow(Analysis):
         """The statement that moves `plan.unmoved`: `x, y = x.to(d), y.to(d)`, the project's
         helper (`batch = self._batch_to_device(batch)`), or by how a single batch name is read."""
         if plan.helper:
+            if plan.cpu_keys:
+                return None
             moved = ", ".join(f"{plan.helper}({n})" for n in plan.unmoved)
             return f"{', '.join(plan.unmoved)} = {moved}"
         assert plan.move is not None
         if single is not None:
-            return self._single_move(body, single, plan.move)
+            return self._single_move(body, single, plan.move, tuple(plan.cpu_keys))
         moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
         return f"{', '.join(plan.unmoved)} = {moved}"
 
@@ -828,6 +851,7 @@ class ScriptFlow(Analysis):
             for n in names
             if n in bound and not any(self._is_moved(after, n) for after in following)
         ]
+        self._keep_on_cpu(plan, cst.IndentedBlock(body=following), fed, single)
         if not plan.unmoved:
             return plan
         new_line = self._move_line(cst.IndentedBlock(body=following), plan, single)
@@ -1102,6 +1126,27 @@ class ScriptFlow(Analysis):
                 return True
         return False
 
+    def moves_in_its_pipeline(self, loader: cst.Call) -> bool:
+        """The DataLoader's batches are moved to a device before the loop sees them: its
+        `collate_fn` (a function of this file) returns moved tensors, or its dataset is a class
+        of this file whose `__getitem__` returns them (moved there, or in `__init__`). Whether
+        that move belongs there is DF201's question; the loop has nothing left to move."""
+        collate = keyword_argument(loader, "collate_fn")
+        if collate is not None and isinstance(collate.value, cst.Name):
+            function = self.scopes.module_functions().get(collate.value.value)
+            if function is not None and self._returns_moved(function, frozenset()):
+                return True
+        dataset = argument(loader, "dataset")
+        for _ in range(3):
+            if not isinstance(dataset, cst.Name):
+                break
+            dataset = self.scopes.latest_binding(dataset.value, loader)
+        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
+            dataset_class = self.scopes.module_classes().get(dataset.func.value)
+            if dataset_class is not None:
+                return self._serves_moved(dataset_class)
+        return False
+
     def yields_device_batches(self, loader: cst.Call) -> bool:
         """The DataLoader serves tensors already on a device: its dataset is a
         `TensorDataset` of tensors moved there (`TensorDataset(x.to(device), y.to(device))`)."""
@@ -1131,8 +1176,67 @@ class ScriptFlow(Analysis):
                 return False
         return True
 
-    def _single_move(self, body: cst.CSTNode, name: str, move: DeviceMove) -> str | None:
-        """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used."""
+    def _serves_moved(self, dataset: cst.ClassDef) -> bool:
+        """`__getitem__` of the dataset class returns tensors on a device: moved there, or read
+        from attributes `__init__` moved (`self.x = x.to(device)` ... `return self.x[i]`)."""
+        methods = {
+            statement.name.value: statement
+            for statement in getattr(dataset.body, "body", ())
+            if isinstance(statement, cst.FunctionDef)
+        }
+        getitem = methods.get("__getitem__")
+        if getitem is None:
+            return False
+        moved: set[str] = set()
+        init = methods.get("__init__")
+        for node in self.scopes.nodes(init) if init is not None else ():
+            if isinstance(node, cst.Assign) and _is_move_call(node.value):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and _is_name(
+                        target.target.value, "self"
+                    ):
+                        moved.add(target.target.attr.value)
+        return self._returns_moved(getitem, frozenset(moved))
+
+    def _returns_moved(self, function: cst.FunctionDef, moved_attributes: frozenset[str]) -> bool:
+        """Every `return` of `function` gives tensors on a device: each element (of a tuple, a
+        list or a dict) is a move, a name last bound to one, or `self.<attr>[...]` of an
+        attribute in `moved_attributes`."""
+        returns = [n for n in self.scopes.nodes(function) if isinstance(n, cst.Return)]
+        if not returns:
+            return False
+
+        def moved(value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+            while isinstance(value, cst.Subscript):
+                value = value.value
+            if _is_move_call(value):
+                return True
+            if isinstance(value, cst.Attribute) and _is_name(value.value, "self"):
+                return value.attr.value in moved_attributes
+            if isinstance(value, cst.Name):
+                bound = self.scopes.latest_binding(value.value, at)
+                return bound is not None and bound is not value and moved(bound, at)
+            return False
+
+        for node in returns:
+            value = node.value
+            if value is None:
+                return False
+            if isinstance(value, (cst.Tuple, cst.List)):
+                elements = [e.value for e in value.elements]
+            elif isinstance(value, cst.Dict):
+                elements = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+            else:
+                elements = [value]
+            if not elements or not all(moved(e, node) for e in elements):
+                return False
+        return True
+
+    def _single_move(
+        self, body: cst.CSTNode, name: str, move: DeviceMove, cpu_keys: tuple[str, ...] = ()
+    ) -> str | None:
+        """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used;
+        a dict's `cpu_keys` keep their values (None for another shape that has such keys)."""
         as_dict = as_sequence = as_tensor = False
         for node in self._scope_nodes(body):
             if isinstance(node, cst.Arg) and node.star == "**" and _is_name(node.value, name):
@@ -1162,13 +1266,18 @@ class ScriptFlow(Analysis):
                     and call.func.value in _INSPECTING_BUILTINS
                 ):
                     as_tensor = True
-        if as_dict + as_sequence + as_tensor != 1:
+        if as_dict + as_sequence + as_tensor != 1 or (cpu_keys and not as_dict):
             return None
         if as_dict:
             key, value = (
                 ("k", "v") if not {"k", "v"} & self._root_names_of_move(move) else ("key", "value")
             )
             moved = code_of(move.apply(cst.Name(value)))
+            kept = [_string_literal(k) for k in cpu_keys]
+            if len(kept) == 1:
+                moved = f"{value} if {key} == {kept[0]} else {moved}"
+            elif kept:
+                moved = f"{value} if {key} in ({', '.join(kept)}) else {moved}"
             return f"{name} = {{{key}: {moved} for {key}, {value} in {name}.items()}}"
         if as_sequence:
             item = "t" if "t" not in self._root_names_of_move(move) else "item"
@@ -2939,6 +3048,24 @@ def _tensor_roots(expr: cst.BaseExpression) -> set[str]:
     if isinstance(expr, (cst.Tuple, cst.List)):
         return {r for e in expr.elements for r in _tensor_roots(e.value)}
     return set()
+
+
+def _string_literal(text: str) -> str:
+    """`text` as a string literal in double quotes where it can be (as black writes them)."""
+    return f'"{text}"' if text.isprintable() and not set(text) & {'"', "\\"} else repr(text)
+
+
+def _string_key(expr: cst.BaseExpression, name: str) -> str | None:
+    """`batch["lengths"]` (or `batch["lengths"].long()`) -> "lengths", for the dict `name`."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        expr = expr.func.value
+    if not (isinstance(expr, cst.Subscript) and _is_name(expr.value, name)):
+        return None
+    index = expr.slice[0].slice if len(expr.slice) == 1 else None
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+        value = index.value.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
 
 
 def _is_name(node: cst.CSTNode, name: str) -> bool:

@@ -6,12 +6,13 @@
 # devfix-flags: --select DF308 --unsafe-fixes
 # devfix-expect: DF308
 # devfix-golden: gpus=0 fails-with="CUDA is not available" env="PYTHONWARNINGS=error::UserWarning"
+import os
 from contextlib import nullcontext
 
 import torch
 from torch import nn
 
-device = "cuda" if torch.cuda.is_available() else "cpu"  # or "mps" on Apple silicon
+device = os.environ.get("DEVICE", "cuda" if torch.cuda.is_available() else "cpu")  # or DEVICE=mps
 dtype = "float16"
 device_type = torch.device(device).type  # for later use in torch.autocast
 ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]

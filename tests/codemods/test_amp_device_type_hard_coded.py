@@ -293,3 +293,37 @@ def test_autocast_with_its_device_type_in_star_args_is_left_alone() -> None:
                 return step()
         """,
     )
+
+
+def test_hand_made_type_of_a_device_that_is_cuda_or_the_cpu_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        gpu = torch.device("cuda:0") if torch.cuda.is_available() else torch.device("cpu")
+        model.to(gpu)
+        kind = "cuda" if gpu.type == "cuda" else "cpu"
+        with torch.autocast(kind, dtype=torch.bfloat16):
+            out = model(x.to(gpu))
+        """,
+    )
+
+
+def test_hand_made_type_after_a_configurator_is_still_fixed() -> None:
+    # `exec(...)` may rebind any global: the device may be `mps` after all.
+    before = """
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        exec(open("overrides.py").read())
+        model.to(device)
+        with torch.autocast(device_type="cuda" if "cuda" in device else "cpu"):
+            out = model(x.to(device))
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace('"cuda" if "cuda" in device else "cpu"', "torch.device(device).type"),
+        unsafe=True,
+    )

@@ -497,3 +497,104 @@ def test_batches_already_on_the_device_are_left_alone() -> None:
                 err = abs(gt - output.sum())
         """,
     )
+
+
+PACKING_MODEL = """
+import torch
+import torch.nn as nn
+import torch.nn.utils.rnn as rnn_utils
+from torch.utils.data import DataLoader
+
+
+class Reader(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+        self.gru = nn.GRU(8, 8)
+
+    def forward(self, ids, sizes=None):
+        packed = rnn_utils.pack_padded_sequence(self.embed(ids), sizes.view(-1), enforce_sorted=False)
+        return self.gru(packed)
+
+
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+reader = Reader().to(dev)
+"""
+
+
+def test_lengths_a_model_packs_stay_on_the_cpu_while_the_rest_moves() -> None:
+    findings = assert_fix(
+        RULE,
+        PACKING_MODEL
+        + """
+def run(loader: DataLoader):
+    for ids, sizes, gold in loader:
+        out, _ = reader.forward(ids, sizes=sizes)
+        print(out, len(gold))
+""",
+        PACKING_MODEL
+        + """
+def run(loader: DataLoader):
+    for ids, sizes, gold in loader:
+        ids = ids.to(dev)
+        out, _ = reader.forward(ids, sizes=sizes)
+        print(out, len(gold))
+""",
+        unsafe=True,
+    )
+    assert "`sizes` stays on the CPU: it feeds `pack_padded_sequence`'s `lengths`" in (
+        findings[0].message
+    )
+
+
+def test_lengths_kept_on_the_cpu_by_hand_are_correct_code() -> None:
+    assert_noop(
+        RULE,
+        PACKING_MODEL
+        + """
+def run(loader: DataLoader):
+    for ids, sizes in loader:
+        reader(ids.to(dev), sizes)
+    for ids, sizes in loader:
+        packed = rnn_utils.pack_padded_sequence(reader.embed(ids.to(dev)), sizes)
+    for ids, sizes in loader:
+        ids = ids.to(dev)
+        print(sizes.numpy(), reader(ids, sizes))
+""",
+    )
+
+
+def test_a_dict_batch_is_moved_but_the_keys_that_must_stay_on_the_cpu() -> None:
+    before = (
+        PACKING_MODEL
+        + """
+def run(loader: DataLoader):
+    for batch in loader:
+        reader(batch["ids"], batch["n"])
+        reader(batch["ids"], batch["m"].long())
+"""
+    )
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "    for batch in loader:\n",
+            "    for batch in loader:\n"
+            '        batch = {k: v if k in ("n", "m") else v.to(dev) for k, v in batch.items()}\n',
+        ),
+        unsafe=True,
+    )
+
+
+def test_sampler_weights_are_no_model_input() -> None:
+    # The weights meet no model; the sampler draws from them with a CPU generator.
+    assert_noop(
+        "DF101",
+        """
+import torch
+from torch.utils.data import DataLoader, WeightedRandomSampler
+
+weights = torch.ones(10)
+sampler = WeightedRandomSampler(weights, num_samples=10)
+""",
+    )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from devfix.types import Applicability
+import textwrap
+
+from devfix.engine import check_source
+from devfix.types import Applicability, Options
 from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF102"
@@ -419,3 +422,47 @@ def test_a_helpers_deliberate_offload_to_a_second_gpu_is_left_to_df304() -> None
                 optimizer.step()
         """,
     )
+
+
+def test_a_tensor_moved_on_to_an_input_s_device_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        GPU = torch.device("cuda:0")
+
+        class Positions(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+                self.table = nn.Embedding(64, 4)
+
+            def forward(self, ids):
+                first = torch.arange(ids.size(1), device=self.device).to(device=ids.device)
+                second = torch.arange(ids.size(1), device=GPU).unsqueeze(0).to(ids.device)
+                return self.table(first) + self.table(second)
+        """,
+    )
+
+
+def test_a_dtype_conversion_after_the_fixed_device_is_no_move() -> None:
+    findings = check_source(
+        textwrap.dedent(
+            """
+            import torch
+            import torch.nn as nn
+
+            class Positions(nn.Module):
+                def __init__(self, device):
+                    super().__init__()
+                    self.device = device
+
+                def forward(self, ids):
+                    return ids + torch.arange(ids.size(1), device=self.device).to(torch.float32)
+            """
+        ),
+        options=Options(select=(RULE,)),
+    )
+    assert [f.code for f in findings] == [RULE]

@@ -457,3 +457,25 @@ def test_a_target_moved_to_its_logits_speaks_for_gather_helpers_only() -> None:
             return F.cross_entropy(logits, labels)
         """,
     )
+
+
+def test_targets_computed_from_the_logits_are_on_their_device_already() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch.nn as nn
+
+        GPUS = ["cuda:0", "cuda:1"]
+
+        class SelfTraining(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 3)
+                self.criterion = nn.CrossEntropyLoss()
+
+            def forward(self, x):
+                scores = self.fc(x)
+                pseudo = scores.detach().argmax(dim=-1)
+                return self.criterion(scores, pseudo)
+        """,
+    )

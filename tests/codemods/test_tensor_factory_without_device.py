@@ -791,3 +791,30 @@ def test_script_tensors_not_fed_to_a_moved_model_are_left_alone() -> None:
         print(cpu_model(torch.randn(2, 16)))
         """,
     )
+
+
+def test_lengths_a_model_packs_are_made_on_the_cpu_on_purpose() -> None:
+    assert_noop(
+        "DF101",
+        """
+import torch
+import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 4)
+
+    def forward(self, x, lengths):
+        return self.lstm(pack_padded_sequence(x, lengths, enforce_sorted=False))
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+encoder = Encoder().to(device)
+x = torch.randn(5, 3, 4, device=device)
+lengths = torch.tensor([5, 2, 4])
+encoder(x, lengths)
+""",
+    )

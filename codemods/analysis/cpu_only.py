@@ -1,0 +1,140 @@
+"""Arguments that must stay on the CPU: moving what reaches them breaks code that works.
+
+A rule that moves tensors to the model's device asks here first. Its consumers:
+
+- `pack_padded_sequence(input, lengths)`: `lengths` "must be on the CPU if provided as a
+  tensor" (torch's docs; torch before 1.7 raises `'lengths' argument should be a 1D CPU int64
+  tensor`, later versions copy them back to the host, a synchronisation for nothing);
+- `WeightedRandomSampler(weights)` and `torch.multinomial` under a sampler draw with a CPU
+  generator: CUDA weights fail with `Expected a 'cpu' device type for generator`;
+- `x.numpy()` reads host memory: `can't convert cuda:0 device type tensor to numpy`.
+
+A value reaches such an argument in the code at hand, or through a call of a model of this
+file whose `forward` hands the matching parameter to one (`model(tokens, lengths)` with
+`pack_padded_sequence(embedded, lengths)` in `Tagger.forward`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.base import Analysis
+
+#: Callee (qualified) -> its CPU-only arguments: (position, keyword, why it must stay there).
+CPU_ONLY_ARGUMENTS: dict[str, tuple[tuple[int, str, str], ...]] = {
+    "torch.nn.utils.rnn.pack_padded_sequence": ((1, "lengths", "must be a CPU tensor"),),
+    "torch.utils.data.WeightedRandomSampler": (
+        (0, "weights", "are drawn from with a CPU generator"),
+    ),
+    "torch.utils.data.sampler.WeightedRandomSampler": (
+        (0, "weights", "are drawn from with a CPU generator"),
+    ),
+}
+#: Methods whose receiver must be on the CPU.
+CPU_ONLY_METHODS = {"numpy": "reads host memory"}
+#: Methods that keep a tensor where it is: what they are called on reaches the consumer.
+_SAME_TENSOR = frozenset(
+    {"long", "int", "short", "view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous"}
+)
+
+
+@dataclass(frozen=True)
+class CpuOnlyUse:
+    """A value (`expr`, in the code asked about) that must stay on the CPU, and why."""
+
+    expr: cst.BaseExpression
+    reason: str
+
+
+class CpuOnlyArguments(Analysis):
+    """Which values of a block must stay on the CPU."""
+
+    def uses(self, root: cst.CSTNode, model_calls: list[cst.Call]) -> list[CpuOnlyUse]:
+        """The values under `root` that reach a CPU-only argument, directly or through one of
+        `model_calls` (calls of models whose class this file defines)."""
+        found = list(self._direct_uses(root))
+        for call in model_calls:
+            found.extend(self._uses_through_model(call))
+        return found
+
+    def _direct_uses(self, root: cst.CSTNode) -> Iterator[CpuOnlyUse]:
+        for node in self.scopes.nodes(root):
+            if not isinstance(node, cst.Call):
+                continue
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in CPU_ONLY_METHODS:
+                if not node.args:
+                    why = CPU_ONLY_METHODS[node.func.attr.value]
+                    yield CpuOnlyUse(
+                        node.func.value,
+                        f"`.{node.func.attr.value}()` {why}, so it stays on the CPU",
+                    )
+                continue
+            qualified = self.names.qualified_name(node.func)
+            for position, keyword, why in CPU_ONLY_ARGUMENTS.get(qualified or "", ()):
+                argument = _argument(node, position, keyword)
+                if argument is not None:
+                    short = (qualified or "").rsplit(".", 1)[-1]
+                    yield CpuOnlyUse(argument, f"it feeds `{short}`'s `{keyword}`, which {why}")
+
+    def _uses_through_model(self, call: cst.Call) -> Iterator[CpuOnlyUse]:
+        found = self._forward_of(call)
+        if found is None:
+            return
+        owner, forward = found
+        parameters = [p.name.value for p in forward.params.params][1:]  # after `self`
+        kept: dict[str, str] = {}
+        for use in self._direct_uses(forward.body):
+            peeled = _peeled(use.expr)
+            if isinstance(peeled, cst.Name):
+                kept[peeled.value] = use.reason
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                return
+            name = arg.keyword.value if arg.keyword is not None else None
+            if name is None and index < len(parameters):
+                name = parameters[index]
+            if name is not None and name in kept and not self.scopes.binds(forward.body, name):
+                yield CpuOnlyUse(arg.value, f"{kept[name]} (in `{owner}.forward`)")
+
+    def _forward_of(self, call: cst.Call) -> tuple[str, cst.FunctionDef] | None:
+        """The `forward` of the model class this file defines that `call` calls, if known."""
+        callee = call.func
+        if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
+            callee = callee.value
+        if not isinstance(callee, cst.Name):
+            return None
+        classes = {
+            self.facts.modules.constructed_module(value)
+            for value in self.scopes.assigned_before(callee.value, call)
+        }
+        if len(classes) != 1:
+            return None
+        classdef = self.facts.modules.local_module_class(classes.pop())
+        if classdef is None or not isinstance(classdef.body, cst.IndentedBlock):
+            return None
+        for statement in classdef.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == "forward":
+                return classdef.name.value, statement
+        return None
+
+
+def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+    return positional[position].value if position < len(positional) else None
+
+
+def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`lengths.long().view(-1)` -> `lengths`: the tensor the consumer receives."""
+    while (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _SAME_TENSOR
+    ):
+        expr = expr.func.value
+    return expr
