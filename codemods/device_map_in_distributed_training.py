@@ -6,7 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
-from devfix.codemods.analysis.names import keyword_argument
+from devfix.codemods.analysis.names import call_tail, keyword_argument
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")
@@ -50,7 +50,9 @@ class DeviceMapInDistributedTraining(DevicePass):
     trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
     ```
     For a 4/8-bit model: `device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}` (or the
-    script's own `local_rank` variable).
+    script's own `local_rank` variable). A load in a function that neither trains nor hands a
+    model back (a merge of the adapter, an export, an evaluation after training) is one copy
+    used there and then, so its `device_map="auto"` is right and is left alone.
 
     ## Fix safety
     Safe for a single fixed device (`"cuda:0"`, `0`, `{"": 0}`): on one process the model ends up
@@ -102,6 +104,8 @@ class DeviceMapInDistributedTraining(DevicePass):
             return  # inference only: a device map is what Big Model Inference is for
         if self.facts.flow.one_process_reason() is not None:
             return  # a notebook is one process: the map places its one copy of the model
+        if self._self_contained_use(node):
+            return  # a reload to merge, export or evaluate after training: one model, one map
         model_name = self.facts.scopes.assigned_name(node)
         if model_name is not None and self.facts.flow.declares_model_parallelism(model_name):
             return  # `model.model_parallel = True`: split over the GPUs of one process on purpose
@@ -151,6 +155,32 @@ class DeviceMapInDistributedTraining(DevicePass):
             edits=[Edit(node, remove_argument(node, arg))],
             applicability=applicability,
         )
+
+    def _self_contained_use(self, node: cst.Call) -> bool:
+        """The load is in a function that neither trains nor hands a model back (`merge()`:
+        load the base with `device_map="auto"`, merge the adapter, save): what it loads is
+        used there and then, by one process's one copy, so a map over the GPUs is right."""
+        function = self.facts.scopes.enclosing_function(node)
+        if function is None:
+            return False
+        flow = self.facts.flow
+        if flow.calls_backward(function.body):
+            return False
+        for inner in self.facts.scopes.nodes(function.body):
+            if isinstance(inner, cst.Return) and inner.value is not None:
+                return False
+            if isinstance(inner, (cst.Yield, cst.Global, cst.Nonlocal)):
+                return False
+            if isinstance(inner, cst.Call) and (
+                flow.builds_optimizer(inner)
+                or (call_tail(inner.func) or "").endswith(("Trainer", "prepare", "train", "fit"))
+            ):
+                return False
+            if isinstance(inner, cst.Assign) and any(
+                not isinstance(target.target, cst.Name) for target in inner.targets
+            ):
+                return False  # `self.model = ...`: kept for later
+        return True
 
     def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
         for candidate in ("local_rank", "LOCAL_RANK"):

@@ -243,3 +243,48 @@ def test_declared_single_process_model_parallelism_is_left_alone() -> None:
         options=Options(select=(RULE,), unsafe_fixes=True),
     )
     assert [f.line for f in findings] == [4]
+
+
+def test_a_merge_after_training_keeps_its_device_map() -> None:
+    assert_noop(
+        RULE,
+        """
+        import os
+
+        import torch
+        from peft import PeftModel, get_peft_model
+        from transformers import AutoModelForCausalLM, Trainer
+
+        def train(args):
+            rank = int(os.environ.get("LOCAL_RANK", 0))
+            model = AutoModelForCausalLM.from_pretrained(args.base, device_map={"": rank})
+            Trainer(model=get_peft_model(model, args.lora), args=args.training).train()
+
+        def export(args):
+            base = AutoModelForCausalLM.from_pretrained(args.base, device_map="auto")
+            PeftModel.from_pretrained(base, args.out).merge_and_unload().save_pretrained(args.dst)
+
+        if __name__ == "__main__":
+            train(ARGS)
+            if int(os.environ.get("RANK", 0)) == 0:
+                export(ARGS)
+        """,
+    )
+
+
+def test_a_loader_that_hands_the_model_to_training_is_still_fixed() -> None:
+    findings = check_source(
+        textwrap.dedent(
+            """
+            from transformers import AutoModelForCausalLM, Trainer
+
+            def load(path):
+                model = AutoModelForCausalLM.from_pretrained(path, device_map="auto")
+                return model
+
+            Trainer(model=load("base"), args=ARGS).train()
+            """
+        ),
+        options=Options(select=(RULE,), unsafe_fixes=True),
+    )
+    assert [f.code for f in findings] == [RULE]
