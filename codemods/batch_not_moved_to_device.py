@@ -72,7 +72,7 @@ class BatchNotMovedToDevice(DevicePass):
     MESSAGE = "batch from a DataLoader reaches a model on a device without being moved there"
     FIX_TITLE = "Move the batch to the model's device at the head of the loop"
     APPLICABILITY = Applicability.UNSAFE
-    TRIGGER_WORDS = ("DataLoader",)
+    TRIGGER_WORDS = ("DataLoader", "loader")
 
     def visit_For(self, node: cst.For) -> None:
         if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):

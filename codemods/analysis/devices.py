@@ -798,8 +798,8 @@ class DeviceInference(Analysis):
         owner = function.owner
         if isinstance(value, cst.Attribute):
             attr = self_attribute(value)
-            if attr is None or owner is None or owner.has_device_property:
-                return None
+            if attr is None or owner is None or (owner.has_device_property and attr == "device"):
+                return None  # Lightning's and Hugging Face's `self.device`: the weights' device
             if attr in owner.device_attrs:
                 return Named(f"`self.{attr}`, stored in `__init__`", name=f"self.{attr}")
             return None

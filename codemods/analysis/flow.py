@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, cast
 
@@ -656,8 +656,8 @@ class ScriptFlow(Analysis):
         loaders = self.dataloader_calls(loop.iter, function)
         if loaders and all(self.yields_device_batches(loader) for loader in loaders):
             return None
-        if not loaders and not self._typed_loader(loop.iter, function):
-            return None
+        # A loop over something not known to be a DataLoader counts only by its own moves.
+        untyped = not loaders and not self._typed_loader(loop.iter, function)
         target = self._batch_target(loop)
         if target is None:
             return None
@@ -682,7 +682,7 @@ class ScriptFlow(Analysis):
         model_calls = [
             (call, found)
             for call, found in self._model_calls(calls, names)
-            if found.move is not None or found.reason
+            if not untyped and (found.move is not None or found.reason)
         ]
         plan = LoopPlan(loop, loaders)
         if model_calls:
@@ -697,12 +697,14 @@ class ScriptFlow(Analysis):
                 plan.move = first.move
             fed = [c for c, _ in model_calls]
         else:
-            sibling = self._sibling_feed(loop, calls, names, function)
+            sibling = None if untyped else self._sibling_feed(loop, calls, names, function)
+            if sibling is None:
+                sibling = self._loop_own_move(loop.body, names, calls, function)
             if sibling is None:
                 return None
             fed, plan.model, plan.move, plan.helper = sibling
         nodes = list(self._scope_nodes(loop.body))
-        bound = self._device_bound(nodes, names, fed)
+        bound = self._device_bound(nodes, names, fed, torch_calls_only=untyped)
         plan.unmoved = [n for n in names if n in bound and not self._is_moved(loop.body, n)]
         self._keep_on_cpu(plan, loop.body, fed, single)
         if one_line and not plan.reason:
@@ -732,6 +734,47 @@ class ScriptFlow(Analysis):
                 if single is None or isinstance(use.expr, cst.Name):
                     plan.unmoved.remove(name)
                     plan.kept[name] = use.reason
+
+    def _loop_own_move(
+        self,
+        body: cst.BaseSuite,
+        names: list[str],
+        calls: list[cst.Call],
+        function: cst.FunctionDef | None,
+    ) -> tuple[list[cst.Call], str, DeviceMove, str] | None:
+        """A loop that moves some batch names itself (`ids = ids.to(config.device)`), all to one
+        device, and hands them to a model (a call of a name that is no batch name and not
+        torch's): that model runs on that device, whatever the file says about it, so the batch
+        names that meet its output belong there too. (fed calls, model, move, helper "")."""
+        moves: dict[str, DeviceMove] = {}
+        for node in self._scope_nodes(body):
+            if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+                continue
+            target, value = node.targets[0].target, node.value
+            if (
+                isinstance(target, cst.Name)
+                and target.value in names
+                and _is_move_call(value)
+                and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and _is_name(value.func.value, target.value)
+            ):
+                move = self.device_move(value, function)
+                if move is None or move.conditional_line:
+                    return None
+                moves[target.value] = move
+        if not moves or len({move.code for move in moves.values()}) != 1:
+            return None
+        move = next(iter(moves.values()))
+        for call in calls:
+            model = dotted_name(call.func)
+            if model is None or model.split(".", 1)[0] in names:
+                continue
+            if (self.names.qualified_name(call.func) or "").startswith(("torch.", "builtins.")):
+                continue
+            if any(_tensor_roots(arg.value) & set(moves) for arg in call.args):
+                return [call], model, move, ""
+        return None
 
     def _batch_target(self, loop: cst.For) -> cst.BaseExpression | None:
         """What a loop binds each batch to: its target, or the second of `for i, batch in
@@ -1209,8 +1252,12 @@ class ScriptFlow(Analysis):
         def moved(value: cst.BaseExpression, at: cst.CSTNode) -> bool:
             while isinstance(value, cst.Subscript):
                 value = value.value
-            if _is_move_call(value):
-                return True
+            if _is_move_call(value) and isinstance(value, cst.Call):
+                if self.device_move(value, function) is not None:
+                    return True
+                # `labels.to(torch.long)`: a dtype, not a device; where is `labels`?
+                assert isinstance(value.func, cst.Attribute)
+                return moved(value.func.value, at)
             if isinstance(value, cst.Attribute) and _is_name(value.value, "self"):
                 return value.attr.value in moved_attributes
             if isinstance(value, cst.Name):
@@ -1285,10 +1332,17 @@ class ScriptFlow(Analysis):
         return f"{name} = {code_of(move.apply(cst.Name(name)))}"
 
     def _device_bound(
-        self, nodes: list[cst.CSTNode], names: list[str], model_calls: list[cst.Call]
+        self,
+        nodes: list[cst.CSTNode],
+        names: list[str],
+        model_calls: list[cst.Call],
+        *,
+        torch_calls_only: bool = False,
     ) -> set[str]:
         """Batch names passed to the model, or meeting its output in a call or an operation,
-        in `nodes` (a loop body's)."""
+        in `nodes` (a loop body's). `torch_calls_only`: the calls that count are torch's (a
+        loss, `F.cross_entropy`, a method of the output), not `print(out, name)`: for loops
+        over values that need not all be tensors."""
         wanted = set(names)
         assigns = [n for n in nodes if isinstance(n, cst.Assign)]
         # `x = batch[0]`, `inp = x.float()`: names that hold (part of) a batch name unmoved.
@@ -1336,6 +1390,8 @@ class ScriptFlow(Analysis):
         for node in nodes:
             parts: list[cst.BaseExpression] = []
             if isinstance(node, cst.Call) and id(node) not in model_ids:
+                if torch_calls_only and not self._torch_call(node, from_model):
+                    continue
                 if isinstance(node.func, cst.Attribute):
                     parts.append(node.func.value)
                 parts.extend(arg.value for arg in node.args)
@@ -1352,6 +1408,28 @@ class ScriptFlow(Analysis):
                 if not is_model:
                     bound |= batch_of(part)
         return bound
+
+    def _torch_call(self, call: cst.Call, from_model: Callable[[cst.CSTNode], bool]) -> bool:
+        """`F.cross_entropy(...)`, `criterion(...)` with `criterion = nn.CrossEntropyLoss()`, or a
+        method of the model's output (`out.eq(y)`)."""
+        if (self.names.qualified_name_through_star(call.func) or "").startswith("torch."):
+            return True
+        dotted = dotted_name(call.func) or ""
+        if (
+            dotted.split(".")[0] in ("F", "nn")
+            and self.names.qualified_name(call.func) is None
+            and self.names.has_star_import()
+        ):
+            return True  # `F.cross_entropy` where `F` comes with a `from utils import *`
+        if isinstance(call.func, cst.Attribute):
+            return from_model(call.func.value)
+        if isinstance(call.func, cst.Name):
+            return any(
+                isinstance(value, cst.Call)
+                and (self.names.qualified_name(value.func) or "").startswith("torch.nn.")
+                for value in self.scopes.assigned_before(call.func.value, call)
+            )
+        return False
 
     # -- the script around the model ---------------------------------------------------------
 

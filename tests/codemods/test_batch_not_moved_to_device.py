@@ -598,3 +598,40 @@ weights = torch.ones(10)
 sampler = WeightedRandomSampler(weights, num_samples=10)
 """,
     )
+
+
+def test_a_loop_that_moves_its_inputs_shows_the_model_s_device_for_the_targets() -> None:
+    before = """
+import torch.nn.functional as F
+
+
+def fit(net, train_loader, opts):
+    for step, (feats, target, names) in enumerate(train_loader):
+        feats = feats.to(opts.gpu)
+        pred = net(feats)
+        loss = F.mse_loss(pred, target)
+        print(step, pred.mean(), names)
+        loss.backward()
+"""
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "        feats = feats.to(opts.gpu)\n",
+            "        target = target.to(opts.gpu)\n        feats = feats.to(opts.gpu)\n",
+        ),
+        unsafe=True,
+    )
+    assert "batch `target` reaches `net` (on `opts.gpu`)" in findings[0].message
+
+
+def test_an_unknown_iterable_counts_only_tensors_meeting_the_output_in_torch_calls() -> None:
+    assert_noop(
+        RULE,
+        """
+def show(net, sample_loader, dev):
+    for image, caption in sample_loader:
+        image = image.to(dev)
+        print(net(image).argmax(), caption)
+""",
+    )

@@ -466,3 +466,28 @@ def test_a_dtype_conversion_after_the_fixed_device_is_no_move() -> None:
         options=Options(select=(RULE,)),
     )
     assert [f.code for f in findings] == [RULE]
+
+
+def test_a_lightning_module_s_own_device_string_is_fixed_but_its_device_property_is_not() -> None:
+    findings = check_source(
+        textwrap.dedent(
+            """
+            import torch
+            from lightning.pytorch import LightningModule
+
+            class Denoiser(LightningModule):
+                def __init__(self, net, compute_device="cpu"):
+                    super().__init__()
+                    self.net = net
+                    self.compute_device = compute_device
+
+                def validation_step(self, batch, batch_idx):
+                    sigma = torch.rand(batch.size(0), 1).to(self.compute_device)
+                    clean = torch.ones(1).to(self.device)
+                    return self.net(batch + sigma) - clean
+            """
+        ),
+        options=Options(select=(RULE,)),
+    )
+    assert [(f.line, f.code) for f in findings] == [(12, RULE)]
+    assert "`self.compute_device`, stored in `__init__`" in findings[0].message
