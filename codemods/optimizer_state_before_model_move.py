@@ -172,6 +172,15 @@ class OptimizerStateBeforeModelMove(DevicePass):
         if conflict is not None:
             self._move_model_early(group, message, conflict)
             return
+        if "robustness:" in message and not all(
+            self.facts.flow.same_cell(body[index], body[move_index]) for index in moved
+        ):
+            self.report(
+                first.node,
+                message=f"{message}; it is in another notebook cell than the move, and moving "
+                "it there changes which cells must run first, so it is left for you",
+            )
+            return
         restored = {c.name for c in loads}
         insert_at = self.facts.reorder.insertion_index(body, moved, move_index, objects, restored)
         statements = [body[index] for index in moved]

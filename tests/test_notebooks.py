@@ -360,3 +360,27 @@ def test_review_of_a_notebook_edits_and_markers(tmp_path: Path, monkeypatch: Any
         "  # initial state, on x's device\n" in data["cells"][2]["source"]
     )
     assert data["cells"][4]["source"][0] == "%%time\n"
+
+
+def test_a_notebook_that_reloads_its_own_save_and_builds_adam_early_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    cells = [
+        _cell("import os\nimport torch\nfrom torch import nn\n"),
+        _cell("net = nn.Linear(3, 1)\nopt = torch.optim.Adam(net.parameters())\n"),
+        _cell(
+            'dev = "cuda" if torch.cuda.is_available() else "cpu"\nnet = net.to(dev)\n'
+            "for _ in range(2):\n    net(torch.randn(4, 3, device=dev)).sum().backward()\n"
+            "    opt.step()\n"
+        ),
+        _cell('torch.save(net.state_dict(), os.path.join(\n    "runs", "best.pt"))\n'),
+        _cell('net.load_state_dict(torch.load(\n    os.path.join("runs", "best.pt")))\n'),
+    ]
+    original = _notebook(cells, indent=1)
+    path = _write(tmp_path, original)
+    result = fix_file(str(path), Options(unsafe_fixes=True))
+    assert path.read_text() == original
+    # The early Adam is reported (a robustness finding), not moved to another cell.
+    (finding,) = [f for f in result.findings if f.code == "DF301"]
+    assert not finding.has_fix and "another notebook cell" in finding.message
+    assert not [f for f in result.findings if f.code == "DF302"]

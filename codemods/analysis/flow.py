@@ -9,6 +9,7 @@ needed, the answer carries the reason, and the passes report instead of guessing
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 from collections.abc import Callable, Iterator
@@ -1515,6 +1516,14 @@ class ScriptFlow(Analysis):
     def is_notebook(self) -> bool:
         """The file is a Jupyter notebook (its code cells joined into one module)."""
         return is_notebook(self.context.path) or _CELL_MARKER in self.context.text
+
+    def same_cell(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """Both nodes are in one code cell (always true outside a notebook)."""
+        if not self.is_notebook():
+            return True
+        lines = self.context.text.splitlines()
+        low, high = sorted((self.scopes.line_of(first), self.scopes.line_of(second)))
+        return not any("~~devfix-cell" in line for line in lines[low:high])
 
     def one_process_reason(self) -> str | None:
         """Why the file runs as a single process whatever it imports, or None: a notebook is one
@@ -3253,7 +3262,20 @@ def is_main_guard(node: cst.CSTNode) -> bool:
 
 
 def _same_path(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
-    """Two path expressions that name the same file: equal string literals, or one name."""
+    """Two path expressions that name the same file: equal string literals, one name, or the
+    same expression however it is laid out (`os.path.join(root, "best.pth")` over two lines)."""
     if isinstance(a, cst.SimpleString) and isinstance(b, cst.SimpleString):
         return a.evaluated_value == b.evaluated_value
-    return isinstance(a, cst.Name) and isinstance(b, cst.Name) and a.value == b.value
+    if isinstance(a, cst.Name) and isinstance(b, cst.Name):
+        return a.value == b.value
+    if isinstance(a, (cst.Call, cst.BinaryOperation, cst.FormattedString, cst.Attribute)):
+        return _expression_shape(a) == _expression_shape(b) is not None
+    return False
+
+
+def _expression_shape(node: cst.BaseExpression) -> str | None:
+    """The expression as Python's parser sees it (layout, parentheses and quotes aside)."""
+    try:
+        return ast.dump(ast.parse(code_of(node).strip(), mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
