@@ -3268,7 +3268,7 @@ def _same_path(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
         return a.evaluated_value == b.evaluated_value
     if isinstance(a, cst.Name) and isinstance(b, cst.Name):
         return a.value == b.value
-    if isinstance(a, (cst.Call, cst.BinaryOperation, cst.FormattedString, cst.Attribute)):
+    if isinstance(a, (cst.Call, cst.BinaryOperation, cst.FormattedString)):
         return _expression_shape(a) == _expression_shape(b) is not None
     return False
 
