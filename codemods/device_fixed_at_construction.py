@@ -75,7 +75,11 @@ class DeviceFixedAtConstruction(DevicePass):
     the error goes away. Unsafe when the only evidence is that the function has a tensor
     argument. When nothing in scope can supply a device, the finding has no fix. A `device`
     property of the class (Lightning's and Hugging Face's `self.device`, or one you define) is
-    correct and left alone; so are `.to("cpu")` and `.cpu()`, which are deliberate.
+    correct and left alone; so are `.to("cpu")` and `.cpu()`, which are deliberate. A stored
+    device is reported even in a script that runs on that one device today (a latent hazard:
+    the message says so), and so is a device read from an options object the constructor keeps
+    (`self.opt.device`) or a global one (`args.device`); a tensor moved on at once to another
+    tensor's device (`.to(x.device)`) is left alone.
 
     ## References
     - `torch.nn.DataParallel` docs ("any updates to the running module in forward will be lost").
@@ -216,6 +220,11 @@ class DeviceFixedAtConstruction(DevicePass):
         needed = self.facts.devices.needed_by(target or node, function)
         expression = needed.expression()
         moves = f"`{function.name}` moves a tensor to {fixed}"
+        if self.facts.flow.runs_on_one_device():
+            moves += (
+                " (right on the script's one device today; a DataParallel replica or a later "
+                "`model.to()` breaks it)"
+            )
         if expression is None or isinstance(needed, Unknown):
             unknown = "no tensor or layer in scope tells which device it should follow"
             self.report(node, message=f"{moves}; {unknown}")

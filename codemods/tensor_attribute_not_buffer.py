@@ -8,7 +8,6 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import register_buffer_for
 from devfix.codemods.analysis.buffers import Method
 from devfix.codemods.analysis.modules import self_name
-from devfix.codemods.analysis.moves import is_move_call
 from devfix.codemods.analysis.names import code_of, string_value
 from devfix.types import Applicability, Edit
 
@@ -156,8 +155,8 @@ class TensorAttributeNotBuffer(DevicePass):
                 ),
             )
             return
-        if kind is None or (is_move_call(value) and self.facts.flow.runs_on_one_device()):
-            return  # put on the script's one device: right where nothing else runs
+        if kind is None:
+            return
         if kind == "trainable":
             self.report(
                 node,

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.modules import FunctionInfo, self_attribute
+from devfix.codemods.analysis.modules import FunctionInfo, method, names_a_device, self_attribute
 from devfix.codemods.analysis.moves import (
     device_argument,
     gpu_index,
@@ -704,14 +704,12 @@ class DeviceInference(Analysis):
     ) -> tuple[FunctionInfo, Device] | None:
         """Model code in which `call` moves a value to `device`, fixed outside the call (see
         `fixed_outside`), and that fixed device; None where the move is right or one to keep
-        (`model_code_moving`; `offload`: a second GPU may be a plain function's offload): a
-        device name the script stores while it runs on that one device is right in its
-        configuration."""
+        (`model_code_moving`; `offload`: a second GPU may be a plain function's offload). A
+        device name stored at construction is a latent hazard even where the script runs on
+        that one device today: replicas, a later `model.to(other)` or a shard break it."""
         function = self.model_code_moving(call, offload_to=device if offload else None)
         fixed = self.fixed_outside(device, function) if function is not None else None
         if function is None or fixed is None:
-            return None
-        if isinstance(fixed, Named) and self.facts.flow.runs_on_one_device():
             return None
         return function, fixed
 
@@ -796,6 +794,9 @@ class DeviceInference(Analysis):
                 return Literal(f"`{code_of(value)}`", text=str(first.evaluated_value))
             return None
         owner = function.owner
+        option = self._stored_option_device(value, function)
+        if option is not None:
+            return option
         if isinstance(value, cst.Attribute):
             attr = self_attribute(value)
             if attr is None or owner is None or (owner.has_device_property and attr == "device"):
@@ -816,6 +817,44 @@ class DeviceInference(Analysis):
                 )
             ):
                 return Named(f"the global `{name}`", name=name)
+        return None
+
+    def _stored_option_device(
+        self, value: cst.BaseExpression, function: FunctionInfo
+    ) -> Device | None:
+        """`self.opt.device` (an options object the constructor kept) or `args.device` (a
+        module-level options object): a device chosen once, outside the forward pass."""
+        if not (isinstance(value, cst.Attribute) and names_a_device(value.attr.value)):
+            return None
+        holder = value.value
+        kept = self_attribute(holder)
+        owner = function.owner
+        if kept is not None and owner is not None:
+            if any(
+                isinstance(call, cst.Call) and self_attribute(call.func) == kept
+                for call in self.context.of_type(owner.node.body, cst.Call)
+            ):
+                return None  # `self.encoder(x)`: a submodule, whose `.device` is its weights'
+            init = method(owner.node, "__init__")
+            parameters = {p.name.value for p in init.params.params} if init is not None else set()
+            for assign in self.context.of_type(init.body, cst.Assign) if init is not None else ():
+                if (
+                    len(assign.targets) == 1
+                    and self_attribute(assign.targets[0].target) == kept
+                    and isinstance(assign.value, cst.Name)
+                    and assign.value.value in parameters - {"self"}
+                ):
+                    return Named(
+                        f"`{code_of(value)}`, an option the constructor keeps",
+                        name=code_of(value),
+                    )
+            return None
+        if isinstance(holder, cst.Name):
+            name = holder.value
+            if name in function.params or name in function.bindings or name == "self":
+                return None
+            if self.scopes.module_bindings().get(name):
+                return Named(f"the global `{code_of(value)}`", name=code_of(value))
         return None
 
     # -- where a value lives ----------------------------------------------------------------

@@ -201,7 +201,7 @@ def strip_module_methods(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
-def _names_a_device(attribute: str) -> bool:
+def names_a_device(attribute: str) -> bool:
     """`self.device`, `self._device`, `self.dev`: an attribute that holds a device."""
     return attribute.lower().strip("_") in ("device", "dev", "torch_device", "target_device")
 
@@ -470,7 +470,7 @@ class ModuleFacts(Analysis):
                 if layer == "torch.device":
                     info.device_attrs.add(attr)
                     continue
-            if _names_a_device(attr) or ("device" in attr.lower() and _mentions_device(value)):
+            if names_a_device(attr) or ("device" in attr.lower() and _mentions_device(value)):
                 info.device_attrs.add(attr)
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:

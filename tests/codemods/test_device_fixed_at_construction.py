@@ -283,14 +283,15 @@ model = Encoder(100, device).to(device)
 """
 
 
-def test_a_stored_device_is_right_in_a_script_that_runs_on_it() -> None:
-    assert_noop(RULE, ONE_DEVICE_SCRIPT)
-    wrapped = ONE_DEVICE_SCRIPT + "model = nn.DataParallel(model)\n"
-    assert_fix(
-        RULE,
-        wrapped,
-        wrapped.replace(".to(self.device)", ".to(self.pos.weight.device)"),
-    )
+def test_a_stored_device_is_a_latent_hazard_even_in_a_script_that_runs_on_it() -> None:
+    # It works on the script's one device today, and breaks once the model is replicated or
+    # moved after construction: reported, and fixed with a device the model already has.
+    for script in (ONE_DEVICE_SCRIPT, ONE_DEVICE_SCRIPT + "model = nn.DataParallel(model)\n"):
+        assert_fix(
+            RULE,
+            script,
+            script.replace(".to(self.device)", ".to(self.pos.weight.device)"),
+        )
 
 
 def test_legacy_cuda_constructor_becomes_a_factory_on_the_labels_device() -> None:
@@ -491,3 +492,52 @@ def test_a_lightning_module_s_own_device_string_is_fixed_but_its_device_property
     )
     assert [(f.line, f.code) for f in findings] == [(12, RULE)]
     assert "`self.compute_device`, stored in `__init__`" in findings[0].message
+
+
+def test_devices_read_from_kept_options_and_global_options_objects() -> None:
+    before = """
+        import torch
+        import torch.nn as nn
+
+        cfg = load_config()
+
+        class Memory(nn.Module):
+            def __init__(self, hparams):
+                super().__init__()
+                self.hparams_ = hparams
+                self.cell = nn.GRUCell(4, 4)
+
+            def forward(self, x):
+                state = torch.zeros(x.size(0), 4).to(self.hparams_.device)
+                gate = torch.ones(x.size(0), 1, device=cfg.DEVICE)
+                return self.cell(x * gate, state)
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(".to(self.hparams_.device)", ".to(x.device)").replace(
+            "device=cfg.DEVICE", "device=x.device"
+        ),
+    )
+    assert [f.message.split(";")[0] for f in findings] == [
+        "`forward` moves a tensor to `self.hparams_.device`, an option the constructor keeps",
+        "`forward` moves a tensor to the global `cfg.DEVICE`",
+    ]
+
+
+def test_a_submodule_s_own_device_is_no_stored_option() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self, encoder):
+                super().__init__()
+                self.encoder = encoder
+
+            def forward(self, x):
+                return self.encoder(x) + torch.zeros(1, device=self.encoder.device)
+        """,
+    )
