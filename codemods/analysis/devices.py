@@ -230,10 +230,8 @@ class DeviceInference(Analysis):
 
     def moved_when_made(self, node: cst.Call, function: FunctionInfo) -> bool:
         """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated right after the
-        tensor is made (DF102 judges it). `.type_as(x)` states only a type: a CUDA type means the
-        current device, which is `x`'s only where one device is in use (the file runs on one
-        device, or the module is a Lightning/Hugging Face one, whose framework sets the current
-        device per process)."""
+        tensor is made (DF102 judges it), or `.type_as(x)`, which is `.to(x.options())`: `x`'s
+        dtype and device."""
         current: cst.CSTNode = node
         for _ in range(8):
             parent = self.context.parent(current)
@@ -241,13 +239,9 @@ class DeviceInference(Analysis):
                 call = self.context.parent(parent)
                 if not isinstance(call, cst.Call):
                     return False
-                if parent.attr.value in ("to", "cuda", "cpu", "numpy", "tolist", "item"):
+                # `type_as(other)` is `to(other.options())`: other's dtype and device.
+                if parent.attr.value in ("to", "cuda", "cpu", "numpy", "tolist", "item", "type_as"):
                     return True
-                if parent.attr.value == "type_as":
-                    owner = function.owner
-                    return self.facts.flow.runs_on_one_device() or (
-                        owner is not None and owner.has_device_property
-                    )
                 current = call
             elif isinstance(parent, cst.Arg):
                 return self.facts.moves.moved_by_helper(parent)
@@ -355,8 +349,7 @@ class DeviceInference(Analysis):
                 return  # `.shape`, `.device`: no tensor flows on
             method = parent.attr.value
             if method == "type_as":
-                # `type_as(t)` casts to `t`'s type, which names no device index: a CUDA type goes
-                # to the current device, not to `t`'s. The author wants it where `t` is.
+                # `type_as(t)` is `to(t.options())`: the tensor goes where `t` is.
                 yield from self._meets_in_args(call, None, function, own_names, line)
                 return
             if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:

@@ -41,6 +41,7 @@ from devfix.codemods.analysis.torch_names import (
 
 if TYPE_CHECKING:
     from devfix.codemods.analysis import FileFacts
+    from devfix.context import FileContext
 
 
 @dataclass
@@ -49,6 +50,9 @@ class ClassInfo:
     is_module: bool = False
     is_dataset: bool = False
     has_device_property: bool = False
+    #: Not a module itself, it moves models it holds (`self.G.to(self.device)`) and trains or
+    #: reads them (`self.G.parameters()`): a solver/trainer, whose device is the script's choice.
+    drives_models: bool = False
     #: `self.<attr> = nn.<Layer>(...)` in `__init__`: attr -> qualified layer name.
     layers: dict[str, str] = field(default_factory=dict)
     #: `self.<attr>` assigned in `__init__` from something that holds a device.
@@ -83,6 +87,8 @@ class FunctionInfo:
             return False
         if self.owner is not None and self.owner.is_module:
             return True
+        if self.owner is not None and self.owner.drives_models:
+            return False  # a solver or trainer: the script's own code around its models
         return bool(self.tensor_params)
 
 
@@ -201,6 +207,27 @@ def strip_module_methods(node: cst.BaseExpression) -> cst.BaseExpression:
     return node
 
 
+_MODEL_METHODS = frozenset({"parameters", "train", "eval", "state_dict", "load_state_dict"})
+
+
+def _moves_models_it_trains(context: FileContext, classdef: cst.ClassDef) -> bool:
+    """`self.G.to(self.device)` (or `.cuda()`) and `self.G.parameters()` in one class."""
+    moved: set[str] = set()
+    used: set[str] = set()
+    for node in context.of_type(classdef.body, cst.Call):
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            continue
+        attr = self_attribute(func.value)
+        if attr is None:
+            continue
+        if func.attr.value in ("to", "cuda"):
+            moved.add(attr)
+        elif func.attr.value in _MODEL_METHODS:
+            used.add(attr)
+    return bool(moved & used)
+
+
 def names_a_device(attribute: str) -> bool:
     """`self.device`, `self._device`, `self.dev`: an attribute that holds a device."""
     return attribute.lower().strip("_") in ("device", "dev", "torch_device", "target_device")
@@ -272,6 +299,8 @@ class ModuleFacts(Analysis):
         if not info.is_module and not info.is_dataset and _unknown_bases(node, bases):
             info.is_module = self._used_as_module(node)
         info.has_device_property = bool(bases & BASES_WITH_DEVICE_PROPERTY)
+        if not info.is_module and not info.is_dataset:
+            info.drives_models = _moves_models_it_trains(self.context, node)
         construction = self.construction_methods(node)
         for member in node.body.body:
             if isinstance(member, cst.FunctionDef):

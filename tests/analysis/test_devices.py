@@ -284,7 +284,7 @@ def test_moved_when_made_sees_a_move_right_after_the_factory() -> None:
     assert moved("torch.zeros(1)")
     assert moved("torch.zeros(2)")  # the file's own move helper
     assert not moved("torch.zeros(3)")
-    assert not moved("torch.zeros(4)")  # a type only: no single device in this file
+    assert moved("torch.zeros(4)")  # `type_as(x)` is `to(x.options())`: x's device
 
 
 def test_moves_in_model_code_that_are_fixed_or_kept() -> None:

@@ -477,12 +477,11 @@ def test_numpy_class_weights_in_a_plain_loss_function() -> None:
     )
 
 
-def test_type_as_goes_to_the_current_device_not_to_its_argument() -> None:
-    """`arange(n).type_as(lengths)` is cast to the current CUDA device, which is not
-    `lengths`' when the model runs on another GPU; a Lightning module's framework sets the
-    current device per process, so there it is left alone."""
-    assert_fix(
-        RULE,
+def test_type_as_goes_to_its_argument_s_device() -> None:
+    """`arange(n).type_as(lengths)` is `arange(n).to(lengths.options())`: on `lengths`' device
+    (the virtual GPUs agree: `type_as` of a `cuda:1` tensor lands on `cuda:1` while the current
+    device is `cuda:0`), in plain functions and Lightning modules alike."""
+    for source in (
         """
         import torch
 
@@ -493,17 +492,6 @@ def test_type_as_goes_to_the_current_device_not_to_its_argument() -> None:
         """,
         """
         import torch
-
-        def length_mask(lengths, max_len=None):
-            max_len = max_len or lengths.max()
-            steps = torch.arange(0, max_len, device=lengths.device).type_as(lengths)
-            return steps.unsqueeze(0) < lengths.unsqueeze(1)
-        """,
-    )
-    assert_noop(
-        RULE,
-        """
-        import torch
         import pytorch_lightning as pl
 
         class Tagger(pl.LightningModule):
@@ -511,7 +499,8 @@ def test_type_as_goes_to_the_current_device_not_to_its_argument() -> None:
                 steps = torch.arange(0, int(lengths.max())).type_as(lengths)
                 return steps.unsqueeze(0) < lengths.unsqueeze(1)
         """,
-    )
+    ):
+        assert_noop(RULE, source)
 
 
 def test_accumulator_filled_with_plus_equals_and_its_sizing_input() -> None:
@@ -818,3 +807,46 @@ lengths = torch.tensor([5, 2, 4])
 encoder(x, lengths)
 """,
     )
+
+
+def test_type_as_puts_a_new_tensor_on_the_other_tensor_s_device() -> None:
+    # `a.type_as(b)` is `a.to(b.options())`: b's dtype and b's device.
+    assert_noop(
+        "DF101",
+        """
+import torch
+import torch.nn as nn
+
+
+class Warp(nn.Module):
+    def forward(self, feat):
+        ramp = torch.linspace(-1, 1, feat.size(-1)).type_as(feat)
+        return feat * ramp
+""",
+    )
+
+
+def test_a_solver_class_that_moves_its_models_runs_script_code() -> None:
+    # Not a module: it holds the models, moves them to its device and trains them. Its methods
+    # are the script around the models, and its device is the script's own choice.
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Solver:
+    def __init__(self, net):
+        self.net = net
+        self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.net.to(self.dev)
+        self.opt = torch.optim.Adam(self.net.parameters())
+
+    def smooth_targets(self, labels):
+        return torch.full(labels.size(), 0.9) * labels
+
+    def penalty(self, real):
+        grad_weight = torch.ones(real.size()).to(self.dev)
+        return (grad_weight * self.net(real.to(self.dev))).mean()
+"""
+    assert_noop("DF101", source)
+    assert_noop("DF102", source)
