@@ -22,7 +22,7 @@ from devfix.cli._common import (
 from devfix.engine import fix_paths, fix_source
 from devfix.errors import InputError, InternalError
 from devfix.formats import summary_table
-from devfix.gitops import GitError, toplevel
+from devfix.gitops import UNDONE, GitError, toplevel
 from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
 from devfix.names import shown
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
@@ -181,10 +181,10 @@ def _apply_and_commit(
     except GitError as error:
         echo_err(f"devfix: error: {error}")
         return EXIT_FAILED
-    planned = plan(targets, settings)
     failed = False
     committed = False
     try:
+        planned = plan(targets, settings)
         if any(result.status is FileStatus.CHANGED for result in planned):
             failed = commit_per_rule(
                 targets, settings, planned, branch=branch, allow_dirty=allow_dirty, say=echo_err
@@ -195,6 +195,9 @@ def _apply_and_commit(
     except GitError as error:
         echo_err(f"devfix: error: {error}")
         failed = True
+    except KeyboardInterrupt:
+        echo_err(f"devfix: interrupted; {UNDONE}; run the same command again to start afresh")
+        return EXIT_INTERRUPTED
     tally = Tally(settings)
     for result in planned:
         tally.add(result)

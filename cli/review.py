@@ -13,13 +13,12 @@ import click
 from devfix import review
 from devfix.cache import CACHE_FOLDER
 from devfix.errors import InputError
-from devfix.report import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, failure_line
+from devfix.report import EXIT_CLEAN, EXIT_FAILED, EXIT_FINDINGS, EXIT_INTERRUPTED, failure_line
 from devfix.settings import Settings
 from devfix.types import Applicability, FileStatus
 
 PROMPT = "Apply this fix? [y,n,a,d,A,e,u,q,?] "
 KEYS = "ynadAeuq?"
-EXIT_INTERRUPTED = 130
 
 HELP = """\
 y - apply this fix

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from devfix.report import EXIT_INTERRUPTED
 from devfix.vgpu.launch import NotebookError, run_batch, run_one, run_one_json, timed_out_line
 
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ n - do not apply this fix (the next fix on the same line is offered; with none l
 e - edit the file's proposed result in $EDITOR (your edit is written and the script runs again)
 q - quit: stop the repair here
 ? - print this help"""
-EXIT_INTERRUPTED = 130
 
 
 def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -155,13 +155,13 @@ class Branch:
             _git(["add", "--", *relative], self.root)
         except GitError as error:
             self.undo()
-            raise GitError(f"{error}; {_UNDONE}") from None
+            raise GitError(f"{error}; {UNDONE}") from None
         args = ["commit", "-q", "-m", message, "--", *relative]
         # Git's trace (on stderr, one JSON object a line) says which hook ran and how it ended.
         completed = _run(args, self.root, env={"GIT_TRACE2_EVENT": "2"})
         if completed.returncode != 0:
             self.undo()
-            raise GitError(f"{_commit_failure(args, completed)}; {_UNDONE}")
+            raise GitError(f"{_commit_failure(args, completed)}; {UNDONE}")
         return _git(["rev-parse", "HEAD"], self.root).strip()
 
     def undo(self) -> None:
@@ -186,7 +186,7 @@ class Branch:
             _git(["branch", "-q", "-D", self.name], self.root)
 
 
-_UNDONE = "devfix put back the branch, the index and the files as they were"
+UNDONE = "devfix put back the branch, the index and the files as they were"
 
 
 def _commit_failure(args: Sequence[str], completed: subprocess.CompletedProcess[bytes]) -> str:

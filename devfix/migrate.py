@@ -3,18 +3,20 @@ is devfix.state."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from devfix.engine import fix_paths
 from devfix.gitops import GitError, dirty_among, start_branch
-from devfix.report import plural
+from devfix.report import EXIT_INTERRUPTED, plural
 from devfix.settings import Settings
 from devfix.types import FileResult, FileStatus
 
-#: What a shell reports for a run stopped with Ctrl-C.
-EXIT_INTERRUPTED = 130
+__all__ = ["EXIT_INTERRUPTED", "commit_per_rule", "plan"]
 
 
 def _message(code: str, name: str, results: Sequence[FileResult]) -> str:
@@ -59,14 +61,66 @@ def commit_per_rule(
             + ", ".join(touched)
             + " (commit them first, or pass --allow-dirty)"
         )
-    started = start_branch(paths, branch, rewritten)
+    with _deferred_interrupts():
+        started = start_branch(paths, branch, rewritten)
     failed = False
-    for pass_class in settings.passes:
-        rule_settings = replace(settings.only(pass_class), cache_dir=None)
-        results = list(fix_paths(paths, rule_settings, write=True))
-        failed = failed or any(r.status is FileStatus.FAILED for r in results)
-        changed = [r.path for r in results if r.status is FileStatus.CHANGED]
-        if changed:
-            started.commit(changed, _message(pass_class.CODE, pass_class.NAME, results))
-            say(f"devfix: committed {pass_class.CODE} ({plural(len(changed), 'file')}) on {branch}")
+    try:
+        with _terminate_as_interrupt():
+            for pass_class in settings.passes:
+                rule_settings = replace(settings.only(pass_class), cache_dir=None)
+                results = list(fix_paths(paths, rule_settings, write=True))
+                failed = failed or any(r.status is FileStatus.FAILED for r in results)
+                changed = [r.path for r in results if r.status is FileStatus.CHANGED]
+                if changed:
+                    # Git is never stopped half-way through a commit (a stale index.lock).
+                    with _deferred_interrupts():
+                        message = _message(pass_class.CODE, pass_class.NAME, results)
+                        started.commit(changed, message)
+                    say(
+                        f"devfix: committed {pass_class.CODE} ({plural(len(changed), 'file')}) "
+                        f"on {branch}"
+                    )
+    except KeyboardInterrupt:
+        with _deferred_interrupts():
+            started.undo()
+        raise
     return failed
+
+
+_STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _deferred_interrupts() -> Iterator[None]:
+    """Ctrl-C or SIGTERM during the block takes effect (as KeyboardInterrupt) when it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {
+        number: signal.signal(number, lambda n, _f: received.append(n)) for number in _STOPPING
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if received:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a `kill`, a CI timeout) stops the run as Ctrl-C does, so it is rolled back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(number: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

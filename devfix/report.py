@@ -15,6 +15,8 @@ from devfix.types import FileResult, FileStatus, Finding, Fixability
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 EXIT_FAILED = 2
+#: What a shell reports for a run stopped with Ctrl-C.
+EXIT_INTERRUPTED = 130
 
 
 def finding_line(

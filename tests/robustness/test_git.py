@@ -129,3 +129,37 @@ def test_a_failing_hook_leaves_everything_as_it_was(repo: Path, fails_on: str) -
     assert again.returncode == 0, again.stderr
     assert "nothing to fix" not in again.stderr
     assert len(_git(repo, "log", "--format=%s", "main..devfix/migration").splitlines()) == 2
+
+
+#: Stops devfix (git's parent) with a signal from inside the first commit, which then succeeds.
+STOPPING_HOOK = """#!/bin/sh
+devfix=$(awk '{print $4}' /proc/$PPID/stat)
+kill -%s "$devfix"
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["INT", "TERM"])
+def test_an_interrupted_commit_run_is_rolled_back_and_can_run_again(
+    repo: Path, signal_name: str
+) -> None:
+    (repo / "src" / "train.py").write_text(TWO_RULES)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "start")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(STOPPING_HOOK % signal_name)
+    hook.chmod(0o755)
+    before = _state(repo)
+    completed = devfix("apply", "--commit", "src", cwd=repo)
+    assert_no_traceback(completed)
+    assert completed.returncode == 130, completed.stderr
+    assert "devfix: interrupted; devfix put back the branch, the index and the files" in (
+        completed.stderr
+    )
+    assert "Aborted!" not in completed.stderr
+    assert _state(repo) == before
+    assert _git(repo, "branch", "--list", "devfix/migration") == ""
+    assert not (repo / ".git" / "index.lock").exists()
+    hook.unlink()
+    again = devfix("apply", "--commit", "src", cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert len(_git(repo, "log", "--format=%s", "main..devfix/migration").splitlines()) == 2
