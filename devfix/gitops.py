@@ -29,10 +29,13 @@ def _run(
     *,
     stdin: bytes | None = None,
     env: Mapping[str, str] | None = None,
+    literal: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
+    """`git ARGS`; `literal`: paths are never pathspec patterns (check-ignore reads paths,
+    and refuses the flag)."""
     try:
         return subprocess.run(
-            ["git", "--literal-pathspecs", *args],
+            ["git", *(["--literal-pathspecs"] if literal else []), *args],
             cwd=cwd,
             input=stdin,
             capture_output=True,
@@ -124,6 +127,42 @@ def dirty_among(paths: Sequence[str], files: Sequence[str]) -> list[str]:
     return [file for file in files if os.path.realpath(file) in dirty]
 
 
+def uncommittable(paths: Sequence[str], files: Sequence[str]) -> str | None:
+    """Why `files` cannot be committed on a branch of the repository holding `paths` (before
+    anything is done), or None: the repository has no commit yet, a file is in a submodule (or
+    another nested repository), or git ignores it."""
+    root = toplevel(paths[0] if paths else ".")
+    if _run(["rev-parse", "--verify", "-q", "HEAD"], root).returncode != 0:
+        return "the repository has no commit yet; make a first commit, then run `apply --commit`"
+    nested: list[str] = []
+    tops: dict[str, str] = {}
+    for file in files:
+        folder = os.path.dirname(os.path.realpath(file))
+        if folder not in tops:
+            tops[folder] = toplevel(folder)
+        if os.path.realpath(tops[folder]) != os.path.realpath(root):
+            nested.append(f"{file} (in {os.path.relpath(tops[folder], root)})")
+    if nested:
+        return (
+            "files in a submodule or a nested repository: "
+            + ", ".join(nested)
+            + "; run `devfix apply --commit` inside it, or leave it out of the paths"
+        )
+    relative = [os.path.relpath(os.path.realpath(f), root) for f in files]
+    ignored = _run(["check-ignore", "-z", "--stdin"], root, stdin=_z(relative), literal=False)
+    names = [n for n in os.fsdecode(ignored.stdout).split("\0") if n]
+    if names:
+        return (
+            "git ignores " + ", ".join(names) + ", so devfix does not commit it; fix it without "
+            "--commit, or stop ignoring it"
+        )
+    return None
+
+
+def _z(names: Sequence[str]) -> bytes:
+    return "".join(name + "\0" for name in names).encode("utf-8", "surrogateescape")
+
+
 # -- one branch of commits, undone whole if a commit fails --------------------------------------
 
 
@@ -176,8 +215,7 @@ class Branch:
             # Mode 0 removes a path (a file that was not in the index: untracked before).
             lines.append(line if line else f"0 {'0' * 40}\t{name}")
         if lines:
-            info = "".join(line + "\0" for line in lines).encode("utf-8", "surrogateescape")
-            _git(["update-index", "-z", "--index-info"], self.root, stdin=info)
+            _git(["update-index", "-z", "--index-info"], self.root, stdin=_z(lines))
         for path, (data, mode) in self.contents.items():
             _put_back(path, data, mode)
         if self.others:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from devfix.engine import fix_paths
-from devfix.gitops import GitError, dirty_among, start_branch
+from devfix.gitops import GitError, dirty_among, start_branch, uncommittable
 from devfix.report import EXIT_INTERRUPTED, plural
 from devfix.settings import Settings
 from devfix.types import FileResult, FileStatus
@@ -54,6 +54,9 @@ def commit_per_rule(
     would rewrite has uncommitted changes (unless `allow_dirty`).
     """
     rewritten = [r.path for r in planned if r.status is FileStatus.CHANGED]
+    refused = uncommittable(paths, rewritten)
+    if refused is not None:
+        raise GitError(refused)
     touched = dirty_among(paths, rewritten)
     if touched and not allow_dirty:
         raise GitError(

@@ -163,3 +163,56 @@ def test_an_interrupted_commit_run_is_rolled_back_and_can_run_again(
     again = devfix("apply", "--commit", "src", cwd=repo)
     assert again.returncode == 0, again.stderr
     assert len(_git(repo, "log", "--format=%s", "main..devfix/migration").splitlines()) == 2
+
+
+def test_commit_refusals_before_anything_is_done_are_one_clear_line(repo: Path) -> None:
+    (repo / "src" / "a.py").write_text(FIXABLE)
+    unborn = devfix("apply", "--commit", "--allow-dirty", "src", cwd=repo)
+    assert unborn.returncode == 2, unborn.stderr
+    assert "devfix: error: the repository has no commit yet" in unborn.stderr
+    assert "git <command>" not in unborn.stderr  # git's usage text stays out
+    (repo / ".gitignore").write_text(".devfix_cache/\nsrc/scratch.py\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "start")
+    (repo / "src" / "scratch.py").write_text(FIXABLE)
+    before = _state(repo)
+    ignored = devfix("apply", "--commit", "--allow-dirty", "src/scratch.py", cwd=repo)
+    assert ignored.returncode == 2, ignored.stderr
+    assert "git ignores src/scratch.py, so devfix does not commit it" in ignored.stderr
+    assert "hint:" not in ignored.stderr
+    assert _state(repo) == before
+
+
+def test_files_of_a_submodule_are_reported_not_half_committed(repo: Path, tmp_path: Path) -> None:
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    _git(inner, "init", "-q", "-b", "main")
+    _git(
+        inner,
+        "-c",
+        "user.email=d@e",
+        "-c",
+        "user.name=D",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "i",
+    )
+    (repo / "src" / "a.py").write_text(FIXABLE)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "start")
+    _git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(inner), "vendor")
+    _git(repo, "commit", "-q", "-m", "vendor")
+    (repo / "vendor" / "m.py").write_text(FIXABLE)
+    _git(repo / "vendor", "add", "m.py")
+    _git(repo / "vendor", "-c", "user.email=d@e", "-c", "user.name=D", "commit", "-q", "-m", "m")
+    before = _state(repo)
+    completed = devfix("apply", "--commit", "--allow-dirty", ".", cwd=repo)
+    assert_no_traceback(completed)
+    assert completed.returncode == 2, completed.stderr
+    assert "files in a submodule or a nested repository: vendor/m.py (in vendor)" in (
+        completed.stderr
+    )
+    assert _state(repo) == before
+    assert _git(repo, "branch", "--list", "devfix/migration") == ""
