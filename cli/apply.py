@@ -22,7 +22,7 @@ from devfix.cli._common import (
 from devfix.engine import fix_paths, fix_source
 from devfix.errors import InputError, InternalError
 from devfix.formats import summary_table
-from devfix.gitops import UNDONE, GitError, toplevel
+from devfix.gitops import UNDONE, GitError, roll_back_stopped_run, toplevel
 from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
 from devfix.names import shown
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
@@ -178,11 +178,15 @@ def _apply_and_commit(
     """`apply --commit`: the output and exit code of `apply`, and one commit per rule."""
     try:
         toplevel(targets[0])
+        rolled_back = roll_back_stopped_run(targets)
     except GitError as error:
         echo_err(f"devfix: error: {error}")
         return EXIT_FAILED
+    if rolled_back is not None:
+        echo_err(rolled_back)
     failed = False
     committed = False
+    planned: list[FileResult] = []
     try:
         planned = plan(targets, settings)
         if any(result.status is FileStatus.CHANGED for result in planned):

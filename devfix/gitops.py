@@ -7,6 +7,7 @@ paths are handed to git as literal pathspecs (`*` in a name is not a pattern).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -203,6 +204,49 @@ class Branch:
             raise GitError(f"{_commit_failure(args, completed)}; {UNDONE}")
         return _git(["rev-parse", "HEAD"], self.root).strip()
 
+    # -- the record that lets a later run roll back a run that was killed ------------------
+
+    def record(self) -> None:
+        """Keep this branch's way back in the git directory, for a run killed before it ends."""
+        data = {
+            "root": self.root,
+            "name": self.name,
+            "previous_ref": self.previous_ref,
+            "head": self.head,
+            "index": self.index,
+            "contents": {
+                path: [base64.b64encode(data).decode(), mode]
+                for path, (data, mode) in self.contents.items()
+            },
+        }
+        _put_back(_record_path(self.root), json.dumps(data).encode(), 0o644)
+
+    def forget(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_record_path(self.root))
+
+    @classmethod
+    def recorded(cls, root: str) -> Branch | None:
+        try:
+            with open(_record_path(root), "rb") as handle:
+                data = json.loads(handle.read())
+            contents = {
+                path: (base64.b64decode(text), int(mode))
+                for path, (text, mode) in data["contents"].items()
+            }
+            return cls(
+                data["root"],
+                data["name"],
+                data["previous_ref"],
+                data["head"],
+                dict(data["index"]),
+                contents,
+            )
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError) as error:
+            raise GitError(f"{_record_path(root)} is damaged ({error}); remove it") from None
+
     def undo(self) -> None:
         """Check out the previous branch, restore the files' index entries and bytes, and
         delete the new branch; the work tree is never checked out over."""
@@ -222,6 +266,7 @@ class Branch:
             _git(["checkout", "-q", self.head, "--", *sorted(self.others)], self.root)
         with contextlib.suppress(GitError):
             _git(["branch", "-q", "-D", self.name], self.root)
+        self.forget()
 
 
 UNDONE = "devfix put back the branch, the index and the files as they were"
@@ -258,6 +303,33 @@ def _trace_event(line: str) -> dict[str, object] | None:
     except ValueError:
         return None
     return event if isinstance(event, dict) else None
+
+
+def _record_path(root: str) -> str:
+    git_dir = _git(["rev-parse", "--absolute-git-dir"], root).strip()
+    return os.path.join(git_dir, "devfix-commit-run.json")
+
+
+def roll_back_stopped_run(paths: Sequence[str]) -> str | None:
+    """An earlier `apply --commit` killed before it ended (its record is still there): put the
+    branch, the index and the files back as they were before it, if its branch holds only
+    devfix's commits; a sentence saying so, or None when there was no such run."""
+    root = toplevel(paths[0] if paths else ".")
+    stopped = Branch.recorded(root)
+    if stopped is None:
+        return None
+    subjects = _run(["log", "--format=%s", f"{stopped.head}..refs/heads/{stopped.name}"], root)
+    made = os.fsdecode(subjects.stdout).splitlines() if subjects.returncode == 0 else []
+    if any(not subject.startswith("devfix: ") for subject in made):
+        raise GitError(
+            f"an earlier --commit run was stopped, and {stopped.name!r} now has commits devfix did "
+            f"not make; look at it, delete it, and remove {_record_path(root)}"
+        )
+    stopped.undo()
+    return (
+        f"devfix: an earlier --commit run was stopped before it ended; {UNDONE} "
+        f"(its {len(made)} commit(s) on {stopped.name!r} are gone)"
+    )
 
 
 def _put_back(path: str, data: bytes, mode: int) -> None:
@@ -297,5 +369,6 @@ def start_branch(paths: Sequence[str], branch: str, files: Sequence[str] = ()) -
         with open(path, "rb") as handle:
             mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
             started.contents[path] = (handle.read(), mode)
+    started.record()
     _git(["checkout", "-q", "-b", branch], root)
     return started

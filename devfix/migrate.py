@@ -87,6 +87,10 @@ def commit_per_rule(
         with _deferred_interrupts():
             started.undo()
         raise
+    except BaseException:
+        started.forget()  # a commit that failed has undone itself; anything else keeps its work
+        raise
+    started.forget()
     return failed
 
 

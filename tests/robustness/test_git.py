@@ -216,3 +216,25 @@ def test_files_of_a_submodule_are_reported_not_half_committed(repo: Path, tmp_pa
     )
     assert _state(repo) == before
     assert _git(repo, "branch", "--list", "devfix/migration") == ""
+
+
+def test_a_killed_commit_run_is_rolled_back_by_the_next_run(repo: Path) -> None:
+    (repo / "src" / "train.py").write_text(TWO_RULES)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "start")
+    before = _state(repo)
+    hook = repo / ".git" / "hooks" / "post-commit"  # after the first rule's commit: SIGKILL
+    hook.write_text(STOPPING_HOOK % "KILL")
+    hook.chmod(0o755)
+    killed = devfix("apply", "--commit", "src", cwd=repo)
+    assert killed.returncode == -9, killed.stderr
+    assert _git(repo, "symbolic-ref", "HEAD").strip() == "refs/heads/devfix/migration"
+    hook.unlink()
+    again = devfix("apply", "--commit", "src", cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert "an earlier --commit run was stopped before it ended; devfix put back" in again.stderr
+    assert len(_git(repo, "log", "--format=%s", "main..devfix/migration").splitlines()) == 2
+    _git(repo, "checkout", "-q", "main")
+    _git(repo, "branch", "-q", "-D", "devfix/migration")
+    assert _state(repo) == before
+    assert not (repo / ".git" / "devfix-commit-run.json").exists()
