@@ -263,8 +263,15 @@ def restrict_to_changed(ref: str, paths: list[str]) -> list[str]:
     try:
         changed = changed_since(ref, paths or ["."])
     except GitError as error:
-        raise click.UsageError(str(error)) from None
+        raise OneLineError(str(error)) from None
     return [path for path in changed if path.endswith(SOURCE_SUFFIXES)]
+
+
+def require_existing(paths: Iterable[str]) -> None:
+    """A path that does not exist is a usage error (not a file that failed to be checked)."""
+    for path in paths:
+        if path != "-" and not os.path.lexists(path):
+            raise OneLineError(f"no such file or folder: {path}")
 
 
 def say_empty_folders(paths: Iterable[str], results: Iterable[FileResult]) -> None:
@@ -279,10 +286,13 @@ def say_empty_folders(paths: Iterable[str], results: Iterable[FileResult]) -> No
             echo_err(f"devfix: no Python files or notebooks under {path}")
 
 
-def write_report(path: str, results: list[FileResult], settings: Settings) -> None:
+def write_report(
+    path: str, results: list[FileResult], settings: Settings, *, applies: bool = True
+) -> None:
+    """`applies`: the run writes fixes (`apply`), so the report counts those applied."""
     if not path.endswith((".json", ".md")):
         raise click.UsageError("--report must name a .json or .md file")
-    text = migration_report(results, settings, markdown=path.endswith(".md"))
+    text = migration_report(results, settings, markdown=path.endswith(".md"), applies=applies)
     try:
         sources.write_report(path, text.encode("utf-8"))
     except InputError as error:

@@ -14,6 +14,7 @@ from devfix.cli._common import (
     exits,
     progress_printer,
     report_option,
+    require_existing,
     restrict_to_changed,
     run_options,
     say_empty_folders,
@@ -80,13 +81,14 @@ def apply_command(
 ) -> int:
     """Rewrite PATHS in place with the fixes (`-`: read stdin, write the result to stdout).
 
-    With no PATHS there is nothing to do and the exit code is 0 (as pre-commit expects).
+    With no PATHS, the current folder (as `check`).
     """
     if paths == ("-",):
         return _apply_stdin(settings, stdin_filename, diff=diff)
     if "-" in paths:
         raise click.UsageError("`-` (stdin) cannot be combined with other paths")
-    targets = list(paths)
+    require_existing(paths)
+    targets = list(paths) or (["."] if changed_since is None else [])
     if changed_since is not None:
         targets = restrict_to_changed(changed_since, targets)
     if not targets:

@@ -12,6 +12,7 @@ from devfix.cli._common import (
     exits,
     progress_printer,
     report_option,
+    require_existing,
     restrict_to_changed,
     run_options,
     say_empty_folders,
@@ -69,6 +70,7 @@ def check_command(
 
     Writes nothing, except the comments of `--add-ignore`.
     """
+    require_existing(paths)
     file_paths = [path for path in paths if path != "-"]
     if not paths and changed_since is None:
         file_paths = ["."]
@@ -110,7 +112,7 @@ def check_command(
         click.echo(sarif_log(results))
     say_empty_folders(file_paths, results)
     if report is not None:
-        write_report(report, results, settings)
+        write_report(report, results, settings, applies=False)
     if add_ignore:
         return _add_ignores(results)
     table = summary_table(results, settings, fixes=False)

@@ -217,8 +217,11 @@ def summary_table(results: Sequence[FileResult], settings: Settings, *, fixes: b
     return "\n".join(lines)
 
 
-def migration_report(results: Sequence[FileResult], settings: Settings, *, markdown: bool) -> str:
-    """The `--report` file: per rule and per file counts, what is left, failures."""
+def migration_report(
+    results: Sequence[FileResult], settings: Settings, *, markdown: bool, applies: bool = True
+) -> str:
+    """The `--report` file: per rule and per file counts, what is left, failures. A report of
+    a run that writes nothing (`applies` false: `check`) has no "fixes applied" counts."""
     counts = rule_counts(results, settings)
     failed = [r for r in results if r.status is FileStatus.FAILED]
     changed = [r for r in results if r.status is FileStatus.CHANGED]
@@ -232,7 +235,7 @@ def migration_report(results: Sequence[FileResult], settings: Settings, *, markd
                 "rules": {
                     code: {
                         "files": sorted(entry.files),
-                        "fixes_applied": entry.fixed,
+                        **({"fixes_applied": entry.fixed} if applies else {}),
                         "fixable_left": entry.fixable,
                         "unsafe_fixes_left": entry.needs_unsafe,
                         "no_fix_left": entry.no_fix,
@@ -261,12 +264,15 @@ def migration_report(results: Sequence[FileResult], settings: Settings, *, markd
         "",
         "## Per rule",
         "",
-        "| Rule | Files | Fixes applied | Fixable left | Needs --unsafe-fixes | No fix |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| Rule | Files |"
+        + (" Fixes applied |" if applies else "")
+        + " Fixable left | Needs --unsafe-fixes | No fix |",
+        "|---|---:|" + ("---:|" if applies else "") + "---:|---:|---:|",
     ]
     for code, entry in counts.items():
+        applied = f" {entry.fixed} |" if applies else ""
         out.append(
-            f"| {code} `{names.get(code, '')}` | {len(entry.files)} | {entry.fixed} | "
+            f"| {code} `{names.get(code, '')}` | {len(entry.files)} |{applied} "
             f"{entry.fixable} | {entry.needs_unsafe} | {entry.no_fix} |"
         )
     out += ["", "## Per file", ""]

@@ -83,7 +83,8 @@ def changed_since(ref: str, paths: Sequence[str]) -> list[str]:
     """Files under `paths` that differ from `ref` (committed, staged, unstaged or untracked)."""
     root = toplevel(paths[0] if paths else ".")
     targets = _targets(paths, root)
-    _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root)
+    if _run(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], root).returncode != 0:
+        raise GitError(f"unknown git ref: {ref}")
     changed = _names(["diff", "--name-only", "-z", "--diff-filter=d", ref, "--", *targets], root)
     untracked = _names(["ls-files", "-z", "--others", "--exclude-standard", "--", *targets], root)
     found: list[str] = []

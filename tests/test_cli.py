@@ -126,10 +126,40 @@ def test_select_and_ignore_by_code_prefix_and_name(seed: Path) -> None:
 
 
 @pytest.mark.slow  # starts devfix subprocesses
-def test_missing_path_is_a_failure_not_a_crash(tmp_path: Path) -> None:
-    completed = run("check", str(tmp_path / "nope.py"))
-    assert completed.returncode == 2
-    assert f"{tmp_path / 'nope.py'}: error: no such file or directory" in completed.stderr
+def test_missing_path_is_a_usage_error_not_a_checked_file(tmp_path: Path) -> None:
+    for command in ("check", "apply"):
+        completed = run(command, str(tmp_path / "nope.py"))
+        assert completed.returncode == 2
+        assert (
+            completed.stderr == f"devfix: error: no such file or folder: {tmp_path / 'nope.py'}\n"
+        )
+
+
+@pytest.mark.slow  # starts devfix subprocesses
+def test_new_user_paths_refs_and_reports(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("import torch\nw = torch.load('w.pt')\n")
+    # `apply` with no path works on the current folder, as `check` does.
+    applied = subprocess.run(
+        [sys.executable, "-m", "devfix", "apply", "--no-cache"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    assert "map_location" in (tmp_path / "train.py").read_text()
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "devfix", "check", "--changed-since", "nosuchref"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert unknown.returncode == 2
+    assert unknown.stderr == "devfix: error: unknown git ref: nosuchref\n"
+    (tmp_path / "eval.py").write_text("import torch\nw = torch.load('w.pt')\n")
+    reported = subprocess.run(
+        [sys.executable, "-m", "devfix", "check", "--report", "r.md", "eval.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert reported.returncode == 1, reported.stderr
+    report = (tmp_path / "r.md").read_text()
+    assert "| Rule | Files | Fixable left |" in report and "Fixes applied" not in report
 
 
 @pytest.mark.slow  # starts devfix subprocesses
