@@ -31,7 +31,8 @@ from devfix.report import (
     plural,
 )
 from devfix.settings import Settings
-from devfix.sources import decode, read, write_atomic
+from devfix.source_file import open_source
+from devfix.sources import decode, write_atomic
 from devfix.suppression import add_ignores
 from devfix.types import FileResult, FileStatus
 
@@ -128,13 +129,16 @@ def _add_ignores(results: list[FileResult]) -> int:
         if result.status is FileStatus.FAILED:
             failed += 1
             continue
-        if not result.findings or result.path == "-" or result.path.endswith(".ipynb"):
+        if not result.findings or result.path == "-":
             continue
         try:
-            document = read(result.path)
-            text, missed = add_ignores(document.text, result.findings)
-            if text != document.text:
-                write_atomic(result.path, document.with_text(text))
+            source = open_source(result.path)
+            located = [source.unlocate(f) for f in result.findings]
+            in_code = [f for f in located if f is not None]
+            text, missed = add_ignores(source.code, in_code)
+            missed += len(located) - len(in_code)
+            if text != source.code:
+                write_atomic(result.path, source.document.with_text(source.render(text)))
                 files += 1
         except InputError as error:
             echo_err(f"{result.path}: error: {error}")

@@ -313,6 +313,14 @@ class Notebook:
             return self._line_map[line - 1]
         return (0, line)
 
+    def code_line(self, cell: int, line: int) -> int | None:
+        """The line of :attr:`code` that is line `line` of cell `cell` (the inverse of
+        :meth:`locate`); None when the cell has no such line."""
+        try:
+            return self._line_map.index((cell, line)) + 1
+        except ValueError:
+            return None
+
     def remap(self, finding: Finding, code: str | None = None) -> Finding:
         """`finding` (located in :attr:`code`, or in `code`) located in its cell instead.
 

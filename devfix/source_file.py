@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from dataclasses import replace
 
 from devfix import sources
 from devfix.notebooks import Notebook, check_parses, is_notebook
@@ -41,6 +42,11 @@ class SourceFile:
         file as users see it."""
         return finding
 
+    def unlocate(self, finding: Finding) -> Finding | None:
+        """A finding as users see it (:meth:`locate`'s result) located in :attr:`code` again;
+        None when its line is not one of the code's."""
+        return finding
+
     def diff(self, code: str, path: str | None = None) -> str:
         """A unified diff of the file for rewritten `code`, as `git apply` takes it."""
         return unified_diff(self.document.text, self.render(code), path or self.path)
@@ -67,6 +73,15 @@ class NotebookFile(SourceFile):
 
     def locate(self, finding: Finding, code: str | None = None) -> Finding:
         return self.notebook.remap(finding, code)
+
+    def unlocate(self, finding: Finding) -> Finding | None:
+        if finding.cell is None:
+            return None
+        line = self.notebook.code_line(finding.cell, finding.line)
+        end = self.notebook.code_line(finding.cell, finding.end_line)
+        if line is None or end is None:
+            return None
+        return replace(finding, line=line, end_line=end, cell=None)
 
     def review_diff(self, before: str, after: str, path: str, context: int = 3) -> str:
         return self.notebook.cell_diffs(after, diff_label(path), context)

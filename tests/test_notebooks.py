@@ -384,3 +384,26 @@ def test_a_notebook_that_reloads_its_own_save_and_builds_adam_early_is_left_alon
     (finding,) = [f for f in result.findings if f.code == "DF301"]
     assert not finding.has_fix and "another notebook cell" in finding.message
     assert not [f for f in result.findings if f.code == "DF302"]
+
+
+@pytest.mark.slow  # starts devfix subprocesses
+def test_add_ignore_suppresses_findings_in_notebook_cells_too(tmp_path: Path) -> None:
+    cells = [
+        _cell("import torch\n"),
+        _markdown("a note"),
+        _cell("%time x = 1\nw = torch.load('w.pt')\n"),
+    ]
+    path = _write(tmp_path, _notebook(cells, indent=1))
+    (tmp_path / "a.py").write_text("import torch\nw = torch.load('w.pt')\n")
+
+    def check(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "devfix", "check", "--no-cache", *args, "."],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    baseline = check("--add-ignore")
+    assert "added suppression comments for 2 findings in 2 files" in baseline.stderr
+    assert check().returncode == 0
+    source = json.loads(path.read_text())["cells"][2]["source"]
+    assert source == ["%time x = 1\n", "w = torch.load('w.pt')  # devfix: ignore[DF302]\n"]
