@@ -100,6 +100,15 @@ class TokenizerOutputNotMoved(DevicePass):
             return
         shown = code_of(device)
         line = self.context.position(model_call).start.line
+        kept = self.facts.cpu_only.use_of(self.facts.scopes.assigned_name(node), node, model_call)
+        if kept is not None:
+            self.report(
+                node,
+                message=f"tokenizer output reaches `{model_name}` (line {line}) on the CPU; no "
+                f"fix: moving it whole would move `{code_of(kept.expr)}`, which stays on the CPU "
+                f"({kept.reason})",
+            )
+            return
         self.report(
             node,
             message=(

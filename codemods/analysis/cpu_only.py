@@ -1,6 +1,8 @@
 """Arguments that must stay on the CPU: moving what reaches them breaks code that works.
 
-A rule that moves tensors to the model's device asks here first. Its consumers:
+A rule that moves tensors to the model's device asks here first (DF204's batch moves, DF201's
+through the same loop plans, DF202's whole-encoding moves, DF101's script tensors; DF106 moves
+labels only inside the loss call, where nothing else sees the moved value). Its consumers:
 
 - `pack_padded_sequence(input, lengths)`: `lengths` "must be on the CPU if provided as a
   tensor" (torch's docs; torch before 1.7 raises `'lengths' argument should be a 1D CPU int64
@@ -59,6 +61,20 @@ class CpuOnlyArguments(Analysis):
         for call in model_calls:
             found.extend(self._uses_through_model(call))
         return found
+
+    def use_of(self, name: str | None, at: cst.CSTNode, model_call: cst.Call) -> CpuOnlyUse | None:
+        """A CPU-only use of (a part of) what `name` holds, in the scope of `at` (`enc["length"]`
+        handed to `pack_padded_sequence`): a whole-object move would take it along."""
+        if name is None:
+            return None
+        scope = self.scopes.enclosing_scope(at)
+        for use in self.uses(scope, [model_call]):
+            root = use.expr
+            while isinstance(root, (cst.Subscript, cst.Attribute, cst.Call)):
+                root = root.func if isinstance(root, cst.Call) else root.value
+            if isinstance(root, cst.Name) and root.value == name:
+                return use
+        return None
 
     def _direct_uses(self, root: cst.CSTNode) -> Iterator[CpuOnlyUse]:
         for node in self.scopes.nodes(root):

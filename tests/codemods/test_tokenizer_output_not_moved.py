@@ -395,3 +395,23 @@ def test_a_move_missing_from_one_branch_is_still_conditional() -> None:
         ),
     ):
         assert_declined(RULE, source, reason="moved only when the `if` on line")
+
+
+def test_an_encoding_whose_lengths_are_packed_is_not_moved_whole() -> None:
+    assert_declined(
+        "DF202",
+        """
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence
+from transformers import AutoModel, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+encoder = AutoModel.from_pretrained("bert-base-uncased").to("cuda")
+
+def embed(texts):
+    enc = tokenizer(texts, return_tensors="pt", padding=True, return_length=True)
+    hidden = encoder(input_ids=enc["input_ids"]).last_hidden_state
+    return pack_padded_sequence(hidden, enc["length"], batch_first=True, enforce_sorted=False)
+""",
+        reason="stays on the CPU (it feeds `pack_padded_sequence`'s `lengths`",
+    )
