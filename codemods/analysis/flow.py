@@ -84,6 +84,8 @@ _SETUP_CALLS = frozenset(
 
 #: The comment that opens each code cell of a notebook in the module devfix analyses.
 _CELL_MARKER = "# ~~devfix-cell~~ "
+#: How many callers up a model parameter's move is looked for.
+_MAX_CALLER_DEPTH = 6
 
 
 @dataclass(frozen=True)
@@ -314,6 +316,8 @@ class ScriptFlow(Analysis):
         before: int | None,
         depth: int,
     ) -> FoundMove | None:
+        if depth > _MAX_CALLER_DEPTH:
+            return None  # a recursive function passes its parameter to itself
         table, table_function = self.scopes.lookup(name, function)
         same_scope = table_function is function and not name.startswith("self.")
         limit = before if same_scope else None

@@ -635,3 +635,19 @@ def show(net, sample_loader, dev):
         print(net(image).argmax(), caption)
 """,
     )
+
+
+def test_a_recursive_function_s_model_parameter_is_no_endless_search() -> None:
+    # `walk` passes `net` to itself: looking for the model's move through the callers must end
+    # (it once exceeded the recursion limit: "nested too deeply to analyse").
+    assert_noop(
+        RULE,
+        """
+def walk(net, loader, depth):
+    for batch, tags in loader:
+        batch = batch.to("cuda")
+        print(net(batch), tags)
+    if depth:
+        walk(net, loader, depth - 1)
+""",
+    )
