@@ -1,4 +1,5 @@
-"""Process group: one process per device, set up where the training starts.
+"""Process group: one process per device, set up where the training starts (after the command
+line is parsed there, so that `torchrun train.py --help` starts no process group).
 
 `local_rank`, `rank` and `world_size` come from the variables torchrun sets (LOCAL_RANK, RANK,
 WORLD_SIZE); without them (plain `python`) the script runs as one process, without a process
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import os
 import re
+
+import libcst as cst
 
 from devfix.codemods.data_parallel.plan import Plan, parse_statements
 from devfix.codemods.data_parallel.script import Decline, Script
@@ -52,9 +55,16 @@ def plan_process_group(script: Script, plan: Plan) -> None:
     added = plan.new_code(script.in_run, main_block=run.block is None)
     read = set(re.findall(r"\b(rank|world_size)\b", added))
     unused = frozenset(name for name in ("rank", "world_size") if name not in read)
-    plan.prepend(run.block, parse_statements(setup_statements(script, unused=unused)))
-    if run.block is not None:
-        plan.spaced.add(id(run.block))
+    setup = parse_statements(setup_statements(script, unused=unused))
+    parsed = _argument_parsing_end(script, run.block)
+    if parsed is not None:
+        # `torchrun train.py --help` prints the help and starts no process group.
+        change = plan.statement(parsed)
+        change.after = [*setup, *change.after]
+    else:
+        plan.prepend(run.block, setup)
+        if run.block is not None:
+            plan.spaced.add(id(run.block))
     plan.need("os")
     plan.need("dist")
     name = os.path.basename(script.path)
@@ -62,4 +72,36 @@ def plan_process_group(script: Script, plan: Plan) -> None:
     plan.file_comment.append(
         f"devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> {command}` "
         f"(`python {command}` runs one process)"
+    )
+
+
+def _argument_parsing_end(
+    script: Script, block: cst.IndentedBlock | None
+) -> cst.BaseStatement | None:
+    """The statement of `block` that parses the command line (`args = parser.parse_args()`),
+    when nothing before it reads what the setup binds or touches CUDA: the setup can follow it.
+    None: the setup goes first."""
+    if block is None:
+        return None
+    found: cst.BaseStatement | None = None
+    for statement in block.body:
+        if _parses_arguments(script, statement):
+            found = statement
+            break
+    if found is None:
+        return None
+    for statement in block.body[: list(block.body).index(found) + 1]:
+        read = script.scopes.names_read(statement)
+        if read & {*SETUP_NAMES, "dist"} or "cuda" in script.code(statement):
+            return None
+    return found
+
+
+def _parses_arguments(script: Script, statement: cst.BaseStatement) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    return any(
+        isinstance(node, cst.Attribute)
+        and node.attr.value in ("parse_args", "parse_known_args", "parse_args_into_dataclasses")
+        for node in script.scopes.nodes(statement)
     )

@@ -230,7 +230,11 @@ def test_function_entry_point_gets_setup_and_teardown() -> None:
             main()
         """
     )
-    assert '    """Train."""\n    # devfix DF401: one process per device.' in out
+    # After the command line is parsed: `torchrun train.py --help` starts no process group.
+    assert (
+        '    """Train."""\n    args = argparse.ArgumentParser().parse_args()\n'
+        "    # devfix DF401: one process per device."
+    ) in out
     assert "shuffle=args.shuffle, seed=0\n" in out
     assert "batch_size=args.batch_size // world_size, sampler=sampler\n" in out
     assert "        sampler.set_epoch(epoch)" in out
