@@ -7,7 +7,12 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import rebuilt_call, select_device_edits
 from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, gpu_index
-from devfix.codemods.analysis.names import argument_of, call_tail, keyword_argument
+from devfix.codemods.analysis.names import (
+    argument_of,
+    call_tail,
+    keyword_argument,
+    string_value,
+)
 from devfix.codemods.analysis.script_device import cuda_fstring, literal_cuda_device
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -46,6 +51,11 @@ class HardCodedDevice(DevicePass):
     `if use_cuda:` on a variable holding that check, `if args.gpu: ... else: cpu`), a default
     `device="cuda"` that every call of the function overrides, and `"cuda"` / `.cuda()` after
     `torch.cuda.set_device(local_rank)` (the rank's GPU).
+
+    Anywhere, model code included, a device spelled from a tensor's `is_cuda`
+    (`torch.device("cuda" if x.is_cuda else "cpu")`, used as a device) becomes `x.device`:
+    `"cuda"` is the current GPU, not necessarily `x`'s (a device *type*, as `torch.autocast`
+    takes, is left alone).
 
     ## Why is this bad?
     A hard-coded `cuda:0` fails on a machine without a GPU or with an Apple GPU, and under
@@ -132,11 +142,54 @@ class HardCodedDevice(DevicePass):
         # `"cuda:1" if torch.cuda.is_available() else "cpu"`: a fallback pinned to one GPU.
         if cuda_string(node.body) and gpu_index(node.body):
             self._occurrence(node.body, node.body, f"`{self._code(node.body)}`")
+        tensor = _is_cuda_tested(node)
+        if tensor is not None:
+            self._device_type_of(node, tensor)
+
+    def _device_type_of(self, node: cst.IfExp, tensor: cst.BaseExpression) -> None:
+        """`"cuda" if x.is_cuda else "cpu"` (or `torch.device(...)` of it) names the current
+        GPU, not `x`'s: `x.device` is the one meant, wherever the code runs."""
+        target: cst.BaseExpression = node
+        parent = self.context.parent(node)
+        call = self.context.parent(parent) if isinstance(parent, cst.Arg) else None
+        if (
+            isinstance(call, cst.Call)
+            and len(call.args) == 1
+            and self.qualified_name(call.func) == "torch.device"
+        ):
+            target = call
+        elif not self._used_as_device(node):
+            return  # a device *type* (`torch.autocast(...)`), where "cuda" is the right word
+        device = cst.Attribute(value=tensor.deep_clone(), attr=cst.Name("device"))
+        shown = self._code(target)
+        self.report(
+            target,
+            message=f"`{shown}` names the current GPU, not the one `{self._code(tensor)}` is on "
+            f"(with it on `cuda:1`, this is `cuda:0`); use `{self._code(device)}`",
+            fix_title=f"Use `{self._code(device)}`",
+            edits=[Edit(target, device)],
+            applicability=Applicability.SAFE,
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         name = self.facts.scopes.assigned_name(node.value)
         if name is not None and "dev" in name.lower() and cuda_string(node.value):
             self._occurrence(node.value, node.value, f"`{self._code(node.value)}`")
+
+    def _used_as_device(self, value: cst.BaseExpression) -> bool:
+        """`value` is a `device=` argument or `.to(...)`'s, or is bound to a name used so."""
+        parent = self.context.parent(value)
+        if isinstance(parent, cst.Arg):
+            call = self.context.parent(parent)
+            keyword = parent.keyword.value if parent.keyword is not None else None
+            return keyword == "device" or (
+                isinstance(call, cst.Call) and call_tail(call.func) == "to" and keyword is None
+            )
+        name = self.facts.scopes.assigned_name(value)
+        if name is None:
+            return False
+        scope = self.facts.scopes.enclosing_scope(value)
+        return any(self._used_as_device(use) for use in self.facts.scopes.names_in(scope, name))
 
     def _check_cuda_method(self, node: cst.Call, func: cst.Attribute) -> None:
         index = argument_of(node, "device")
@@ -367,3 +420,18 @@ class HardCodedDevice(DevicePass):
 
     def _code(self, node: cst.CSTNode) -> str:
         return self.context.module.code_for_node(node)
+
+
+def _is_cuda_tested(node: cst.IfExp) -> cst.BaseExpression | None:
+    """The tensor of `"cuda" if x.is_cuda else "cpu"` (or `"cpu" if not x.is_cuda else
+    "cuda"`), else None."""
+    test, body, orelse = node.test, string_value(node.body), string_value(node.orelse)
+    negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+    if negated:
+        assert isinstance(test, cst.UnaryOperation)
+        test, body, orelse = test.expression, orelse, body
+    if (body, orelse) != ("cuda", "cpu"):
+        return None
+    if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
+        return test.value
+    return None

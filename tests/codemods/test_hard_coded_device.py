@@ -576,3 +576,36 @@ def test_map_location_without_a_device_variable_loads_to_the_cpu() -> None:
     used = before.replace("for x, y", 'weights = state["class_weights"]\n        for x, y')
     findings = assert_fix(RULE, used, used.replace('"cuda:0"', '"cpu"'), unsafe=True)
     assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_a_device_spelled_from_is_cuda_becomes_the_tensor_s_own_device() -> None:
+    # "cuda" is the current GPU, not the one the tensor is on (in model code and helpers too).
+    before = """
+        import torch
+
+        def propagate(adj, feats):
+            device = torch.device("cuda" if adj.is_cuda else "cpu")
+            eye = torch.eye(adj.size(0), device=device)
+            where = "cpu" if not feats.is_cuda else "cuda"
+            return (adj + eye).to(where) @ feats
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace('torch.device("cuda" if adj.is_cuda else "cpu")', "adj.device").replace(
+            '"cpu" if not feats.is_cuda else "cuda"', "feats.device"
+        ),
+    )
+
+
+def test_a_device_type_from_is_cuda_is_right_as_a_type() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def step(model, batch):
+            with torch.autocast("cuda" if batch.is_cuda else "cpu", dtype=torch.bfloat16):
+                return model(batch)
+        """,
+    )
