@@ -71,7 +71,7 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     "repair",
     is_flag=True,
     help="On a device error, apply the devfix finding at the line that put the root tensor on "
-    "its device, run again, and repeat until the script runs (see README).",
+    "its device, run again, and repeat until the script runs (see docs/vgpu.md).",
 )
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix: unsafe fixes may be applied too.")
 @click.option(
