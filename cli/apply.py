@@ -97,6 +97,8 @@ def apply_command(
     if interactive or resume:  # interactive review: devfix.cli.review, devfix.review
         if diff:
             raise click.UsageError("--interactive and --diff cannot be combined")
+        if commit:
+            raise click.UsageError("--interactive and --commit cannot be combined")
         from devfix.cli.review import run_review
 
         return run_review(targets, settings, resume=resume)

@@ -209,3 +209,11 @@ def test_examples_show_a_fix_from_every_pass() -> None:
         assert not result.reason, (result.path, result.reason)
         applied |= {finding.code for finding in result.applied}
     assert {cls.CODE for cls in all_passes()} <= applied
+
+
+def test_interactive_review_does_not_pretend_to_commit(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import torch\nw = torch.load('w.pt')\n")
+    result = CliRunner().invoke(main, ["apply", "-i", "--commit", str(tmp_path / "a.py")])
+    assert result.exit_code == 2
+    assert "--interactive and --commit cannot be combined" in result.output
+    assert "map_location" not in (tmp_path / "a.py").read_text()
