@@ -1080,8 +1080,21 @@ class ScriptFlow(Analysis):
         ):
             return ""  # the loop does not use the batch (it counts or prints it)
         shape = self._returned_shape(data.node)
+        calls = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Call)]
+        fed = [call for call, _ in self._model_calls(calls, [name])]
+        kept = [
+            use
+            for use in self.facts.cpu_only.uses(loop.body, fed)
+            if name in _tensor_roots(use.expr)
+        ]
+        keys = tuple(
+            dict.fromkeys(k for use in kept if (k := _string_key(use.expr, name)) is not None)
+        )
+        if kept and (shape is not None or len(keys) != len(kept)):
+            # A move of the whole batch would take it along; the shape leaves no key to spare.
+            return f"`{code_of(kept[0].expr)}` stays on the CPU: {kept[0].reason}"
         if shape is None:
-            statement = self._single_move(loop.body, name, expressed)
+            statement = self._single_move(loop.body, name, expressed, keys)
             if statement is None:
                 return f"cannot tell whether `{name}` is a tensor, a sequence or a dict"
         else:

@@ -470,3 +470,40 @@ def test_map_function_that_runs_the_model_itself_keeps_its_moves() -> None:
         Trainer(model=classifier, train_dataset=features["train"]).train()
         """,
     )
+
+
+def test_the_loop_move_that_replaces_the_collate_move_leaves_packed_lengths_on_the_cpu() -> None:
+    before = """
+import torch
+import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence
+from torch.utils.data import DataLoader
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class Reader(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(4, 4, batch_first=True)
+
+    def forward(self, x, sizes):
+        return self.rnn(pack_padded_sequence(x, sizes, batch_first=True, enforce_sorted=False))
+
+
+def collate(samples):
+    x = torch.stack([s[0] for s in samples]).to(device)
+    sizes = torch.tensor([s[1] for s in samples]).to(device)
+    return {"x": x, "sizes": sizes}
+
+
+reader = Reader().to(device)
+for batch in DataLoader(SAMPLES, batch_size=4, collate_fn=collate, num_workers=2):
+    out, h = reader(batch["x"], batch["sizes"])
+    h.sum().backward()
+"""
+    after = before.replace("]).to(device)\n", "])\n").replace(
+        "num_workers=2):\n",
+        'num_workers=2):\n    batch = {k: v if k == "sizes" else v.to(device) for k, v in batch.items()}\n',
+    )
+    assert_fix(RULE, before, after, unsafe=True)
