@@ -44,10 +44,22 @@ def rewrite_problem(before: str, after: str, path: str) -> str | None:
     oldest = oldest_python(path)
     if oldest >= running:
         return None
-    problem = _grammar_problem(after, oldest)
-    if problem is not None and _grammar_problem(before, oldest) is None:
+    fstrings = _new_lines_start_fstrings(before, after)
+    problem = _grammar_problem(after, oldest, fstrings=fstrings)
+    if problem is not None and _grammar_problem(before, oldest, fstrings=fstrings) is None:
         return f"needs a newer Python than the project's oldest, {_dotted(oldest)} ({problem})"
     return None
+
+
+#: An f-string's opening quote: only a line that holds one can start a field a rewrite broke.
+_FSTRING_START = re.compile(r"(?<![\w])[rRbBuU]?[fF][rRbBuU]?['\"]")
+
+
+def _new_lines_start_fstrings(before: str, after: str) -> bool:
+    """A line the rewrite added or changed holds an f-string opening (else no f-string of the
+    rewrite can be new or newly broken, and libcst need not parse the file again)."""
+    old = set(before.splitlines())
+    return any(line not in old and _FSTRING_START.search(line) for line in after.splitlines())
 
 
 def oldest_python(path: str) -> tuple[int, int]:
@@ -94,7 +106,7 @@ def _compile_problem(text: str, path: str) -> str | None:
     return None
 
 
-def _grammar_problem(text: str, oldest: tuple[int, int]) -> str | None:
+def _grammar_problem(text: str, oldest: tuple[int, int], *, fstrings: bool = True) -> str | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -103,7 +115,7 @@ def _grammar_problem(text: str, oldest: tuple[int, int]) -> str | None:
         return f"line {error.lineno}: {error.msg}"
     except (ValueError, RecursionError, MemoryError) as error:
         return type(error).__name__
-    return fstring_problem(text) if oldest < _PEP_701 else None
+    return fstring_problem(text) if fstrings and oldest < _PEP_701 else None
 
 
 def fstring_problem(text: str) -> str | None:

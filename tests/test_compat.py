@@ -157,3 +157,10 @@ def test_pre_3_12_fstring_rules_are_checked_on_any_running_python(
     # The running 3.11 would refuse these itself; the check must also hold under 3.12+.
     found = compat.fstring_problem(code)
     assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+def test_libcst_reparses_only_when_a_changed_line_opens_an_fstring() -> None:
+    assert compat._new_lines_start_fstrings("x = 1\n", 'x = 1\ny = f"{a}"\n')
+    assert compat._new_lines_start_fstrings("a = 1\n", "print(rf'{x}')\n")
+    assert not compat._new_lines_start_fstrings('y = f"{a}"\nx = 1\n', 'y = f"{a}"\nx = 2\n')
+    assert not compat._new_lines_start_fstrings("x = 1\n", "x = elf('s')\n")
