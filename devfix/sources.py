@@ -243,7 +243,7 @@ def _temporary_prefix(name: str) -> str:
     room = _NAME_MAX - len(_TEMP_SUFFIX) - 8 - 2
     encoded = os.fsencode(name)
     if len(encoded) > room:
-        name = os.fsdecode(encoded[:room].decode("utf-8", "ignore").encode()) or "devfix"
+        name = encoded[:room].decode("utf-8", "ignore") or "devfix"
     return f".{name}."
 
 
