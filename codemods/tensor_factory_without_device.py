@@ -145,15 +145,6 @@ class TensorFactoryWithoutDevice(DevicePass):
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
-    def _stays_on_cpu(self, value: cst.BaseExpression, model_call: cst.Call) -> bool:
-        """The tensor reaches the model as an argument that must stay on the CPU (the lengths
-        its `forward` packs with `pack_padded_sequence`)."""
-        name = self.facts.scopes.assigned_name(value)
-        return any(
-            use.expr is value or (isinstance(use.expr, cst.Name) and use.expr.value == name)
-            for use in self.facts.cpu_only.uses(model_call, [model_call])
-        )
-
     def _check_script_tensor(self, node: cst.Call, qualified: str) -> None:
         """Script code (a notebook cell, a module-level loop): a new tensor (`torch.randn(n, z)`)
         fed straight to a model the script moved to a GPU, through `Variable(...)` at most."""
@@ -162,8 +153,9 @@ class TensorFactoryWithoutDevice(DevicePass):
         if found is None:
             return
         model_call, model = found
-        if self._stays_on_cpu(value, model_call):
-            return
+        kept = self.facts.cpu_only.use_of(self.facts.scopes.assigned_name(value), value, model_call)
+        if kept is not None:
+            return  # it reaches an argument that stays on the CPU (packed lengths)
         line = self.context.position(model_call).start.line
         where = f"`{qualified}` creates a CPU tensor that `{model.model}` (line {line}) reads"
         if model.move is not None and not model.move.conditional_line:

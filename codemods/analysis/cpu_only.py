@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.names import argument_of
 
 #: Callee (qualified) -> its CPU-only arguments: (position, keyword, why it must stay there).
 CPU_ONLY_ARGUMENTS: dict[str, tuple[tuple[int, str, str], ...]] = {
@@ -62,17 +63,20 @@ class CpuOnlyArguments(Analysis):
             found.extend(self._uses_through_model(call))
         return found
 
-    def use_of(self, name: str | None, at: cst.CSTNode, model_call: cst.Call) -> CpuOnlyUse | None:
-        """A CPU-only use of (a part of) what `name` holds, in the scope of `at` (`enc["length"]`
-        handed to `pack_padded_sequence`): a whole-object move would take it along."""
-        if name is None:
-            return None
+    def use_of(
+        self, name: str | None, at: cst.BaseExpression, model_call: cst.Call
+    ) -> CpuOnlyUse | None:
+        """A CPU-only use, in the scope of `at`, of the value `at` itself or of (a part of) what
+        `name` holds (`enc["length"]` handed to `pack_padded_sequence`): a move of that value
+        would take the use along."""
         scope = self.scopes.enclosing_scope(at)
         for use in self.uses(scope, [model_call]):
+            if use.expr is at:
+                return use
             root = use.expr
             while isinstance(root, (cst.Subscript, cst.Attribute, cst.Call)):
                 root = root.func if isinstance(root, cst.Call) else root.value
-            if isinstance(root, cst.Name) and root.value == name:
+            if name is not None and isinstance(root, cst.Name) and root.value == name:
                 return use
         return None
 
@@ -90,10 +94,12 @@ class CpuOnlyArguments(Analysis):
                 continue
             qualified = self.names.qualified_name(node.func)
             for position, keyword, why in CPU_ONLY_ARGUMENTS.get(qualified or "", ()):
-                argument = _argument(node, position, keyword)
+                argument = argument_of(node, keyword, position)
                 if argument is not None:
                     short = (qualified or "").rsplit(".", 1)[-1]
-                    yield CpuOnlyUse(argument, f"it feeds `{short}`'s `{keyword}`, which {why}")
+                    yield CpuOnlyUse(
+                        argument.value, f"it feeds `{short}`'s `{keyword}`, which {why}"
+                    )
 
     def _uses_through_model(self, call: cst.Call) -> Iterator[CpuOnlyUse]:
         found = self._forward_of(call)
@@ -135,14 +141,6 @@ class CpuOnlyArguments(Analysis):
             if isinstance(statement, cst.FunctionDef) and statement.name.value == "forward":
                 return classdef.name.value, statement
         return None
-
-
-def _argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
-    for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg.value
-    positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-    return positional[position].value if position < len(positional) else None
 
 
 def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:

@@ -1197,29 +1197,26 @@ class ScriptFlow(Analysis):
             function = self.scopes.module_functions().get(collate.value.value)
             if function is not None and self._returns_moved(function, frozenset()):
                 return True
-        dataset = argument(loader, "dataset")
-        for _ in range(3):
-            if not isinstance(dataset, cst.Name):
-                break
-            dataset = self.scopes.latest_binding(dataset.value, loader)
+        dataset = self._dataset_of(loader)
         if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
             dataset_class = self.scopes.module_classes().get(dataset.func.value)
             if dataset_class is not None:
                 return self._serves_moved(dataset_class)
         return False
 
-    def yields_device_batches(self, loader: cst.Call) -> bool:
-        """The DataLoader serves tensors already on a device: its dataset is a
-        `TensorDataset` of tensors moved there (`TensorDataset(x.to(device), y.to(device))`)."""
+    def _dataset_of(self, loader: cst.Call) -> cst.BaseExpression | None:
+        """The dataset a DataLoader call reads, through up to three names bound to it."""
         dataset = argument(loader, "dataset")
-        at: cst.CSTNode = loader
         for _ in range(3):
             if not isinstance(dataset, cst.Name):
                 break
-            bound = self.scopes.latest_binding(dataset.value, at)
-            if bound is None:
-                return False
-            dataset = bound
+            dataset = self.scopes.latest_binding(dataset.value, loader)
+        return dataset
+
+    def yields_device_batches(self, loader: cst.Call) -> bool:
+        """The DataLoader serves tensors already on a device: its dataset is a
+        `TensorDataset` of tensors moved there (`TensorDataset(x.to(device), y.to(device))`)."""
+        dataset = self._dataset_of(loader)
         if not (
             isinstance(dataset, cst.Call)
             and self.names.qualified_name(dataset.func) in TENSOR_DATASETS
