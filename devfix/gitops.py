@@ -13,11 +13,11 @@ import json
 import os
 import stat
 import subprocess
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from devfix.errors import DevfixError
+from devfix.sources import replace_file
 
 
 class GitError(DevfixError):
@@ -220,7 +220,7 @@ class Branch:
                 for path, (data, mode) in self.contents.items()
             },
         }
-        _put_back(_record_path(self.root), json.dumps(data).encode(), 0o644)
+        replace_file(_record_path(self.root), json.dumps(data).encode(), 0o644)
 
     def forget(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -262,7 +262,7 @@ class Branch:
         if lines:
             _git(["update-index", "-z", "--index-info"], self.root, stdin=_z(lines))
         for path, (data, mode) in self.contents.items():
-            _put_back(path, data, mode)
+            replace_file(path, data, mode)
         if self.others:
             _git(["checkout", "-q", self.head, "--", *sorted(self.others)], self.root)
         with contextlib.suppress(GitError):
@@ -331,23 +331,6 @@ def roll_back_stopped_run(paths: Sequence[str]) -> str | None:
         f"devfix: an earlier --commit run was stopped before it ended; {UNDONE} "
         f"(its {len(made)} commit(s) on {stopped.name!r} are gone)"
     )
-
-
-def _put_back(path: str, data: bytes, mode: int) -> None:
-    """Write `data` back to `path` in one rename (the original a commit hook saw)."""
-    directory = os.path.dirname(path) or "."
-    handle, temporary = tempfile.mkstemp(
-        dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".devfix-tmp"
-    )
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
 
 
 def start_branch(paths: Sequence[str], branch: str, files: Sequence[str] = ()) -> Branch:

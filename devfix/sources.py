@@ -266,24 +266,30 @@ def write_report(path: str, data: bytes) -> None:
         mode = stat.S_IMODE(info.st_mode)
         if not os.access(path, os.W_OK) or not mode & _ANY_WRITE:
             raise InputError("is read-only; not replaced")
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        handle, temporary = tempfile.mkstemp(
-            dir=directory,
-            prefix=_temporary_prefix(os.path.basename(path)),
-            suffix=_TEMP_SUFFIX,
-        )
+        replace_file(path, data, mode)
     except OSError as error:
         raise InputError(error.strerror or str(error)) from None
+
+
+def replace_file(path: str, data: bytes, mode: int) -> None:
+    """Put `data` (permission bits `mode`) at `path` in one rename; a temporary file in the
+    same folder, removed if anything fails. A link at `path` is replaced, never written
+    through."""
+    handle, temporary = tempfile.mkstemp(
+        dir=os.path.dirname(os.path.abspath(path)),
+        prefix=_temporary_prefix(os.path.basename(path)),
+        suffix=_TEMP_SUFFIX,
+    )
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
         os.chmod(temporary, mode)
-        os.replace(temporary, path)  # replaces a link made meanwhile; never writes through it
-    except OSError as error:
+        os.replace(temporary, path)
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
-        raise InputError(error.strerror or str(error)) from None
+        raise
 
 
 def _replace_if_unchanged(temporary: str, target: str, expected: str | None) -> None:
