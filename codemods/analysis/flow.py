@@ -686,8 +686,8 @@ class ScriptFlow(Analysis):
         calls = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Call)]
         model_calls = [
             (call, found)
-            for call, found in self._model_calls(calls, names)
-            if not untyped and (found.move is not None or found.reason)
+            for call, found in ([] if untyped else self._model_calls(calls, names))
+            if found.move is not None or found.reason
         ]
         plan = LoopPlan(loop, loaders)
         if model_calls:
