@@ -18,6 +18,7 @@ def devfix(
     prelude: str = "",
     timeout: float = 60,
     env: dict[str, str] | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`devfix ARGS` in `cwd`; with `prelude`, that Python code runs first in the main
     process (to change a setting or simulate an edit, as a second process would)."""
@@ -28,6 +29,7 @@ def devfix(
     return subprocess.run(
         [*command, *args],
         cwd=cwd,
+        input=stdin,
         capture_output=True,
         text=True,
         errors="surrogateescape",

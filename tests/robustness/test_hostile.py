@@ -177,16 +177,16 @@ def test_a_file_name_of_255_bytes_is_rewritten(tmp_path: Path) -> None:
 
 def test_apply_diff_of_stdin_prints_a_diff_and_exits_1(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text(FIXABLE)
-    command = ["apply", "--no-cache", "--diff", "-", "--stdin-filename", "a.py"]
-    with open(tmp_path / "a.py") as stdin:
-        completed = subprocess.run(
-            [sys.executable, "-m", "devfix", *command],
-            cwd=tmp_path,
-            stdin=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    completed = devfix(
+        "apply",
+        "--no-cache",
+        "--diff",
+        "-",
+        "--stdin-filename",
+        "a.py",
+        cwd=tmp_path,
+        stdin=FIXABLE,
+    )
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.startswith("--- a/a.py\n+++ b/a.py\n@@ ")
     assert "+w = torch.load('w.pt', map_location=\"cpu\")\n" in completed.stdout
