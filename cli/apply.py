@@ -28,7 +28,7 @@ from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
 from devfix.names import shown
 from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
 from devfix.settings import Settings
-from devfix.source_file import unified_diff
+from devfix.source_file import diff_root, unified_diff
 from devfix.sources import decode
 from devfix.state import RunRecord
 from devfix.types import FileResult, FileStatus
@@ -110,6 +110,7 @@ def apply_command(
     results: list[FileResult] = []
     progress = progress_printer()
     state = RunRecord(settings.cache_dir) if not diff and settings.cache_dir else None
+    roots_named: set[str] = set()
     try:
         for result in fix_paths(
             targets, settings, write=not diff, want_diff=diff, progress=progress
@@ -123,6 +124,7 @@ def apply_command(
             _echo_result(result, settings, quiet=quiet, written=not diff)
             if diff and result.diff:
                 click.echo(result.diff, nl=False)
+                _name_diff_root(result.path, roots_named)
     except KeyboardInterrupt:
         progress(0, 0)
         where = f"; finished files are listed in {state.path}" if state is not None else ""
@@ -214,6 +216,17 @@ def _apply_and_commit(
         targets, planned, tally, settings, quiet=quiet, report=report, dry_run=not committed
     )
     return EXIT_FAILED if failed else code
+
+
+def _name_diff_root(path: str, named: set[str]) -> None:
+    """Say once per work tree where a diff of a file outside the working folder applies."""
+    root = diff_root(path)
+    if root is not None and root not in named:
+        named.add(root)
+        echo_err(
+            f"devfix: the diff names files outside this folder relative to {root}: "
+            f"run `git apply` there"
+        )
 
 
 def _apply_stdin(settings: Settings, name: str, *, diff: bool) -> int:

@@ -104,12 +104,37 @@ def source_from_document(document: sources.Document, *, check: bool = True) -> S
 
 def diff_label(path: str) -> str:
     """`path` as a diff header names it: relative to the working folder and normalised (what
-    `git apply` run there expects after `a/`), or absolute when it lies outside that folder."""
+    `git apply` run there expects after `a/`). A path outside that folder is named relative to
+    the root of its git work tree (:func:`diff_root`), where `git apply` takes it, or
+    absolutely when it is in none."""
     absolute = os.path.abspath(path)
     relative = os.path.relpath(absolute)
     if relative == os.pardir or relative.startswith(os.pardir + os.sep):
-        return absolute.replace(os.sep, "/")
+        root = diff_root(path)
+        if root is not None:
+            relative = os.path.relpath(absolute, root)
+        else:
+            return absolute.replace(os.sep, "/")
     return relative.replace(os.sep, "/")
+
+
+def diff_root(path: str) -> str | None:
+    """The folder that a diff of `path` must be applied from when that is not the working
+    folder: the top of the git work tree holding `path` (git applies a patch run in another
+    folder to paths below that folder only); None when `path` is below the working folder or
+    in no work tree."""
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+        return None
+    folder = os.path.dirname(absolute)
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
 
 
 def unified_diff(before: str, after: str, path: str, context: int = 3) -> str:

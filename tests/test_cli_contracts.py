@@ -224,6 +224,24 @@ def test_diff_is_accepted_by_git_apply(training_repo: Path, where: str) -> None:
         assert again.stdout == ""
 
 
+def test_diff_of_files_outside_the_folder_applies_from_their_repository_root(
+    training_repo: Path,
+) -> None:
+    elsewhere = training_repo.parent / "elsewhere"
+    elsewhere.mkdir()
+    completed = devfix("apply", "--diff", "--unsafe-fixes", "../repo/scripts", cwd=elsewhere)
+    assert completed.returncode == 1, completed.stderr
+    assert "--- a/scripts/" in completed.stdout and "--- /" not in completed.stdout
+    note = f"relative to {training_repo}: run `git apply` there"
+    assert sum(note in line for line in completed.stderr.splitlines()) == 1
+    patch = training_repo.parent / "fix.patch"
+    patch.write_text(completed.stdout)
+    check = subprocess.run(
+        ["git", "apply", "--check", str(patch)], cwd=training_repo, capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stderr
+
+
 # -- 5. one account of what was applied --------------------------------------------------------
 
 
