@@ -36,7 +36,7 @@ from devfix.types import Finding, Fixability, SourceResult
 from devfix.wrapping import line_length_for, wrap_long_lines
 
 if TYPE_CHECKING:
-    from devfix.codemods._base import DevicePass
+    from devfix.rule import Rule
 
 #: Rounds of "run every pass, apply what it found"; ruff uses 100, devfix's passes converge in 2-3.
 MAX_ROUNDS = 10
@@ -293,7 +293,7 @@ def _mentions_trigger(text: str, settings: Settings) -> bool:
     return bool(_woken_passes(text, settings))
 
 
-def _woken_passes(text: str, settings: Settings) -> list[type[DevicePass]]:
+def _woken_passes(text: str, settings: Settings) -> list[type[Rule]]:
     searched = _SearchedText(text)
     return [cls for cls in settings.passes if cls.wakes_on(searched)]
 

@@ -1,4 +1,7 @@
-"""Finds the passes in `devfix.codemods` and resolves `--select` / `--ignore`."""
+"""Finds the rules in `devfix.codemods` and resolves `--select` / `--ignore`.
+
+`devfix.codemods` is imported only when the rules are first asked for: the engine's own modules
+(settings, the CLI's option parsing) load no rule and no analysis."""
 
 from __future__ import annotations
 
@@ -8,26 +11,26 @@ import pkgutil
 from collections.abc import Iterable
 from types import ModuleType
 
-from devfix.codemods._base import DevicePass
 from devfix.errors import UnknownRuleError
+from devfix.rule import Rule
 
 #: Subpackages of `devfix.codemods` that are shared layers, not passes.
 SHARED_PACKAGES = frozenset({"analysis"})
 
 
 @functools.cache
-def all_passes() -> tuple[type[DevicePass], ...]:
+def all_passes() -> tuple[type[Rule], ...]:
     """Every pass class, sorted by code."""
     import devfix.codemods as package
 
     return discover(package)
 
 
-def discover(package: ModuleType) -> tuple[type[DevicePass], ...]:
+def discover(package: ModuleType) -> tuple[type[Rule], ...]:
     """The passes of `package`, sorted by code: one per public module, or per public
     subpackage whose `__init__` defines the pass (its own modules are its parts: planners,
     helpers). Names starting with `_` and the `analysis` layer hold what passes share."""
-    found: list[type[DevicePass]] = []
+    found: list[type[Rule]] = []
     for info in pkgutil.iter_modules(package.__path__):
         if info.name.startswith("_") or info.name in SHARED_PACKAGES:
             continue
@@ -36,8 +39,7 @@ def discover(package: ModuleType) -> tuple[type[DevicePass], ...]:
             value
             for value in vars(module).values()
             if isinstance(value, type)
-            and issubclass(value, DevicePass)
-            and value is not DevicePass
+            and issubclass(value, Rule)
             and value.__module__ == module.__name__
         ]
         if len(classes) != 1:
@@ -47,7 +49,7 @@ def discover(package: ModuleType) -> tuple[type[DevicePass], ...]:
     return tuple(sorted(found, key=lambda cls: cls.CODE))
 
 
-def _matches(pass_class: type[DevicePass], selector: str) -> bool:
+def _matches(pass_class: type[Rule], selector: str) -> bool:
     selector = selector.strip()
     return (
         pass_class.CODE.upper().startswith(selector.upper())
@@ -62,9 +64,7 @@ def _check_known(selectors: Iterable[str]) -> None:
             raise UnknownRuleError(f"unknown rule selector {selector!r} (see `devfix rules`)")
 
 
-def select_passes(
-    select: Iterable[str] = (), ignore: Iterable[str] = ()
-) -> tuple[type[DevicePass], ...]:
+def select_passes(select: Iterable[str] = (), ignore: Iterable[str] = ()) -> tuple[type[Rule], ...]:
     """Passes chosen by code, code prefix or kebab name; nothing selected means all."""
     select, ignore = tuple(select), tuple(ignore)
     _check_known(select)
@@ -78,7 +78,7 @@ def select_passes(
     return tuple(chosen)
 
 
-def find_pass(selector: str) -> type[DevicePass]:
+def find_pass(selector: str) -> type[Rule]:
     """The one pass with this code or name."""
     for cls in all_passes():
         if cls.CODE.upper() == selector.upper() or selector.lower() == cls.NAME:

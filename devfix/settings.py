@@ -17,7 +17,7 @@ from devfix.registry import select_passes
 from devfix.types import Applicability, Finding, Fixability, Options, RunOptions
 
 if TYPE_CHECKING:
-    from devfix.codemods._base import DevicePass
+    from devfix.rule import Rule
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class Settings(RunOptions):
 
     #: The selected passes, sorted by code (a default only because the inherited fields have
     #: one: `resolve` always selects).
-    passes: tuple[type[DevicePass], ...] = ()
+    passes: tuple[type[Rule], ...] = ()
     #: Write (and count as fixable) the fixes marked unsafe too.
     unsafe_fixes: bool = False
     #: Pass code -> keyword options for that pass's constructor.
@@ -49,7 +49,7 @@ class Settings(RunOptions):
             **as_asked,
         )
 
-    def only(self, pass_class: type[DevicePass]) -> Settings:
+    def only(self, pass_class: type[Rule]) -> Settings:
         """The same run with one pass (one commit per rule)."""
         return replace(self, passes=(pass_class,))
 

@@ -72,3 +72,29 @@ def test_data_parallel_is_a_package_pass() -> None:
     (dp,) = [cls for cls in all_passes() if cls.CODE == "DF401"]
     assert dp.__module__ == "devfix.codemods.data_parallel"
     assert Path(sys.modules[dp.__module__].__file__ or "").name == "__init__.py"
+
+
+def test_the_engine_loads_no_rule_until_the_rules_are_asked_for() -> None:
+    import subprocess
+
+    probe = (
+        "import sys, devfix.settings, devfix.rule\n"
+        "before = sorted(m for m in sys.modules if m.startswith('devfix.codemods'))\n"
+        "from devfix.registry import all_passes\n"
+        "all_passes()\n"
+        "print(before, any(m.startswith('devfix.codemods.') for m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[] True"
+
+
+def test_a_rule_need_not_use_the_device_analysis(package: Path) -> None:
+    # The engine's base is enough: a rule that reads only the tree is discovered as any other.
+    _write(
+        package / "plain_rule.py",
+        PASS.format(name="PlainRule", code="DF903", kebab="plain")
+        .replace("from devfix.codemods._base import DevicePass", "from devfix.rule import Rule")
+        .replace("(DevicePass)", "(Rule)"),
+    )
+    found = discover(importlib.import_module("fakepasses"))
+    assert [cls.CODE for cls in found] == ["DF903"]
