@@ -65,9 +65,14 @@ class Settings(RunOptions):
 
     def fixability(self, finding: Finding) -> Fixability:
         """Whether this run writes the finding's fix, would with `--unsafe-fixes`, or has none."""
-        if not finding.has_fix:
+        return self.fixability_of(finding.has_fix, finding.applicability)
+
+    def fixability_of(self, has_fix: bool, applicability: Applicability) -> Fixability:
+        """:meth:`fixability` for a finding known only by whether it has a fix and its level
+        (a finding read back from JSON, as `verify --fix` gets them from the script's run)."""
+        if not has_fix or applicability is Applicability.DISPLAY_ONLY:
             return Fixability.NO_FIX
-        if finding.applicability is Applicability.UNSAFE and not self.unsafe_fixes:
+        if applicability is Applicability.UNSAFE and not self.unsafe_fixes:
             return Fixability.NEEDS_UNSAFE
         return Fixability.FIXABLE
 

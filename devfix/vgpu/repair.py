@@ -38,6 +38,7 @@ from devfix.vgpu.warm import WarmRunner
 
 if TYPE_CHECKING:
     from devfix.review import Proposal
+    from devfix.types import Applicability
 
 Echo = Callable[[str, bool], None]
 
@@ -62,13 +63,17 @@ def candidate_fixes(root: Mapping[str, Any], *, unsafe: bool) -> list[RoundFix]:
     site = root.get("site")
     if site is None:
         return []
+    from devfix.settings import Settings
+    from devfix.types import Fixability
+
+    settings = Settings(unsafe_fixes=unsafe)
     found: list[RoundFix] = []
     for finding in root.get("findings", ()):
-        if finding.get("fix") is None:
-            continue
-        applicability = finding.get("applicability", "safe")
-        if applicability == "safe" or (unsafe and applicability == "unsafe"):
-            fix = RoundFix(finding["code"], site["path"], int(finding["line"]), applicability)
+        applicability = _applicability(finding)
+        if settings.fixability_of(finding.get("fix") is not None, applicability) is (
+            Fixability.FIXABLE
+        ):
+            fix = RoundFix(finding["code"], site["path"], int(finding["line"]), applicability.value)
             if all((f.code, f.line) != (fix.code, fix.line) for f in found):
                 found.append(fix)
     return found
@@ -344,9 +349,26 @@ def _show(result: Mapping[str, Any], echo: Echo) -> None:
         echo(str(result["stderr"]).rstrip("\n"), True)
 
 
+def _applicability(finding: Mapping[str, Any]) -> Applicability:
+    from devfix.types import Applicability
+
+    try:
+        return Applicability(finding.get("applicability", "safe"))
+    except ValueError:
+        return Applicability.DISPLAY_ONLY
+
+
 def _uncovered(root: Mapping[str, Any], unsafe: bool) -> str:
+    from devfix.settings import Settings
+    from devfix.types import Fixability
+
+    settings = Settings(unsafe_fixes=unsafe)
     findings = root.get("findings", ())
-    if any(f.get("fix") is not None and f.get("applicability") == "unsafe" for f in findings):
+    if any(
+        settings.fixability_of(f.get("fix") is not None, _applicability(f))
+        is Fixability.NEEDS_UNSAFE
+        for f in findings
+    ):
         return "the finding at the root's line has an unsafe fix (allow it with --unsafe-fixes)"
     return "no devfix finding with a fix covers the root's line"
 
