@@ -39,10 +39,11 @@ class AmpDeviceTypeHardCoded(DevicePass):
     device may be something else (a `--device` option); where every value the device is given
     is CUDA or the CPU (`"cuda" if torch.cuda.is_available() else "cpu"`), the two spellings are
     equivalent and the code is left alone. In a script
-    that always runs on CUDA, only the deprecated `torch.cuda.amp.*` spellings are rewritten, to
-    `torch.autocast(device_type="cuda", ...)` and `torch.amp.GradScaler("cuda", ...)`. An object
-    already enabled only on CUDA (`enabled=device.type == "cuda"`, under
-    `if torch.cuda.is_available():`) keeps its device type.
+    that always runs on CUDA (a device every binding of which, or every caller's argument for
+    which, is CUDA), the CUDA-only objects are right and are left alone, the deprecated
+    `torch.cuda.amp.*` spellings included: a deprecation warning is not a device bug. So is an
+    object already enabled only on CUDA (`enabled=device.type == "cuda"`, under
+    `if torch.cuda.is_available():`).
 
     ## Why is this bad?
     It does not crash: on a machine without CUDA, or with an Apple GPU, the CUDA-only objects
@@ -69,8 +70,8 @@ class AmpDeviceTypeHardCoded(DevicePass):
     ```
 
     ## Fix safety
-    GradScaler and the deprecated spellings in CUDA-only scripts: safe, nothing changes on CUDA
-    and the scaler stays off elsewhere (without the warning). Autocast with the script's device
+    GradScaler: safe, nothing changes on CUDA and the scaler stays off elsewhere (without the
+    warning). Autocast with the script's device
     type, and a device type that now says `mps` instead of `cpu`: unsafe, because on the CPU
     and on MPS autocast now runs in lower precision (bfloat16 on the CPU by default) where it
     was switched off. `enabled` given by position, `*args` in a deprecated spelling, and a
@@ -106,16 +107,15 @@ class AmpDeviceTypeHardCoded(DevicePass):
                 self.report(node, message=f"{what} gets `enabled` by position; rewrite it by hand")
             return
         amp = self.facts.companions.amp_device_for(node, call.enabled)
-        if amp is None or (amp.cuda_only and not call.deprecated):
+        if amp is None or amp.cuda_only:
             return
         torch, imports = self.facts.names.torch_spelling()
-        device_type = amp.expression if not amp.cuda_only else '"cuda"'
+        device_type = amp.expression
         assert device_type is not None
         value = cst.parse_expression(device_type)
         if call.scaler:
             rest = [arg for arg in node.args if arg is not call.device]
-            if not amp.cuda_only:
-                rest = and_keyword(rest, "enabled", f'{device_type} == "cuda"')
+            rest = and_keyword(rest, "enabled", f'{device_type} == "cuda"')
             func = cst.parse_expression(f"{torch}.amp.GradScaler")
             func = func if call.deprecated else node.func
             new = rebuilt_call(node, func, [cst.Arg(value)], rest)
@@ -127,9 +127,7 @@ class AmpDeviceTypeHardCoded(DevicePass):
             new = rebuilt_call(node, func, [keyword_arg("device_type", value)], rest)
         shown = f"{code_of(new.func)}({'' if call.scaler else 'device_type='}{device_type}, ...)"
         off_cuda = f"{what} is CUDA-only, but the script's device (`{amp.device}`) may not be CUDA"
-        if amp.cuda_only:
-            message = f"{what} is deprecated; the script runs on CUDA, so use `{shown}`"
-        elif call.scaler:
+        if call.scaler:
             message = f"{off_cuda}: there it warns `{_SCALER_WARNING}`; use `{shown}`, enabled "
             message += "only on CUDA"
         else:
@@ -141,11 +139,9 @@ class AmpDeviceTypeHardCoded(DevicePass):
             fix_title=f"Use `{shown}`",
             edits=[Edit(node, new)],
             imports=imports if call.deprecated else [],
-            # The deprecation alone, and the scaler (off outside CUDA), are safe; on CPU and
-            # MPS autocast now runs in lower precision instead of switching off.
-            applicability=Applicability.UNSAFE
-            if not (amp.cuda_only or call.scaler)
-            else Applicability.SAFE,
+            # The scaler (off outside CUDA) is safe; on CPU and MPS autocast now runs in lower
+            # precision instead of switching off.
+            applicability=Applicability.SAFE if call.scaler else Applicability.UNSAFE,
         )
 
     def visit_IfExp(self, node: cst.IfExp) -> None:

@@ -3,6 +3,7 @@
 # from the rank's GPU and rank 1 fails with "cuda:1 and cuda:0"; without a GPU it does not run
 # at all (shared/design/fix-semantics.md B.10, companions).
 # Run on 2 GPUs: LOCAL_RANK=1 python amp_training_cuda_index.before.py
+# (DF308 then gives the AMP objects the chosen device's type: on CUDA alone they were right.)
 import os
 
 import torch

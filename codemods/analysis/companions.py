@@ -731,9 +731,8 @@ class Companions(Analysis):
                     at = ancestor
                 if ancestor is owner:
                     break
-            visible = all(
-                self.visible_at(code_of(arg.value), at) for arg in move.args
-            ) and self.scopes.visible_name(name, at)
+            # `name` itself needs no check: the restore reads it just before the move again.
+            visible = all(self.visible_at(code_of(arg.value), at) for arg in move.args)
             found.append(EmaRestore(call, name, move, statement, visible))
         return found
 
@@ -1143,16 +1142,33 @@ class Companions(Analysis):
             and (string_device(parsed.args[0].value) or "").startswith("cuda")
         )
 
-    def _cuda_only_name(self, name: str, at: cst.CSTNode) -> bool:
+    def _cuda_only_name(self, name: str, at: cst.CSTNode, depth: int = 0) -> bool:
         """Every binding of `name` is a CUDA device (`"cuda"`, `f"cuda:{rank}"`,
-        `torch.device("cuda", rank)`): the script runs on CUDA only."""
+        `torch.device("cuda", rank)`), or, for a parameter, every caller passes one: the
+        script runs on CUDA only."""
         if "." in name:
             return False
         scopes = [self.scopes.enclosing_scope(at), self.context.module]
         values = [v for scope in scopes for v in self.scopes.simple_assignments(scope, name)]
         if not values:
-            return False
+            function = self.scopes.enclosing_function(at)
+            return function is not None and self._callers_pass_cuda(function, name, depth)
         return all(self._cuda_value(v) for v in values)
+
+    def _callers_pass_cuda(self, function: cst.FunctionDef, param: str, depth: int) -> bool:
+        names = param_names(function)
+        if param not in names or depth > 3:
+            return False
+        sites = self.facts.flow.call_sites(function)
+        if not sites:
+            return False
+        for call, _caller in sites:
+            value = argument(call, param, names.index(param))
+            if any(arg.star for arg in call.args) or not isinstance(value, cst.Name):
+                return False
+            if not self._cuda_only_name(value.value, call, depth + 1):
+                return False
+        return True
 
     def _all_cuda_names(self, at: cst.CSTNode) -> bool:
         names = self.facts.moves.device_names(at)

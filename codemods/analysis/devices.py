@@ -180,7 +180,12 @@ class DeviceInference(Analysis):
         tensor argument (or, without one, an input it meets in arithmetic), one of the module's
         layers."""
         line = self.scopes.statement_start(value)
-        evidence = list(self._flow(value, function, set(), line, 0))
+        evidence = [
+            e
+            for e in self._flow(value, function, set(), line, 0)
+            if not isinstance(e, SameAs)
+            or self.scopes.bound_on_every_path(e.name.split(".")[0], value)
+        ]
         proven = [e for e in evidence if e.proof and not isinstance(e, Unknown)]
         if proven:
             return proven[0]

@@ -228,6 +228,26 @@ def _moves_models_it_trains(context: FileContext, classdef: cst.ClassDef) -> boo
     return bool(moved & used)
 
 
+def _reads_the_model_it_is_given(context: FileContext, classdef: cst.ClassDef) -> bool:
+    """`__init__(self, model, ...)` reads `model.parameters()` (or `.state_dict()`, ...): an
+    object built around a model the script already placed (a loss, an EMA, an evaluator), whose
+    device follows that model."""
+    init = method(classdef, "__init__")
+    if init is None:
+        return False
+    params = {p.name.value for p in (*init.params.posonly_params, *init.params.params)[1:]}
+    for node in context.of_type(init.body, cst.Call):
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in _MODEL_METHODS
+            and isinstance(func.value, cst.Name)
+            and func.value.value in params
+        ):
+            return True
+    return False
+
+
 def names_a_device(attribute: str) -> bool:
     """`self.device`, `self._device`, `self.dev`: an attribute that holds a device."""
     return attribute.lower().strip("_") in ("device", "dev", "torch_device", "target_device")
@@ -300,7 +320,10 @@ class ModuleFacts(Analysis):
             info.is_module = self._used_as_module(node)
         info.has_device_property = bool(bases & BASES_WITH_DEVICE_PROPERTY)
         if not info.is_module and not info.is_dataset:
-            info.drives_models = _moves_models_it_trains(self.context, node)
+            info.drives_models = _moves_models_it_trains(self.context, node) or (
+                _reads_the_model_it_is_given(self.context, node)
+                and not self._built_in_model_code(node.name.value)
+            )
         construction = self.construction_methods(node)
         for member in node.body.body:
             if isinstance(member, cst.FunctionDef):
@@ -309,6 +332,18 @@ class ModuleFacts(Analysis):
                 if member.name.value in construction:
                     self._read_init(member, info)
         return info
+
+    def _built_in_model_code(self, class_name: str) -> bool:
+        """Whether a module's method of this file builds a `class_name` (then the model it is
+        given is one still being built, not one the script placed)."""
+        for call in self.context.of_type(self.context.module, cst.Call):
+            if (
+                isinstance(call.func, cst.Name)
+                and call.func.value == class_name
+                and self.in_model_method(call)
+            ):
+                return True
+        return False
 
     def is_pretrained_model_base(self, base: cst.BaseExpression) -> bool:
         """A Hugging Face model base class: `transformers.PreTrainedModel` (however imported),

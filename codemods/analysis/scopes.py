@@ -436,17 +436,113 @@ class Scopes:
 
     # -- what is visible where -------------------------------------------------------------------
 
+    def bound_on_every_path(self, name: str, node: cst.CSTNode) -> bool:
+        """`name` is bound on every path from the start of `node`'s function to `node`: a
+        parameter; a statement before `node` in a block that holds it; an earlier `if`, `try`
+        or `with` each of whose branches that goes on binds it (a branch that returns, raises,
+        `continue`s or `break`s binds nothing for what follows); the target of the loop or
+        `with` that holds `node`. A binding in an earlier loop's body, in one branch only, or
+        after `node` may not have run. Outside a function, or for a name the function never
+        binds (a global), it is :meth:`visible_name`."""
+        function = self.enclosing_function(node)
+        if function is None:
+            return self.visible_name(name, node)
+        if name in {p.name.value for p in all_params(function.params)}:
+            return True
+        if not any(self.binds(n, name) for n in self._binders(function)):
+            return self.visible_name(name, node)
+        child: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if ancestor is function:
+                return False
+            if isinstance(ancestor, (cst.IndentedBlock, cst.SimpleStatementLine)):
+                for statement in ancestor.body:
+                    if statement is child:
+                        break
+                    if self._binds_on_every_path(statement, name):
+                        return True
+            elif isinstance(ancestor, cst.For) and child is ancestor.body:
+                if name in {n.value for n in target_names(ancestor.target)}:
+                    return True
+            elif isinstance(ancestor, cst.With) and child is ancestor.body:
+                if any(
+                    item.asname is not None
+                    and name in {n.value for n in target_names(item.asname.name)}
+                    for item in ancestor.items
+                ):
+                    return True
+            elif (
+                isinstance(ancestor, cst.ExceptHandler)
+                and child is ancestor.body
+                and ancestor.name is not None
+                and name in {n.value for n in target_names(ancestor.name.name)}
+            ):
+                return True
+            child = ancestor
+        return False
+
+    def _binds_on_every_path(self, statement: cst.CSTNode, name: str) -> bool:
+        """Whether every path through `statement` that goes on past it binds `name`."""
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            return statement.name.value == name
+        if isinstance(statement, cst.If):
+            return self._block_binds(statement.body, name) and (
+                statement.orelse is not None and self._branch_binds(statement.orelse, name)
+            )
+        if isinstance(statement, cst.With):
+            return self._block_binds(statement.body, name) or any(
+                item.asname is not None
+                and name in {n.value for n in target_names(item.asname.name)}
+                for item in statement.items
+            )
+        if isinstance(statement, cst.Try):
+            if statement.finalbody is not None and self._block_binds(
+                statement.finalbody.body, name
+            ):
+                return True
+            return self._block_binds(statement.body, name) and all(
+                self._block_binds(handler.body, name) for handler in statement.handlers
+            )
+        if isinstance(statement, (cst.For, cst.While, cst.Match)):
+            return False  # the body may not run
+        if isinstance(statement, (cst.SimpleStatementLine, cst.BaseSmallStatement)):
+            return name in self.names_bound(statement)
+        return False
+
+    def _branch_binds(self, branch: cst.If | cst.Else, name: str) -> bool:
+        if isinstance(branch, cst.If):
+            return self._binds_on_every_path(branch, name)
+        return self._block_binds(branch.body, name)
+
+    def _block_binds(self, block: cst.BaseSuite, name: str) -> bool:
+        statements = block.body
+        for statement in statements:
+            if self._binds_on_every_path(statement, name):
+                return True
+            if _ends_the_path(statement):
+                return True  # nothing after this block is reached through it
+        return False
+
     def visible_name(self, name: str, node: cst.CSTNode) -> bool:
-        """`name` is bound where `node` can read it: a parameter or an earlier binding of the
-        enclosing function, or a module-level binding (earlier, when `node` is at module level)."""
+        """`name` is bound where `node` can read it: a parameter or a binding of the enclosing
+        function on every path to `node` (:meth:`bound_on_every_path`), of an enclosing
+        function on every path to the nested `def`, or a module-level binding (earlier, when
+        `node` is at module level)."""
         scope = self.enclosing_scope(node)
         start = self.statement_start(node)
         if isinstance(scope, cst.FunctionDef):
             if name in {p.name.value for p in all_params(scope.params)}:
                 return True
-            local = [n for n in self._binders(scope) if self.binds(n, name)]
-            if local:
-                return any(self.statement_start(n) < start for n in local)
+            if any(self.binds(n, name) for n in self._binders(scope)):
+                return self.bound_on_every_path(name, node)
+            outer = self.enclosing_function(scope)
+            if outer is not None and (
+                name in {p.name.value for p in all_params(outer.params)}
+                or any(self.binds(n, name) for n in self._binders(outer))
+            ):
+                # A closure reads the enclosing function's binding when it runs, after its
+                # `def`: the name must be bound on every path to that `def`.
+                return self.visible_name(name, scope)
         for statement in self._binders(self.context.module):
             if self.binds(statement, name) and (
                 not isinstance(scope, cst.Module) or self.statement_start(statement) < start
@@ -763,3 +859,12 @@ def _covers(block: cst.BaseSuite, same: Callable[[cst.BaseStatement], bool]) -> 
         ):
             return True
     return False
+
+
+def _ends_the_path(statement: cst.CSTNode) -> bool:
+    """`return`, `raise`, `continue` or `break` as (the last small statement of) a line."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return bool(statement.body) and isinstance(
+            statement.body[-1], (cst.Return, cst.Raise, cst.Continue, cst.Break)
+        )
+    return isinstance(statement, (cst.Return, cst.Raise, cst.Continue, cst.Break))

@@ -4,7 +4,8 @@
 # at all (shared/design/fix-semantics.md B.10, companions).
 # Run on 2 GPUs: LOCAL_RANK=1 python amp_training_cuda_index.before.py
 # devfix-flags: --select DF304,DF308 --unsafe-fixes
-# devfix-expect: DF304 DF308
+# devfix-expect: DF304
+# (DF308 then gives the AMP objects the chosen device's type: on CUDA alone they were right.)
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0" env="LOCAL_RANK=1"
 import os
 

@@ -256,3 +256,59 @@ def test_find_in_own_scope_matches_the_scope_walker() -> None:
             assert scopes.statements_of_type(root, kind) == statements
     inner_names = {n.value for n in scopes.find(parsed.function("train"), cst.Name, own_scope=True)}
     assert "lr" in inner_names and "hidden" not in inner_names and "q" not in inner_names
+
+
+def test_bound_on_every_path_needs_a_binding_on_each_path_that_goes_on() -> None:
+    parsed = parse(
+        """
+        def step(rows, flags, extra):
+            for k, row in enumerate(rows):
+                if flags[k]:
+                    skipped = row * 2
+                    continue
+                if k % 2:
+                    either = row
+                else:
+                    either = -row
+                try:
+                    tried = row.sum()
+                except ValueError:
+                    raise
+                with open("log") as handle:
+                    inside = 1
+                for item in row:
+                    looped = item
+                use(skipped, either, tried, handle, inside, looped, later, k, extra)
+                later = row
+        """
+    )
+    scopes = parsed.facts.scopes
+    use = parsed.all(
+        cst.Call, "use(skipped, either, tried, handle, inside, looped, later, k, extra)"
+    )[0]
+    bound = {
+        name: scopes.bound_on_every_path(name, use)
+        for name in (
+            "skipped",
+            "either",
+            "tried",
+            "handle",
+            "inside",
+            "looped",
+            "later",
+            "k",
+            "extra",
+        )
+    }
+    assert bound == {
+        "skipped": False,  # only in a branch that continues
+        "either": True,  # both branches
+        "tried": True,  # the handler raises
+        "handle": True,
+        "inside": True,
+        "looped": False,  # the loop body may not run
+        "later": False,  # after the use (an earlier iteration's value at most)
+        "k": True,  # the enclosing loop's target
+        "extra": True,  # a parameter
+    }
+    assert not scopes.visible_name("skipped", use) and scopes.visible_name("either", use)

@@ -131,8 +131,9 @@ def test_device_type_from_a_torch_device_comparison() -> None:
     )
 
 
-def test_deprecated_spellings_in_a_cuda_only_script() -> None:
-    assert_fix(
+def test_deprecated_spellings_in_a_cuda_only_script_are_left_alone() -> None:
+    # Right on the one device type the script runs on: a deprecation is not a device bug.
+    assert_noop(
         RULE,
         """
         import torch
@@ -143,15 +144,53 @@ def test_deprecated_spellings_in_a_cuda_only_script() -> None:
         with autocast(True, torch.float16):
             out = model(images.cuda())
         """,
+    )
+
+
+def test_a_device_parameter_every_caller_gives_cuda_is_cuda_only() -> None:
+    assert_noop(
+        RULE,
         """
         import torch
-        from torch.cuda.amp import GradScaler, autocast
+        from torch.cuda.amp import autocast
 
-        model = Net().cuda()
-        scaler = torch.amp.GradScaler("cuda", init_scale=2.0**14)
-        with torch.autocast(device_type="cuda", enabled=True, dtype=torch.float16):
-            out = model(images.cuda())
+        def train(model, loader, device):
+            for images in loader:
+                with autocast(enabled=True):
+                    loss = model(images.to(device)).sum()
+
+        def main(local_rank):
+            device = torch.device(f"cuda:{local_rank}")
+            model = Net().to(device)
+            train(model, make_loader(), device)
         """,
+        unsafe=True,
+    )
+
+
+def test_the_same_parameter_given_a_chosen_device_gets_its_type() -> None:
+    source = """
+        import torch
+        from torch.cuda.amp import autocast
+
+        def train(model, loader, device):
+            for images in loader:
+                with autocast(enabled=True):
+                    loss = model(images.to(device)).sum()
+
+        def main():
+            device = torch.device("cuda" if torch.cuda.is_available() else "mps")
+            model = Net().to(device)
+            train(model, make_loader(), device)
+        """
+    assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "with autocast(enabled=True):",
+            "with torch.autocast(device_type=torch.device(device).type, enabled=True):",
+        ),
+        unsafe=True,
     )
 
 
@@ -161,15 +200,17 @@ def test_deprecated_spelling_needs_torch_imported() -> None:
         """
         from torch.cuda.amp import GradScaler
 
-        model = Net().to("cuda:0")
+        device = args.device
+        model = Net().to(device)
         scaler = GradScaler()
         """,
         """
         import torch
         from torch.cuda.amp import GradScaler
 
-        model = Net().to("cuda:0")
-        scaler = torch.amp.GradScaler("cuda")
+        device = args.device
+        model = Net().to(device)
+        scaler = torch.amp.GradScaler(torch.device(device).type, enabled=torch.device(device).type == "cuda")
         """,
     )
 

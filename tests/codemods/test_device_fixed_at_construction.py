@@ -541,3 +541,57 @@ def test_a_submodule_s_own_device_is_no_stored_option() -> None:
                 return self.encoder(x) + torch.zeros(1, device=self.encoder.device)
         """,
     )
+
+
+_TARGET_BUILDER = """
+    import torch
+    import torch.nn as nn
+
+    class AnchorTargets:
+        def __init__(self, net, anchors=3):
+            self.per_cell = anchors
+            self.device = next(net.parameters()).device
+
+        def assign(self, preds, boxes):
+            k, n = self.per_cell, boxes.shape[0]
+            scale = torch.ones(6, device=self.device)
+            idx = torch.arange(k, device=self.device).float().view(k, 1).repeat(1, n)
+            return torch.cat((boxes.repeat(k, 1, 1), idx[..., None]), 2) * scale
+"""
+
+
+def test_an_object_built_around_a_placed_model_follows_that_models_device() -> None:
+    # Built by the script after placing `net` (a loss, a target assigner), outside any replica:
+    # the device read from the model's parameters is where its inputs are.
+    assert_noop(
+        RULE,
+        _TARGET_BUILDER
+        + """
+    net = nn.Linear(6, 6).to("cuda")
+    targets = AnchorTargets(net)
+    """,
+    )
+
+
+def test_the_same_object_built_inside_a_model_reads_a_device_too_early() -> None:
+    # Built in the model's own __init__, the parameters it reads are still on the CPU.
+    before = (
+        _TARGET_BUILDER
+        + """
+    class Detector(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(6, 6)
+            self.targets = AnchorTargets(self)
+
+        def forward(self, x, boxes):
+            return self.targets.assign(self.head(x), boxes)
+    """
+    )
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace("arange(k, device=self.device)", "arange(k, device=boxes.device)"),
+    )
+    # `scale` meets only the result of `torch.cat`: reported, with no device to take.
+    assert [(f.line, f.has_fix) for f in findings] == [(12, False), (13, True)]

@@ -850,3 +850,33 @@ class Solver:
 """
     assert_noop("DF101", source)
     assert_noop("DF102", source)
+
+
+def test_the_device_never_comes_from_a_name_bound_only_in_a_skipped_branch() -> None:
+    # `base` meets `penalty`, which is bound before it only in the branch that continues: on
+    # the path that makes `base`, `penalty` is not bound yet, and a fix naming it would raise
+    # NameError on the first iteration. The shape's source gives the device instead.
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Criterion(nn.Module):
+            def forward(self, scores, masks):
+                losses = []
+                for k in range(scores.shape[0]):
+                    s = scores[k]
+                    if masks[k].sum() == 0:
+                        penalty = -(torch.log(1.0 - s))
+                        losses.append(penalty.sum())
+                        continue
+                    base = torch.ones(s.shape) * 0.5
+                    penalty = -(torch.log(s))
+                    losses.append((base * penalty).sum())
+                return losses
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace("torch.ones(s.shape)", "torch.ones(s.shape, device=s.device)"),
+        unsafe=True,
+    )
