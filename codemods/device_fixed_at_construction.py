@@ -11,7 +11,7 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
 from devfix.codemods.analysis.devices import Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.names import argument_of, call_tail, keyword_argument
+from devfix.codemods.analysis.names import argument_of, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CUDA_LEGACY_CONSTRUCTORS,
     LEGACY_DTYPES,
@@ -40,7 +40,10 @@ class DeviceFixedAtConstruction(DevicePass):
     received (labels scattered into the gathered one-hot) goes to the device of the tensor it
     meets (`label.to(one_hot.device)`); the module's own placement stays. A plain function of a
     training script that offloads its own work to a literal second GPU (`.to("cuda:1")`) is
-    DF304's (a deliberate choice, reported without a fix).
+    DF304's (a deliberate choice, reported without a fix). A cast to another tensor's type
+    name, `t.type(x.type())`, is a move too: the name (`torch.cuda.FloatTensor`) holds no GPU
+    index, so the copy lands on the current CUDA device; it becomes `t.to(x)`, which takes
+    `x`'s dtype and its device.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -73,13 +76,16 @@ class DeviceFixedAtConstruction(DevicePass):
     Safe when the value provably meets the tensor (or the layer) whose device replaces the
     fixed one: on a single device nothing changes, and under DataParallel or after `model.to`
     the error goes away. Unsafe when the only evidence is that the function has a tensor
-    argument. When nothing in scope can supply a device, the finding has no fix. A `device`
+    argument, or, in a module's method with nothing else to go by, that one of the module's
+    own layers holds parameters (`self.conv.weight.device`: its work runs where they are).
+    When nothing in scope can supply a device, the finding has no fix. A `device`
     property of the class (Lightning's and Hugging Face's `self.device`, or one you define) is
     correct and left alone; so are `.to("cpu")` and `.cpu()`, which are deliberate. A stored
     device is reported even in a script that runs on that one device today (a latent hazard:
     the message says so), and so is a device read from an options object the constructor keeps
     (`self.opt.device`) or a global one (`args.device`); a tensor moved on at once to another
-    tensor's device (`.to(x.device)`) is left alone.
+    tensor's device (`.to(x.device)`) is left alone. `t.type(x.type())` to `t.to(x)`: safe,
+    the same dtype, and the same device wherever `x` is on the current CUDA device or the CPU.
 
     ## References
     - `torch.nn.DataParallel` docs ("any updates to the running module in forward will be lost").
@@ -141,6 +147,8 @@ class DeviceFixedAtConstruction(DevicePass):
                 self._check_argument(node, device_arg, offload=False)
         elif tail in _CUDA_CONSTRUCTOR_TAILS:
             self._check_cuda_constructor(node)
+        elif tail == "type" and isinstance(node.func, cst.Attribute):
+            self._check_type_of_other(node, node.func)
 
     # -- the shapes --------------------------------------------------------------------------
 
@@ -168,6 +176,36 @@ class DeviceFixedAtConstruction(DevicePass):
             f"`{qualified}` (the current CUDA device)",
             lambda device: as_call_of(node, f"{torch}.{name}", dtype=dtype, device=device),
             target,
+        )
+
+    def _check_type_of_other(self, node: cst.Call, method: cst.Attribute) -> None:
+        """`t.type(x.type())`: the type's name (`torch.cuda.FloatTensor`) holds no GPU index, so
+        the copy lands on the current CUDA device, not on `x`'s; `t.to(x)` takes `x`'s dtype
+        and its device."""
+        if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+            return
+        other = node.args[0].value
+        if not (
+            isinstance(other, cst.Call)
+            and not other.args
+            and isinstance(other.func, cst.Attribute)
+            and other.func.attr.value == "type"
+        ):
+            return
+        if self.facts.modules.is_module_expression(method.value):
+            return
+        function = self.facts.modules.model_code_after_construction(node)
+        if function is None:
+            return
+        source = other.func.value
+        shown = code_of(source)
+        self.report(
+            node,
+            message=f"`{function.name}` casts with `.type({shown}.type())`: a CUDA type name "
+            f"holds no GPU index, so the tensor lands on the current CUDA device, not on "
+            f"`{shown}`'s; use `.to({shown})` (its dtype and its device)",
+            fix_title=f"Use `.to({shown})`",
+            edits=[Edit(node, method_call(method.value, "to", source))],
         )
 
     def _check_argument(self, node: cst.Call, device_arg: cst.Arg, *, offload: bool) -> None:

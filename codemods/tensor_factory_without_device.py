@@ -69,8 +69,12 @@ class TensorFactoryWithoutDevice(DevicePass):
     ## Fix safety
     Safe when the tensor provably meets the device it is given (the fix is a no-op on CPU and
     removes the error on GPUs). Unsafe when the only evidence is that the function has a tensor
-    argument: the fix then uses the first such argument's device. When nothing in scope can
-    supply a device, the finding is reported without a fix, with the reason. In script code the
+    argument: the fix then uses the first such argument's device, and when a module's method
+    has nothing else to go by: the device of one of the module's own layers
+    (`self.conv.weight.device`), since its work runs where its parameters are, in each replica
+    and after `model.to()` (never in a module that puts its layers on devices by hand). When
+    nothing in scope can supply a device, the finding is reported without a fix, with the
+    reason. In script code the
     device is the model's move (`device=device` after `model.to(device)`); a model moved only
     under `if torch.cuda.is_available():` gets the file's own move helper (`to_var(...)`) when
     it has exactly one, and is reported without a fix otherwise. `self.device` is

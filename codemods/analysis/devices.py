@@ -205,15 +205,28 @@ class DeviceInference(Analysis):
         if shaped is not None:
             return shaped
         if owner is not None and owner.is_module:
+            self_var = _self(function)
             chosen = next((a for a, q in owner.layers.items() if q in RECURRENT_LAYERS), None)
             if chosen is not None:
                 # A state the module builds for its recurrent layer, which consumes it.
                 return ParamsOf(
-                    f"the module's recurrent layer `self.{chosen}` consumes it",
+                    f"the module's recurrent layer `{self_var}.{chosen}` consumes it",
                     proof=False,
-                    module=f"self.{chosen}",
+                    module=f"{self_var}.{chosen}",
                     parameter=LAYER_PARAMETER[owner.layers[chosen]],
                 )
+            if not self._places_its_layers(owner.node, self_var):
+                chosen = next((a for a, q in owner.layers.items() if q in LAYER_PARAMETER), None)
+                if chosen is not None:
+                    # What the module's methods make, its own computation consumes, and that
+                    # runs where its parameters are: in each replica, after any `model.to()`.
+                    return ParamsOf(
+                        f"a judgement: the module's work runs where its parameters are, and "
+                        f"its layer `{self_var}.{chosen}` holds some",
+                        proof=False,
+                        module=f"{self_var}.{chosen}",
+                        parameter=LAYER_PARAMETER[owner.layers[chosen]],
+                    )
         return NOTHING_TELLS
 
     def makes_data_tensor(self, call: cst.Call, function: FunctionInfo) -> bool:
@@ -716,6 +729,26 @@ class DeviceInference(Analysis):
         `function` spreads its work over."""
         owner = self.device_list_element(device_argument(call), function)
         return owner is not None and owner == self.spread_devices(function)
+
+    def _places_its_layers(self, classdef: cst.ClassDef, self_var: str) -> bool:
+        """The class moves its own submodules to devices of its choosing (`self.head.to(...)`,
+        `self.enc.cuda(1)`), or a method spreads its work over a device list: model
+        parallelism by hand, where one layer's device says nothing about another's."""
+        for node in self.context.of_type(classdef.body, cst.Call):
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("to", "cuda")
+                and node.args
+                and self_attribute(func.value, self_var) is not None
+            ):
+                return True
+        for member in classdef.body.body:
+            if isinstance(member, cst.FunctionDef) and self.spread_devices(
+                self.facts.modules.function_info(member)
+            ):
+                return True
+        return False
 
     def spread_devices(self, function: FunctionInfo) -> str | None:
         """The module's device list that `function` spreads its work over (moves to two or

@@ -17,7 +17,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import strip_module_methods
-from devfix.codemods.analysis.names import call_tail, dotted_name
+from devfix.codemods.analysis.names import call_tail, dotted_name, keyword_argument, string_value
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
     LEGACY_CONSTRUCTORS,
@@ -84,6 +84,11 @@ class HeldValues(Analysis):
             if value is not None and self._tensor_value(value, scope, depth=0):
                 latest = self._latest_value(name, at, scope)
                 proven = latest is not None and self._tensor_value(latest, scope, depth=0)
+                if isinstance(value, cst.Call) and _encodes_to_a_tensor(value):
+                    why = (
+                        f'`{name}` is the tensor of ids `encode(..., return_tensors="pt")` returns'
+                    )
+                    return Held("tensor", why, proven)
                 return Held("tensor", f"`{name}` is built by torch", proven)
         loop = self._loop_over_tensors(name, scope)
         if loop:
@@ -199,7 +204,7 @@ class HeldValues(Analysis):
                     and self._tensor_value(func.value, scope, depth + 1)
                 )
             qualified = self.names.qualified_name(func) if dotted_name(func) else None
-            if qualified in _TENSOR_SOURCES:
+            if qualified in _TENSOR_SOURCES or _encodes_to_a_tensor(value):
                 return True
             if isinstance(func, cst.Attribute) and func.attr.value in (
                 TENSOR_ONLY_MEMBERS | _TENSOR_RESULT_METHODS
@@ -408,3 +413,12 @@ def _is_single_size(node: cst.BaseExpression) -> bool:
             isinstance(node.func, cst.Name) and node.func.value == "len"
         )
     return False
+
+
+def _encodes_to_a_tensor(call: cst.Call) -> bool:
+    """`tokenizer.encode(text, return_tensors="pt")`: one tensor of ids, not a `BatchEncoding`
+    (whose `.to()` moves it in place), which `tokenizer(text)` and `encode_plus` return."""
+    if call_tail(call.func) != "encode":
+        return False
+    returned = keyword_argument(call, "return_tensors")
+    return returned is not None and string_value(returned.value) == "pt"

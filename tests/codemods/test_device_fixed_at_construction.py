@@ -595,3 +595,81 @@ def test_the_same_object_built_inside_a_model_reads_a_device_too_early() -> None
     )
     # `scale` meets only the result of `torch.cat`: reported, with no device to take.
     assert [(f.line, f.has_fix) for f in findings] == [(12, False), (13, True)]
+
+
+def test_a_cast_to_another_tensors_type_name_becomes_a_move_to_that_tensor() -> None:
+    # `torch.cuda.FloatTensor` names no GPU: `.type(x.type())` lands on the current device.
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Smoothing(nn.Module):
+            def __init__(self, eps):
+                super().__init__()
+                self.eps = eps
+
+            def forward(self, scores, hits):
+                floor = torch.tensor(self.eps).type(scores.type())
+                mask = hits.unsqueeze(-1).type(scores[0].type())
+                return torch.maximum(scores * mask, floor)
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(".type(scores.type())", ".to(scores)").replace(
+            ".type(scores[0].type())", ".to(scores[0])"
+        ),
+    )
+    assert all(f.applicability is Applicability.SAFE for f in findings)
+    # A module cast (`Module.type`) is the module's own business.
+    assert_noop(
+        RULE,
+        """
+        import torch.nn as nn
+
+        class Wrapper(nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                self.inner.type(x.type())
+                return self.inner(x)
+        """,
+    )
+
+
+def test_with_nothing_else_in_scope_the_modules_own_layer_gives_the_device() -> None:
+    # No tensor in `init_state` tells where the state goes; the module's work runs where its
+    # parameters are (in each replica, after `model.to()`), so a layer of its own does.
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Cell(nn.Module):
+            def __init__(self, channels, size):
+                super().__init__()
+                self.channels, self.size = channels, size
+                self.gates = nn.Conv2d(2 * channels, 4 * channels, 3, padding=1)
+
+            def init_state(self, batch):
+                return torch.zeros(batch, self.channels, self.size, self.size).cuda()
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(".cuda()", ".to(self.gates.weight.device)"),
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "a judgement" in findings[0].message
+    # A module that puts its own layers on devices of its choosing: a layer's device says
+    # nothing about where another method's tensor belongs.
+    assert_declined(
+        RULE,
+        before.replace(
+            "padding=1)\n",
+            'padding=1)\n                self.gates.to("cuda:1")\n',
+        ),
+        reason="no tensor or layer in scope tells",
+    )

@@ -143,3 +143,45 @@ def test_declines_global_moved_inside_a_function() -> None:
         """,
         reason="module-level name",
     )
+
+
+def test_ids_encoded_to_a_tensor_are_a_tensor_but_a_batch_encoding_moves_in_place() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        class Scorer:
+            def __init__(self, tok, net):
+                self.tok, self.net = tok, net
+                self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def score(self, text):
+                ids = self.tok.encode(text, return_tensors="pt")
+                ids.to(self.dev)
+                return self.net(ids)
+        """,
+        """
+        import torch
+
+        class Scorer:
+            def __init__(self, tok, net):
+                self.tok, self.net = tok, net
+                self.dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+            def score(self, text):
+                ids = self.tok.encode(text, return_tensors="pt")
+                ids = ids.to(self.dev)
+                return self.net(ids)
+        """,
+    )
+    assert 'encode(..., return_tensors="pt")' in findings[0].message
+    assert_noop(
+        RULE,
+        """
+        def score(tok, net, text, dev):
+            batch = tok(text, return_tensors="pt")
+            batch.to(dev)
+            return net(**batch)
+        """,
+    )
