@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, method_call
 from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.moves import states_device
 from devfix.codemods.analysis.names import call_tail, code_of
 from devfix.codemods.analysis.torch_names import (
@@ -17,7 +18,7 @@ from devfix.codemods.analysis.torch_names import (
 )
 from devfix.types import Applicability, Edit
 
-_CANDIDATE_TAILS = tails(TENSOR_FACTORIES, LEGACY_CONSTRUCTORS)
+_CANDIDATE_TAILS = tails(TENSOR_FACTORIES, LEGACY_CONSTRUCTORS) | {"from_numpy"}
 
 
 class TensorFactoryWithoutDevice(DevicePass):
@@ -30,9 +31,15 @@ class TensorFactoryWithoutDevice(DevicePass):
     `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
     `init_hidden`, mask builders, loss modules) and every function that takes a tensor argument.
     `__init__` is left to DF103, which registers such tensors as buffers so `model.to()` moves
-    them. In script code (module level, notebook cells), a random or shape factory
-    (`torch.randn(64, 100)`, also inside `Variable(...)`) fed straight to a model the script
-    moved to a device, or to one of its submodules (`vae.decoder(z)`), is found too.
+    them. In script code (module level, notebook cells, and the script's own functions around
+    its models: a training or acting loop, a solver's methods), a new tensor (`torch.randn(64,
+    100)`, also inside `Variable(...)`, or data: `torch.tensor(batch)`, `torch.from_numpy(obs)`,
+    a legacy constructor) fed straight to a model the script moved to a device is found too:
+    directly, through one of the model's submodules (`vae.decoder(z)`), or through a method of
+    an object that hands it to a model it holds (`agent.act(obs)` with `return
+    self.q_net(obs)`, the model moved as `agent.q_net.to(args.device)` where the function's
+    caller can see it). A loss's targets and lengths are not model input and are left alone,
+    as are lengths that reach `pack_padded_sequence` (even through `.to("cpu")`).
 
     ## Why is this bad?
     A factory without `device=` makes a CPU tensor. As soon as the model runs on a GPU, the first
@@ -104,13 +111,42 @@ class TensorFactoryWithoutDevice(DevicePass):
             self._check(node, qualified, legacy=False)
         elif qualified in LEGACY_CONSTRUCTORS:
             self._check(node, qualified, legacy=True)
+        elif qualified == "torch.from_numpy":
+            function = self.facts.modules.enclosing_function(node)
+            if function is None or self._in_script_function(function):
+                self._check_script_tensor(node, qualified, moved=True)
+
+    def _is_a_loss(self, call: cst.Call) -> bool:
+        if self.facts.modules.loss_kind(call) is not None:
+            return True
+        if not isinstance(call.func, cst.Name):
+            return False
+        built = self.facts.flow.built_by(call.func.value, call)
+        qualified = self.qualified_name(built.func) if built is not None else None
+        return (
+            qualified is not None
+            and qualified.startswith("torch.nn.")
+            and qualified.endswith("Loss")
+        )
+
+    def _in_script_function(self, function: FunctionInfo) -> bool:
+        """A function of the script around its models (a training or acting loop, a solver's
+        method): neither model code nor data preparation."""
+        if function.owner is not None and not function.owner.drives_models:
+            return False
+        if function.is_model_code and not (function.owner and function.owner.drives_models):
+            return False
+        return not self.facts.flow.in_data_pipeline(function.node)
 
     def _check(self, node: cst.Call, qualified: str, *, legacy: bool) -> None:
         if not legacy and states_device(node):
             return
         function = self.facts.modules.enclosing_function(node)
-        if function is None and not legacy and qualified not in DATA_FACTORIES:
+        if function is None and not legacy:
             self._check_script_tensor(node, qualified)
+            return
+        if function is not None and self._in_script_function(function):
+            self._check_script_tensor(node, qualified, moved=legacy)
             return
         if function is None or not function.is_model_code:
             return
@@ -149,14 +185,18 @@ class TensorFactoryWithoutDevice(DevicePass):
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
-    def _check_script_tensor(self, node: cst.Call, qualified: str) -> None:
+    def _check_script_tensor(self, node: cst.Call, qualified: str, *, moved: bool = False) -> None:
         """Script code (a notebook cell, a module-level loop): a new tensor (`torch.randn(n, z)`)
         fed straight to a model the script moved to a GPU, through `Variable(...)` at most."""
+        if qualified in DATA_FACTORIES and self.facts.flow.token_id_tensor(node):
+            return  # token ids for a model: DF202's
         value = self.facts.names.through_variable(node)
         found = self.facts.flow.model_call_fed(value, submodules=True)
         if found is None:
             return
         model_call, model = found
+        if self._is_a_loss(model_call):
+            return  # a loss's target or lengths (CTC's may stay on the CPU): not model input
         kept = self.facts.cpu_only.use_of(self.facts.scopes.assigned_name(value), value, model_call)
         if kept is not None:
             return  # it reaches an argument that stays on the CPU (packed lengths)
@@ -176,15 +216,23 @@ class TensorFactoryWithoutDevice(DevicePass):
                 )
                 self.report(node, message=f"{where} on its device; no fix: {reason}")
                 return
-            moved = cst.Call(func=cst.Name(helper), args=[cst.Arg(node)])
+            wrapped = cst.Call(func=cst.Name(helper), args=[cst.Arg(node)])
             self.report(
                 node,
                 message=f"{where} on its device; the script moves its tensors with `{helper}`",
                 fix_title=f"Wrap it in `{helper}(...)`",
-                edits=[Edit(node, moved)],
+                edits=[Edit(node, wrapped)],
             )
             return
         shown = code_of(device)
+        if moved:
+            self.report(
+                node,
+                message=f"{where} on `{shown}`; it needs `.to({shown})`",
+                fix_title=f"Use `.to({shown})`",
+                edits=[Edit(node, method_call(node, "to", device))],
+            )
+            return
         self.report(
             node,
             message=f"{where} on `{shown}`; it needs `device={shown}`",

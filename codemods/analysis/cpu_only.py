@@ -132,7 +132,12 @@ class CpuOnlyArguments(Analysis):
             self.facts.modules.constructed_module(value)
             for value in self.scopes.assigned_before(callee.value, call)
         }
-        if len(classes) != 1:
+        if not classes:
+            # A parameter (`def predict(model, ...)`): what every caller passes.
+            built = self.facts.flow.built_by(callee.value, call)
+            if built is not None:
+                classes = {self.facts.modules.constructed_module(built)}
+        if len(classes) != 1 or None in classes:
             return None
         classdef = self.facts.modules.local_module_class(classes.pop())
         if classdef is None or not isinstance(classdef.body, cst.IndentedBlock):
@@ -144,11 +149,17 @@ class CpuOnlyArguments(Analysis):
 
 
 def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:
-    """`lengths.long().view(-1)` -> `lengths`: the tensor the consumer receives."""
-    while (
-        isinstance(expr, cst.Call)
-        and isinstance(expr.func, cst.Attribute)
-        and expr.func.attr.value in _SAME_TENSOR
-    ):
+    """`lengths.long().view(-1)` -> `lengths`: the tensor the consumer receives; a move to the
+    CPU on the way (`lengths.cpu()`, `.to("cpu")`) says the author wants it there too."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        method = expr.func.attr.value
+        to_cpu = method == "cpu" or (
+            method == "to"
+            and len(expr.args) == 1
+            and isinstance(expr.args[0].value, cst.SimpleString)
+            and expr.args[0].value.evaluated_value == "cpu"
+        )
+        if method not in _SAME_TENSOR and not to_cpu:
+            break
         expr = expr.func.value
     return expr

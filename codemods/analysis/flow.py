@@ -43,6 +43,7 @@ from devfix.codemods.analysis.torch_names import (
     LOGGING_METHODS,
     MAPPING_METHODS,
     MODEL_WRAPPERS,
+    MODULE_SELF_METHODS,
     OPTIMIZER_CLASS_NAMES,
     OTHER_OPTIMIZERS,
     PER_ITEM_METHODS,
@@ -353,6 +354,8 @@ class ScriptFlow(Analysis):
             move = self.device_move(call, table_function)
             direct_moves[position] = call
             candidates.append((position, (move, table_function, pretrained)))
+        if not candidates and "." in name:
+            return self._attribute_of_parameter_move(name, function, depth)
         if not candidates:
             return None
         candidates.sort(key=lambda item: item[0])
@@ -488,8 +491,33 @@ class ScriptFlow(Analysis):
             return None
         return found
 
+    def _attribute_of_parameter_move(
+        self, name: str, function: cst.FunctionDef | None, depth: int
+    ) -> FoundMove | None:
+        """`agent.q_net` where `agent` is a parameter of `function`: the move its callers made
+        of that attribute of the object they pass (`agent.q_net.to(args.device)` in `main`)."""
+        root, _, rest = name.partition(".")
+        if function is None or root == "self":
+            return None
+        table, table_function = self.scopes.lookup(root, function)
+        bindings = table.bindings.get(root, [])
+        if (
+            table_function is not function
+            or len(bindings) != 1
+            or bindings[0].kind != "param"
+            or not isinstance(table.node, cst.FunctionDef)
+        ):
+            return None
+        return self._move_from_callers(table.node, root, bindings[0], depth, suffix="." + rest)
+
     def _move_from_callers(
-        self, function: cst.FunctionDef, param: str, binding: Binding, depth: int
+        self,
+        function: cst.FunctionDef,
+        param: str,
+        binding: Binding,
+        depth: int,
+        *,
+        suffix: str = "",
     ) -> FoundMove | None:
         sites = self.call_sites(function)
         if not sites:
@@ -500,7 +528,10 @@ class ScriptFlow(Analysis):
             if argument is None or dotted_name(argument) is None:
                 return None
             found = self._find_move(
-                dotted_name(argument) or "", caller, self.context.order(call)[0], depth + 1
+                (dotted_name(argument) or "") + suffix,
+                caller,
+                self.context.order(call)[0],
+                depth + 1,
             )
             if found is None or found[0] is None:
                 return None
@@ -552,6 +583,21 @@ class ScriptFlow(Analysis):
                     for call, _ in sites
                 ):
                     return DeviceMove("to", cst.Name(param))
+            # `args.device` where every caller passes its `args` on as a parameter.
+            root = _attribute_chain_root(expression)
+            for param in params:
+                if (
+                    root is not None
+                    and sites
+                    and all(
+                        isinstance(arg := self._argument_for(call, target, param), cst.Name)
+                        and arg.value == root.value
+                        for call, _ in sites
+                    )
+                ):
+                    renamed = expression.deep_replace(root, cst.Name(param))
+                    assert isinstance(renamed, cst.BaseExpression)
+                    return DeviceMove("to", renamed)
         # Globals of the module, not shadowed in `target`.
         module_table = self.scopes.table(self.context.module)
         if all(
@@ -1758,7 +1804,7 @@ class ScriptFlow(Analysis):
         if isinstance(parent, cst.Arg):
             call = self.context.parent(parent)
             if isinstance(call, cst.Call):
-                return self._as_model_call(call, flow, submodules)
+                return self._as_model_call(call, flow, submodules, parent)
             return None
         if isinstance(parent, cst.Assign) and len(parent.targets) == 1:
             target = parent.targets[0].target
@@ -1795,7 +1841,7 @@ class ScriptFlow(Analysis):
             if isinstance(parent, cst.Arg):
                 call = self.context.parent(parent)
                 if isinstance(call, cst.Call) and result is None:
-                    result = self._as_model_call(call, flow, submodules)
+                    result = self._as_model_call(call, flow, submodules, parent)
             elif (
                 isinstance(parent, cst.Assign)
                 and depth == 0
@@ -1817,6 +1863,91 @@ class ScriptFlow(Analysis):
         return result
 
     def _as_model_call(
+        self,
+        call: cst.Call,
+        flow: ScriptFlow,
+        submodules: bool = False,
+        arg: cst.Arg | None = None,
+    ) -> tuple[cst.Call, ModelDevice] | None:
+        found = self._as_direct_model_call(call, flow, submodules)
+        if found is None and arg is not None:
+            found = self._through_a_method(call, arg, flow)
+        return found
+
+    def built_by(self, name: str, at: cst.CSTNode, _depth: int = 0) -> cst.Call | None:
+        """The call that built the object the plain name `name` holds at `at` (`CTCLoss(...)`
+        for `criterion`), following a parameter to what its callers pass when they all agree;
+        None when it is bound otherwise or more than once."""
+        if _depth > 3:
+            return None
+        function = self.scopes.enclosing_function(at)
+        table, _ = self.scopes.lookup(name, function)
+        # `model = model.to(device)` rebinds the same object.
+        bindings = [
+            b
+            for b in table.bindings.get(name, [])
+            if not (b.kind == "assign" and b.value is not None and _rebinds_itself(b.value, name))
+        ]
+        if len(bindings) != 1:
+            return None
+        binding = bindings[0]
+        if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
+            built: list[cst.Call] = []
+            for call, _caller in self.call_sites(table.node):
+                argument = self._argument_for(call, table.node, name)
+                if not isinstance(argument, cst.Name):
+                    return None
+                found = self.built_by(argument.value, call, _depth + 1)
+                if found is None:
+                    return None
+                built.append(found)
+            if built and all(b.func.deep_equals(built[0].func) for b in built):
+                return built[0]
+            return None
+        value = binding.value
+        if binding.kind == "assign" and isinstance(value, cst.Call):
+            return value
+        return None
+
+    def _through_a_method(
+        self, call: cst.Call, arg: cst.Arg, flow: ScriptFlow
+    ) -> tuple[cst.Call, ModelDevice] | None:
+        """`agent.act(obs)` where the one class of the file with an `act` method hands that
+        parameter straight to a module it holds (`return self.q_net(obs).argmax()`): a call of
+        `agent.q_net`, on the device that model was moved to."""
+        func = call.func
+        if not isinstance(func, cst.Attribute) or dotted_name(func.value) is None:
+            return None
+        if arg.keyword is not None or arg.star:
+            return None
+        index = [a for a in call.args if a.keyword is None and not a.star].index(arg)
+        methods = [
+            member
+            for classdef in self.context.of_type(self.context.module, cst.ClassDef)
+            for member in classdef.body.body
+            if isinstance(member, cst.FunctionDef) and member.name.value == func.attr.value
+        ]
+        if len(methods) != 1:
+            return None
+        method = methods[0]
+        owner = self.scopes.class_of(method)
+        params = [p.name.value for p in (*method.params.posonly_params, *method.params.params)]
+        if owner is None or len(params) <= index + 1 or params[0] != "self":
+            return None
+        param = params[index + 1]
+        held = self.facts.modules.held_modules(owner)
+        for inner in self.context.of_type(method.body, cst.Call):
+            attr = _self_attribute_name(inner.func)
+            if attr is None or attr not in held:
+                continue
+            if any(_is_name(a.value, param) for a in inner.args if not a.star):
+                target = cst.parse_expression(f"{dotted_name(func.value)}.{attr}")
+                model = flow.model_device(target, call)
+                if model is not None and (model.move is not None or model.pretrained):
+                    return call, dataclasses.replace(model, model=code_of(target))
+        return None
+
+    def _as_direct_model_call(
         self, call: cst.Call, flow: ScriptFlow, submodules: bool = False
     ) -> tuple[cst.Call, ModelDevice] | None:
         callee = call.func
@@ -3293,3 +3424,38 @@ def _expression_shape(node: cst.BaseExpression) -> str | None:
         return ast.dump(ast.parse(code_of(node).strip(), mode="eval"))
     except (SyntaxError, ValueError, RecursionError):
         return None
+
+
+def _attribute_chain_root(expression: cst.BaseExpression) -> cst.Name | None:
+    """`args` in `args.device` (or `cfg.train.device`); None for anything but a chain of
+    attributes on a name."""
+    node = expression
+    if not isinstance(node, cst.Attribute):
+        return None
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+def _self_attribute_name(node: cst.BaseExpression) -> str | None:
+    """`q_net` in `self.q_net`."""
+    if (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+    ):
+        return node.attr.value
+    return None
+
+
+def _rebinds_itself(value: cst.BaseExpression, name: str) -> bool:
+    """`model.to(device)`, `model.cuda().eval()`: a method of the module that returns it."""
+    node = value
+    moved = False
+    while (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in MODULE_SELF_METHODS
+    ):
+        node, moved = node.func.value, True
+    return moved and _is_name(node, name)

@@ -569,6 +569,22 @@ class ModuleFacts(Analysis):
             return qualified
         return None
 
+    def held_modules(self, classdef: cst.ClassDef) -> frozenset[str]:
+        """The attributes `__init__` sets to a module it builds (`self.q_net = QNet(...)`,
+        `self.head = nn.Linear(...)`), for any class, module or not."""
+        init = method(classdef, "__init__")
+        if init is None:
+            return frozenset()
+        found: set[str] = set()
+        for assign in self.context.of_type(init.body, cst.Assign):
+            if self.constructed_module(assign.value) is None:
+                continue
+            for target in assign.targets:
+                attr = self_attribute(target.target)
+                if attr is not None:
+                    found.add(attr)
+        return frozenset(found)
+
     def is_module_expression(self, node: cst.BaseExpression) -> bool:
         """`self`, `self.head` or a constructed module (`Net(...)`, `nn.Linear(...).cuda()`): a
         receiver whose `.to()` / `.cuda()` moves a module, not a tensor."""

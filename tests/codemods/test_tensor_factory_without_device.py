@@ -880,3 +880,93 @@ def test_the_device_never_comes_from_a_name_bound_only_in_a_skipped_branch() -> 
         before.replace("torch.ones(s.shape)", "torch.ones(s.shape, device=s.device)"),
         unsafe=True,
     )
+
+
+_AGENT = """
+    import argparse
+
+    import numpy as np
+    import torch
+    import torch.nn as nn
+
+    class Critic(nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.body = nn.Linear(n, 3)
+
+        def forward(self, obs):
+            return self.body(obs)
+
+    class Player:
+        def __init__(self, n):
+            self.critic = Critic(n)
+
+        def choose(self, obs):
+            return self.critic(obs).argmax(-1)
+
+        def remember(self, obs):
+            self.memory = obs
+
+    def play(opts, player, frames):
+        for frame in frames:
+            pick = player.choose(torch.from_numpy(frame))
+            player.remember(torch.from_numpy(frame))
+            noise = player.critic(torch.tensor(np.zeros(4, dtype=np.float32)))
+        return pick, noise
+
+    def main():
+        opts = argparse.ArgumentParser().parse_args()
+        opts.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        player = Player(4)
+        player.critic.to(opts.device)
+        play(opts, player, [])
+"""
+
+
+def test_a_training_function_feeds_an_agents_model_through_a_method_of_the_agent() -> None:
+    # `choose` hands its argument straight to `self.critic`, which `main` moved to the
+    # device `opts` carries into `play`; `remember` only stores it (no model reads it).
+    findings = assert_fix(
+        RULE,
+        _AGENT,
+        _AGENT.replace(
+            "pick = player.choose(torch.from_numpy(frame))",
+            "pick = player.choose(torch.from_numpy(frame).to(opts.device))",
+        ).replace(
+            "torch.tensor(np.zeros(4, dtype=np.float32))",
+            "torch.tensor(np.zeros(4, dtype=np.float32), device=opts.device)",
+        ),
+    )
+    assert len(findings) == 2
+
+
+def test_lengths_for_a_ctc_loss_and_lengths_sent_back_to_the_cpu_stay_where_they_are() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rnn = nn.LSTM(8, 8)
+
+            def forward(self, x, lengths):
+                packed = nn.utils.rnn.pack_padded_sequence(x, lengths.to("cpu"))
+                return self.rnn(packed)
+
+        def step(model, criterion, batch, n):
+            x, log_probs, targets, target_lengths = batch
+            lengths = torch.LongTensor([n] * len(targets))
+            out = model(x, torch.LongTensor([n]))
+            return criterion(log_probs, targets, lengths, target_lengths), out
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Tagger()
+        model = model.to(device)
+        criterion = nn.CTCLoss()
+        criterion.to(device)
+        step(model, criterion, (None, None, [], None), 3)
+        """,
+    )
