@@ -66,7 +66,7 @@ def plan_checkpoints(script: Script, plan: Plan) -> None:
                 ):
                     plan.statement(statement).after += parse_statements(
                         "if distributed:\n"
-                        "    dist.barrier()  # devfix DF401: the other processes read this file\n"
+                        "    dist.barrier()  # the other processes read this file\n"
                     )
             elif script.in_helper(statement) and not _inside(script, statement, savers):
                 plan.statement(statement).gate = RANK0_ANYWHERE
@@ -219,7 +219,7 @@ def _plan_strip(
     head = parse_statements(
         f"{LOADED} = None\n"
         f'if any(key.startswith("module.") for key in {LOADED}):'
-        "  # devfix DF401: saved by DataParallel\n"
+        "  # saved by DataParallel\n"
         f'    consume_prefix_in_state_dict_if_present({LOADED}, "module.")\n'
     )
     first = head[0]

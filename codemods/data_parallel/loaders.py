@@ -377,8 +377,7 @@ def _convert(
         plan.prepend(
             loader.factory.body,
             parse_statements(
-                "# devfix DF401: this process's share of the data (torchrun sets RANK and "
-                "WORLD_SIZE)\n"
+                "# This process's share of the data (torchrun sets RANK and WORLD_SIZE).\n"
                 'rank = int(os.environ.get("RANK", "0"))\n'
                 'world_size = int(os.environ.get("WORLD_SIZE", "1"))\n'
             ),
@@ -387,14 +386,13 @@ def _convert(
     batch = script.code(batch_arg.value) if batch_arg is not None else "1"
     if keep_per_process_batch:
         comment = (
-            f"# devfix DF401: `batch_size` stays per process, so the global batch is {batch} * "
-            "world_size.\n"
+            f"# `batch_size` stays per process, so the global batch is {batch} * world_size.\n"
         )
     else:
         comment = (
-            f"# devfix DF401: DataParallel's batch of {batch} was global; each of the world_size\n"
-            f"# processes now takes {batch} // world_size of it (when that does not divide, the\n"
-            "# global batch is smaller). Each process reads its own shard of the data set.\n"
+            f"# DataParallel's batch of {batch} was global; each of the world_size processes now\n"
+            f"# takes {batch} // world_size of it (when that does not divide, the global batch is\n"
+            "# smaller). Each process reads its own shard of the data set.\n"
         )
     statements = parse_statements(
         comment
@@ -419,10 +417,7 @@ def _convert(
             raise Decline("cannot place `sampler.set_epoch` in the epoch loop")
         plan.prepend(
             loop.body,
-            parse_statements(
-                f"{holder}.set_epoch({loop.target.value})"
-                "  # devfix DF401: a new shuffle every epoch\n"
-            ),
+            parse_statements(f"{holder}.set_epoch({loop.target.value})\n"),
         )
 
 

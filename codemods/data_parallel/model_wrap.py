@@ -230,7 +230,6 @@ def plan_wraps(script: Script, plan: Plan) -> None:
 def ddp_block(script: Script, targets: Sequence[str]) -> list[cst.BaseStatement]:
     """`if distributed:` wrap of each target in DistributedDataParallel. In a factory the
     training code calls, the process group and the current device (set by the setup) say it."""
-    what = "one replica per process" if len(targets) == 1 else "one replica of each per process"
     condition = "distributed"
     device = 'torch.device("cuda", local_rank)'
     device_ids = "[local_rank], output_device=local_rank"
@@ -244,13 +243,7 @@ def ddp_block(script: Script, targets: Sequence[str]) -> list[cst.BaseStatement]
     )
     cpu = "".join(f"        {t} = DistributedDataParallel({t})\n" for t in targets)
     return parse_statements(
-        script.t(
-            f"if {condition}:  # devfix DF401: {what}; DDP averages the gradients\n"
-            "    if torch.cuda.is_available():\n"
-            f"{cuda}"
-            "    else:\n"
-            f"{cpu}"
-        )
+        script.t(f"if {condition}:\n    if torch.cuda.is_available():\n{cuda}    else:\n{cpu}")
     )
 
 
@@ -306,7 +299,7 @@ def _plan_unit(script: Script, plan: Plan, wraps: list[Wrap]) -> None:
         if id(guard) in outcome:
             continue
         nodes[id(guard)] = guard
-        new = _pruned_guard(guard, outcome)
+        new = _pruned_guard(script, guard, outcome)
         if new is not guard:
             outcome[id(guard)] = [new] if new is not None else []
     for key, replacement in outcome.items():
@@ -324,18 +317,25 @@ def _plan_unit(script: Script, plan: Plan, wraps: list[Wrap]) -> None:
         change.after += ddp
 
 
-def _emptied(block: cst.BaseSuite, outcome: dict[int, list[cst.BaseStatement]]) -> bool:
+def _emptied(
+    script: Script, block: cst.BaseSuite, outcome: dict[int, list[cst.BaseStatement]]
+) -> bool:
+    """Nothing of `block` is left once the wrap goes but output about the GPUs it used (`print
+    ("Let's use", n, "GPUs!")`): a branch that would only print is dead."""
     if not isinstance(block, cst.IndentedBlock):
         return False
-    return all(outcome.get(id(statement)) == [] for statement in block.body)
+    gone = [outcome.get(id(statement)) == [] for statement in block.body]
+    return any(gone) and all(
+        went or script.flow.logs(statement) for went, statement in zip(gone, block.body)
+    )
 
 
 def _pruned_guard(
-    guard: cst.If, outcome: dict[int, list[cst.BaseStatement]]
+    script: Script, guard: cst.If, outcome: dict[int, list[cst.BaseStatement]]
 ) -> cst.BaseStatement | None:
     """`guard` once the statements that go have gone: itself, without its `else`, with the
     condition negated around the `else` branch, or None when nothing is left."""
-    body_gone = _emptied(guard.body, outcome)
+    body_gone = _emptied(script, guard.body, outcome)
     orelse = guard.orelse
     if orelse is None:
         return None if body_gone else guard
@@ -343,7 +343,7 @@ def _pruned_guard(
         if body_gone:
             raise Decline("the `elif` around DataParallel leaves nothing to wrap")
         return guard
-    else_gone = _emptied(orelse.body, outcome)
+    else_gone = _emptied(script, orelse.body, outcome)
     if body_gone and else_gone:
         return None
     if else_gone:

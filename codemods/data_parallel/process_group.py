@@ -35,9 +35,7 @@ def setup_statements(script: Script, *, unused: frozenset[str] = frozenset()) ->
         "" if "world_size" in unused else 'world_size = int(os.environ.get("WORLD_SIZE", "1"))\n'
     )
     return script.t(
-        "# devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and "
-        "WORLD_SIZE;\n"
-        "# without them (plain `python`) this runs as one process, without a process group.\n"
+        "# One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.\n"
         'local_rank = int(os.environ.get("LOCAL_RANK", "0"))\n'
         + rank
         + world_size
@@ -81,16 +79,16 @@ def _argument_parsing_end(
     """The statement of `block` that parses the command line (`args = parser.parse_args()`),
     when nothing before it reads what the setup binds or touches CUDA: the setup can follow it.
     None: the setup goes first."""
-    if block is None:
-        return None
+    # A flat script's run is the top-level code that goes into the new main block.
+    statements = list(script.scope.statements) if block is None else list(block.body)
     found: cst.BaseStatement | None = None
-    for statement in block.body:
+    for statement in statements:
         if _parses_arguments(script, statement):
             found = statement
             break
     if found is None:
         return None
-    for statement in block.body[: list(block.body).index(found) + 1]:
+    for statement in statements[: statements.index(found) + 1]:
         read = script.scopes.names_read(statement)
         if read & {*SETUP_NAMES, "dist"} or "cuda" in script.code(statement):
             return None

@@ -61,8 +61,7 @@ def train_epoch(model, loader, optimizer, args):
 
 
 def main():
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -77,9 +76,9 @@ def main():
     torch.manual_seed(3)
     features = torch.randn(96, 5)
     targets = features @ torch.randn(5) + 0.1 * torch.randn(96)
-    # devfix DF401: DataParallel's batch of args.batch_size was global; each of the world_size
-    # processes now takes args.batch_size // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of args.batch_size was global; each of the world_size processes now
+    # takes args.batch_size // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     train_dataset = TensorDataset(features, targets)
     train_sampler = DistributedSampler(
         train_dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0
@@ -90,7 +89,7 @@ def main():
 
     model = Regressor(5, 8, args.device)
     model.to(args.device)
-    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             model = model.to(torch.device("cuda", local_rank))
             model = DistributedDataParallel(
@@ -101,7 +100,7 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
 
     for epoch in range(args.epochs):
-        train_sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        train_sampler.set_epoch(epoch)
         loss = train_epoch(model, train_loader, optimizer, args)
         if rank == 0:
             print(f"epoch {epoch} mean loss {loss:.4f}")

@@ -42,8 +42,7 @@ class Net(nn.Module):
 
 
 if __name__ == "__main__":
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -56,9 +55,9 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     trainset = TensorDataset(torch.rand(64, 3, 8, 8), torch.randint(0, 10, (64,)))
     testset = TensorDataset(torch.rand(40, 3, 8, 8), torch.randint(0, 10, (40,)))
-    # devfix DF401: DataParallel's batch of 8 was global; each of the world_size
-    # processes now takes 8 // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of 8 was global; each of the world_size processes now
+    # takes 8 // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     trainsampler = DistributedSampler(
         trainset, num_replicas=world_size, rank=rank, shuffle=False, seed=0
     )
@@ -71,10 +70,7 @@ if __name__ == "__main__":
     net = Net(channel_mean)
     net.to(device)
     criterion = nn.CrossEntropyLoss()
-    if torch.cuda.device_count() > 1:
-        if rank == 0:
-            print("Let's use", torch.cuda.device_count(), "GPUs!")
-    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             net = net.to(torch.device("cuda", local_rank))
             net = DistributedDataParallel(net, device_ids=[local_rank], output_device=local_rank)
@@ -83,7 +79,7 @@ if __name__ == "__main__":
     optimizer = optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
     for epoch in range(2):
-        trainsampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        trainsampler.set_epoch(epoch)
         running_loss = 0.0
         for i, (inputs, labels) in enumerate(trainloader):
             inputs, labels = inputs.to(device), labels.to(device)

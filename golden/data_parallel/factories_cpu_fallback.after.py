@@ -37,15 +37,15 @@ class Classifier(nn.Module):
 
 
 def set_loader(opt):
-    # devfix DF401: this process's share of the data (torchrun sets RANK and WORLD_SIZE)
+    # This process's share of the data (torchrun sets RANK and WORLD_SIZE).
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     torch.manual_seed(1)
     train_dataset = TensorDataset(torch.randn(40, 4), torch.randint(0, 3, (40,)))
     val_dataset = TensorDataset(torch.randn(16, 4), torch.randint(0, 3, (16,)))
-    # devfix DF401: DataParallel's batch of opt["batch_size"] was global; each of the world_size
-    # processes now takes opt["batch_size"] // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of opt["batch_size"] was global; each of the world_size processes now
+    # takes opt["batch_size"] // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     train_sampler = DistributedSampler(
         train_dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0
     )
@@ -64,7 +64,7 @@ def set_model(opt):
         criterion = criterion.cuda()
     else:
         model = model.to(DEVICE)
-    if dist.is_initialized():  # devfix DF401: one replica per process; DDP averages the gradients
+    if dist.is_initialized():
         if torch.cuda.is_available():
             model = model.to(torch.cuda.current_device())
             model = DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
@@ -93,8 +93,7 @@ def save_model(model, epoch, save_file):
 
 
 def main():
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
@@ -110,7 +109,7 @@ def main():
     model, criterion = set_model(opt)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(1, opt["epochs"] + 1):
-        train_loader.sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        train_loader.sampler.set_epoch(epoch)
         loss = train(train_loader, model, criterion, optimizer)
         if rank == 0:
             print(f"epoch {epoch}, loss {loss:.4f}")

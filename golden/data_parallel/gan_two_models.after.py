@@ -37,8 +37,7 @@ class Generator(nn.Module):
 
 
 if __name__ == "__main__":
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -51,9 +50,9 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     real_images = torch.randn(32, 6)
     noise = torch.randn(32, 4)
-    # devfix DF401: DataParallel's batch of 8 was global; each of the world_size
-    # processes now takes 8 // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of 8 was global; each of the world_size processes now
+    # takes 8 // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     dataset = TensorDataset(real_images, noise)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
     dataloader = DataLoader(dataset, batch_size=8 // world_size, sampler=sampler)
@@ -61,7 +60,7 @@ if __name__ == "__main__":
     netG = Generator().to(device)
     netD = nn.Sequential(nn.Linear(6, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1)).to(device)
     criterion = nn.BCEWithLogitsLoss()
-    if distributed:  # devfix DF401: one replica of each per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             netG = netG.to(torch.device("cuda", local_rank))
             netG = DistributedDataParallel(netG, device_ids=[local_rank], output_device=local_rank)
@@ -74,7 +73,7 @@ if __name__ == "__main__":
     optimizerG = optim.SGD(netG.parameters(), lr=0.05)
 
     for epoch in range(2):
-        sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        sampler.set_epoch(epoch)
         for i, (real, z) in enumerate(dataloader):
             real, z = real.to(device), z.to(device)
             netD.zero_grad()

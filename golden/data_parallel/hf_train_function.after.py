@@ -42,8 +42,7 @@ class TinyTagger(nn.Module):
 
 
 def train(args, dataset):
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -53,13 +52,13 @@ def train(args, dataset):
     if distributed:
         dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
 
-    # devfix DF401: DataParallel's batch of args.train_batch_size was global; each of the world_size
-    # processes now takes args.train_batch_size // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of args.train_batch_size was global; each of the world_size processes now
+    # takes args.train_batch_size // world_size of it (when that does not divide, the global batch
+    # is smaller). Each process reads its own shard of the data set.
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
     loader = DataLoader(dataset, batch_size=args.train_batch_size // world_size, sampler=sampler)
     model = TinyTagger(30, 16, args.device).to(args.device)
-    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             model = model.to(torch.device("cuda", local_rank))
             model = DistributedDataParallel(
@@ -70,7 +69,7 @@ def train(args, dataset):
     optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate)
     criterion = nn.CrossEntropyLoss()
     for epoch in range(args.num_train_epochs):
-        sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        sampler.set_epoch(epoch)
         for input_ids, labels in loader:
             logits = model(input_ids.to(args.device))
             loss = criterion(logits.reshape(-1, 2), labels.to(args.device).reshape(-1))

@@ -36,8 +36,7 @@ class Tagger(nn.Module):
 
 
 if __name__ == "__main__":
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -52,15 +51,15 @@ if __name__ == "__main__":
     torch.manual_seed(7)
     tokens = torch.randint(0, 50, (48, 8))
     tags = torch.randint(0, 5, (48, 8))
-    # devfix DF401: DataParallel's batch of 12 was global; each of the world_size
-    # processes now takes 12 // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of 12 was global; each of the world_size processes now
+    # takes 12 // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     dataset = TensorDataset(tokens, tags)
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
     loader = DataLoader(dataset, batch_size=12 // world_size, sampler=sampler)
 
     model = Tagger(50, 16, 5).to(DEVICE)
-    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             model = model.to(torch.device("cuda", local_rank))
             model = DistributedDataParallel(
@@ -70,15 +69,14 @@ if __name__ == "__main__":
             model = DistributedDataParallel(model)
     if resume:
         loaded_state = torch.load(resume, map_location=DEVICE)
-        # devfix DF401: saved by DataParallel
-        if any(key.startswith("module.") for key in loaded_state):
+        if any(key.startswith("module.") for key in loaded_state):  # saved by DataParallel
             consume_prefix_in_state_dict_if_present(loaded_state, "module.")
         # a DataParallel checkpoint
         (model.module if distributed else model).load_state_dict(loaded_state)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)
 
     for epoch in range(3):
-        sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        sampler.set_epoch(epoch)
         model.train()
         for batch_tokens, batch_tags in loader:
             batch_tokens, batch_tags = batch_tokens.to(DEVICE), batch_tags.to(DEVICE)

@@ -124,8 +124,7 @@ def evaluate(model, iterator, criterion):
 
 
 if __name__ == "__main__":
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -142,9 +141,9 @@ if __name__ == "__main__":
     valid_data = TensorDataset(
         torch.randint(1, INPUT_DIM, (32, 10)), torch.randint(1, OUTPUT_DIM, (32, 9))
     )
-    # devfix DF401: DataParallel's batch of BATCH_SIZE was global; each of the world_size
-    # processes now takes BATCH_SIZE // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of BATCH_SIZE was global; each of the world_size processes now
+    # takes BATCH_SIZE // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     train_sampler = DistributedSampler(
         train_data, num_replicas=world_size, rank=rank, shuffle=False, seed=0
     )
@@ -156,7 +155,7 @@ if __name__ == "__main__":
     enc = Encoder(INPUT_DIM, HID_DIM, N_HEADS, device)
     dec = Decoder(OUTPUT_DIM, HID_DIM, N_HEADS, device)
     model = Seq2Seq(enc, dec).to(device)
-    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             model = model.to(torch.device("cuda", local_rank))
             model = DistributedDataParallel(
@@ -169,7 +168,7 @@ if __name__ == "__main__":
 
     best_valid_loss = float("inf")
     for epoch in range(N_EPOCHS):
-        train_sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        train_sampler.set_epoch(epoch)
         train_loss = train(model, train_iterator, optimizer, criterion, CLIP)
         valid_loss = evaluate(model, valid_iterator, criterion)
         if valid_loss < best_valid_loss:

@@ -35,8 +35,7 @@ class Student(nn.Module):
 
 
 def main():
-    # devfix DF401: one process per device. torchrun sets LOCAL_RANK, RANK and WORLD_SIZE;
-    # without them (plain `python`) this runs as one process, without a process group.
+    # One process per device: torchrun sets LOCAL_RANK, RANK and WORLD_SIZE.
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -52,10 +51,7 @@ def main():
     teacher.requires_grad_(False)
     teacher.eval()
     student = Student().to(DEVICE)
-    if torch.cuda.device_count() > 1:
-        if rank == 0:
-            print("Distilling on", torch.cuda.device_count(), "GPUs")
-    if distributed:  # devfix DF401: one replica per process; DDP averages the gradients
+    if distributed:
         if torch.cuda.is_available():
             student = student.to(torch.device("cuda", local_rank))
             student = DistributedDataParallel(
@@ -64,14 +60,14 @@ def main():
         else:
             student = DistributedDataParallel(student)
     optimizer = torch.optim.SGD(student.parameters(), lr=0.5)
-    # devfix DF401: DataParallel's batch of 12 was global; each of the world_size
-    # processes now takes 12 // world_size of it (when that does not divide, the
-    # global batch is smaller). Each process reads its own shard of the data set.
+    # DataParallel's batch of 12 was global; each of the world_size processes now
+    # takes 12 // world_size of it (when that does not divide, the global batch is
+    # smaller). Each process reads its own shard of the data set.
     dataset = TensorDataset(torch.randn(48, 6))
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=False, seed=0)
     loader = DataLoader(dataset, batch_size=12 // world_size, sampler=sampler)
     for epoch in range(3):
-        sampler.set_epoch(epoch)  # devfix DF401: a new shuffle every epoch
+        sampler.set_epoch(epoch)
         for (x,) in loader:
             x = x.to(DEVICE)
             with torch.no_grad():

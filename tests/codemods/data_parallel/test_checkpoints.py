@@ -33,7 +33,7 @@ def test_a_file_read_back_waits_for_the_write() -> None:
         'torch.save(model.state_dict(), "m.pt")\n'
         'model.load_state_dict(torch.load("m.pt"))\n'
     )
-    assert "        dist.barrier()  # devfix DF401: the other processes read this file\n" in out
+    assert "        dist.barrier()  # the other processes read this file\n" in out
     assert '    loaded_state = torch.load("m.pt")\n' in out
     assert '        consume_prefix_in_state_dict_if_present(loaded_state, "module.")\n' in out
 

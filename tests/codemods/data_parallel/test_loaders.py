@@ -71,7 +71,7 @@ def test_a_loader_a_factory_returns() -> None:
         """,
         _plan_loaders,
     )
-    assert "def set_loader(opt):\n    # devfix DF401: this process's share of the data" in out
+    assert "def set_loader(opt):\n    # This process's share of the data" in out
     assert '    rank = int(os.environ.get("RANK", "0"))\n' in out
     assert "        train_loader.sampler.set_epoch(epoch)" in out
     assert "val_loader = DataLoader(val_set, batch_size=64)" in out

@@ -26,7 +26,7 @@ def test_setup_after_the_docstring_and_a_launch_line_on_top() -> None:
     out = planned(SOURCE, process_group.plan_process_group, path="run.py")
     assert out.startswith("\n# devfix DF401: launch with\n# `torchrun --standalone")
     assert "run.py`" in out
-    assert '    """Train."""\n    # devfix DF401: one process per device.' in out
+    assert '    """Train."""\n    # One process per device:' in out
     assert (
         "\n        dist.init_process_group(\n" in out or "dist.init_process_group(backend=" in out
     )
