@@ -83,6 +83,12 @@ report_option = click.option(
 changed_since_option = click.option(
     "--changed-since", metavar="REF", help="Only files changed since this git ref."
 )
+details_option = click.option(
+    "--show-details",
+    is_flag=True,
+    help="Print each finding's whole message, with the fix it suggests (a line of a finding "
+    "with a fix otherwise stops after the problem; one without keeps its reason).",
+)
 
 
 def run_options(unsafe_fixes_help: str) -> Callable[[F], F]:

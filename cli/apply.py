@@ -10,6 +10,7 @@ import click
 
 from devfix.cli._common import (
     changed_since_option,
+    details_option,
     echo_err,
     exits,
     progress_printer,
@@ -26,7 +27,15 @@ from devfix.formats import summary_table
 from devfix.gitops import UNDONE, GitError, roll_back_stopped_run, toplevel
 from devfix.migrate import EXIT_INTERRUPTED, commit_per_rule, plan
 from devfix.names import shown
-from devfix.report import EXIT_CLEAN, EXIT_FAILED, Tally, failure_line, finding_line
+from devfix.report import (
+    DETAILS_HINT,
+    EXIT_CLEAN,
+    EXIT_FAILED,
+    Tally,
+    failure_line,
+    finding_line,
+    shortened,
+)
 from devfix.settings import Settings
 from devfix.source_file import diff_root, unified_diff
 from devfix.sources import decode
@@ -53,6 +62,7 @@ from devfix.types import FileResult, FileStatus
 )
 @report_option
 @changed_since_option
+@details_option
 @click.option(
     "--commit",
     is_flag=True,
@@ -75,6 +85,7 @@ def apply_command(
     resume: bool,
     report: str | None,
     changed_since: str | None,
+    show_details: bool,
     commit: bool,
     branch: str,
     allow_dirty: bool,
@@ -84,7 +95,7 @@ def apply_command(
     With no PATHS, the current folder (as `check`).
     """
     if paths == ("-",):
-        return _apply_stdin(settings, stdin_filename, diff=diff)
+        return _apply_stdin(settings, stdin_filename, diff=diff, details=show_details)
     if "-" in paths:
         raise click.UsageError("`-` (stdin) cannot be combined with other paths")
     require_existing(paths)
@@ -105,7 +116,9 @@ def apply_command(
     if commit:
         if diff:
             raise click.UsageError("--commit and --diff cannot be combined")
-        return _apply_and_commit(targets, settings, branch, allow_dirty, quiet, report)
+        return _apply_and_commit(
+            targets, settings, branch, allow_dirty, quiet, report, details=show_details
+        )
     tally = Tally(settings)
     results: list[FileResult] = []
     progress = progress_printer()
@@ -121,7 +134,7 @@ def apply_command(
             tally.add(result)
             if result.status is FileStatus.FAILED or (not quiet and result.findings):
                 progress(0, 0)
-            _echo_result(result, settings, quiet=quiet, written=not diff)
+            _echo_result(result, settings, quiet=quiet, written=not diff, details=show_details)
             if diff and result.diff:
                 click.echo(result.diff, nl=False)
                 _name_diff_root(result.path, roots_named)
@@ -138,10 +151,21 @@ def apply_command(
     progress(0, 0)
     if state is not None:
         state.finish(interrupted=False)
-    return _close(targets, results, tally, settings, quiet=quiet, report=report, dry_run=diff)
+    return _close(
+        targets,
+        results,
+        tally,
+        settings,
+        quiet=quiet,
+        report=report,
+        dry_run=diff,
+        details=show_details,
+    )
 
 
-def _echo_result(result: FileResult, settings: Settings, *, quiet: bool, written: bool) -> None:
+def _echo_result(
+    result: FileResult, settings: Settings, *, quiet: bool, written: bool, details: bool
+) -> None:
     """The file's error line, or a line per finding (fixed ones marked)."""
     if result.status is FileStatus.FAILED:
         echo_err(failure_line(result))
@@ -149,7 +173,11 @@ def _echo_result(result: FileResult, settings: Settings, *, quiet: bool, written
     if quiet:
         return
     for finding, fixed in result.outcomes():
-        echo_err(finding_line(result.path, finding, settings, fixed=fixed, written=written))
+        echo_err(
+            finding_line(
+                result.path, finding, settings, fixed=fixed, written=written, details=details
+            )
+        )
 
 
 def _close(
@@ -161,9 +189,12 @@ def _close(
     quiet: bool,
     report: str | None,
     dry_run: bool,
+    details: bool,
 ) -> int:
     """The report file, the per-rule table, the summary line; the exit code."""
     say_empty_folders(targets, results)
+    if not quiet and not details and shortened((f for r in results for f in r.findings), settings):
+        echo_err(DETAILS_HINT)
     if report is not None:
         write_report(report, results, settings)
     table = summary_table(results, settings, fixes=True)
@@ -180,6 +211,8 @@ def _apply_and_commit(
     allow_dirty: bool,
     quiet: bool,
     report: str | None,
+    *,
+    details: bool,
 ) -> int:
     """`apply --commit`: the output and exit code of `apply`, and one commit per rule."""
     try:
@@ -211,9 +244,16 @@ def _apply_and_commit(
     tally = Tally(settings)
     for result in planned:
         tally.add(result)
-        _echo_result(result, settings, quiet=quiet, written=committed)
+        _echo_result(result, settings, quiet=quiet, written=committed, details=details)
     code = _close(
-        targets, planned, tally, settings, quiet=quiet, report=report, dry_run=not committed
+        targets,
+        planned,
+        tally,
+        settings,
+        quiet=quiet,
+        report=report,
+        dry_run=not committed,
+        details=details,
     )
     return EXIT_FAILED if failed else code
 
@@ -229,7 +269,7 @@ def _name_diff_root(path: str, named: set[str]) -> None:
         )
 
 
-def _apply_stdin(settings: Settings, name: str, *, diff: bool) -> int:
+def _apply_stdin(settings: Settings, name: str, *, diff: bool, details: bool) -> int:
     """Fix stdin: its fixed text on stdout (with `diff`, a unified diff of it, which `git apply`
     takes when `name` is the file's path in the repository). The exit codes are those of files."""
     data = sys.stdin.buffer.read()
@@ -257,6 +297,6 @@ def _apply_stdin(settings: Settings, name: str, *, diff: bool) -> int:
     )
     tally = Tally(settings)
     tally.add(outcome)
-    _echo_result(outcome, settings, quiet=False, written=not diff)
+    _echo_result(outcome, settings, quiet=False, written=not diff, details=details)
     echo_err(tally.apply_summary(dry_run=diff))
     return tally.apply_exit_code(dry_run=diff)

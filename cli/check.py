@@ -8,6 +8,7 @@ import click
 
 from devfix.cli._common import (
     changed_since_option,
+    details_option,
     echo_err,
     exits,
     progress_printer,
@@ -22,6 +23,7 @@ from devfix.engine import check_source, fix_paths
 from devfix.errors import InputError, InternalError
 from devfix.formats import github_annotations, sarif_log, summary_table
 from devfix.report import (
+    DETAILS_HINT,
     EXIT_CLEAN,
     EXIT_FAILED,
     Tally,
@@ -29,6 +31,7 @@ from devfix.report import (
     finding_line,
     json_report,
     plural,
+    shortened,
 )
 from devfix.settings import Settings
 from devfix.source_file import open_source
@@ -57,6 +60,7 @@ from devfix.types import FileResult, FileStatus
 )
 @report_option
 @changed_since_option
+@details_option
 @exits
 def check_command(
     paths: tuple[str, ...],
@@ -66,6 +70,7 @@ def check_command(
     add_ignore: bool,
     report: str | None,
     changed_since: str | None,
+    show_details: bool,
 ) -> int:
     """Report device-mismatch findings in PATHS (files or folders; `-` for stdin; default `.`).
 
@@ -102,7 +107,7 @@ def check_command(
             echo_err(failure_line(result))
         elif output_format == "text":
             for finding in result.findings:
-                click.echo(finding_line(result.path, finding, settings))
+                click.echo(finding_line(result.path, finding, settings, details=show_details))
     if output_format == "json":
         click.echo(json_report(results))
     elif output_format == "github":
@@ -119,6 +124,12 @@ def check_command(
     table = summary_table(results, settings, fixes=False)
     if table and output_format == "text" and tally.files > 1:
         echo_err(table)
+    if (
+        output_format == "text"
+        and not show_details
+        and shortened((f for r in results for f in r.findings), settings)
+    ):
+        echo_err(DETAILS_HINT)
     echo_err(tally.check_summary())
     return tally.check_exit_code()
 

@@ -44,3 +44,26 @@ def one_line(text: str) -> str:
     return "".join(
         character if character.isprintable() else ascii(character)[1:-1] for character in text
     )
+
+
+def headline(message: str) -> str:
+    """What a finding's message says before its first top-level `; ` (outside backticks,
+    quotes and brackets): the problem and why, without the advice that follows. The whole
+    message when it has no such part."""
+    depth = 0
+    quote = ""
+    for index, character in enumerate(message):
+        if quote:
+            if character == quote:
+                quote = ""
+        elif character in "`'\"" and not (
+            character == "'" and message[index - 1 : index].isalpha()  # an apostrophe: `model's`
+        ):
+            quote = character
+        elif character in "([{":
+            depth += 1
+        elif character in ")]}":
+            depth = max(depth - 1, 0)
+        elif character == ";" and depth == 0 and message[index + 1 : index + 2] == " ":
+            return message[:index]
+    return message

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from devfix.names import one_line, shown
+from devfix.names import headline, one_line, shown
 from devfix.settings import Settings
 from devfix.sources import LINK_OUT_OF_TREE
 from devfix.types import FileResult, FileStatus, Finding, Fixability
@@ -20,11 +20,18 @@ EXIT_INTERRUPTED = 130
 
 
 def finding_line(
-    path: str, finding: Finding, settings: Settings, *, fixed: bool = False, written: bool = True
+    path: str,
+    finding: Finding,
+    settings: Settings,
+    *,
+    fixed: bool = False,
+    written: bool = True,
+    details: bool = False,
 ) -> str:
     """`path:line:col: CODE [*] message`; `[*]` marks a fix that `apply` writes with these settings.
 
-    `fixed`: the run fixed it (`written` False: in a diff, nothing written).
+    `fixed`: the run fixed it (`written` False: in a diff, nothing written). The message of a
+    finding with a fix stops after the problem (:func:`headline`) unless `details`.
     """
     fixability = settings.fixability(finding)
     marker = " [*]" if fixability is Fixability.FIXABLE else ""
@@ -37,10 +44,24 @@ def finding_line(
         suffix = " (unsafe fix: needs --unsafe-fixes)"
     path = shown(path)  # escaped as git does: a name cannot break the line or the terminal
     where = f"{path}:cell {finding.cell}" if finding.cell is not None else path  # notebooks
-    message = one_line(finding.message)
+    # A finding without a fix keeps its reason; one with a fix shows it in the diff.
+    whole = details or fixability is Fixability.NO_FIX
+    message = one_line(finding.message if whole else headline(finding.message))
     return (
         f"{where}:{finding.line}:{finding.col}: {one_line(finding.code)}{marker} {message}{suffix}"
     )
+
+
+def shortened(findings: Iterable[Finding], settings: Settings) -> bool:
+    """Whether a finding line of these stops before the end of its message."""
+    return any(
+        settings.fixability(finding) is not Fixability.NO_FIX
+        and headline(finding.message) != finding.message
+        for finding in findings
+    )
+
+
+DETAILS_HINT = "devfix: --show-details prints the fix each finding suggests."
 
 
 def failure_line(result: FileResult) -> str:

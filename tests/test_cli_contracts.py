@@ -471,3 +471,25 @@ def test_readme_quick_start_and_design_name_existing_things() -> None:
             or (ROOT / "devfix" / module).exists()
         ), module
     assert os.path.exists(ROOT / "docs" / "review-and-notebooks.md")
+
+
+def test_finding_lines_stop_after_the_problem_and_show_details_gives_the_fix(
+    tmp_path: Path,
+) -> None:
+    shutil.copy(EXAMPLES / "tensor_factory_without_device.py", tmp_path / "model.py")
+    (tmp_path / "blind.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Gate(nn.Module):\n"
+        "    def forward(self):\n        return torch.zeros(3, 4) * 2\n"
+    )
+    short = devfix("check", "--no-cache", ".", cwd=tmp_path)
+    detailed = devfix("check", "--no-cache", "--show-details", ".", cwd=tmp_path)
+    [fixable] = [line for line in short.stdout.splitlines() if "[*]" in line]
+    [no_fix] = [line for line in short.stdout.splitlines() if "(no automatic fix)" in line]
+    assert fixable.endswith("`torch.arange` creates a CPU tensor in `forward`")
+    # A finding without a fix keeps its reason on its line.
+    assert "no tensor or layer in scope tells which device it needs" in no_fix
+    assert "devfix: --show-details prints the fix each finding suggests." in short.stderr
+    [full] = [line for line in detailed.stdout.splitlines() if "[*]" in line]
+    assert full.startswith(fixable) and "it needs `device=" in full
+    assert "--show-details" not in detailed.stderr
+    assert short.returncode == detailed.returncode == 1
