@@ -9,22 +9,18 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `moves`: `.to`/`.cuda` moves, device values and the names that hold a device.
 - `flow`: the script around the model: model moves, DataLoader loops, data pipelines,
   multi-process markers.
-- `buffers`: plain tensor attributes of a module, the caches among them, and what would make
-  `register_buffer` fail.
-- `script_device`: the CUDA device a training script hard-codes, the variable that holds its
-  device, and where that choice is the script's own.
 - `values`: what a name holds where it is used: a tensor, or an object whose `.to()` works in
   place (a module, a `BatchEncoding`), with the evidence.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
-- `submodules`: plain containers of submodules (their contents and keys) and layers built in
-  `forward` (where they could be built once).
-- `reorder`: moving statements of one block past a later one: what must move along, what
-  stops it, where the moved statements go.
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
   modules, model copies (EMA), generators and the default device, AMP objects.
 - `cpu_only`: the arguments that must stay on the CPU (`pack_padded_sequence`'s lengths,
   sampler weights, `.numpy()` receivers), which every move of batches or labels leaves alone.
+
+A fact only one rule needs lives with that rule (`codemods/<rule>/facts.py`, reached as
+`self.facts.own(TheirAnalysis)`): DF103's tensor attributes, DF104's submodule containers, DF301's
+statement reordering, DF304's script device.
 
 Analyses take the file's `FileFacts` (never a pass; `base.Analysis`) and hold it and the context
 through weak proxies: the context keeps the facts in `context.shared`, and the facts keep the
@@ -37,7 +33,6 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar, overload
 
-from devfix.codemods.analysis.buffers import Buffers
 from devfix.codemods.analysis.companions import Companions
 from devfix.codemods.analysis.cpu_only import CpuOnlyArguments
 from devfix.codemods.analysis.devices import DeviceInference
@@ -45,10 +40,7 @@ from devfix.codemods.analysis.flow import ScriptFlow
 from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
-from devfix.codemods.analysis.reorder import Reordering
 from devfix.codemods.analysis.scopes import Scopes
-from devfix.codemods.analysis.script_device import ScriptDevice
-from devfix.codemods.analysis.submodules import Submodules
 from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
 
@@ -92,11 +84,7 @@ class FileFacts:
     flow = _BuiltOnFirstUse(ScriptFlow)
     devices = _BuiltOnFirstUse(DeviceInference)
     values = _BuiltOnFirstUse(HeldValues)
-    reorder = _BuiltOnFirstUse(Reordering)
-    submodules = _BuiltOnFirstUse(Submodules)
     companions = _BuiltOnFirstUse(Companions)
-    buffers = _BuiltOnFirstUse(Buffers)
-    script_device = _BuiltOnFirstUse(ScriptDevice)
     cpu_only = _BuiltOnFirstUse(CpuOnlyArguments)
 
     def __init__(self, context: FileContext) -> None:
@@ -104,6 +92,16 @@ class FileFacts:
         self.context = proxy
         self.names = Names(proxy)
         self.scopes = Scopes(proxy)
+
+    def own(self, analysis: Callable[[FileFacts], _A]) -> _A:
+        """A rule's private facts (`codemods/<rule>/facts.py`), built on first use and kept for
+        the file like the shared ones: what one rule alone needs stays with that rule."""
+        key = f"own:{analysis.__module__}.{getattr(analysis, '__qualname__', '')}"
+        built = self.__dict__.get(key)
+        if built is None:
+            built = analysis(self)
+            self.__dict__[key] = built
+        return built
 
     @classmethod
     def of(cls, context: FileContext) -> FileFacts:

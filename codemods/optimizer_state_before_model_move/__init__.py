@@ -9,6 +9,7 @@ from devfix.codemods._edits import statement_before
 from devfix.codemods.analysis.flow import EarlyState, TrainingObject
 from devfix.codemods.analysis.scopes import Body, Placement
 from devfix.codemods.analysis.torch_names import EAGER_STATE_OPTIMIZERS
+from devfix.codemods.optimizer_state_before_model_move.facts import Reordering
 from devfix.types import Applicability, Edit
 
 #: Compound statements that may be moved whole (their body runs once, where they stand).
@@ -150,12 +151,12 @@ class OptimizerStateBeforeModelMove(DevicePass):
         receivers = {c.name for c in group}
         # Scheduler and scaler state restored in between goes along, in order.
         for index in range(moved[0] + 1, move_index):
-            if index not in moved and self.facts.reorder.restores(
+            if index not in moved and self.facts.own(Reordering).restores(
                 body[index], objects, {"scheduler", "scaler"}
             ):
                 moved.append(index)
         moved.sort()
-        blocked = self.facts.reorder.close_dependencies(body, moved, move_index, receivers)
+        blocked = self.facts.own(Reordering).close_dependencies(body, moved, move_index, receivers)
         if blocked is not None:
             self._move_model_early(group, message, blocked)
             return
@@ -166,7 +167,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
                 reason = f"the statement at line {line} cannot be moved whole"
                 self._move_model_early(group, message, reason)
                 return
-        conflict = self.facts.reorder.rebinding_conflict(body, moved, move_index, model)
+        conflict = self.facts.own(Reordering).rebinding_conflict(body, moved, move_index, model)
         if conflict is None:
             conflict = self._wrapped_by_move(body, moved, move)
         if conflict is not None:
@@ -182,7 +183,9 @@ class OptimizerStateBeforeModelMove(DevicePass):
             )
             return
         restored = {c.name for c in loads}
-        insert_at = self.facts.reorder.insertion_index(body, moved, move_index, objects, restored)
+        insert_at = self.facts.own(Reordering).insertion_index(
+            body, moved, move_index, objects, restored
+        )
         statements = [body[index] for index in moved]
         edits = [Edit(body[index], cst.RemovalSentinel.REMOVE) for index in moved]
         if insert_at == move_index:

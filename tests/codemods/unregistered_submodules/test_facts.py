@@ -1,4 +1,4 @@
-"""codemods.analysis.submodules: plain containers of submodules, their keys, and layers built
+"""codemods.unregistered_submodules.facts: plain containers of submodules, their keys, and layers built
 in `forward` that `__init__` could build once."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.names import code_of
-from devfix.codemods.analysis.submodules import Hoist
+from devfix.codemods.unregistered_submodules.facts import Hoist, Submodules
 from tests.analysis._parsed import parse
 
 SOURCE = """
@@ -32,7 +32,7 @@ class Gates(nn.Module):
 
 def test_key_kinds() -> None:
     parsed = parse(SOURCE)
-    submodules = parsed.facts.submodules
+    submodules = parsed.facts.own(Submodules)
     kinds = {code_of(comp.key): submodules.key_kind(comp.key) for comp in parsed.all(cst.DictComp)}
     assert kinds == {"kind": "computed", "i": "invalid"}
     named = parsed.all(cst.Dict)[0]
@@ -42,7 +42,7 @@ def test_key_kinds() -> None:
 
 def test_hoist_plans_and_reasons() -> None:
     parsed = parse(SOURCE)
-    submodules = parsed.facts.submodules
+    submodules = parsed.facts.own(Submodules)
     forward = parsed.function("forward")
     norm = parsed.one(cst.Call, "nn.BatchNorm1d(self.width)")
     plan = submodules.hoist(norm, forward)
@@ -64,7 +64,7 @@ def test_hoist_plans_and_reasons() -> None:
 
 def test_plain_containers_and_what_they_hold() -> None:
     parsed = parse(SOURCE)
-    submodules = parsed.facts.submodules
+    submodules = parsed.facts.own(Submodules)
     found = {
         code_of(a.targets[0].target): submodules.plain_container(a) for a in parsed.all(cst.Assign)
     }
@@ -80,7 +80,7 @@ def test_plain_containers_and_what_they_hold() -> None:
 
 def test_stateful_layers_built_in_forward() -> None:
     parsed = parse(SOURCE)
-    submodules = parsed.facts.submodules
+    submodules = parsed.facts.own(Submodules)
     built = {
         code_of(call.func): submodules.built_in_forward(call)
         for call in parsed.all(cst.Call)

@@ -13,7 +13,7 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
     string_value,
 )
-from devfix.codemods.analysis.script_device import cuda_fstring, literal_cuda_device
+from devfix.codemods.hard_coded_device.facts import ScriptDevice, cuda_fstring, literal_cuda_device
 from devfix.types import Applicability, Edit, ImportSpec
 
 #: The name of the device variable a fix defines when the script has none.
@@ -200,7 +200,7 @@ class HardCodedDevice(DevicePass):
             return
         if not self._in_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
             return
-        reason = self.facts.script_device.chosen_by_hand(None)
+        reason = self.facts.own(ScriptDevice).chosen_by_hand(None)
         if reason is not None:
             self.report(node, message=f"{shown}: {self.MESSAGE}; {reason}")
             return
@@ -227,10 +227,10 @@ class HardCodedDevice(DevicePass):
             return  # bare "cuda": the current device, which the script (or its caller) sets
         if flow.overridden_default(target):
             return  # every call passes its own device
-        assign = self.facts.script_device.assignment_of(target)
+        assign = self.facts.own(ScriptDevice).assignment_of(target)
         if assign is not None and flow.falls_back_in_else(assign):
             return  # `if args.cuda: device = "cuda:0"` / `else: device = "cpu"`
-        reason = self.facts.script_device.chosen_by_hand(assign)
+        reason = self.facts.own(ScriptDevice).chosen_by_hand(assign)
         if reason is not None:
             self.report(target, message=f"{shown}: {self.MESSAGE}; {reason}")
             return
@@ -270,7 +270,7 @@ class HardCodedDevice(DevicePass):
     def _device_for(self, node: cst.CSTNode) -> Fix:
         """A device variable in scope, else one defined once after the helper
         (`device = select_device()`), else a call of the helper."""
-        name = self.facts.script_device.variable(node)
+        name = self.facts.own(ScriptDevice).variable(node)
         if name is not None:
             return cst.Name(name), [], []
         if not self.facts.names.bound_anywhere(_DEVICE_NAME):
@@ -298,7 +298,7 @@ class HardCodedDevice(DevicePass):
     ) -> None:
         """`torch.device("cuda:1" if torch.cuda.is_available() else "cpu")`: the selection falls
         back to the CPU, but a machine with one GPU has no `cuda:1`."""
-        reason = self.facts.script_device.chosen_by_hand(None)
+        reason = self.facts.own(ScriptDevice).chosen_by_hand(None)
         message = f"{shown}: the selection falls back to the CPU but pins GPU {index}, which a "
         if reason is not None:
             self.report(target, message=f"{message}machine with fewer GPUs lacks; {reason}")
@@ -331,7 +331,7 @@ class HardCodedDevice(DevicePass):
         if flow.guarded_by_cuda_check(load) and not (flow.is_distributed() or index):
             return
         shown = f"`map_location={self._code(value)}`"
-        reason = self.facts.script_device.chosen_by_hand(None)
+        reason = self.facts.own(ScriptDevice).chosen_by_hand(None)
         if reason is not None:
             self.report(value, message=f"{shown}: {self.MESSAGE}; {reason}")
             return
@@ -396,7 +396,7 @@ class HardCodedDevice(DevicePass):
         """Script and training code of programs that train or use several GPUs (not an
         inference script that picks its GPU, not a notebook); model code is DF101/DF102's, data
         pipelines DF201's."""
-        return self.facts.script_device.in_script_code(node)
+        return self.facts.own(ScriptDevice).in_script_code(node)
 
     def _offloads_to_other_gpu(
         self, anchor: cst.CSTNode, index: int | None, shown: str, target: cst.CSTNode

@@ -6,9 +6,9 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import register_buffer_for
-from devfix.codemods.analysis.buffers import Method
 from devfix.codemods.analysis.modules import self_name
 from devfix.codemods.analysis.names import code_of, string_value
+from devfix.codemods.tensor_attribute_not_buffer.facts import Buffers, Method
 from devfix.types import Applicability, Edit
 
 
@@ -81,7 +81,7 @@ class TensorAttributeNotBuffer(DevicePass):
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1:
             return
-        store = self.facts.buffers.stored_at(node, node.targets[0].target)
+        store = self.facts.own(Buffers).stored_at(node, node.targets[0].target)
         if store is None:
             return
         attr, owner, built = store
@@ -91,7 +91,7 @@ class TensorAttributeNotBuffer(DevicePass):
             self._check(node, attr, node.value, owner)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        store = self.facts.buffers.stored_at(node, node.target)
+        store = self.facts.own(Buffers).stored_at(node, node.target)
         if node.value is None or store is None or not store[2]:
             return
         attr, (writer, _), _ = store
@@ -108,7 +108,7 @@ class TensorAttributeNotBuffer(DevicePass):
     def visit_Call(self, node: cst.Call) -> None:
         if not (isinstance(node.func, cst.Name) and node.func.value == "setattr"):
             return
-        store = self.facts.buffers.setattr_store(node)
+        store = self.facts.own(Buffers).setattr_store(node)
         if store is not None:
             name, value, owner = store
             self._check(node, string_value(name), value, owner, name=name)
@@ -120,7 +120,7 @@ class TensorAttributeNotBuffer(DevicePass):
         method (`forward`) and read back later: the cached tensor stays wherever it was made
         (`model.to()` never moves it, DataParallel replicas all read the first device's copy).
         A buffer registered as `None` holds the tensor assigned to it later, and moves."""
-        if self.facts.buffers.caches_tensor(node, attr, owner):
+        if self.facts.own(Buffers).caches_tensor(node, attr, owner):
             self._register(
                 node,
                 attr,
@@ -145,7 +145,7 @@ class TensorAttributeNotBuffer(DevicePass):
         not a string literal)."""
         name = name or cst.SimpleString(f'"{attr}"')
         shown = f"self.{attr}" if attr is not None else f"setattr(self, {code_of(name)}, ...)"
-        kind = self.facts.buffers.stored_kind(value, attr, owner)
+        kind = self.facts.own(Buffers).stored_kind(value, attr, owner)
         if kind == "tensors":
             self.report(
                 node,
@@ -190,7 +190,7 @@ class TensorAttributeNotBuffer(DevicePass):
         fixed: str,
     ) -> None:
         """`holds` and why a buffer cannot be registered, else `fixed` with the fix."""
-        reason = self.facts.buffers.blocker(node, attr, owner)
+        reason = self.facts.own(Buffers).blocker(node, attr, owner)
         if reason is not None:
             self.report(node, message=f"{holds}; {reason}")
             return

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import wrapped_in_call
+from devfix.codemods.unregistered_submodules.facts import Submodules
 from devfix.types import Applicability, Edit
 
 
@@ -97,7 +98,7 @@ class UnregisteredSubmodules(DevicePass):
     # -- containers assigned in __init__ -----------------------------------------------------
 
     def visit_Assign(self, node: cst.Assign) -> None:
-        found = self.facts.submodules.plain_container(node)
+        found = self.facts.own(Submodules).plain_container(node)
         if found is None:
             return
         kind, members = found.kind, found.members
@@ -144,7 +145,7 @@ class UnregisteredSubmodules(DevicePass):
     # -- layers built in forward -------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.facts.submodules.built_in_forward(node)
+        qualified = self.facts.own(Submodules).built_in_forward(node)
         function = self.facts.scopes.enclosing_function(node)
         if qualified is None or function is None:
             return
@@ -153,7 +154,7 @@ class UnregisteredSubmodules(DevicePass):
             f"`{short}(...)` is constructed inside `forward`: a new layer with fresh weights "
             "on the CPU at every call, never moved by `model.to()` nor trained"
         )
-        hoist = self.facts.submodules.hoist(node, function)
+        hoist = self.facts.own(Submodules).hoist(node, function)
         if isinstance(hoist, str):
             self.report(
                 node,

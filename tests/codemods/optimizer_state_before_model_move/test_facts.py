@@ -1,7 +1,8 @@
-"""codemods.analysis.reorder: moving statements of a block past a later one."""
+"""codemods.optimizer_state_before_model_move.facts: moving statements of a block past a later one."""
 
 from __future__ import annotations
 
+from devfix.codemods.optimizer_state_before_model_move.facts import Reordering
 from tests.analysis._parsed import parse
 
 SCRIPT = """
@@ -19,7 +20,7 @@ train(model, scheduler)
 
 def test_statements_that_move_along_and_where_they_go() -> None:
     parsed = parse(SCRIPT)
-    reorder = parsed.facts.reorder
+    reorder = parsed.facts.own(Reordering)
     body = parsed.module.body
     objects = parsed.facts.flow.training_objects(parsed.module)
     assert reorder.restores(body[5], objects, {"optimizer"})
@@ -44,7 +45,7 @@ def test_what_stops_a_reordering() -> None:
         model.cuda()
         """
     )
-    reorder = parsed.facts.reorder
+    reorder = parsed.facts.own(Reordering)
     body = parsed.module.body
     blocked = reorder.close_dependencies(body, [2], 5, {"optimizer"})
     assert blocked is not None and "uses `optimizer` before the model move" in blocked

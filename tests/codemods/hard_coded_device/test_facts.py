@@ -1,4 +1,4 @@
-"""codemods.analysis.script_device: hard-coded CUDA devices in a script, its device variable,
+"""codemods.hard_coded_device.facts: hard-coded CUDA devices in a script, its device variable,
 and where the script's own choice lies."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.names import code_of
-from devfix.codemods.analysis.script_device import cuda_fstring, literal_cuda_device
+from devfix.codemods.hard_coded_device.facts import ScriptDevice, cuda_fstring, literal_cuda_device
 from tests.analysis._parsed import parse
 
 SCRIPT = """
@@ -32,17 +32,17 @@ model = Net().to(dev)
 
 def test_script_code_of_a_training_program() -> None:
     parsed = parse(SCRIPT)
-    script = parsed.facts.script_device
+    script = parsed.facts.own(ScriptDevice)
     assert script.in_script_code(parsed.one(cst.Call, "x.cuda(0)"))
     assert not script.in_script_code(parsed.one(cst.Call, 'x.to("cuda:0")'))  # model code
     inference = parse('import torch\nmodel.to("cuda:0")\n')
     move = inference.one(cst.Call, 'model.to("cuda:0")')
-    assert not inference.facts.script_device.in_script_code(move)  # trains on nothing
+    assert not inference.facts.own(ScriptDevice).in_script_code(move)  # trains on nothing
 
 
 def test_the_device_variable_in_scope() -> None:
     parsed = parse(SCRIPT)
-    script = parsed.facts.script_device
+    script = parsed.facts.own(ScriptDevice)
     last = parsed.one(cst.Call, "Net().to(dev)")
     assert script.variable(last) == "device"  # `cpu` names the CPU, not the script's device
     dev_string, own = parsed.all(cst.SimpleString, '"cuda:0"')  # in forward; `dev = ...`
@@ -52,13 +52,13 @@ def test_the_device_variable_in_scope() -> None:
 
 def test_a_hard_coded_device_chosen_by_hand() -> None:
     several = parse('import torch\na.to("cuda:0")\nb.to("cuda:1")\nloss.backward()\n')
-    reason = several.facts.script_device.chosen_by_hand(None)
+    reason = several.facts.own(ScriptDevice).chosen_by_hand(None)
     assert reason is not None and "cuda:0, cuda:1" in reason
     compared = parse('device = "cuda"\nif device == "cuda":\n    pass\n')
     assign = compared.one(cst.Assign, 'device = "cuda"')
-    reason = compared.facts.script_device.chosen_by_hand(assign)
+    reason = compared.facts.own(ScriptDevice).chosen_by_hand(assign)
     assert reason is not None and "compared as a string" in reason
-    assert parse("x = 1\n").facts.script_device.chosen_by_hand(None) is None
+    assert parse("x = 1\n").facts.own(ScriptDevice).chosen_by_hand(None) is None
 
 
 def test_literal_cuda_devices_and_cuda_fstrings() -> None:

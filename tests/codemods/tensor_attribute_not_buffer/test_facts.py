@@ -1,12 +1,12 @@
-"""codemods.analysis.buffers: where a module stores tensors, its caches, and what stops
+"""codemods.tensor_attribute_not_buffer.facts: where a module stores tensors, its caches, and what stops
 `register_buffer`."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.buffers import holds_new_tensors
 from devfix.codemods.analysis.names import code_of
+from devfix.codemods.tensor_attribute_not_buffer.facts import Buffers, holds_new_tensors
 from tests.analysis._parsed import parse
 
 MODULE = """
@@ -54,7 +54,7 @@ def _assign(parsed, code: str) -> cst.Assign:  # type: ignore[no-untyped-def]
 
 def test_where_a_module_stores_attributes() -> None:
     parsed = parse(MODULE)
-    buffers = parsed.facts.buffers
+    buffers = parsed.facts.own(Buffers)
 
     def stored(code: str) -> tuple[str, str, bool] | None:
         node = _assign(parsed, code)
@@ -73,7 +73,7 @@ def test_where_a_module_stores_attributes() -> None:
 
 def test_what_is_stored_and_what_stops_register_buffer() -> None:
     parsed = parse(MODULE)
-    buffers = parsed.facts.buffers
+    buffers = parsed.facts.own(Buffers)
     init = parsed.function("__init__")
     classdef = parsed.all(cst.ClassDef)[0]
     owner = (init, classdef)
@@ -100,7 +100,7 @@ def test_what_is_stored_and_what_stops_register_buffer() -> None:
 
 def test_a_none_slot_that_caches_a_tensor() -> None:
     parsed = parse(MODULE)
-    buffers = parsed.facts.buffers
+    buffers = parsed.facts.own(Buffers)
     owner = (parsed.function("__init__"), parsed.all(cst.ClassDef)[0])
     slot = _assign(parsed, "self.cache = None")
     assert buffers.caches_tensor(slot, "cache", owner)
