@@ -1,4 +1,5 @@
-"""examples/: one script per pass, each generated from one golden `before` case.
+"""examples/: one script per pass, each generated from the golden `before` case marked
+`# devfix-example`.
 
 An example is its golden case without the `# devfix-...` directive lines (which only the golden
 tests read), its `# Run:` line naming the example. `pytest tests/test_examples.py --update-goldens` rewrites examples/ from golden/.
@@ -16,30 +17,25 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 GOLDEN = ROOT / "golden"
 
+
 #: examples/<pass module>.py is generated from golden/<pass module>/<case>.before.py.
-SOURCES = {
-    "amp_device_type_hard_coded": "cuda_amp_with_cpu_fallback",
-    "batch_not_moved_to_device": "cifar_tutorial_unpack",
-    "data_parallel": "argparse_main",
-    "device_fixed_at_construction": "global_device_rnn_state",
-    "device_in_data_pipeline": "collate_fn_cuda",
-    "device_map_in_distributed_training": "qlora_device_map_zero",
-    "generator_on_other_device": "seeded_noise_on_the_device",
-    "hard_coded_device": "amp_training_cuda_index",
-    "labels_not_on_logits_device": "causal_lm_shifted_labels",
-    "loss_weight_on_cpu": "class_weights_from_counts",
-    "metric_not_on_device": "accuracy_in_training_loop",
-    "model_copy_on_other_device": "ema_copied_before_the_move",
-    "module_moved_in_forward": "bare_cuda_head",
-    "move_result_discarded": "from_numpy_batch",
-    "numpy_of_device_tensor": "epoch_loss_np_mean",
-    "optimizer_state_before_model_move": "adagrad_built_before_move",
-    "tensor_attribute_not_buffer": "seed001_dataparallel_scale",
-    "tensor_factory_without_device": "seed001_transformer_positions",
-    "tokenizer_output_not_moved": "classify_batch_star_star",
-    "torch_load_without_map_location": "pickled_model_on_rank",
-    "unregistered_submodules": "appended_layers",
-}
+def _marked_cases() -> dict[str, str]:
+    """Pass module -> the golden case marked `# devfix-example` (read from golden/, so a new
+    pass needs no entry here)."""
+    found: dict[str, str] = {}
+    for before in sorted(GOLDEN.glob("*/*.before.py")):
+        if any(
+            line.startswith("# devfix-example")
+            for line in before.read_text(encoding="utf-8").splitlines()
+        ):
+            module, case = before.parent.name, before.name.removesuffix(".before.py")
+            assert module not in found, f"two example cases for {module}: {found[module]}, {case}"
+            found[module] = case
+    return found
+
+
+#: examples/<pass module>.py is generated from golden/<pass module>/<case>.before.py.
+SOURCES = _marked_cases()
 
 
 def example_text(golden_before: str, case: str, module: str) -> str:

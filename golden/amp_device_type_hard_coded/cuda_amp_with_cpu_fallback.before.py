@@ -6,6 +6,7 @@
 # devfix-flags: --select DF308 --unsafe-fixes
 # devfix-expect: DF308
 # devfix-golden: gpus=0 fails-with="CUDA is not available" env="PYTHONWARNINGS=error::UserWarning"
+# devfix-example: examples/amp_device_type_hard_coded.py is this case
 import torch
 from torch import nn
 

@@ -5,6 +5,7 @@
 # devfix-flags: --select DF204 --unsafe-fixes
 # devfix-expect: DF204
 # devfix-golden: gpus=2 fails-with="Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same"
+# devfix-example: examples/batch_not_moved_to_device.py is this case
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

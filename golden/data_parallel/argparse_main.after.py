@@ -6,6 +6,7 @@
 # devfix-flags: --select DF401,DF102 --unsafe-fixes
 # devfix-expect: DF401 DF102
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
+# devfix-example: examples/data_parallel.py is this case
 # devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs> argparse_main.before.py`
 # (`python argparse_main.before.py` runs one process)
 import argparse

@@ -4,6 +4,7 @@
 # devfix-flags: --select DF102
 # devfix-expect: DF102
 # devfix-golden: gpus=2 fails-with="Input and hidden tensors are not at the same device" devices="cuda:1,cuda:0"
+# devfix-example: examples/device_fixed_at_construction.py is this case
 import torch
 import torch.nn as nn
 

@@ -5,6 +5,7 @@
 # devfix-flags: --select DF201 --unsafe-fixes
 # devfix-expect: DF201
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cuda:1" env="LOCAL_RANK=1"
+# devfix-example: examples/device_in_data_pipeline.py is this case
 import os
 
 import torch

@@ -5,6 +5,7 @@
 # devfix-flags: --select DF305
 # devfix-expect: DF305
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0" env="LOCAL_RANK=1"
+# devfix-example: examples/device_map_in_distributed_training.py is this case
 import os
 
 import torch

@@ -5,6 +5,7 @@
 # devfix-flags: --select DF307
 # devfix-expect: DF307
 # devfix-golden: gpus=1 fails-with="Expected a 'cuda' device type for generator but found 'cpu'"
+# devfix-example: examples/generator_on_other_device.py is this case
 import torch
 from torch import nn
 

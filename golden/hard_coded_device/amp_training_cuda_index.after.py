@@ -7,6 +7,7 @@
 # devfix-expect: DF304
 # (DF308 then gives the AMP objects the chosen device's type: on CUDA alone they were right.)
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0" env="LOCAL_RANK=1"
+# devfix-example: examples/hard_coded_device.py is this case
 import os
 
 import torch

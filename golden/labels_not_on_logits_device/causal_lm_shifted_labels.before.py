@@ -5,6 +5,7 @@
 # devfix-flags: --select DF106
 # devfix-expect: DF106
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
+# devfix-example: examples/labels_not_on_logits_device.py is this case
 import torch
 from torch import nn
 from torch.nn import CrossEntropyLoss

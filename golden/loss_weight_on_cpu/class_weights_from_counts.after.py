@@ -4,6 +4,7 @@
 # devfix-flags: --select DF303
 # devfix-expect: DF303
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/loss_weight_on_cpu.py is this case
 import torch
 from torch import nn
 

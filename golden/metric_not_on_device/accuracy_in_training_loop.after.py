@@ -5,6 +5,7 @@
 # devfix-flags: --select DF205
 # devfix-expect: DF205
 # devfix-golden: gpus=1 fails-with="Encountered different devices in metric calculation"
+# devfix-example: examples/metric_not_on_device.py is this case
 import torch
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy

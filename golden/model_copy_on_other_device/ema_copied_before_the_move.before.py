@@ -5,6 +5,7 @@
 # devfix-flags: --select DF306
 # devfix-expect: DF306
 # devfix-golden: gpus=1 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/model_copy_on_other_device.py is this case
 import copy
 
 import torch

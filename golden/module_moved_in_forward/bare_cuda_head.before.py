@@ -5,6 +5,7 @@
 # devfix-flags: --select DF105 --unsafe-fixes
 # devfix-expect: DF105
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
+# devfix-example: examples/module_moved_in_forward.py is this case
 import torch
 import torch.nn as nn
 

@@ -5,6 +5,7 @@
 # devfix-flags: --select DF206
 # devfix-expect: DF206
 # devfix-golden: gpus=1 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/move_result_discarded.py is this case
 import numpy as np
 import torch
 from torch import nn

@@ -4,6 +4,7 @@
 # devfix-flags: --select DF203 --unsafe-fixes
 # devfix-expect: DF203
 # devfix-golden: gpus=2 fails-with="can't convert cuda:0 device type tensor to numpy"
+# devfix-example: examples/numpy_of_device_tensor.py is this case
 import numpy as np
 import torch
 import torch.nn as nn

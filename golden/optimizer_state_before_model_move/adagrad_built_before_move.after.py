@@ -5,6 +5,7 @@
 # devfix-flags: --select DF301
 # devfix-expect: DF301
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/optimizer_state_before_model_move.py is this case
 import torch
 from torch import nn
 from torch.optim import Adagrad

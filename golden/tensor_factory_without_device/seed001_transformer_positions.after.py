@@ -4,6 +4,7 @@
 # devfix-flags: --select DF101
 # devfix-expect: DF101
 # devfix-golden: gpus=1 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/tensor_factory_without_device.py is this case
 import torch
 import torch.nn as nn
 

@@ -4,6 +4,7 @@
 # devfix-flags: --select DF202
 # devfix-expect: DF202
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/tokenizer_output_not_moved.py is this case
 import torch
 import torch.nn as nn
 

@@ -5,6 +5,7 @@
 # devfix-flags: --select DF302
 # devfix-expect: DF302
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0" env="LOCAL_RANK=1"
+# devfix-example: examples/torch_load_without_map_location.py is this case
 import os
 import tempfile
 

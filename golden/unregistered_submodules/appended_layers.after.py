@@ -4,6 +4,7 @@
 # devfix-flags: --select DF104 --unsafe-fixes
 # devfix-expect: DF104
 # devfix-golden: gpus=1 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cpu"
+# devfix-example: examples/unregistered_submodules.py is this case
 import torch
 import torch.nn as nn
 
