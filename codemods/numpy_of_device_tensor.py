@@ -22,7 +22,10 @@ class NumpyOfDeviceTensor(DevicePass):
     functions) or from an explicit move (`.cuda()`, `.to(device)`, `device=` factories), and
     rewrites it to `.detach().cpu().numpy()`. Finds `np.sum(...)` / `np.mean(...)` over a list
     literal of such tensors, or over a list that is only ever filled with them
-    (`losses.append(loss)`), and rewrites it to `torch.stack(...).sum()` / `.mean()`.
+    (`losses.append(loss)`), and rewrites it to `torch.stack(...).sum()` / `.mean()`. Finds
+    such tensors handed to a scikit-learn metric (`accuracy_score(labels, preds)`,
+    `classification_report`, `roc_auc_score`, anything in `sklearn.metrics`), which converts its
+    arguments with NumPy, and gives them `.detach().cpu().numpy()`.
 
     ## Why is this bad?
     NumPy can only read CPU memory: `.numpy()` on a CUDA tensor fails with `TypeError: can't
@@ -64,7 +67,7 @@ class NumpyOfDeviceTensor(DevicePass):
     FIX_TITLE = "Copy the tensor to the CPU first"
     APPLICABILITY = Applicability.SAFE
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
-    TRIGGER_WORDS = ("numpy", "np.")
+    TRIGGER_WORDS = ("numpy", "np.", "sklearn")
     REQUIRED_WORDS = ("torch",)
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -81,6 +84,10 @@ class NumpyOfDeviceTensor(DevicePass):
                 return
             if qualified in NUMPY_ARRAY_FUNCTIONS:
                 self._check_array_function(node, qualified.rsplit(".", 1)[1])
+        elif isinstance(func, (cst.Attribute, cst.Name)):
+            qualified = self.qualified_name(func) or ""
+            if qualified.startswith("sklearn.metrics."):
+                self._check_metric_arguments(node, qualified.rsplit(".", 1)[1])
 
     # -- .numpy() --------------------------------------------------------------------------
 
@@ -134,6 +141,36 @@ class NumpyOfDeviceTensor(DevicePass):
             fix_title=f"Pass `{code_of(moved)}`",
             edits=[Edit(argument, argument.with_changes(value=moved))],
         )
+
+    def _check_metric_arguments(self, node: cst.Call, function: str) -> None:
+        """`accuracy_score(labels, preds)` with `labels` on a device: scikit-learn converts
+        each argument with NumPy, which reads CPU memory only."""
+        for argument in node.args:
+            if argument.star or (
+                argument.keyword is not None
+                and argument.keyword.value not in ("y_true", "y_pred", "y_score", "y_prob")
+            ):
+                continue
+            value = argument.value
+            if is_method_call(value, "numpy") or is_method_call(value, "cpu"):
+                continue
+            origin = self._origin(value, node)
+            if origin is None:
+                continue
+            detached = is_method_call(value, "detach")
+            methods = ("cpu", "numpy") if detached else ("detach", "cpu", "numpy")
+            added = "".join(f".{method}()" for method in methods)
+            moved = method_chain(value, *methods)
+            self.report(
+                argument,
+                message=(
+                    f"`{function}` is given `{code_of(value)}`, a tensor on a device ({origin}): "
+                    f"scikit-learn converts it with NumPy, which reads CPU memory only; it needs "
+                    f"`{added}` first"
+                ),
+                fix_title=f"Pass `{code_of(moved)}`",
+                edits=[Edit(argument, argument.with_changes(value=moved))],
+            )
 
     def _check_reduction(self, node: cst.Call, method: str) -> bool:
         if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:

@@ -189,3 +189,27 @@ def test_output_of_a_model_fed_a_gpu_input_is_on_the_gpu() -> None:
         RULE,
         before.replace('model.load_state_dict(torch.load("hand.pth"))', "model.configure()"),
     )
+
+
+def test_tensors_on_a_device_handed_to_a_scikit_learn_metric() -> None:
+    before = """
+        import torch
+        from sklearn import metrics
+        from sklearn.metrics import f1_score as f1
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        for x, y in loader:
+            y = y.to(device)
+            preds = model(x.to(device)).argmax(1)
+            print(metrics.accuracy_score(y, preds), f1(y_true=y, y_pred=preds.cpu().numpy()))
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "metrics.accuracy_score(y, preds)",
+            "metrics.accuracy_score(y.detach().cpu().numpy(), preds.detach().cpu().numpy())",
+        ).replace("f1(y_true=y,", "f1(y_true=y.detach().cpu().numpy(),"),
+    )
+    assert len(findings) == 3 and "scikit-learn converts it with NumPy" in findings[0].message
