@@ -128,10 +128,7 @@ class NumpyOfDeviceTensor(DevicePass):
         origin = self._origin(value, node)
         if origin is None:
             return
-        detached = is_method_call(value, "detach")
-        methods = ("cpu", "numpy") if detached else ("detach", "cpu", "numpy")
-        added = "".join(f".{method}()" for method in methods)
-        moved = method_chain(value, *methods)
+        added, moved = _as_array(value)
         self.report(
             node,
             message=(
@@ -157,10 +154,7 @@ class NumpyOfDeviceTensor(DevicePass):
             origin = self._origin(value, node)
             if origin is None:
                 continue
-            detached = is_method_call(value, "detach")
-            methods = ("cpu", "numpy") if detached else ("detach", "cpu", "numpy")
-            added = "".join(f".{method}()" for method in methods)
-            moved = method_chain(value, *methods)
+            added, moved = _as_array(value)
             self.report(
                 argument,
                 message=(
@@ -209,3 +203,11 @@ class NumpyOfDeviceTensor(DevicePass):
             imports=imports,
         )
         return True
+
+
+def _as_array(value: cst.BaseExpression) -> tuple[str, cst.BaseExpression]:
+    """The calls that give NumPy a CPU copy of `value` (`.detach().cpu().numpy()`, no second
+    `.detach()`), and `value` with them."""
+    detached = is_method_call(value, "detach")
+    methods = ("cpu", "numpy") if detached else ("detach", "cpu", "numpy")
+    return "".join(f".{method}()" for method in methods), method_chain(value, *methods)
