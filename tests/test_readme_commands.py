@@ -166,3 +166,30 @@ def test_the_commands_table_lists_every_command() -> None:
 def test_the_scan_reads_command_lines(snippet: str, expected: set[tuple[str, str]]) -> None:
     text = snippet if snippet.startswith("`") else f"```\n{snippet}\n```\n"
     assert named_in(text)[1] == expected
+
+
+@pytest.mark.slow
+def test_the_quick_start_summary_quoted_in_the_readme_is_what_devfix_prints() -> None:
+    import subprocess
+    import sys
+
+    quoted = re.search(r"It ends with a summary \(`([^`]*?); \.\.\.`\)", README.read_text())
+    assert quoted is not None, "the README no longer quotes the quick start's summary"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "devfix",
+            "apply",
+            "--diff",
+            "--unsafe-fixes",
+            "--no-cache",
+            "examples/",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1].startswith(f"devfix: {quoted.group(1)};"), run.stderr[-300:]
