@@ -124,7 +124,7 @@ def test_suppression_on_the_line_above_and_add_ignore_baseline(project: Path) ->
 def test_github_annotations(project: Path) -> None:
     completed = devfix("check", "src/encoder.py", "--format", "github", cwd=project)
     assert completed.returncode == 1
-    assert completed.stdout.startswith("::warning file=src/encoder.py,line=21,col=15,endLine=21,")
+    assert completed.stdout.startswith("::warning file=src/encoder.py,line=22,col=15,endLine=22,")
     assert "title=DF101 tensor-factory-without-device::" in completed.stdout
 
 
@@ -137,10 +137,10 @@ def test_sarif_log_has_rules_results_and_fixes(project: Path) -> None:
     assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} >= {"DF101", "DF102"}
     result = next(r for r in run["results"] if r["ruleId"] == "DF101")
     region = result["locations"][0]["physicalLocation"]["region"]
-    assert region["startLine"] == 21
+    assert region["startLine"] == 22
     replacement = result["fixes"][0]["artifactChanges"][0]["replacements"][0]
     assert "device=self.pos_embedding.weight.device" in replacement["insertedContent"]["text"]
-    assert replacement["deletedRegion"]["startLine"] == 21
+    assert replacement["deletedRegion"]["startLine"] == 22
 
 
 @pytest.mark.slow  # starts devfix or git subprocesses

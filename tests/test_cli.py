@@ -42,7 +42,7 @@ def test_apply_turns_the_seed_golden_before_into_its_after(seed: Path) -> None:
     completed = run("apply", str(seed))
     assert completed.returncode == 0, completed.stderr
     assert seed.read_text() == SEED.with_suffix(".after.py").read_text()
-    assert f"{seed}:21:15: DF101 [*]" in completed.stderr
+    assert f"{seed}:22:15: DF101 [*]" in completed.stderr
     assert "1 file changed, 1 fix applied" in completed.stderr
     again = run("apply", str(seed))
     assert again.returncode == 0 and "0 files changed" in again.stderr
@@ -76,14 +76,14 @@ def test_check_json_contract(seed: Path) -> None:
         "fix_title",
         "applicability",
     }
-    assert rows[0]["applicability"] == "safe" and rows[0]["line"] == 21
+    assert rows[0]["applicability"] == "safe" and rows[0]["line"] == 22
 
 
 @pytest.mark.slow  # starts devfix subprocesses
 def test_check_text_lines_and_clean_exit(seed: Path, tmp_path: Path) -> None:
     completed = run("check", str(seed))
     assert completed.returncode == 1
-    assert completed.stdout.startswith(f"{seed}:21:15: DF101 [*] `torch.arange`")
+    assert completed.stdout.startswith(f"{seed}:22:15: DF101 [*] `torch.arange`")
     clean = tmp_path / "clean.py"
     clean.write_text("import torch\nx = torch.zeros(3)\n")
     assert run("check", str(clean)).returncode == 0
@@ -111,7 +111,7 @@ def test_stdin_to_stdout() -> None:
     assert completed.returncode == 0
     assert completed.stdout == SEED.with_suffix(".after.py").read_text()
     checked = run("check", "-", stdin=source)
-    assert checked.returncode == 1 and checked.stdout.startswith("-:21:15: DF101")
+    assert checked.returncode == 1 and checked.stdout.startswith("-:22:15: DF101")
 
 
 def test_select_and_ignore_by_code_prefix_and_name(seed: Path) -> None:
