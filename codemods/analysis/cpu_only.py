@@ -85,7 +85,7 @@ class CpuOnlyArguments(Analysis):
             if not isinstance(node, cst.Call):
                 continue
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in CPU_ONLY_METHODS:
-                if not node.args:
+                if not node.args and not _brought_to_host(node.func.value):
                     why = CPU_ONLY_METHODS[node.func.attr.value]
                     yield CpuOnlyUse(
                         node.func.value,
@@ -163,3 +163,13 @@ def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:
             break
         expr = expr.func.value
     return expr
+
+
+def _brought_to_host(receiver: cst.BaseExpression) -> bool:
+    """`labels.cpu()` in `labels.cpu().numpy()`: the receiver is copied to the host first, so
+    the tensor itself may live anywhere."""
+    return (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value == "cpu"
+    )

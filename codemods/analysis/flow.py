@@ -3093,6 +3093,7 @@ class ScriptFlow(Analysis):
                 isinstance(node, cst.Assign)
                 and any(name in self.scopes.names_read(t.target) for t in node.targets)
                 and not self._keeps_device(node.value)
+                and not _to_host(node.value)
             ):
                 return True
         return False
@@ -3459,3 +3460,19 @@ def _rebinds_itself(value: cst.BaseExpression, name: str) -> bool:
     ):
         node, moved = node.func.value, True
     return moved and _is_name(node, name)
+
+
+def _to_host(value: cst.BaseExpression) -> bool:
+    """`labels.data.cpu().numpy()`, `x.tolist()`, `t.to("cpu")`: a value brought to the host
+    (for NumPy, logging, metrics) is no move to the model's device."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return False
+    method = value.func.attr.value
+    if method in ("cpu", "numpy", "tolist", "item"):
+        return True
+    return (
+        method == "to"
+        and len(value.args) == 1
+        and isinstance(value.args[0].value, cst.SimpleString)
+        and value.args[0].value.evaluated_value == "cpu"
+    )

@@ -651,3 +651,33 @@ def walk(net, loader, depth):
         walk(net, loader, depth - 1)
 """,
     )
+
+
+def test_labels_later_copied_to_the_host_for_metrics_are_still_moved_for_the_loss() -> None:
+    # `labels.cpu().numpy()` copies to the host on its own, and rebinding `labels` to that copy
+    # after the loss is no move to the device: the loss still meets CPU labels.
+    loop = """
+def evaluate(model, loader):
+    seen = []
+    with torch.no_grad():
+        for inputs, labels in loader:
+            inputs = inputs.to(device)
+            outputs = model(inputs)
+            loss = criterion(outputs, labels)
+            labels = labels.data.cpu().numpy()
+            seen.append(labels)
+    return seen
+
+
+evaluate(model, loader)
+"""
+    assert_fix(
+        RULE,
+        HEADER + loop,
+        HEADER
+        + loop.replace(
+            "        for inputs, labels in loader:\n",
+            "        for inputs, labels in loader:\n            labels = labels.to(device)\n",
+        ),
+        unsafe=True,
+    )
