@@ -837,8 +837,10 @@ class DeviceInference(Analysis):
             return None
         if isinstance(value, cst.Name):
             name = value.value
-            if name in function.params or name in function.bindings:
+            if name in function.params:
                 return None
+            if name in function.bindings:
+                return self._local_cuda_literal(name, function)
             bindings = self.scopes.module_bindings().get(name)
             if bindings and (
                 "dev" in name.lower()
@@ -849,6 +851,22 @@ class DeviceInference(Analysis):
             ):
                 return Named(f"the global `{name}`", name=name)
         return None
+
+    def _local_cuda_literal(self, name: str, function: FunctionInfo) -> Device | None:
+        """`device = torch.device("cuda")` (every binding of the local `name` a CUDA literal):
+        model code that picks a device of its own, whatever device its inputs are on."""
+        bindings = self.scopes.table(function.node).bindings.get(name, [])
+        found: list[Literal] = []
+        for binding in bindings:
+            if binding.kind != "assign" or binding.value is None:
+                return None
+            literal = self.fixed_outside(binding.value, function)
+            if not isinstance(literal, Literal):
+                return None
+            found.append(literal)
+        if not found:
+            return None
+        return Literal(f"`{name}`, set to {found[0].evidence}", text=found[0].text)
 
     def _stored_option_device(
         self, value: cst.BaseExpression, function: FunctionInfo

@@ -673,3 +673,25 @@ def test_with_nothing_else_in_scope_the_modules_own_layer_gives_the_device() -> 
         ),
         reason="no tensor or layer in scope tells",
     )
+
+
+def test_a_local_device_set_to_a_cuda_literal_in_model_code_follows_the_input() -> None:
+    before = """
+        import torch
+
+        def shifted(points):
+            n = points.size(0)
+            where = torch.device("cuda")
+            base = torch.arange(0, n, device=where).view(-1, 1, 1) * points.size(1)
+            return points + base
+        """
+    findings = assert_fix(RULE, before, before.replace("device=where)", "device=points.device)"))
+    assert '`where`, set to `torch.device("cuda")`' in findings[0].message
+    # A local set to a device only some branches choose is not a literal of the function's own.
+    assert_noop(
+        RULE,
+        before.replace(
+            'where = torch.device("cuda")',
+            'where = torch.device("cuda") if points.is_cuda else torch.device("cpu")',
+        ),
+    )
