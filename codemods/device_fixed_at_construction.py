@@ -33,8 +33,9 @@ class DeviceFixedAtConstruction(DevicePass):
     Inside the methods of an `nn.Module` (other than `__init__`) and functions that take a
     tensor argument, finds `.to(device)`, `.to(self.device)`, `.cuda()` and `device=` arguments
     whose device is a module-level global, an attribute stored in `__init__`
-    (`self.device = device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`), and
-    rewrites them to the device of the tensor the value meets.
+    (`self.device = device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`, also
+    through a local the function sets to one: `device = torch.device("cuda")`), and rewrites
+    them to the device of the tensor the value meets.
     DataParallel-era device ids inside a module or a loss (`.cuda(self.device_ids[0])`,
     `.cuda(0)`, a head that gathers its logits on `self.device_id[0]`): an input a replica
     received (labels scattered into the gathered one-hot) goes to the device of the tensor it
