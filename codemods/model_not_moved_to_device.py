@@ -1,0 +1,245 @@
+"""DF207: a model left on the CPU while the inputs it is called with are moved to a device."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.modules import strip_module_methods
+from devfix.codemods.analysis.moves import device_argument
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
+from devfix.types import Applicability, Edit
+
+#: Calls that build a model: a module class, or a pretrained checkpoint.
+_LOADERS = frozenset({"from_pretrained", "from_config"})
+#: Methods of a model that run it on its inputs.
+_RUNS = frozenset({"generate", "forward"})
+#: Methods of a model that neither move it nor hand it elsewhere.
+_KEEPS_PLACE = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "state_dict", "load_state_dict",
+     "requires_grad_", "zero_grad", "modules", "children", "config", "half", "float"}
+)  # fmt: skip
+
+
+class ModelNotMovedToDevice(DevicePass):
+    """Model left on the CPU while the inputs it is called with are moved to a device.
+
+    ## What it does
+    Finds a model built in a script, a notebook or a training function (`model = Net()`,
+    `model = AutoModel.from_pretrained(...)`) that is never moved (no `.to(...)`, `.cuda()`,
+    `device_map=`, no wrapper or function it is handed to), but is called with an input the
+    code moves to a device (`model(x.to(device))`, `model.generate(ids)` after
+    `ids = ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)`), and adds the
+    same move for the model right after it is built: `model.to(device)`.
+
+    ## Why is this bad?
+    The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
+    `RuntimeError: Expected all tensors to be on the same device, but found at least two
+    devices, cuda:0 and cpu!` (`Input type (torch.cuda.FloatTensor) and weight type
+    (torch.FloatTensor) should be the same` for a convolution). On a machine without a GPU the
+    script works, so the bug shows only where it was meant to run.
+
+    ## Example
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = T5ForConditionalGeneration.from_pretrained("t5-small")
+    ids = tokenizer(prompt, return_tensors="pt").input_ids.to(device)
+    out = model.generate(ids)
+    ```
+
+    ## Use instead
+    ```python
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = T5ForConditionalGeneration.from_pretrained("t5-small")
+    model.to(device)
+    ids = tokenizer(prompt, return_tensors="pt").input_ids.to(device)
+    out = model.generate(ids)
+    ```
+
+    ## Fix safety
+    Safe: where the device is the CPU both moves are no-ops, and where it is a GPU the script
+    failed at the model's first layer. The move goes right after the model is built, with the
+    device its inputs are moved to, when that device can be named there; otherwise the finding
+    says so and has no fix. A model moved anywhere, loaded with `device_map`, handed to another
+    call (`accelerator.prepare(model)`, `nn.DataParallel(model)`, `train(model)`) or stored
+    elsewhere is left alone: its device is decided there.
+    """
+
+    CODE = "DF207"
+    NAME = "model-not-moved-to-device"
+    MESSAGE = "model left on the CPU while its inputs are moved to a device"
+    FIX_TITLE = "Move the model where its inputs go"
+    APPLICABILITY = Applicability.SAFE
+    REQUIRED_WORDS = ("torch",)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        if not self._builds_a_model(node.value):
+            return
+        name = node.targets[0].target.value
+        statement = self.context.parent(node)
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return
+        scope = self.facts.scopes.enclosing_scope(node)
+        if isinstance(scope, cst.Lambda):
+            return
+        found = self._moved_input(name, scope, node)
+        if found is None:
+            return
+        call, device = found
+        shown = code_of(device) if device is not None else None
+        move = f"{name}.to({shown})" if shown is not None else f"{name}.cuda()"
+        where = f"`{code_of(call.func)}` (line {self.facts.scopes.line_of(call)})"
+        problem = (
+            f"`{name}` stays on the CPU, but {where} is called with inputs moved to "
+            f"{'`' + shown + '`' if shown else 'the GPU (`.cuda()`)'}"
+        )
+        added = cst.parse_statement(move + "\n", config=self.context.module.config_for_parsing)
+        if device is None or self.facts.companions.visible_at(shown or "", statement):
+            self.report(
+                node,
+                message=f"{problem}; move it there too: `{move}`",
+                fix_title=f"Add `{move}`",
+                edits=[Edit(statement, cst.FlattenSentinel([statement, added]))],
+            )
+            return
+        # Built before the device is chosen: moved at the first statement that can see it
+        # (reported there: in a notebook, a later cell).
+        following = self._after_device_chosen(device, statement, call)
+        if following is None:
+            self.report(
+                node, message=f"{problem}; `{shown}` is not defined where the model is built"
+            )
+            return
+        built_on = f"`{name}` (line {self.facts.scopes.line_of(node)}) stays"
+        self.report(
+            following,
+            message=f"{problem.replace(f'`{name}` stays', built_on, 1)}; move it once "
+            f"`{shown}` is chosen: `{move}`",
+            fix_title=f"Add `{move}`",
+            edits=[Edit(following, cst.FlattenSentinel([added, following]))],
+        )
+
+    def _after_device_chosen(
+        self, device: cst.BaseExpression, built: cst.SimpleStatementLine, call: cst.Call
+    ) -> cst.BaseStatement | None:
+        """The statement, in the block that builds the model, right after the one that binds
+        the device's name (the last such before the model's first call)."""
+        block = self.context.parent(built)
+        root = dotted_name(device)
+        if root is None or not isinstance(block, (cst.Module, cst.IndentedBlock)):
+            return None
+        name = root.split(".")[0]
+        body = list(block.body)
+        start = body.index(built)
+        first_call = self.context.order(call)[0]
+        following: cst.BaseStatement | None = None
+        for index in range(start + 1, len(body) - 1):
+            statement = body[index]
+            if self.context.order(statement)[0] > first_call:
+                break
+            if isinstance(
+                statement, cst.SimpleStatementLine
+            ) and name in self.facts.scopes.names_bound(statement):
+                following = body[index + 1]
+        return following
+
+    # -- the shapes --------------------------------------------------------------------------
+
+    def _builds_a_model(self, value: cst.BaseExpression) -> bool:
+        if value is not strip_module_methods(value):
+            return False  # `Net().to(device)`, `Net().cuda()`: placed as it is built
+        if not isinstance(value, cst.Call):
+            return False
+        if call_tail(value.func) in _LOADERS:
+            return keyword_argument(value, "device_map") is None
+        if self.facts.modules.in_model_method(value):
+            return False  # a layer built in `forward` is DF104's
+        qualified = self.facts.modules.constructed_module(value)
+        # A loss module holds no weights to move unless it has class weights (DF303's).
+        if qualified is None or qualified.endswith("Loss"):
+            return False
+        return not any(self._holds_modules(arg, value) for arg in value.args)
+
+    def _holds_modules(self, arg: cst.Arg, at: cst.CSTNode) -> bool:
+        """`nn.Sequential(*layers)`, `Wrapper(encoder)`: a model assembled from modules made
+        (and perhaps placed) before it, whose device is theirs."""
+        if arg.star:
+            return True
+        if not isinstance(arg.value, cst.Name):
+            return False
+        return any(
+            isinstance(held, (cst.List, cst.ListComp, cst.Tuple))
+            or self.facts.modules.constructed_module(held) is not None
+            or (isinstance(held, cst.Call) and call_tail(held.func) in _LOADERS)
+            for held in self.facts.scopes.assigned_values(arg.value.value, at)
+        )
+
+    def _moved_input(
+        self, name: str, scope: cst.CSTNode, binding: cst.Assign
+    ) -> tuple[cst.Call, cst.BaseExpression | None] | None:
+        """The first call of the model `name` whose input is moved to a device (and that
+        device: None for `.cuda()`), when `name` is used as nothing but a model that stays put:
+        one binding, called or asked for its parameters, never moved, wrapped or handed on."""
+        scopes = self.facts.scopes
+        if len(scopes.assigned_values(name, binding)) != 1:
+            return None
+        runs: list[cst.Call] = []
+        for use in scopes.names_in(scope, name):
+            parent = self.context.parent(use)
+            if isinstance(parent, cst.AssignTarget) and parent.target is use:
+                continue
+            if isinstance(parent, cst.Call) and parent.func is use:
+                runs.append(parent)
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is use:
+                call = self.context.parent(parent)
+                method = parent.attr.value
+                if method in _RUNS and isinstance(call, cst.Call) and call.func is parent:
+                    runs.append(call)
+                    continue
+                if method in _KEEPS_PLACE:
+                    continue
+            return None  # moved, wrapped, handed to a call, stored: decided elsewhere
+        for call in runs:
+            if self.context.order(call)[0] < self.context.order(binding)[1]:
+                continue
+            device = self._input_device(call)
+            if device is not None:
+                return call, device[0]
+        return None
+
+    def _input_device(self, call: cst.Call) -> tuple[cst.BaseExpression | None] | None:
+        """(device,) that an argument of `call` is moved to (None inside: `.cuda()`); None
+        when no argument is provably moved to an accelerator."""
+        for arg in call.args:
+            found = self._moved_to(arg.value, call)
+            if found is not None:
+                return found
+        return None
+
+    def _moved_to(
+        self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0
+    ) -> tuple[cst.BaseExpression | None] | None:
+        if depth > 3:
+            return None
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            method = value.func.attr.value
+            if method == "cuda" and not value.args:
+                return (None,)
+            if method == "to":
+                device = device_argument(value)
+                function = self.facts.scopes.enclosing_function(at)
+                kind = self.facts.moves.device_kind(device, function) if device else None
+                if device is not None and kind in ("accelerator", "device"):
+                    return (device,)
+                return None
+            return self._moved_to(value.func.value, at, depth + 1)
+        if isinstance(value, (cst.Subscript, cst.Attribute)):
+            return self._moved_to(value.value, at, depth + 1)
+        if isinstance(value, cst.Name) and dotted_name(value) is not None:
+            bound = self.facts.scopes.latest_binding(value.value, at)
+            if bound is not None:
+                return self._moved_to(bound, bound, depth + 1)
+        return None

@@ -1,0 +1,123 @@
+"""DF207 model-not-moved-to-device: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_declined, assert_fix, assert_noop
+
+RULE = "DF207"
+
+
+def test_a_pretrained_model_whose_prompt_ids_are_moved_gets_the_same_move() -> None:
+    before = """
+        import torch
+        from transformers import AutoTokenizer, T5ForConditionalGeneration as T5
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        tokenizer = AutoTokenizer.from_pretrained("t5-small")
+        model = T5.from_pretrained("t5-small")  # the weights
+        ids = tokenizer("translate: hi", return_tensors="pt").input_ids.to(device)
+        print(model.generate(ids))
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(
+            '("t5-small")  # the weights\n',
+            '("t5-small")  # the weights\n        model.to(device)\n',
+        ),
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert (
+        "`model.generate` (line 9) is called with inputs moved to `device`" in findings[0].message
+    )
+
+
+def test_a_model_built_before_the_device_is_chosen_moves_once_it_is() -> None:
+    before = """
+        import torch
+        import torch.nn as nn
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        head = Head()
+        dev = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        for batch in [torch.randn(3, 4)]:
+            print(head(batch.to(dev)))
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace("        for batch in", "        head.to(dev)\n        for batch in"),
+    )
+
+
+def test_models_placed_elsewhere_or_handed_on_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+        from transformers import AutoModel
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        moved = Net()
+        moved.to(device)
+        wrapped = Net()
+        wrapped = nn.DataParallel(wrapped)
+        handed = Net()
+        prepare(handed)
+        sharded = AutoModel.from_pretrained("m", device_map="auto")
+        x = torch.randn(2, 2).to(device)
+        print(moved(x), wrapped(x), handed(x), sharded(x))
+        on_cpu = Net()
+        print(on_cpu(torch.randn(2, 2).to("cpu")))
+        """,
+    )
+
+
+def test_a_device_that_does_not_exist_where_the_model_is_built_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Net(nn.Module):
+            def forward(self, x):
+                return x
+
+        net = Net()
+        for data in loader:
+            device = pick_device()
+            print(net(data.to(device)))
+        """,
+        reason="is not defined where the model is built",
+    )
+
+
+def test_a_model_assembled_from_modules_made_before_it_has_their_device() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        layers = [nn.Linear(4, 4).to(0) for _ in range(2)]
+        encoder = nn.Linear(4, 4).cuda()
+        stacked = nn.Sequential(*layers)
+        pair = nn.Sequential(encoder, nn.ReLU())
+        x = torch.randn(2, 4).to(0)
+        print(stacked(x), pair(x))
+        """,
+    )
