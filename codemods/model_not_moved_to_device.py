@@ -186,10 +186,18 @@ class ModelNotMovedToDevice(DevicePass):
         if len(scopes.assigned_values(name, binding)) != 1:
             return None
         runs: list[cst.Call] = []
-        for use in scopes.names_in(scope, name):
+        own = {id(use) for use in scopes.names_in(scope, name)}
+        # Uses in nested functions count too: they run the same model (or move it).
+        for use in self.facts.scopes.find(scope, cst.Name):
+            if use.value != name:
+                continue
             parent = self.context.parent(use)
             if isinstance(parent, cst.AssignTarget) and parent.target is use:
+                if id(use) not in own:
+                    return None  # rebound elsewhere (a `global` in a function, a shadow)
                 continue
+            if isinstance(parent, (cst.Param, cst.Global, cst.NameItem)):
+                return None
             if isinstance(parent, cst.Call) and parent.func is use:
                 runs.append(parent)
                 continue

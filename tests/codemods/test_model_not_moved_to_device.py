@@ -121,3 +121,32 @@ def test_a_model_assembled_from_modules_made_before_it_has_their_device() -> Non
         print(stacked(x), pair(x))
         """,
     )
+
+
+def test_uses_in_functions_of_the_script_count_both_ways() -> None:
+    # A function that moves the global model places it; one that only runs it does not.
+    moved_in_a_function = """
+        import torch
+        import torch.nn as nn
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = nn.Linear(4, 2)
+
+        def prepare():
+            model.to(device)
+
+        prepare()
+        print(model(torch.randn(1, 4).to(device)))
+        """
+    assert_noop(RULE, moved_in_a_function)
+    run_in_a_function = moved_in_a_function.replace(
+        "def prepare():\n            model.to(device)\n\n        prepare()\n",
+        "def predict(x):\n            return model(x.to(device))\n\n",
+    ).replace("print(model(torch.randn(1, 4).to(device)))", "print(predict(torch.randn(1, 4)))")
+    assert_fix(
+        RULE,
+        run_in_a_function,
+        run_in_a_function.replace(
+            "model = nn.Linear(4, 2)\n", "model = nn.Linear(4, 2)\n        model.to(device)\n"
+        ),
+    )
