@@ -12,6 +12,8 @@ from devfix.types import Applicability, Edit
 
 #: Calls that build a model: a module class, or a pretrained checkpoint.
 _LOADERS = frozenset({"from_pretrained", "from_config"})
+#: `from_pretrained` keywords under which the model is placed as it loads.
+_PLACED_AS_LOADED = ("device_map", "load_in_8bit", "load_in_4bit", "quantization_config")
 #: Methods of a model that run it on its inputs.
 _RUNS = frozenset({"generate", "forward"})
 #: Methods of a model that neither move it nor hand it elsewhere.
@@ -62,7 +64,8 @@ class ModelNotMovedToDevice(DevicePass):
     device its inputs are moved to, when that device can be named there; otherwise the finding
     says so and has no fix. A model moved anywhere, loaded with `device_map`, handed to another
     call (`accelerator.prepare(model)`, `nn.DataParallel(model)`, `train(model)`) or stored
-    elsewhere is left alone: its device is decided there.
+    elsewhere is left alone: its device is decided there; so is a model loaded in 4 or 8 bits
+    (`load_in_8bit`, `quantization_config`), which is placed as it loads and refuses `.to()`.
     """
 
     CODE = "DF207"
@@ -153,7 +156,9 @@ class ModelNotMovedToDevice(DevicePass):
         if not isinstance(value, cst.Call):
             return False
         if call_tail(value.func) in _LOADERS:
-            return keyword_argument(value, "device_map") is None
+            # Placed by its device map; a 4- or 8-bit model is placed as it loads and refuses
+            # `.to()`.
+            return not any(keyword_argument(value, k) is not None for k in _PLACED_AS_LOADED)
         if self.facts.modules.in_model_method(value):
             return False  # a layer built in `forward` is DF104's
         qualified = self.facts.modules.constructed_module(value)

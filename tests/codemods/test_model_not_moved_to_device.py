@@ -150,3 +150,21 @@ def test_uses_in_functions_of_the_script_count_both_ways() -> None:
             "model = nn.Linear(4, 2)\n", "model = nn.Linear(4, 2)\n        model.to(device)\n"
         ),
     )
+
+
+def test_a_quantized_model_is_placed_as_it_loads_and_never_gets_a_move() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+        device = "cuda"
+        eight = AutoModelForCausalLM.from_pretrained("m", load_in_8bit=True)
+        four = AutoModelForCausalLM.from_pretrained(
+            "m", quantization_config=BitsAndBytesConfig(load_in_4bit=True)
+        )
+        ids = torch.tensor([[1, 2]]).to(device)
+        print(eight.generate(ids), four.generate(ids))
+        """,
+    )
