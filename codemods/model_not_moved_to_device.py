@@ -5,9 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.devices import Current, Literal, Named
 from devfix.codemods.analysis.modules import strip_module_methods
-from devfix.codemods.analysis.moves import device_argument
 from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
+from devfix.codemods.analysis.torch_names import MODEL_WRAPPERS
 from devfix.types import Applicability, Edit
 
 #: Calls that build a model: a module class, or a pretrained checkpoint.
@@ -163,8 +164,8 @@ class ModelNotMovedToDevice(DevicePass):
             return False  # a layer built in `forward` is DF104's
         qualified = self.facts.modules.constructed_module(value)
         # A loss module holds no weights to move unless it has class weights (DF303's).
-        if qualified is None or qualified.endswith("Loss"):
-            return False
+        if qualified is None or qualified.endswith("Loss") or qualified in MODEL_WRAPPERS:
+            return False  # a wrapper (DataParallel, DDP) has the device of what it wraps
         return not any(self._holds_modules(arg, value) for arg in value.args)
 
     def _holds_modules(self, arg: cst.Arg, at: cst.CSTNode) -> bool:
@@ -172,6 +173,16 @@ class ModelNotMovedToDevice(DevicePass):
         (and perhaps placed) before it, whose device is theirs."""
         if arg.star:
             return True
+        if isinstance(arg.value, cst.Call) and self.qualified_name(arg.value.func) in (
+            "copy.deepcopy",
+            "copy.copy",
+        ):
+            return True  # a copy of a model made before
+        if (
+            strip_module_methods(arg.value) is not arg.value
+            and self.facts.modules.constructed_module(arg.value) is not None
+        ):
+            return True  # `Wrapper(nn.Linear(4, 2).to(device))`: placed as it is built
         if not isinstance(arg.value, cst.Name):
             return False
         return any(
@@ -224,35 +235,14 @@ class ModelNotMovedToDevice(DevicePass):
         return None
 
     def _input_device(self, call: cst.Call) -> tuple[cst.BaseExpression | None] | None:
-        """(device,) that an argument of `call` is moved to (None inside: `.cuda()`); None
-        when no argument is provably moved to an accelerator."""
+        """(device,) that an argument of `call` provably lives on (None inside: the current
+        CUDA device, `.cuda()`); None when no argument is known to be on an accelerator."""
         for arg in call.args:
-            found = self._moved_to(arg.value, call)
-            if found is not None:
-                return found
-        return None
-
-    def _moved_to(
-        self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0
-    ) -> tuple[cst.BaseExpression | None] | None:
-        if depth > 3:
-            return None
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            method = value.func.attr.value
-            if method == "cuda" and not value.args:
+            placed = self.facts.devices.placed(arg.value, call)
+            if isinstance(placed, Current):
                 return (None,)
-            if method == "to":
-                device = device_argument(value)
-                function = self.facts.scopes.enclosing_function(at)
-                kind = self.facts.moves.device_kind(device, function) if device else None
-                if device is not None and kind in ("accelerator", "device"):
-                    return (device,)
-                return None
-            return self._moved_to(value.func.value, at, depth + 1)
-        if isinstance(value, (cst.Subscript, cst.Attribute)):
-            return self._moved_to(value.value, at, depth + 1)
-        if isinstance(value, cst.Name) and dotted_name(value) is not None:
-            bound = self.facts.scopes.latest_binding(value.value, at)
-            if bound is not None:
-                return self._moved_to(bound, bound, depth + 1)
+            if isinstance(placed, (Named, Literal)):
+                text = placed.expression()
+                if text is not None:
+                    return (cst.parse_expression(text),)
         return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.moves import copies_to_host
 from devfix.codemods.analysis.names import argument_of
 
 #: Callee (qualified) -> its CPU-only arguments: (position, keyword, why it must stay there).
@@ -85,7 +86,7 @@ class CpuOnlyArguments(Analysis):
             if not isinstance(node, cst.Call):
                 continue
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in CPU_ONLY_METHODS:
-                if not node.args and not _brought_to_host(node.func.value):
+                if not node.args and not copies_to_host(node.func.value):
                     why = CPU_ONLY_METHODS[node.func.attr.value]
                     yield CpuOnlyUse(
                         node.func.value,
@@ -152,24 +153,7 @@ def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`lengths.long().view(-1)` -> `lengths`: the tensor the consumer receives; a move to the
     CPU on the way (`lengths.cpu()`, `.to("cpu")`) says the author wants it there too."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        method = expr.func.attr.value
-        to_cpu = method == "cpu" or (
-            method == "to"
-            and len(expr.args) == 1
-            and isinstance(expr.args[0].value, cst.SimpleString)
-            and expr.args[0].value.evaluated_value == "cpu"
-        )
-        if method not in _SAME_TENSOR and not to_cpu:
+        if expr.func.attr.value not in _SAME_TENSOR and not copies_to_host(expr):
             break
         expr = expr.func.value
     return expr
-
-
-def _brought_to_host(receiver: cst.BaseExpression) -> bool:
-    """`labels.cpu()` in `labels.cpu().numpy()`: the receiver is copied to the host first, so
-    the tensor itself may live anywhere."""
-    return (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value == "cpu"
-    )

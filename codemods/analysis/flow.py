@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Optional, cast
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.moves import DeviceMove
+from devfix.codemods.analysis.modules import self_attribute
+from devfix.codemods.analysis.moves import DeviceMove, copies_to_host
 from devfix.codemods.analysis.names import (
     argument,
     call_tail,
@@ -1937,7 +1938,7 @@ class ScriptFlow(Analysis):
         param = params[index + 1]
         held = self.facts.modules.held_modules(owner)
         for inner in self.context.of_type(method.body, cst.Call):
-            attr = _self_attribute_name(inner.func)
+            attr = self_attribute(inner.func)
             if attr is None or attr not in held:
                 continue
             if any(_is_name(a.value, param) for a in inner.args if not a.star):
@@ -3438,17 +3439,6 @@ def _attribute_chain_root(expression: cst.BaseExpression) -> cst.Name | None:
     return node if isinstance(node, cst.Name) else None
 
 
-def _self_attribute_name(node: cst.BaseExpression) -> str | None:
-    """`q_net` in `self.q_net`."""
-    if (
-        isinstance(node, cst.Attribute)
-        and isinstance(node.value, cst.Name)
-        and node.value.value == "self"
-    ):
-        return node.attr.value
-    return None
-
-
 def _rebinds_itself(value: cst.BaseExpression, name: str) -> bool:
     """`model.to(device)`, `model.cuda().eval()`: a method of the module that returns it."""
     node = value
@@ -3465,14 +3455,8 @@ def _rebinds_itself(value: cst.BaseExpression, name: str) -> bool:
 def _to_host(value: cst.BaseExpression) -> bool:
     """`labels.data.cpu().numpy()`, `x.tolist()`, `t.to("cpu")`: a value brought to the host
     (for NumPy, logging, metrics) is no move to the model's device."""
-    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
-        return False
-    method = value.func.attr.value
-    if method in ("cpu", "numpy", "tolist", "item"):
-        return True
-    return (
-        method == "to"
-        and len(value.args) == 1
-        and isinstance(value.args[0].value, cst.SimpleString)
-        and value.args[0].value.evaluated_value == "cpu"
+    return copies_to_host(value) or (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("numpy", "tolist", "item")
     )

@@ -66,6 +66,19 @@ def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     return argument(call, "device")
 
 
+def copies_to_host(node: cst.BaseExpression) -> bool:
+    """`t.cpu()` or `t.to("cpu")`: a copy of a tensor in host memory."""
+    if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
+        return False
+    method = node.func.attr.value
+    return method == "cpu" or (
+        method == "to"
+        and len(node.args) == 1
+        and isinstance(node.args[0].value, cst.SimpleString)
+        and node.args[0].value.evaluated_value == "cpu"
+    )
+
+
 def states_device(call: cst.Call) -> bool:
     """A factory call that says where its tensor goes: `device=`, `out=` or `**kwargs`."""
     return (

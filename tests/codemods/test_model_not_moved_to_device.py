@@ -168,3 +168,46 @@ def test_a_quantized_model_is_placed_as_it_loads_and_never_gets_a_move() -> None
         print(eight.generate(ids), four.generate(ids))
         """,
     )
+
+
+def test_a_wrapper_built_around_a_placed_module_has_its_device() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class Wrapper(nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                return self.inner(x)
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Wrapper(nn.Linear(4, 2).to(device))
+        print(model(torch.randn(3, 4, device=device)))
+        """,
+    )
+
+
+def test_wrappers_and_copies_of_a_model_have_the_device_of_what_they_wrap() -> None:
+    assert_noop(
+        RULE,
+        """
+        import copy
+
+        import torch
+        import torch.nn as nn
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        rank = 0
+        base = nn.Linear(10, 1).to(rank)
+        ddp = DDP(copy.deepcopy(base), device_ids=[rank])
+        again = DDP(base, device_ids=[rank])
+        twin = nn.Sequential(copy.deepcopy(base))
+        x = torch.randn(20, 10, device=rank)
+        print(ddp(x), again(x.cuda()), twin(x))
+        """,
+    )
