@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import re
@@ -1242,6 +1244,32 @@ def _commit() -> str:
     return out.stdout.strip() + (" (uncommitted changes)" if dirty.stdout.strip() else "")
 
 
+def install_at(commit: str, folder: Path) -> tuple[list[str], str]:
+    """Install devfix as committed at `commit` into `folder` (no dependencies: this
+    interpreter's are used) and return the command that runs it and the commit's short hash.
+
+    The install is a real one (`pip install --target`), so the old commit's own package layout
+    applies and nothing of this checkout is imported by it."""
+    short = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", f"{commit}^{{commit}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    source, site = folder / "source", folder / "site"
+    source.mkdir(parents=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", short],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation,
+         "--target", str(site), str(source)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return ["env", f"PYTHONPATH={site}", sys.executable, "-m", "devfix"], short
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python bench/realworld.py", description=__doc__.split("\n\n")[0] if __doc__ else ""
@@ -1264,6 +1292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--devfix", default="devfix", help="the devfix command (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--at",
+        metavar="COMMIT",
+        help="score devfix as it is at COMMIT of this repository (installed into a temporary "
+        "folder; the recorded commit is COMMIT's short hash)",
     )
     parser.add_argument(
         "--only",
@@ -1332,15 +1366,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"realworld: {args.files} is not a folder", file=sys.stderr)
         return 2
     command = shlex.split(args.devfix)
-    if shutil.which(command[0]) is None:
+    if args.at is None and shutil.which(command[0]) is None:
         print(f"realworld: {command[0]!r} not found (pass --devfix)", file=sys.stderr)
         return 2
-    if args.keep is not None:
-        args.keep.mkdir(parents=True, exist_ok=True)
-        reports = score(rows, sites, args.files, args.keep, command, args.jobs, args.rule)
-    else:
-        with tempfile.TemporaryDirectory(prefix="devfix-realworld-") as work:
-            reports = score(rows, sites, args.files, Path(work), command, args.jobs, args.rule)
+    with contextlib.ExitStack() as stack:
+        if args.at is not None:
+            installed = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="devfix-at-")))
+            try:
+                command, label = install_at(args.at, installed)
+            except (OSError, subprocess.CalledProcessError) as error:
+                print(f"realworld: cannot install devfix at {args.at}: {error}", file=sys.stderr)
+                return 2
+            args.label = args.label or label
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            work = args.keep
+        else:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="devfix-rw-")))
+        reports = score(rows, sites, args.files, work, command, args.jobs, args.rule)
     text, data = summary(reports, sites, args.verbose)
     data["commit"] = args.label or _commit()
     data["rule_filter"] = args.rule

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -691,6 +692,42 @@ def test_main_scores_a_corpus_with_a_stand_in_devfix(
     assert (tmp_path / "files" / "buggy-one" / "train.py").read_bytes() == BEFORE.encode()
     assert realworld.main([*argv, "--only", "nope"]) == 2
     assert realworld.main(["--validate", str(tmp_path / "files"), "--spec", str(spec)]) == 0
+
+
+def _in_git_checkout() -> bool:
+    root = Path(__file__).resolve().parents[2]
+    probe = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _in_git_checkout(), reason="--at installs a commit of a git checkout")
+def test_at_scores_the_devfix_of_a_commit_installed_apart_from_the_checkout(
+    realworld: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = write_spec(tmp_path, [("buggy-one", "buggy", BEFORE.encode())], {"buggy-one": LOAD_SITE})
+    out = tmp_path / "out.json"
+    argv = ["--files", str(tmp_path / "files"), "--spec", str(spec), "--at", "HEAD"]
+    assert realworld.main([*argv, "--json", str(out), "--jobs", "1"]) == 0
+    head = subprocess.run(
+        ["git", "-C", str(realworld.REPO), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    figures = json.loads(out.read_text())
+    assert figures["commit"] == head
+    assert [site["outcome"] for site in figures["sites"]] == ["fixed"]
+    assert f"devfix at {head}" in capsys.readouterr().out
+
+    command, short = realworld.install_at("HEAD", tmp_path / "installed")
+    where = subprocess.run(
+        [*command[:3], "-c", "import devfix.codemods, devfix.cli; print(devfix.codemods.__file__)"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    ).stdout  # fmt: skip
+    assert short == head
+    assert Path(where.strip()).is_relative_to(tmp_path / "installed")
+    assert realworld.main([*argv[:4], "--at", "no-such-commit"]) == 2
 
 
 def test_unknown_coding_cookie_falls_back_to_utf8(realworld: ModuleType) -> None:
