@@ -9,7 +9,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
-from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.devices import Literal, Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.names import argument_of, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
@@ -44,7 +44,11 @@ class DeviceFixedAtConstruction(DevicePass):
     DF304's (a deliberate choice, reported without a fix). A cast to another tensor's type
     name, `t.type(x.type())`, is a move too: the name (`torch.cuda.FloatTensor`) holds no GPU
     index, so the copy lands on the current CUDA device; it becomes `t.to(x)`, which takes
-    `x`'s dtype and its device.
+    `x`'s dtype and its device. In a library file (one that neither trains nor uses several
+    GPUs), a literal GPU in a method of a plain class that takes tensors (a loss or a sampler
+    built around a model) is rewritten too; where nothing the value meets names a device, the
+    device the class reads elsewhere (`self.model.device`, or `targets.device` for a tensor
+    argument the method takes too) is used, as an unsafe fix.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -215,7 +219,8 @@ class DeviceFixedAtConstruction(DevicePass):
         if found is not None:
             function, fixed = found
             rebuild = partial(replace_argument, node, device_arg)
-            self._fix(node, function, fixed.evidence, rebuild)
+            literal = isinstance(fixed, Literal)
+            self._fix(node, function, fixed.evidence, rebuild, literal=literal)
 
     def _moved_on(self, node: cst.Call) -> bool:
         """The tensor is moved again at once to a device that is not fixed outside
@@ -253,10 +258,16 @@ class DeviceFixedAtConstruction(DevicePass):
         fixed: str,
         rebuild: Callable[[cst.BaseExpression], cst.CSTNode],
         target: cst.Call | None = None,
+        *,
+        literal: bool = False,
     ) -> None:
         if self._moved_on(node):
             return
         needed = self.facts.devices.needed_by(target or node, function)
+        if literal and (needed.expression() is None or isinstance(needed, Unknown)):
+            # A literal GPU is wrong on every other device; where the class reads one, that
+            # is the better judgement.
+            needed = self.facts.devices.device_the_class_reads(function, target or node) or needed
         expression = needed.expression()
         moves = f"`{function.name}` moves a tensor to {fixed}"
         if self.facts.flow.runs_on_one_device():

@@ -39,7 +39,11 @@ class TensorFactoryWithoutDevice(DevicePass):
     an object that hands it to a model it holds (`agent.act(obs)` with `return
     self.q_net(obs)`, the model moved as `agent.q_net.to(args.device)` where the function's
     caller can see it). A loss's targets and lengths are not model input and are left alone,
-    as are lengths that reach `pack_padded_sequence` (even through `.to("cpu")`).
+    as are lengths that reach `pack_padded_sequence` (even through `.to("cpu")`), and tensors
+    that meet a host copy (`probs = logits.softmax(-1).cpu()` then `probs * torch.linspace(...)`):
+    the CPU is where they are needed. A module-level lambda that moves its argument (`Variable =
+    lambda *a: autograd.Variable(*a).cuda() if USE_CUDA else autograd.Variable(*a)`) is the
+    script's move helper, like a `def`.
 
     ## Why is this bad?
     A factory without `device=` makes a CPU tensor. As soon as the model runs on a GPU, the first
@@ -158,8 +162,8 @@ class TensorFactoryWithoutDevice(DevicePass):
             return
         needed = self.facts.devices.needed_by(node, function)
         expression = needed.expression()
-        if isinstance(needed, Unknown) and needed.as_index:
-            return
+        if isinstance(needed, Unknown) and (needed.as_index or needed.on_host):
+            return  # an index, or a tensor that meets host copies: the CPU is right
         if expression is None:
             self.report(
                 node,

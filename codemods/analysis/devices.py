@@ -28,6 +28,7 @@ import libcst as cst
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import FunctionInfo, method, names_a_device, self_attribute
 from devfix.codemods.analysis.moves import (
+    copies_to_host,
     device_argument,
     gpu_index,
     is_move_call,
@@ -142,11 +143,16 @@ class Unknown(Device):
     #: The value is only used as an index (a CPU index into a CUDA tensor is legal): no device
     #: is owed at all.
     as_index: bool = False
+    #: The value meets a tensor the code copied to the host (`t.cpu()`): the CPU, where a
+    #: factory makes it by default, is where it is needed.
+    on_host: bool = False
 
 
 #: The value only indexes other tensors: it may stay on the CPU.
 AS_INDEX = Unknown("used as an index", proof=False, as_index=True)
 NOTHING_TELLS = Unknown("no tensor or layer in scope tells", proof=False)
+#: The value meets a host copy of a tensor: it is needed on the CPU.
+ON_HOST = Unknown("it meets a tensor copied to the CPU", proof=True, on_host=True)
 
 
 class DeviceInference(Analysis):
@@ -186,6 +192,8 @@ class DeviceInference(Analysis):
             if not isinstance(e, SameAs)
             or self.scopes.bound_on_every_path(e.name.split(".")[0], value)
         ]
+        if ON_HOST in evidence:
+            return ON_HOST
         proven = [e for e in evidence if e.proof and not isinstance(e, Unknown)]
         if proven:
             return proven[0]
@@ -517,6 +525,9 @@ class DeviceInference(Analysis):
         if isinstance(other, cst.UnaryOperation):
             yield from self._meet(other.expression, function, own_names, line)
             return
+        if self._on_host(other, function, line):
+            yield ON_HOST
+            return
         root = receiver_root(other)
         if isinstance(other, cst.Call):
             layer_attr = self_attribute(other.func)
@@ -538,6 +549,51 @@ class DeviceInference(Analysis):
         origin = self._tensor_origin(root, function, line, set())
         if origin is not None:
             yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _on_host(
+        self, node: cst.BaseExpression, function: FunctionInfo, line: int, depth: int = 0
+    ) -> bool:
+        """`t.cpu()` or `t.to("cpu")`, what keeps its device (`.float()`, `.data`, `[i]`,
+        arithmetic with it), or a local name that every assignment before `line` binds to one
+        of those (`x = x.gather(...)` asks about the `x` bound before it)."""
+        if depth > _MAX_CPU_DEPTH:
+            return False
+        current = node
+        while True:
+            if copies_to_host(current):
+                return True
+            if isinstance(current, cst.BinaryOperation):
+                return any(
+                    self._on_host(operand, function, line, depth + 1)
+                    for operand in (current.left, current.right)
+                )
+            if isinstance(current, cst.Subscript) or (
+                isinstance(current, cst.Attribute) and current.attr.value == "data"
+            ):
+                current = current.value
+            elif (
+                isinstance(current, cst.Call)
+                and isinstance(current.func, cst.Attribute)
+                and current.func.attr.value not in MOVE_METHODS
+                and current.func.attr.value not in NON_TENSOR_MEMBERS
+            ):
+                current = current.func.value
+            else:
+                break
+        if not isinstance(current, cst.Name):
+            return False
+        name = current.value
+        assignments = [
+            assign
+            for assign in self.context.subtree(function.node.body)
+            if isinstance(assign, cst.Assign)
+            and self.scopes.statement_start(assign) < line
+            and any(bound.value == name for t in assign.targets for bound in target_names(t.target))
+        ]
+        return bool(assignments) and all(
+            self._on_host(assign.value, function, self.scopes.statement_start(assign), depth + 1)
+            for assign in assignments
+        )
 
     def _registered_state(self, other: cst.BaseExpression, function: FunctionInfo) -> Device | None:
         """`self.bias` (or `self.bias.unsqueeze(0)`, `self.table[idx]`) where the class registers
@@ -717,12 +773,65 @@ class DeviceInference(Analysis):
         `fixed_outside`), and that fixed device; None where the move is right or one to keep
         (`model_code_moving`; `offload`: a second GPU may be a plain function's offload). A
         device name stored at construction is a latent hazard even where the script runs on
-        that one device today: replicas, a later `model.to(other)` or a shard break it."""
+        that one device today: replicas, a later `model.to(other)` or a shard break it. In a
+        library's helper class around a model (`_library_helper_of_tensors`), only a literal
+        GPU counts."""
         function = self.model_code_moving(call, offload_to=device if offload else None)
-        fixed = self.fixed_outside(device, function) if function is not None else None
-        if function is None or fixed is None:
+        if function is not None:
+            fixed = self.fixed_outside(device, function)
+            return (function, fixed) if fixed is not None else None
+        helper = self._library_helper_of_tensors(call)
+        fixed = self.fixed_outside(device, helper) if helper is not None else None
+        return (helper, fixed) if helper is not None and isinstance(fixed, Literal) else None
+
+    def _library_helper_of_tensors(self, call: cst.Call) -> FunctionInfo | None:
+        """A method taking tensors of a helper class that holds a model (a loss built around
+        it, a sampler) in a file that neither trains nor runs on several GPUs: a library's
+        code, which no script-level rule reads. Only a literal CUDA device is judged there; a
+        device variable in such a class is the script's choice."""
+        flow = self.facts.flow
+        if flow.trains() or flow.runs_on_several_gpus():
             return None
-        return function, fixed
+        function = self.facts.modules.enclosing_function(call)
+        if function is None or function.owner is None or not function.owner.drives_models:
+            return None
+        if not function.tensor_params or self.facts.modules.is_construction(function):
+            return None
+        return function
+
+    def device_the_class_reads(self, function: FunctionInfo, moved: cst.CSTNode) -> Named | None:
+        """In a plain class's method (a loss or sampler around a model), the device the class's
+        code reads elsewhere: the model's (`self.model.device`) or that of a tensor argument
+        this method takes too (`device = targets.device` in `__call__(self, p, targets)`);
+        never the device of the value being moved. A judgement, for a literal device that
+        nothing else replaces."""
+        owner = function.owner
+        if owner is None or owner.is_module or owner.is_dataset:
+            return None
+        self_var = _self(function)
+        own = {n.value for n in self.context.subtree(moved) if isinstance(n, cst.Name)}
+        for node in self.context.of_type(owner.node.body, cst.Attribute):
+            if node.attr.value != "device":
+                continue
+            base = node.value
+            if isinstance(base, cst.Name) and base.value in function.params:
+                if base.value not in own:
+                    return Named(
+                        f"a judgement: `{owner.node.name.value}` takes its device from "
+                        f"`{base.value}` elsewhere",
+                        proof=False,
+                        name=f"{base.value}.device",
+                    )
+            elif self_attribute(base, "self") is not None and self_var == "self":
+                attr = self_attribute(base, "self")
+                if attr not in owner.device_attrs:
+                    return Named(
+                        f"a judgement: `{owner.node.name.value}` uses the device of "
+                        f"`self.{attr}` elsewhere",
+                        proof=False,
+                        name=f"self.{attr}.device",
+                    )
+        return None
 
     def spread_move(self, call: cst.Call, function: FunctionInfo) -> bool:
         """A move (`.to(...)`, `.cuda(...)`, `device=`) to an element of the device list that

@@ -853,6 +853,29 @@ class ModuleFacts(Analysis):
         parent = self.context.parent(node)
         return isinstance(parent, cst.Call) and parent.func is node
 
+    def _type_checked_as_tensor(self, call: cst.Call) -> str | None:
+        """`isinstance(x, torch.Tensor)`, or `type(x)` compared with `torch.Tensor`: the name
+        the code checks to be a tensor before it handles it as one."""
+        qualified = self.names.qualified_name(call.func)
+        positional = [a.value for a in call.args if a.keyword is None]
+        if qualified in ("isinstance", "builtins.isinstance") and len(positional) == 2:
+            kind = self.names.qualified_name(positional[1])
+            if kind == "torch.Tensor" and isinstance(positional[0], cst.Name):
+                return positional[0].value
+            return None
+        if qualified not in ("type", "builtins.type") or len(positional) != 1:
+            return None
+        comparison = self.context.parent(call)
+        if not isinstance(comparison, cst.Comparison) or not isinstance(positional[0], cst.Name):
+            return None
+        others = [comparison.left, *(c.comparator for c in comparison.comparisons)]
+        if any(
+            other is not call and self.names.qualified_name(other) == "torch.Tensor"
+            for other in others
+        ):
+            return positional[0].value
+        return None
+
     def _tensor_evidence(self, function: cst.FunctionDef, owner: ClassInfo | None) -> set[str]:
         """Names the body uses as tensors: `x.shape`, `F.relu(x)`, `x * torch.exp(...)`,
         `self.<layer>(x)`. One walk over the body for every parameter at once."""
@@ -868,6 +891,10 @@ class ModuleFacts(Analysis):
                 if isinstance(base, cst.Name) and self._used_as_tensor_member(node):
                     names.add(base.value)
             elif isinstance(node, cst.Call):
+                checked = self._type_checked_as_tensor(node)
+                if checked is not None:
+                    names.add(checked)
+                    continue
                 if (
                     isinstance(node.func, cst.Attribute)
                     and isinstance(node.func.value, cst.Name)

@@ -255,19 +255,78 @@ class Moves(Analysis):
             for name, function in self.scopes.module_functions().items()
             if self.is_move_helper(function)
         ]
+        helpers += [
+            name for name, body in self._module_lambdas().items() if self._moves_first(body)
+        ]
         return helpers[0] if len(helpers) == 1 else None
 
     def moved_by_helper(self, arg: cst.Arg) -> bool:
-        """`to_var(torch.randn(n))`: the first argument of the file's own move helper."""
+        """`to_var(torch.randn(n))`: the first argument of the file's own move helper, a
+        function or a lambda bound at module level (`Variable = lambda *a: V(*a).cuda() if
+        USE_CUDA else V(*a)`)."""
         call = self.context.parent(arg)
         if not (isinstance(call, cst.Call) and call.args and call.args[0] is arg):
             return False
-        helper = (
-            self.scopes.module_functions().get(call.func.value)
-            if isinstance(call.func, cst.Name)
-            else None
+        if not isinstance(call.func, cst.Name):
+            return False
+        helper = self.scopes.module_functions().get(call.func.value)
+        if helper is not None:
+            return self.is_move_helper(helper)
+        body = self._module_lambdas().get(call.func.value)
+        return body is not None and self._moves_first(body)
+
+    def _module_lambdas(self) -> dict[str, cst.Lambda]:
+        """Module-level `name = lambda ...: ...`, bound once."""
+        key = "moves.lambdas"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, dict):
+            return cached
+        found: dict[str, cst.Lambda] = {}
+        bound_twice: set[str] = set()
+        for statement in self.context.module.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if not isinstance(small, cst.Assign):
+                    continue
+                for target in small.targets:
+                    if not isinstance(target.target, cst.Name):
+                        continue
+                    name = target.target.value
+                    if name in found or not isinstance(small.value, cst.Lambda):
+                        bound_twice.add(name)
+                    else:
+                        found[name] = small.value
+        lambdas = {name: body for name, body in found.items() if name not in bound_twice}
+        self.context.shared[key] = lambdas
+        return lambdas
+
+    def _moves_first(self, helper: cst.Lambda) -> bool:
+        """The lambda's result is its first argument (or `*args`) moved to a device, at least on
+        one branch of a conditional (`V(*a).cuda() if USE_CUDA else V(*a)`): where the other
+        branch runs there is no GPU to move to."""
+        params = [*helper.params.posonly_params, *helper.params.params]
+        star = helper.params.star_arg
+        if params:
+            first = params[0].name.value
+        elif isinstance(star, cst.Param):
+            first = star.name.value
+        else:
+            return False
+        branches = (
+            [helper.body.body, helper.body.orelse]
+            if isinstance(helper.body, cst.IfExp)
+            else [helper.body]
         )
-        return helper is not None and self.is_move_helper(helper)
+        moving = [
+            branch
+            for branch in branches
+            if isinstance(branch, cst.Call)
+            and self.move_of(branch) is not None
+            and first
+            in {n.value for n in self.context.subtree(branch.func) if isinstance(n, cst.Name)}
+        ]
+        return bool(moving)
 
     def moved_name(self, call: cst.Call) -> str | None:
         """The plain name a device move moves: `model.to(device)` -> "model"."""

@@ -695,3 +695,116 @@ def test_a_local_device_set_to_a_cuda_literal_in_model_code_follows_the_input() 
             'where = torch.device("cuda") if points.is_cuda else torch.device("cpu")',
         ),
     )
+
+
+def test_a_literal_gpu_in_a_library_helper_class_takes_the_device_the_class_reads() -> None:
+    # A library's matcher around a model (no training here): the empty result is pinned to
+    # GPU 0, which breaks a CPU run and every DDP rank but the first; the class already takes
+    # its device from `boxes` in `__call__`.
+    findings = assert_fix(
+        "DF102",
+        """
+        import torch
+
+        class Matcher:
+            def __init__(self, model):
+                self.strides = [p.shape[0] for p in model.parameters()]
+
+            def __call__(self, preds, boxes):
+                device = boxes.device
+                keep = self.match(preds, boxes)
+                return [k.to(device) for k in keep]
+
+            def match(self, preds, boxes):
+                found = []
+                for level, pred in enumerate(preds):
+                    if boxes.shape[0] == 0:
+                        found.append(torch.zeros(0, dtype=torch.long, device="cuda:0"))
+                    else:
+                        found.append((pred[:, 0] > level).nonzero())
+                return found
+        """,
+        """
+        import torch
+
+        class Matcher:
+            def __init__(self, model):
+                self.strides = [p.shape[0] for p in model.parameters()]
+
+            def __call__(self, preds, boxes):
+                device = boxes.device
+                keep = self.match(preds, boxes)
+                return [k.to(device) for k in keep]
+
+            def match(self, preds, boxes):
+                found = []
+                for level, pred in enumerate(preds):
+                    if boxes.shape[0] == 0:
+                        found.append(torch.zeros(0, dtype=torch.long, device=boxes.device))
+                    else:
+                        found.append((pred[:, 0] > level).nonzero())
+                return found
+        """,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings] == [Applicability.UNSAFE]
+
+
+def test_a_value_type_checked_as_a_tensor_and_sent_to_a_literal_gpu_follows_the_model() -> None:
+    # A sampler keeps schedule tensors beside the model it wraps: `isinstance` says the
+    # argument is a tensor; the class reads `self.net.device` elsewhere, and never the moved
+    # value's own device.
+    findings = assert_fix(
+        "DF102",
+        """
+        import torch
+
+        class Schedule:
+            def __init__(self, net):
+                self.net = net
+
+            def keep(self, name, value):
+                if isinstance(value, torch.Tensor):
+                    value = value.float().to(torch.device("cuda"))
+                setattr(self, name, value)
+
+            def build(self, betas):
+                self.keep("betas", betas.to(self.net.device))
+        """,
+        """
+        import torch
+
+        class Schedule:
+            def __init__(self, net):
+                self.net = net
+
+            def keep(self, name, value):
+                if isinstance(value, torch.Tensor):
+                    value = value.float().to(self.net.device)
+                setattr(self, name, value)
+
+            def build(self, betas):
+                self.keep("betas", betas.to(self.net.device))
+        """,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings] == [Applicability.UNSAFE]
+
+
+def test_a_device_variable_in_a_library_helper_class_is_left_to_the_script() -> None:
+    assert_noop(
+        "DF102",
+        """
+        import torch
+
+        class Matcher:
+            def __init__(self, model, device):
+                self.device = device
+                self.strides = [p.shape[0] for p in model.parameters()]
+
+            def match(self, preds, boxes):
+                if boxes.shape[0] == 0:
+                    return torch.zeros(0, dtype=torch.long, device=self.device)
+                return (preds[:, 0] > 0).nonzero()
+        """,
+    )

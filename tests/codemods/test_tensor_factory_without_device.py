@@ -970,3 +970,113 @@ def test_lengths_for_a_ctc_loss_and_lengths_sent_back_to_the_cpu_stay_where_they
         step(model, criterion, (None, None, [], None), 3)
         """,
     )
+
+
+def test_a_factory_meeting_a_host_copy_stays_on_the_cpu() -> None:
+    # The module's scores are copied to the host before the grid meets them: the grid's CPU
+    # default is right, and a device taken from a layer would break the product on a GPU.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Scorer(nn.Module):
+            def __init__(self, bins):
+                super().__init__()
+                self.head = nn.Linear(16, bins)
+
+            def expected_value(self, features, low, high):
+                probs = self.head(features).softmax(-1).detach().cpu()
+                probs = probs[:, :-1]
+                weighted = probs * torch.linspace(low, high, probs.shape[-1])
+                return weighted.sum(-1)
+
+            def histogram(self, features):
+                counts = self.head(features).to("cpu").long().flatten()
+                table = torch.zeros(64)
+                table.index_add_(0, counts, counts.float() * 2)
+                return table
+        """,
+    )
+
+
+def test_a_factory_meeting_a_device_tensor_and_no_host_copy_is_still_fixed() -> None:
+    # The host-copy rule must not hide a real mismatch: `spread` never leaves the device.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Scorer(nn.Module):
+            def forward(self, features):
+                summary = features.mean(0).cpu()
+                spread = features.std(0)
+                return spread * torch.linspace(0, 1, spread.shape[0]), summary
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Scorer(nn.Module):
+            def forward(self, features):
+                summary = features.mean(0).cpu()
+                spread = features.std(0)
+                return spread * torch.linspace(0, 1, spread.shape[0], device=spread.device), summary
+        """,
+    )
+
+
+def test_a_lambda_bound_at_module_level_is_the_script_s_move_helper() -> None:
+    # RL tutorial style: `Variable` is rebound to a lambda that moves its argument when CUDA is
+    # there; what goes through it is moved, and script noise is wrapped in it.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.autograd as autograd
+
+        USE_CUDA = torch.cuda.is_available()
+        to_device = lambda *args, **kwargs: autograd.Variable(*args, **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)
+
+        policy = Policy(4, 2)
+        if USE_CUDA:
+            policy = policy.cuda()
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 2)
+
+            def act(self, state):
+                state = to_device(torch.FloatTensor(state).unsqueeze(0))
+                return self.fc(state)
+
+        noise = torch.randn(1, 4)
+        scores = policy(noise)
+        """,
+        """
+        import torch
+        import torch.autograd as autograd
+
+        USE_CUDA = torch.cuda.is_available()
+        to_device = lambda *args, **kwargs: autograd.Variable(*args, **kwargs).cuda() if USE_CUDA else autograd.Variable(*args, **kwargs)
+
+        policy = Policy(4, 2)
+        if USE_CUDA:
+            policy = policy.cuda()
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 2)
+
+            def act(self, state):
+                state = to_device(torch.FloatTensor(state).unsqueeze(0))
+                return self.fc(state)
+
+        noise = to_device(torch.randn(1, 4))
+        scores = policy(noise)
+        """,
+    )
