@@ -32,7 +32,8 @@ class ModelNotMovedToDevice(DevicePass):
     `model = AutoModel.from_pretrained(...)`) that is never moved (no `.to(...)`, `.cuda()`,
     `device_map=`, no wrapper or function it is handed to), but is called with an input the
     code moves to a device (`model(x.to(device))`, `model.generate(ids)` after
-    `ids = ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)`), and adds the
+    `ids = ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)` or
+    `enc = {k: v.to(device) for k, v in enc.items()}`), and adds the
     same move for the model right after it is built: `model.to(device)`.
 
     ## Why is this bad?

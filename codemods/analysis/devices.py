@@ -1094,7 +1094,38 @@ class DeviceInference(Analysis):
             return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
         if isinstance(expr, cst.UnaryOperation):
             return self.placed(expr.expression, at, depth + 1)
+        if isinstance(expr, (cst.DictComp, cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+            return self._placed_elements(expr, at, depth)
+        if isinstance(expr, cst.Dict):
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement):
+                    found = self.placed(element.value, at, depth + 1)
+                    if found is not None:
+                        return found
         return None
+
+    def _placed_elements(
+        self,
+        comprehension: cst.DictComp | cst.ListComp | cst.SetComp | cst.GeneratorExp,
+        at: cst.CSTNode,
+        depth: int,
+    ) -> Device | None:
+        """`{k: v.to(device) for k, v in batch.items()}`: the device every element is moved
+        to, when it can be named outside the comprehension (not `v.device`)."""
+        element = (
+            comprehension.value if isinstance(comprehension, cst.DictComp) else comprehension.elt
+        )
+        found = self.placed(element, at, depth + 1)
+        if found is None:
+            return None
+        text = found.expression()
+        local = {
+            bound.value
+            for clause in self.context.of_type(comprehension, cst.CompFor)
+            for bound in target_names(clause.target)
+        }
+        root = (dotted_name(cst.parse_expression(text)) or "").split(".")[0] if text else ""
+        return None if root in local else found
 
     def _reaching(self, name: str, at: cst.CSTNode) -> tuple[str, cst.BaseExpression | None] | None:
         """(kind, value) of the binding of `name` that `at` reads: the last one before it, not

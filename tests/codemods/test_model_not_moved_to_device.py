@@ -211,3 +211,64 @@ def test_wrappers_and_copies_of_a_model_have_the_device_of_what_they_wrap() -> N
         print(ddp(x), again(x.cuda()), twin(x))
         """,
     )
+
+
+def test_inputs_moved_by_a_comprehension_name_the_device_the_model_needs() -> None:
+    assert_fix(
+        "DF207",
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 3)
+
+            def forward(self, words, chars):
+                return self.proj(words + chars)
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        tagger = Tagger()
+
+        def predict(batch):
+            feats = {name: t.to(device) for name, t in batch.items()}
+            return tagger(**feats)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(8, 3)
+
+            def forward(self, words, chars):
+                return self.proj(words + chars)
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        tagger = Tagger()
+        tagger.to(device)
+
+        def predict(batch):
+            feats = {name: t.to(device) for name, t in batch.items()}
+            return tagger(**feats)
+        """,
+    )
+
+
+def test_elements_moved_to_a_device_of_their_own_name_no_device_for_the_model() -> None:
+    assert_noop(
+        "DF207",
+        """
+        import torch
+        from torch import nn
+
+        tagger = nn.Linear(8, 3)
+
+        def predict(parts, devices):
+            moved = [t.to(d) for t, d in zip(parts, devices)]
+            return tagger(*moved)
+        """,
+    )
