@@ -29,8 +29,12 @@ class TokenizerOutputNotMoved(DevicePass):
     a PEFT adapter loaded onto such a model (`PeftModel.from_pretrained(base, path)`), or a
     model a class or function receives from its caller annotated as a Hugging Face model
     (`def __init__(self, model: PreTrainedModel)`, no call in the file filling it): the caller
-    chooses the device and the model carries it. Declined: an unannotated model parameter
-    (nothing says it has a `.device`), and a model the file itself leaves on the CPU.
+    chooses the device and the model carries it. A tokenizer of the file itself (a function,
+    or the `__call__` of a class) that returns a plain dict gets each value moved instead
+    (`{key: value.to(device) for key, value in tokenize(text).items()}`: a dict has no
+    `.to()`); one whose result is not known declines with that reason. Declined: an
+    unannotated model parameter (nothing says it has a `.device`), and a model the file itself
+    leaves on the CPU.
 
     ## Why is this bad?
     Tokenizers always return CPU tensors. The embedding layer of a model on the GPU then fails
@@ -109,12 +113,71 @@ class TokenizerOutputNotMoved(DevicePass):
                 f"({kept.reason})",
             )
             return
+        where = f"tokenizer output reaches `{model_name}` (line {line}) on the CPU"
+        kind = self._output_kind(node)
+        if kind == "dict":
+            moved = self._moved_items(node, device)
+            self.report(
+                node,
+                message=f"{where}; it is a plain dict: each value needs `.to({shown})`",
+                fix_title=f"Move each value with `.to({shown})`",
+                edits=[Edit(node, moved)],
+            )
+            return
+        if kind is not None:
+            self.report(node, message=f"{where}; no fix: {kind}")
+            return
         self.report(
             node,
-            message=(
-                f"tokenizer output reaches `{model_name}` (line {line}) on the CPU; "
-                f"it needs `.to({shown})`"
-            ),
+            message=f"{where}; it needs `.to({shown})`",
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
+        )
+
+    def _output_kind(self, node: cst.Call) -> str | None:
+        """What the call returns when it runs this file's own code: "dict" (a plain dict, which
+        has no `.to()`), a reason when that is not known, None for a library's tokenizer or
+        processor (a `BatchEncoding`, `BatchFeature` or tensor: all have `.to()`)."""
+        if keyword_argument(node, "return_tensors") is None:
+            return None  # token ids made into a tensor (by the file's helper or by hand)
+        function = self.facts.modules.own_callable(node.func, node)
+        if function is None or self.facts.modules.returns_tensor(function):
+            return None
+        values = self.facts.modules.returned_values(function)
+        if values and all(self._is_plain_dict(value) for value in values):
+            return "dict"
+        if values and all(
+            isinstance(value, cst.Call) and keyword_argument(value, "return_tensors") is not None
+            for value in values
+        ):
+            return None  # hands on a library tokenizer's output
+        return (
+            f"`{code_of(node.func)}` is this file's own code and what it returns is not known to "
+            "have `.to()` (a plain dict has none)"
+        )
+
+    def _is_plain_dict(self, value: cst.BaseExpression | None) -> bool:
+        if isinstance(value, (cst.Dict, cst.DictComp)):
+            return True
+        return isinstance(value, cst.Call) and self.qualified_name(value.func) in (
+            "dict",
+            "builtins.dict",
+        )
+
+    def _moved_items(self, node: cst.Call, device: cst.BaseExpression) -> cst.DictComp:
+        """`{key: value.to(device) for key, value in <node>.items()}`, with loop names the
+        device expression does not use."""
+        used = {n.value for n in self.context.subtree(device) if isinstance(n, cst.Name)}
+        key, value = "key", "value"
+        while key in used or value in used:
+            key, value = f"{key}_", f"{value}_"
+        return cst.DictComp(
+            key=cst.Name(key),
+            value=method_call(cst.Name(value), "to", device),
+            for_in=cst.CompFor(
+                target=cst.Tuple(
+                    [cst.Element(cst.Name(key)), cst.Element(cst.Name(value))], lpar=[], rpar=[]
+                ),
+                iter=cst.Call(func=cst.Attribute(value=node, attr=cst.Name("items"))),
+            ),
         )

@@ -415,3 +415,96 @@ def embed(texts):
 """,
         reason="stays on the CPU (it feeds `pack_padded_sequence`'s `lengths`",
     )
+
+
+def test_a_tokenizer_of_the_file_that_returns_a_plain_dict_gets_each_value_moved() -> None:
+    # A dict has no `.to()`: appending it would raise AttributeError.
+    assert_fix(
+        "DF202",
+        """
+        import torch
+        from transformers import AutoModel
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModel.from_pretrained("tiny").to(device)
+
+        class ByteTokenizer:
+            def __call__(self, text, return_tensors=None):
+                ids = list(text.encode())
+                return dict(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids)))
+
+        tokenize = ByteTokenizer()
+        batch = tokenize("héllo", return_tensors="pt")
+        hidden = model(**batch)
+        """,
+        """
+        import torch
+        from transformers import AutoModel
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModel.from_pretrained("tiny").to(device)
+
+        class ByteTokenizer:
+            def __call__(self, text, return_tensors=None):
+                ids = list(text.encode())
+                return dict(input_ids=torch.tensor([ids]), attention_mask=torch.ones(1, len(ids)))
+
+        tokenize = ByteTokenizer()
+        batch = {key: value.to(device) for key, value in tokenize("héllo", return_tensors="pt").items()}
+        hidden = model(**batch)
+        """,
+    )
+
+
+def test_an_own_tokenizer_that_hands_on_a_library_output_keeps_the_batch_move() -> None:
+    assert_fix(
+        "DF202",
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModel.from_pretrained("tiny").to(device)
+        hf = AutoTokenizer.from_pretrained("tiny")
+
+        def with_prefix(text, return_tensors=None):
+            return hf("query: " + text, return_tensors=return_tensors)
+
+        a = with_prefix("x", return_tensors="pt")
+        first = model(**a)
+        """,
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModel.from_pretrained("tiny").to(device)
+        hf = AutoTokenizer.from_pretrained("tiny")
+
+        def with_prefix(text, return_tensors=None):
+            return hf("query: " + text, return_tensors=return_tensors)
+
+        a = with_prefix("x", return_tensors="pt").to(device)
+        first = model(**a)
+        """,
+    )
+
+
+def test_an_own_tokenizer_whose_result_is_unknown_is_declined() -> None:
+    assert_declined(
+        "DF202",
+        """
+        import torch
+        from transformers import AutoModel
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = AutoModel.from_pretrained("tiny").to(device)
+
+        def from_cache(text, return_tensors=None):
+            return CACHE[text]
+
+        b = from_cache("x", return_tensors="pt")
+        second = model(**b)
+        """,
+        reason="`from_cache` is this file's own code and what it returns",
+    )
