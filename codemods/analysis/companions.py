@@ -23,7 +23,7 @@ from devfix.codemods.analysis.devices import (
     Named,
     ParamsOf,
 )
-from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.modules import methods, self_attribute
 from devfix.codemods.analysis.moves import DeviceMove, cuda_type, string_device
 from devfix.codemods.analysis.names import (

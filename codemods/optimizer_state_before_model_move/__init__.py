@@ -6,7 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import statement_before
-from devfix.codemods.analysis.flow import EarlyState, TrainingObject
+from devfix.codemods.analysis.flow.training import EarlyState, TrainingObject
 from devfix.codemods.analysis.scopes import Body, Placement
 from devfix.codemods.analysis.torch_names import EAGER_STATE_OPTIMIZERS
 from devfix.codemods.optimizer_state_before_model_move.facts import Reordering

@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.flow import TrainingObject
+from devfix.codemods.analysis.flow.training import TrainingObject
 from devfix.codemods.analysis.scopes import Body
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow import DataFunction, is_main_guard
+from devfix.codemods.analysis.flow.pipeline import DataFunction
+from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
