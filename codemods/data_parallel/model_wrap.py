@@ -326,7 +326,7 @@ def _emptied(
         return False
     gone = [outcome.get(id(statement)) == [] for statement in block.body]
     return any(gone) and all(
-        went or script.flow.logs(statement) for went, statement in zip(gone, block.body)
+        went or script.output.logs(statement) for went, statement in zip(gone, block.body)
     )
 
 

@@ -395,49 +395,6 @@ class ModelPlacement(CallSites):
         where = f"`{target.name.value}`" if target is not None else "the module"
         return f"the device `{code}` the model was moved to is not visible in {where}"
 
-    def moved_after(self, name: str, node: cst.CSTNode) -> bool:
-        """`name.to(...)` / `name.cuda(...)` somewhere after `node`."""
-        after = self.context.position(node).end.line
-        for call in self.context.subtree(self.context.module):
-            if (
-                isinstance(call, cst.Call)
-                and self.facts.moves.moved_name(call) == name
-                and self.context.position(call).start.line > after
-            ):
-                return True
-        return False
-
-    def model_attribute_moved_to(self, node: cst.CSTNode, code: str) -> str | None:
-        """In the class around `node`: the attribute `A` of `self.A = m.to(p)` where
-        `self.<attr>` written `code` is also bound to `p` (`self.gpu_id = gpu_id`): the model
-        that knows the device `code` names."""
-        function = self.scopes.enclosing_function(node)
-        owner = self.scopes.class_of(function)
-        if owner is None or not code.startswith("self."):
-            return None
-        table = self.scopes.table(owner)
-        sources = {
-            binding.value.value
-            for binding in table.bindings.get(code, [])
-            if isinstance(binding.value, cst.Name)
-        }
-        if len(sources) != 1:
-            return None
-        found: set[str] = set()
-        for attr, bindings in table.bindings.items():
-            for binding in bindings:
-                value = binding.value
-                if (
-                    isinstance(value, cst.Call)
-                    and isinstance(value.func, cst.Attribute)
-                    and value.func.attr.value in MOVES
-                    and len(value.args) == 1
-                    and isinstance(value.args[0].value, cst.Name)
-                    and value.args[0].value.value in sources
-                ):
-                    found.add(attr.split(".", 1)[1])
-        return found.pop() if len(found) == 1 else None
-
     def _root_names(self, expr: cst.CSTNode) -> set[str]:
         """Names an expression reads at its roots: `torch.device(args.gpu)` -> {"torch", "args"}."""
         roots: set[str] = set()

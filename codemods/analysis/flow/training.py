@@ -18,11 +18,9 @@ from devfix.codemods.analysis.names import (
     call_tail,
     dotted_name,
     root_name,
-    statement_call,
 )
 from devfix.codemods.analysis.torch_names import (
     GRAD_SCALERS,
-    LOGGING_METHODS,
     OPTIMIZER_CLASS_NAMES,
     OTHER_OPTIMIZERS,
 )
@@ -33,11 +31,6 @@ if TYPE_CHECKING:
 
 #: Methods that run a training routine when called with data (`model.train()` alone does not).
 _TRAINING_ROUTINES = frozenset({"train", "fit", "train_model", "train_epoch", "train_one_epoch"})
-#: Module-level calls a library module makes as well as a script (not work of its own).
-_SETUP_MODULES = frozenset({"logging", "typing", "collections", "warnings", "os", "re", "sys"})
-_SETUP_CALLS = frozenset(
-    {"getLogger", "get_logger", "TypeVar", "namedtuple", "NamedTuple", "compile", "register"}
-)
 
 
 @dataclass
@@ -52,19 +45,6 @@ class TrainingObject:
     #: Built by a function of the project named for an optimizer (`build_optimizer(cfg,
     #: model)`): what it builds, and whether it keeps its state lazily, is unknown.
     factory: bool = False
-
-
-@dataclass
-class EarlyState:
-    """Optimizer state created (`kind` "construct") or restored ("load") by `node`, for the
-    optimizer `name`, before `move`, the model move it must follow; `label`: how it is
-    restored, for a message (`opt.load_state_dict`)."""
-
-    node: cst.Call
-    kind: str
-    name: str
-    move: cst.Call
-    label: str = ""
 
 
 #: Words of a function name that say it returns something else than an optimizer
@@ -115,7 +95,6 @@ class TrainingCode(CallSites):
     def __init__(self, facts: FileFacts) -> None:
         super().__init__(facts)
         self._module_objects: dict[str, TrainingObject] | None = None
-        self._loggers: set[str] | None = None
 
     def training_objects(self, scope: cst.CSTNode) -> dict[str, TrainingObject]:
         """Optimizers, schedulers and scalers bound in the module and then in `scope`."""
@@ -171,37 +150,6 @@ class TrainingCode(CallSites):
         if not qualified.startswith("torch.") and _names_an_optimizer(call_tail(call.func) or ""):
             return "factory", qualified
         return None, None
-
-    def optimizer_restore(self, call: cst.Call, optimizers: set[str]) -> str | None:
-        """The optimizer (one of `optimizers`, plain names) whose state `call` restores:
-        `opt.load_state_dict(...)`, or a checkpoint helper named for loading that is handed it
-        (`load_checkpoint(path, model, opt)`, `utils.resume(model, optimizer=opt)`). A helper
-        defined in this file counts only when it calls `load_state_dict` itself."""
-        func = call.func
-        if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict":
-            if isinstance(func.value, cst.Name) and func.value.value in optimizers:
-                return func.value.value
-            return None
-        words = set(re.split(r"_+", (call_tail(func) or "").lower()))
-        qualified = self.names.qualified_name(func) or ""
-        if qualified.startswith("torch.") or not words & {"load", "resume", "restore"}:
-            return None
-        handed = [
-            arg.value.value
-            for arg in call.args
-            if isinstance(arg.value, cst.Name) and arg.value.value in optimizers
-        ]
-        if len(handed) != 1:
-            return None
-        if isinstance(func, cst.Name):
-            for statement in self.context.module.body:
-                if isinstance(statement, cst.FunctionDef) and statement.name.value == func.value:
-                    loads = any(
-                        isinstance(inner, cst.Call) and call_tail(inner.func) == "load_state_dict"
-                        for inner in self.context.subtree(statement)
-                    )
-                    return handed[0] if loads else None
-        return handed[0]
 
     def _parameter_owners(self, call: cst.Call, factory: bool) -> set[str]:
         """Names whose parameters an optimizer built by `call` may train: the roots of
@@ -284,110 +232,6 @@ class TrainingCode(CallSites):
             if isinstance(node, cst.FunctionDef):
                 yield node
 
-    def runs_as_script(self) -> bool:
-        """The file does work when run: an `if __name__ == "__main__":` block or top-level
-        statements beyond imports, definitions and constants (a library module does none)."""
-        for statement in self.context.module.body:
-            if isinstance(statement, cst.If):
-                if "__name__" in self.scopes.names_read(statement.test):
-                    return True
-                continue
-            if isinstance(statement, (cst.For, cst.While, cst.With)):
-                return True
-            if isinstance(statement, cst.SimpleStatementLine):
-                for small in statement.body:
-                    value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
-                    if isinstance(value, cst.Call) and not self._is_setup_call(value):
-                        return True
-        return False
-
-    def _is_setup_call(self, call: cst.Call) -> bool:
-        """Module-level calls a library makes too: loggers, type variables, constants."""
-        name = self.names.qualified_name(call.func) or dotted_name(call.func) or ""
-        return name.split(".")[0] in _SETUP_MODULES or name.rsplit(".", 1)[-1] in _SETUP_CALLS
-
-    def early_optimizer_state(
-        self, scope: cst.CSTNode, objects: dict[str, TrainingObject]
-    ) -> list[EarlyState]:
-        """Optimizers of `scope` (a function or the module; `objects`: its training objects)
-        built, or restored, before the first move of a model they hold: each with the move it
-        must follow (the latest of its models' first moves)."""
-        first_move: dict[str, cst.Call] = {}
-        for inner in self.scopes.statements(scope):
-            if isinstance(inner, cst.Call):
-                moved = self.facts.moves.moved_module(inner)
-                if moved is not None and moved[0] not in first_move:
-                    first_move[moved[0]] = inner
-        if not first_move:
-            return []
-        found: list[EarlyState] = []
-        for inner in self.scopes.statements(scope):
-            if isinstance(inner, cst.Call):
-                early = self._early_state(inner, objects, first_move)
-                if early is not None:
-                    found.append(early)
-        return found
-
-    def _early_state(
-        self, call: cst.Call, objects: dict[str, TrainingObject], first_move: dict[str, cst.Call]
-    ) -> EarlyState | None:
-        parent = self.context.parent(call)
-        if (
-            isinstance(parent, cst.Assign)
-            and parent.value is call
-            and len(parent.targets) == 1
-            and isinstance(parent.targets[0].target, cst.Name)
-        ):
-            name = parent.targets[0].target.value
-            obj = objects.get(name)
-            if obj is not None and obj.kind == "optimizer":
-                move = self._latest_move(obj.models, first_move)
-                if (
-                    move is not None
-                    and self.scopes.line_of(move) > self.scopes.line_of(call)
-                    and not self._rebound_after(name, move)
-                ):
-                    return EarlyState(call, "construct", name, move)
-            return None
-        optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
-        restored = self.optimizer_restore(call, optimizers)
-        if restored is None:
-            return None
-        name = restored
-        models = set(objects[name].models)
-        direct = isinstance(call.func, cst.Attribute) and call.func.attr.value == "load_state_dict"
-        if not direct:
-            # A checkpoint helper handed the model too restores it with the model's state.
-            models |= self.scopes.names_read(call)
-        move = self._latest_move(models, first_move)
-        if (
-            move is not None
-            and self.scopes.line_of(move) > self.scopes.line_of(call)
-            and not self._rebound_after(name, move)
-        ):
-            label = (
-                f"{name}.load_state_dict"
-                if direct
-                else f"{self.context.module.code_for_node(call.func)}(..., {name})"
-            )
-            return EarlyState(call, "load", name, move, label)
-        return None
-
-    def _rebound_after(self, name: str, move: cst.Call) -> bool:
-        """A fresh object is bound to `name` after the move: the early one is a different one."""
-        scope = self.scopes.enclosing_scope(move)
-        after = self.scopes.line_of(move)
-        return any(
-            isinstance(inner, cst.AssignTarget)
-            and name in self.scopes.names_bound(inner)
-            and self.scopes.line_of(inner) >= after
-            for inner in self.scopes.statements(scope)
-        )
-
-    def _latest_move(self, models: set[str], first_move: dict[str, cst.Call]) -> cst.Call | None:
-        moves = [first_move[name] for name in models if name in first_move]
-        return max(moves, key=lambda c: self.scopes.line_of(c)) if moves else None
-
     def calls_backward(self, root: cst.CSTNode, _depth: int = 0) -> bool:
         """A `.backward()` call under `root`, or in a module-level function called there
         (followed two calls deep): the code under `root` trains."""
@@ -406,31 +250,6 @@ class TrainingCode(CallSites):
                         return True
         return False
 
-    def runs_module(self, root: cst.CSTNode, name: str) -> bool:
-        """Code under `root` runs the module bound to `name`: `name(x)`, `name.forward(x)`,
-        `name.generate(x)`, or hands it to a call together with a tensor built there
-        (`writer.add_graph(name, torch.rand(1, 3, 224, 224))`)."""
-        for call in self.scopes.find(root, cst.Call):
-            func = call.func
-            if isinstance(func, cst.Name) and func.value == name:
-                return True
-            if (
-                isinstance(func, cst.Attribute)
-                and isinstance(func.value, cst.Name)
-                and func.value.value == name
-                and func.attr.value in ("forward", "generate", "predict")
-            ):
-                return True
-            values = [arg.value for arg in call.args]
-            if any(isinstance(v, cst.Name) and v.value == name for v in values) and any(
-                (self.names.qualified_name(inner.func) or "").startswith("torch.")
-                for value in values
-                for inner in self.context.subtree(value)
-                if isinstance(inner, cst.Call)
-            ):
-                return True
-        return False
-
     def builds_optimizer(self, call: cst.Call) -> bool:
         """An optimizer is built here: one of torch.optim (schedulers aside), a known optimizer
         class of another library (`FusedAdam`), or a factory named for one
@@ -441,42 +260,3 @@ class TrainingCode(CallSites):
             return True
         tail = call_tail(call.func) or ""
         return tail in OPTIMIZER_CLASS_NAMES or "optimizer" in tail.lower()
-
-    def logs(self, statement: cst.BaseStatement) -> bool:
-        """`print(...)`, `logging.info(...)` or `logger.info(...)` alone on its line."""
-        call = statement_call(statement)
-        if call is None:
-            return False
-        qualified = self.names.qualified_name(call.func) or ""
-        if qualified in ("builtins.print", "print") or (
-            qualified.startswith("logging.") and call_tail(call.func) in LOGGING_METHODS
-        ):
-            return True
-        if (
-            isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in LOGGING_METHODS
-            and isinstance(call.func.value, cst.Name)
-        ):
-            return call.func.value.value in self.loggers()
-        return False
-
-    def in_log_statement(self, node: cst.CSTNode) -> bool:
-        """`node` is part of a statement that :meth:`logs` (a string that is printed)."""
-        for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, cst.SimpleStatementLine):
-                return self.logs(ancestor)
-        return False
-
-    def loggers(self) -> set[str]:
-        """Names bound to `logging.getLogger(...)` anywhere in the file."""
-        if self._loggers is None:
-            self._loggers = set()
-            for assign in self.scopes.find(self.context.module, cst.Assign):
-                if (
-                    isinstance(assign.value, cst.Call)
-                    and self.names.qualified_name(assign.value.func) == "logging.getLogger"
-                ):
-                    for target in assign.targets:
-                        if isinstance(target.target, cst.Name):
-                            self._loggers.add(target.target.value)
-        return self._loggers
