@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.flow import LoopPlan
+from devfix.codemods.analysis.flow.loops import LoopPlan
 from devfix.types import Applicability
 
 

@@ -8,7 +8,8 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument, without_device
-from devfix.codemods.analysis.flow import DataFunction, ScriptFlow
+from devfix.codemods.analysis.flow import ScriptFlow
+from devfix.codemods.analysis.flow.pipeline import DataFunction
 from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import TENSOR_FACTORIES

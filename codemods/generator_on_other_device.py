@@ -147,7 +147,7 @@ class GeneratorOnOtherDevice(DevicePass):
             placed = self.facts.devices.placed(node.func.value, node)
             if placed is None:
                 return
-            move = companions.device_move_at(placed, generator)
+            move = self.facts.devices.device_move_at(placed, generator)
             if move is None or isinstance(move, str) or move.method != "to":
                 wanted = None
                 if kind == "cpu":
@@ -191,7 +191,7 @@ class GeneratorOnOtherDevice(DevicePass):
                     "cannot serve both: create one per device",
                 )
                 return
-        if not companions.visible_at(wanted, generator):
+        if not self.facts.moves.visible_at(wanted, generator):
             self.report(
                 node,
                 message=f"{problem}: `{error}`; `{wanted}` is not known where the generator is "

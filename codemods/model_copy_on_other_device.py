@@ -186,7 +186,7 @@ class ModelCopyOnOtherDevice(DevicePass):
             if model.move.method != "to" or model.move.expression is None:
                 self._fix_at_creation(creation, problem, model.move)
                 return
-            if companions.visible_at(code_of(model.move.expression), creation):
+            if self.facts.moves.visible_at(code_of(model.move.expression), creation):
                 self._fix_at_creation(creation, problem, model.move)
                 return
         if found is None or name is None or move is None:

@@ -101,7 +101,7 @@ class ModelNotMovedToDevice(DevicePass):
             f"{'`' + shown + '`' if shown else 'the GPU (`.cuda()`)'}"
         )
         added = cst.parse_statement(move + "\n", config=self.context.module.config_for_parsing)
-        if device is None or self.facts.companions.visible_at(shown or "", statement):
+        if device is None or self.facts.moves.visible_at(shown or "", statement):
             self.report(
                 node,
                 message=f"{problem}; move it there too: `{move}`",

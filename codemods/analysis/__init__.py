@@ -6,11 +6,11 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `names`: qualified names and the top-level import table (how the file spells `torch.nn`).
 - `scopes`: the one scope walker, bound/read names, per-scope binding tables.
 - `modules`: `nn.Module`/Dataset classes, their layers and submodules, model-code functions.
-- `moves`: `.to`/`.cuda` moves, device values and the names that hold a device.
-- `flow`: the script around the model: model moves, DataLoader loops, data pipelines,
-  multi-process markers.
-- `values`: what a name holds where it is used: a tensor, or an object whose `.to()` works in
-  place (a module, a `BatchEncoding`), with the evidence.
+- `moves`: `.to`/`.cuda` moves, device values and the names that hold a device, and whether
+  an expression can be written at a node (`visible_at`).
+- `flow`: the script around the model, one module per concept (`flow/`): model placement,
+  DataLoader and batch-loop plans, data functions, process and GPU topology, training objects
+  and the script's role, model calls and token ids, checkpoints.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
 - `companions`: objects that live beside the model and do not follow `model.to()`: metric
@@ -19,8 +19,9 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
   sampler weights, `.numpy()` receivers), which every move of batches or labels leaves alone.
 
 A fact only one rule needs lives with that rule (`codemods/<rule>/facts.py`, reached as
-`self.facts.own(TheirAnalysis)`): DF103's tensor attributes, DF104's submodule containers, DF301's
-statement reordering, DF304's script device.
+`self.facts.own(TheirAnalysis)`): DF102's one-device script, DF103's tensor attributes, DF104's
+submodule containers, DF106's aligned loss targets, DF206's held values, DF301's optimizer state
+and statement reordering, DF304's script device, DF305's sharded model, DF401's output.
 
 Analyses take the file's `FileFacts` (never a pass; `base.Analysis`) and hold it and the context
 through weak proxies: the context keeps the facts in `context.shared`, and the facts keep the
@@ -41,7 +42,6 @@ from devfix.codemods.analysis.modules import ModuleFacts
 from devfix.codemods.analysis.moves import Moves
 from devfix.codemods.analysis.names import Names
 from devfix.codemods.analysis.scopes import Scopes
-from devfix.codemods.analysis.values import HeldValues
 from devfix.context import FileContext
 
 _KEY = "analysis"
@@ -83,7 +83,6 @@ class FileFacts:
     moves = _BuiltOnFirstUse(Moves)
     flow = _BuiltOnFirstUse(ScriptFlow)
     devices = _BuiltOnFirstUse(DeviceInference)
-    values = _BuiltOnFirstUse(HeldValues)
     companions = _BuiltOnFirstUse(Companions)
     cpu_only = _BuiltOnFirstUse(CpuOnlyArguments)
 

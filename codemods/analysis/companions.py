@@ -17,15 +17,11 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.devices import (
-    Current,
     Device,
-    Literal,
-    Named,
-    ParamsOf,
 )
-from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.modules import methods, self_attribute
-from devfix.codemods.analysis.moves import DeviceMove, cuda_type, string_device
+from devfix.codemods.analysis.moves import DeviceMove, cuda_type, free_names, string_device
 from devfix.codemods.analysis.names import (
     argument,
     argument_of,
@@ -224,47 +220,6 @@ class Companions(Analysis):
             if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp, cst.Try, cst.ExceptHandler)):
                 return True
         return False
-
-    def visible_at(self, expression: str, at: cst.CSTNode) -> bool:
-        """Every name `expression` reads is bound where `at` can read it."""
-        try:
-            parsed = cst.parse_expression(expression)
-        except cst.ParserSyntaxError:
-            return False
-        roots = {
-            node.value
-            for node in _free_names(parsed)
-            if node.value not in ("torch", "True", "False", "None")
-        }
-        if "self" in roots:
-            roots.discard("self")
-            if self.scopes.enclosing_function(at) is None:
-                return False
-        torch_visible = "torch" not in code_of(parsed) or self.names.torch_alias() == "torch"
-        return torch_visible and all(self.scopes.visible_name(root, at) for root in roots)
-
-    def device_move_at(self, device: Device, use: cst.CSTNode) -> DeviceMove | str | None:
-        """A placed device (`devices.placed`) as a move written at `use`; a reason when it
-        cannot be written; None when nothing is known."""
-        if isinstance(device, Current):
-            return DeviceMove("cuda", None)
-        if isinstance(device, (Named, Literal)):
-            text = device.expression()
-            if text is None:
-                return None
-            kind = "accelerator" if isinstance(device, Literal) else "device"
-            return DeviceMove("to", cst.parse_expression(text), kind=kind)
-        if isinstance(device, ParamsOf):
-            model = device.module
-            try:
-                model_expr = cst.parse_expression(model)
-            except cst.ParserSyntaxError:
-                return None
-            found = self.facts.flow.model_device(model_expr, use)
-            if found is None:
-                return None
-            return found.move if found.move is not None else found.reason
-        return None
 
     # -- metrics -------------------------------------------------------------------------------
 
@@ -465,12 +420,12 @@ class Companions(Analysis):
         if found is None:
             return None
         device, use = found
-        move = self.device_move_at(device, use)
+        move = self.facts.devices.device_move_at(device, use)
         if not isinstance(move, DeviceMove):
             return MetricFeed(device, use, None, move or "")
         if move.method == "to" and move.expression is not None:
             text = code_of(move.expression)
-            if not self.visible_at(text, built):
+            if not self.facts.moves.visible_at(text, built):
                 return MetricFeed(
                     device,
                     use,
@@ -650,7 +605,7 @@ class Companions(Analysis):
                     or (isinstance(target, cst.Attribute) and target.attr.value == "data")
                     else None
                 )
-                if receiver in pairs and receiver in {n.value for n in _free_names(node.value)}:
+                if receiver in pairs and receiver in {n.value for n in free_names(node.value)}:
                     update = self._update(node, receiver, [node.value], pairs)
                     if update is not None:
                         found.append(update)
@@ -667,7 +622,7 @@ class Companions(Analysis):
                     continue
                 values = [arg.value for arg in node.args]
                 if func.attr.value == "copy_" and receiver not in {
-                    n.value for v in values for n in _free_names(v)
+                    n.value for v in values for n in free_names(v)
                 }:
                     continue  # a plain copy works across devices
                 update = self._update(node, receiver, values, pairs)
@@ -732,7 +687,7 @@ class Companions(Analysis):
                 if ancestor is owner:
                     break
             # `name` itself needs no check: the restore reads it just before the move again.
-            visible = all(self.visible_at(code_of(arg.value), at) for arg in move.args)
+            visible = all(self.facts.moves.visible_at(code_of(arg.value), at) for arg in move.args)
             found.append(EmaRestore(call, name, move, statement, visible))
         return found
 
@@ -834,7 +789,7 @@ class Companions(Analysis):
     ) -> EmaUpdate | None:
         copy, side = pairs[receiver]
         for value in values:
-            for name in _free_names(value):
+            for name in free_names(value):
                 other = pairs.get(name.value)
                 if other is not None and other[0] != copy and other[1] != side:
                     if self._rebound_in_loop(name.value, node):
@@ -1126,7 +1081,7 @@ class Companions(Analysis):
         candidates = [c for c in candidates if not self._cuda_only_name(c, at)]
         if len(set(candidates)) == 1:
             device = candidates[0]
-            if not self.visible_at(device, at):
+            if not self.facts.moves.visible_at(device, at):
                 return None
             return AmpDevice(self.device_type_of(device, at), device)
         if not candidates and (literal_cuda or self._all_cuda_names(at)):
@@ -1497,21 +1452,6 @@ def _parsed(text: str) -> cst.BaseExpression:
         return cst.parse_expression(text)
     except cst.ParserSyntaxError:
         return cst.Name("_")
-
-
-def _free_names(node: cst.CSTNode) -> Iterator[cst.Name]:
-    """Names an expression reads (attribute names and keywords are not)."""
-    if isinstance(node, cst.Name):
-        yield node
-        return
-    if isinstance(node, cst.Attribute):
-        yield from _free_names(node.value)
-        return
-    if isinstance(node, cst.Arg):
-        yield from _free_names(node.value)
-        return
-    for child in node.children:
-        yield from _free_names(child)
 
 
 def _update_receiver(node: cst.BaseExpression) -> str | None:

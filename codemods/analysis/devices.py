@@ -28,6 +28,7 @@ import libcst as cst
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import FunctionInfo, method, names_a_device, self_attribute
 from devfix.codemods.analysis.moves import (
+    DeviceMove,
     copies_to_host,
     device_argument,
     gpu_index,
@@ -1328,6 +1329,29 @@ class DeviceInference(Analysis):
                                 return self.on_cpu(inner.value, inner.value, depth + 1)
                 return False
         return False
+
+    def device_move_at(self, device: Device, use: cst.CSTNode) -> DeviceMove | str | None:
+        """A placed device (`devices.placed`) as a move written at `use`; a reason when it
+        cannot be written; None when nothing is known."""
+        if isinstance(device, Current):
+            return DeviceMove("cuda", None)
+        if isinstance(device, (Named, Literal)):
+            text = device.expression()
+            if text is None:
+                return None
+            kind = "accelerator" if isinstance(device, Literal) else "device"
+            return DeviceMove("to", cst.parse_expression(text), kind=kind)
+        if isinstance(device, ParamsOf):
+            model = device.module
+            try:
+                model_expr = cst.parse_expression(model)
+            except cst.ParserSyntaxError:
+                return None
+            found = self.facts.flow.model_device(model_expr, use)
+            if found is None:
+                return None
+            return found.move if found.move is not None else found.reason
+        return None
 
 
 def _self(function: FunctionInfo) -> str:

@@ -615,6 +615,24 @@ class Moves(Analysis):
         self.context.shared["moves.gpu_indices"] = indices
         return indices
 
+    def visible_at(self, expression: str, at: cst.CSTNode) -> bool:
+        """Every name `expression` reads is bound where `at` can read it."""
+        try:
+            parsed = cst.parse_expression(expression)
+        except cst.ParserSyntaxError:
+            return False
+        roots = {
+            node.value
+            for node in free_names(parsed)
+            if node.value not in ("torch", "True", "False", "None")
+        }
+        if "self" in roots:
+            roots.discard("self")
+            if self.scopes.enclosing_function(at) is None:
+                return False
+        torch_visible = "torch" not in code_of(parsed) or self.names.torch_alias() == "torch"
+        return torch_visible and all(self.scopes.visible_name(root, at) for root in roots)
+
 
 def _is_none(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
@@ -633,3 +651,18 @@ def gpu_index(node: cst.BaseExpression) -> int | None:
     if value is not None and value.startswith("cuda:") and value[5:].isdigit():
         return int(value[5:])
     return None
+
+
+def free_names(node: cst.CSTNode) -> Iterator[cst.Name]:
+    """Names an expression reads (attribute names and keywords are not)."""
+    if isinstance(node, cst.Name):
+        yield node
+        return
+    if isinstance(node, cst.Attribute):
+        yield from free_names(node.value)
+        return
+    if isinstance(node, cst.Arg):
+        yield from free_names(node.value)
+        return
+    for child in node.children:
+        yield from free_names(child)

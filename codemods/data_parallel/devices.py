@@ -23,7 +23,7 @@ def plan_devices(script: Script, plan: Plan) -> None:
     for string in script.scopes.find(script.module, cst.SimpleString):
         value = string.evaluated_value
         match = _CUDA_INDEX.match(value) if isinstance(value, str) else None
-        if match is None or script.flow.in_log_statement(string):
+        if match is None or script.output.in_log_statement(string):
             continue
         if match.group(1) != "0":
             raise Decline(f"the script hard-codes GPU `{match.group(0)}`")

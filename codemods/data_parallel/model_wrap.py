@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow import is_main_guard
+from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.names import argument, call_tail, code_of, root_name
 from devfix.codemods.analysis.torch_names import (
     DATA_PARALLEL,
@@ -326,7 +326,7 @@ def _emptied(
         return False
     gone = [outcome.get(id(statement)) == [] for statement in block.body]
     return any(gone) and all(
-        went or script.flow.logs(statement) for went, statement in zip(gone, block.body)
+        went or script.output.logs(statement) for went, statement in zip(gone, block.body)
     )
 
 

@@ -15,7 +15,7 @@ from devfix.codemods.data_parallel.script import RANK0, RANK0_ANYWHERE, Script
 
 def plan_output(script: Script, plan: Plan) -> None:
     for statement in script.scopes.find(script.module, cst.SimpleStatementLine):
-        if plan.change_of(statement) is not None or not script.flow.logs(statement):
+        if plan.change_of(statement) is not None or not script.output.logs(statement):
             continue
         if _gated_around(script, plan, statement):
             continue

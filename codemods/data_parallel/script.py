@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from devfix.codemods.analysis import FileFacts
+from devfix.codemods.data_parallel.facts import ScriptOutput
 from devfix.context import FileContext
 
 #: The rank-0 condition inside the code that runs the training (where `rank` is bound) ...
@@ -79,6 +80,7 @@ class Script:
         self.scopes = facts.scopes
         self.flow = facts.flow
         self.companions = facts.companions
+        self.output = facts.own(ScriptOutput)
         #: Every name the file binds anywhere (names the conversion adds must be new).
         self.bound = self.scopes.names_bound_anywhere()
         #: Local name -> qualified name, for the top-level imports.

@@ -216,6 +216,7 @@ class HardCodedDevice(DevicePass):
         if self._offloads_to_other_gpu(anchor, index, shown, target) or not self._in_scope(anchor):
             return
         flow = self.facts.flow
+        script = self.facts.own(ScriptDevice)
         if flow.guarded_by_cuda_check(anchor):
             if index:
                 self._pinned_in_fallback(target, anchor, shown, index)
@@ -223,14 +224,14 @@ class HardCodedDevice(DevicePass):
             if not flow.is_distributed() or (index is None and flow.sets_current_device()):
                 return  # a selection that already falls back
             # One process per GPU: `"cuda:0"` is rank 0's GPU even where CUDA is checked.
-        if index is None and (flow.sets_current_device() or not flow.runs_as_script()):
+        if index is None and (flow.sets_current_device() or not script.runs_as_script()):
             return  # bare "cuda": the current device, which the script (or its caller) sets
-        if flow.overridden_default(target):
+        if script.overridden_default(target):
             return  # every call passes its own device
-        assign = self.facts.own(ScriptDevice).assignment_of(target)
-        if assign is not None and flow.falls_back_in_else(assign):
+        assign = script.assignment_of(target)
+        if assign is not None and script.falls_back_in_else(assign):
             return  # `if args.cuda: device = "cuda:0"` / `else: device = "cpu"`
-        reason = self.facts.own(ScriptDevice).chosen_by_hand(assign)
+        reason = script.chosen_by_hand(assign)
         if reason is not None:
             self.report(target, message=f"{shown}: {self.MESSAGE}; {reason}")
             return
@@ -377,7 +378,7 @@ class HardCodedDevice(DevicePass):
         message = (
             f"{shown}: `{text}` may be None (the script checks it), and `cuda:None` is no device"
         )
-        model = self.facts.flow.model_attribute_moved_to(move, text)
+        model = self.facts.own(ScriptDevice).model_attribute_moved_to(move, text)
         if model is None:
             self.report(value, message=f"{message}; move to the model's device by hand")
             return

@@ -10,7 +10,15 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.flow.calls import MOVES
 from devfix.codemods.analysis.moves import cuda_string, string_device
+from devfix.codemods.analysis.names import call_tail, dotted_name
+
+#: Module-level calls a library module makes as well as a script (not work of its own).
+_SETUP_MODULES = frozenset({"logging", "typing", "collections", "warnings", "os", "re", "sys"})
+_SETUP_CALLS = frozenset(
+    {"getLogger", "get_logger", "TypeVar", "namedtuple", "NamedTuple", "compile", "register"}
+)
 
 
 class ScriptDevice(Analysis):
@@ -78,7 +86,7 @@ class ScriptDevice(Analysis):
         """Why the script's hard-coded CUDA device is its own choice, which a portable device
         would undo (said as the reason of a finding): it places work on several GPUs, or the
         device string it assigns (`assign`) is compared as a string."""
-        indices = self.facts.flow.gpus_used()
+        indices = self.gpus_used()
         if len(indices) > 1:
             shown = ", ".join(f"cuda:{i}" for i in sorted(indices))
             return (
@@ -91,6 +99,154 @@ class ScriptDevice(Analysis):
             if self.facts.moves.compared_as_string(name.value):
                 return f"`{name.value}` is compared as a string; a `torch.device` would not match"
         return None
+
+    def gpus_used(self) -> set[int]:
+        """GPU indices the file places work on: those it names (`"cuda:1"`, `.cuda(0)`), and
+        0 for a bare `"cuda"` / `.cuda()` (the current device, GPU 0 unless the file calls
+        `torch.cuda.set_device`)."""
+        used = set(self.facts.moves.explicit_gpu_indices())
+        if used and not self.facts.flow.sets_current_device() and self._uses_bare_cuda():
+            used.add(0)
+        return used
+
+    def _uses_bare_cuda(self) -> bool:
+        for node in self.context.of_type(self.context.module, (cst.SimpleString, cst.Call)):
+            if isinstance(node, cst.SimpleString) and node.evaluated_value == "cuda":
+                holder = self.context.parent(node)
+                if isinstance(holder, cst.Arg):
+                    call = self.context.parent(holder)
+                    if isinstance(call, cst.Call) and call_tail(call.func) in ("to", "device"):
+                        return True
+                elif isinstance(holder, (cst.IfExp, cst.Assign)):
+                    return True
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "cuda"
+                and not node.args
+            ):
+                return True
+        return False
+
+    def model_attribute_moved_to(self, node: cst.CSTNode, code: str) -> str | None:
+        """In the class around `node`: the attribute `A` of `self.A = m.to(p)` where
+        `self.<attr>` written `code` is also bound to `p` (`self.gpu_id = gpu_id`): the model
+        that knows the device `code` names."""
+        function = self.scopes.enclosing_function(node)
+        owner = self.scopes.class_of(function)
+        if owner is None or not code.startswith("self."):
+            return None
+        table = self.scopes.table(owner)
+        sources = {
+            binding.value.value
+            for binding in table.bindings.get(code, [])
+            if isinstance(binding.value, cst.Name)
+        }
+        if len(sources) != 1:
+            return None
+        found: set[str] = set()
+        for attr, bindings in table.bindings.items():
+            for binding in bindings:
+                value = binding.value
+                if (
+                    isinstance(value, cst.Call)
+                    and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value in MOVES
+                    and len(value.args) == 1
+                    and isinstance(value.args[0].value, cst.Name)
+                    and value.args[0].value.value in sources
+                ):
+                    found.add(attr.split(".", 1)[1])
+        return found.pop() if len(found) == 1 else None
+
+    def runs_as_script(self) -> bool:
+        """The file does work when run: an `if __name__ == "__main__":` block or top-level
+        statements beyond imports, definitions and constants (a library module does none)."""
+        for statement in self.context.module.body:
+            if isinstance(statement, cst.If):
+                if "__name__" in self.scopes.names_read(statement.test):
+                    return True
+                continue
+            if isinstance(statement, (cst.For, cst.While, cst.With)):
+                return True
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+                    if isinstance(value, cst.Call) and not self._is_setup_call(value):
+                        return True
+        return False
+
+    def _is_setup_call(self, call: cst.Call) -> bool:
+        """Module-level calls a library makes too: loggers, type variables, constants."""
+        name = self.names.qualified_name(call.func) or dotted_name(call.func) or ""
+        return name.split(".")[0] in _SETUP_MODULES or name.rsplit(".", 1)[-1] in _SETUP_CALLS
+
+    def overridden_default(self, node: cst.CSTNode) -> bool:
+        """`node` is a parameter's default value and every call of the function in the file
+        passes that parameter (there is at least one call)."""
+        param = self.context.parent(node)
+        if not (isinstance(param, cst.Param) and param.default is node):
+            return False
+        function = next(
+            (a for a in self.context.ancestors(param) if isinstance(a, cst.FunctionDef)), None
+        )
+        if function is None:
+            return False
+        name = param.name.value
+        calls = [
+            n
+            for n in self.context.subtree(self.context.module)
+            if isinstance(n, cst.Call) and call_tail(n.func) == function.name.value
+        ]
+        return bool(calls) and all(self._passes(call, function, name) for call in calls)
+
+    def _passes(self, call: cst.Call, function: cst.FunctionDef, param: str) -> bool:
+        if any(arg.star for arg in call.args):
+            return True  # `**kwargs` may hold it; the caller chose
+        if any(arg.keyword is not None and arg.keyword.value == param for arg in call.args):
+            return True
+        positional = [
+            p.name.value for p in (*function.params.posonly_params, *function.params.params)
+        ]
+        if positional and positional[0] in ("self", "cls") and isinstance(call.func, cst.Attribute):
+            positional = positional[1:]
+        index = positional.index(param) if param in positional else -1
+        return 0 <= index < len([a for a in call.args if a.keyword is None])
+
+    def falls_back_in_else(self, assign: cst.Assign) -> bool:
+        """`if use_gpu: device = <gpu>` / `else: device = <cpu>`: a selection with a fallback
+        (the user's own switch), whichever branch `assign` is in."""
+        if len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            return False
+        name = assign.targets[0].target.value
+        if_node: cst.If | None = None
+        for ancestor in self.context.ancestors(assign):
+            if isinstance(ancestor, cst.If):
+                if_node = ancestor
+                break
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                return False
+        if if_node is None:
+            return False
+        blocks: list[cst.CSTNode] = [if_node.body]
+        orelse = if_node.orelse
+        while isinstance(orelse, cst.If):
+            blocks.append(orelse.body)
+            orelse = orelse.orelse
+        if orelse is None:
+            return False
+        blocks.append(orelse)
+        kinds: set[str] = set()
+        for block in blocks:
+            for node in self.scopes.nodes(block):
+                if (
+                    isinstance(node, cst.Assign)
+                    and len(node.targets) == 1
+                    and isinstance(node.targets[0].target, cst.Name)
+                    and node.targets[0].target.value == name
+                ):
+                    kinds.add(self.facts.moves.device_kind(node.value, None) or "unknown")
+        return "cpu" in kinds
 
 
 def literal_cuda_device(call: cst.Call) -> bool:

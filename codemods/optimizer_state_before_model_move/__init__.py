@@ -6,10 +6,10 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import statement_before
-from devfix.codemods.analysis.flow import EarlyState, TrainingObject
+from devfix.codemods.analysis.flow.training import TrainingObject
 from devfix.codemods.analysis.scopes import Body, Placement
 from devfix.codemods.analysis.torch_names import EAGER_STATE_OPTIMIZERS
-from devfix.codemods.optimizer_state_before_model_move.facts import Reordering
+from devfix.codemods.optimizer_state_before_model_move.facts import EarlyState, Reordering
 from devfix.types import Applicability, Edit
 
 #: Compound statements that may be moved whole (their body runs once, where they stand).
@@ -109,7 +109,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
         optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
         if not optimizers:
             return
-        candidates = self.facts.flow.early_optimizer_state(scope, objects)
+        candidates = self.facts.own(Reordering).early_optimizer_state(scope, objects)
         groups: dict[int, list[EarlyState]] = {}
         for candidate in candidates:
             groups.setdefault(id(candidate.move), []).append(candidate)
@@ -174,7 +174,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
             self._move_model_early(group, message, conflict)
             return
         if "robustness:" in message and not all(
-            self.facts.flow.same_cell(body[index], body[move_index]) for index in moved
+            self.facts.own(Reordering).same_cell(body[index], body[move_index]) for index in moved
         ):
             self.report(
                 first.node,
@@ -250,7 +250,7 @@ class OptimizerStateBeforeModelMove(DevicePass):
             )
             return
         for index in range(at, pair[1].index):
-            if self.facts.flow.runs_module(body[index], model):
+            if self.facts.own(Reordering).runs_module(body[index], model):
                 line = self.facts.scopes.line_of(body[index])
                 self.report(
                     first.node,

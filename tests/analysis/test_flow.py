@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow import DataFunction, is_main_guard
+from devfix.codemods.analysis.flow.pipeline import DataFunction
+from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.names import code_of
 from tests.analysis._parsed import parse
 
@@ -111,7 +112,7 @@ def test_what_kind_of_program_the_file_is() -> None:
         """
     )
     training = parsed.facts.flow
-    assert training.trains() and training.runs_as_script()
+    assert training.trains()
     assert not training.runs_on_several_gpus() and not training.is_notebook()
 
     routine = parse("net = Net()\nnet.train(songs=songs, epoch=3)\n")
@@ -128,17 +129,9 @@ def test_what_kind_of_program_the_file_is() -> None:
         """
     )
     assert not inference.facts.flow.trains()
-    assert not inference.facts.flow.runs_as_script()
 
     wrapped = parse("from torch import nn\nmodel = nn.DataParallel(Net())\n")
     assert wrapped.facts.flow.runs_on_several_gpus()
-
-
-def test_gpus_used_counts_a_bare_cuda_as_the_current_gpu() -> None:
-    plain = parse('x = a.to("cuda:1")\ny = b.cuda()\n')
-    assert plain.facts.flow.gpus_used() == {0, 1}
-    ranked = parse('import torch\ntorch.cuda.set_device(rank)\nx = a.to("cuda:1")\ny = b.cuda()\n')
-    assert ranked.facts.flow.gpus_used() == {1}
 
 
 def test_a_cuda_check_through_a_variable() -> None:
@@ -152,51 +145,6 @@ def test_a_cuda_check_through_a_variable() -> None:
     )
     call = parsed.one(cst.Call, "model.cuda(0)")
     assert parsed.facts.flow.guarded_by_cuda_check(call)
-
-
-def test_defaults_every_call_overrides_and_selections_with_a_fallback() -> None:
-    parsed = parse(
-        """
-        import torch
-        def run(model, device=torch.device("cuda")):
-            return model.to(device)
-        def other(model, device="cuda:1"):
-            return model.to(device)
-        run(net, device)
-        run(net, device=device)
-        other(net)
-        if args.gpu:
-            device = torch.device("cuda:0")
-        else:
-            device = torch.device("cpu")
-        fixed = torch.device("cuda:0")
-        """
-    )
-    flow = parsed.facts.flow
-    assert flow.overridden_default(parsed.one(cst.Call, 'torch.device("cuda")'))
-    assert not flow.overridden_default(parsed.one(cst.SimpleString, '"cuda:1"'))
-    chosen, pinned = [
-        node for node in parsed.all(cst.Assign) if code_of(node.value) == 'torch.device("cuda:0")'
-    ]
-    assert flow.falls_back_in_else(chosen)
-    assert not flow.falls_back_in_else(pinned)
-
-
-def test_the_model_attribute_moved_to_a_device_attribute() -> None:
-    parsed = parse(
-        """
-        class Trainer:
-            def __init__(self, model, gpu_id):
-                self.gpu_id = gpu_id
-                self.model = model.to(gpu_id)
-
-            def step(self, x):
-                return self.model(x.to(f"cuda:{self.gpu_id}"))
-        """
-    )
-    move = parsed.one(cst.Call, 'x.to(f"cuda:{self.gpu_id}")')
-    assert parsed.facts.flow.model_attribute_moved_to(move, "self.gpu_id") == "model"
-    assert parsed.facts.flow.model_attribute_moved_to(move, "self.rank") is None
 
 
 def test_backward_is_found_through_the_files_functions_two_calls_deep() -> None:
@@ -244,27 +192,6 @@ def test_builds_optimizer_is_a_loose_test() -> None:
     assert built == ["torch.optim.SGD", "FusedAdam", "build_optimizer"]
 
 
-def test_log_statements_print_log_or_use_a_logger() -> None:
-    parsed = parse(
-        """
-        import logging as lg
-        log = lg.getLogger(__name__)
-        print("cuda:0")
-        lg.info("x")
-        log.warning("y")
-        other.warning("z")
-        x = print("w")
-        """
-    )
-    flow = parsed.facts.flow
-    statements = list(parsed.module.body)
-    assert [flow.logs(s) for s in statements[2:]] == [True, True, True, False, False]
-    assert flow.loggers() == {"log"}
-    string = parsed.one(cst.SimpleString, '"cuda:0"')
-    assert flow.in_log_statement(string)
-    assert not flow.in_log_statement(parsed.one(cst.SimpleString, '"w"'))
-
-
 def test_main_guard_in_either_order() -> None:
     parsed = parse(
         """
@@ -279,39 +206,6 @@ def test_main_guard_in_either_order() -> None:
         """
     )
     assert [is_main_guard(s) for s in parsed.module.body] == [True, True, False, False]
-
-
-ONE_DEVICE = """
-import torch
-import torch.nn as nn
-
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-class Encoder(nn.Module):
-    def __init__(self, device):
-        super().__init__()
-        self.device = device
-        self.emb = nn.Embedding(10, 4)
-
-    def forward(self, ids):
-        return self.emb(ids.to(self.device))
-
-def predict(model, ids, device):
-    return model(ids.to(device))
-
-model = Encoder(device).to(device)
-"""
-
-
-def test_a_script_that_runs_on_the_one_device_it_chooses() -> None:
-    # The helper's `device` parameter is its callers' choice; model code does not count.
-    assert parse(ONE_DEVICE).facts.flow.runs_on_one_device()
-    wrapped = ONE_DEVICE + "model = nn.DataParallel(model)\n"
-    assert not parse(wrapped).facts.flow.runs_on_one_device()
-    two = ONE_DEVICE + 'other = torch.device("cuda:1")\nmodel.to(other)\n'
-    assert not parse(two).facts.flow.runs_on_one_device()
-    library = ONE_DEVICE.split("def predict")[0]  # classes only: nothing runs
-    assert not parse(library).facts.flow.runs_on_one_device()
 
 
 TOKEN_IDS = """
@@ -393,35 +287,6 @@ def test_model_call_fed_reaches_a_submodule_call_only_when_asked() -> None:
     assert model.move is not None and model.move.code == "device"
 
 
-def test_aligns_targets_with_inputs_needs_a_loss_target_moved_to_its_input() -> None:
-    moved_before = """
-        import torch.nn as nn
-        def nll(logits, labels):
-            loss_fct = nn.CrossEntropyLoss()
-            labels = labels.to(logits.device)
-            return loss_fct(logits, labels)
-        """
-    moved_inline = """
-        import torch.nn.functional as F
-        def nll(out, y):
-            return F.cross_entropy(out.flatten(0, 1), y.flatten().to(out.device))
-        """
-    weight_moved = """
-        import torch.nn as nn
-        def nll(logits, labels, w):
-            return nn.CrossEntropyLoss(weight=w.to(logits.device))(logits, labels)
-        """
-    other_device = """
-        import torch.nn.functional as F
-        def nll(logits, labels, batch):
-            return F.cross_entropy(logits, labels.to(batch.device))
-        """
-    assert parse(moved_before).facts.flow.aligns_targets_with_inputs()
-    assert parse(moved_inline).facts.flow.aligns_targets_with_inputs()
-    assert not parse(weight_moved).facts.flow.aligns_targets_with_inputs()
-    assert not parse(other_device).facts.flow.aligns_targets_with_inputs()
-
-
 def test_a_model_moved_the_same_way_on_every_branch_is_not_conditional() -> None:
     source = """
         class Wrapper:
@@ -476,59 +341,6 @@ def test_optimizers_built_by_project_factories_and_parameter_helpers() -> None:
     assert "head" in objects["aliased"].models
 
 
-def test_optimizer_restore_directly_or_through_a_checkpoint_helper() -> None:
-    parsed = parse(
-        """
-        import torch
-        from utils import ckpt
-
-        def restore_local(path, net, opt):
-            state = torch.load(path)
-            net.load_state_dict(state["net"])
-            opt.load_state_dict(state["opt"])
-
-        def load_report(path, opt):
-            print(path, opt)
-
-        def main(optimizer, model):
-            optimizer.load_state_dict(state)
-            model.load_state_dict(state)
-            ckpt.resume_from(path, model, optimizer)
-            restore_local(path, model, optimizer)
-            load_report(path, optimizer)
-            ckpt.save_checkpoint(path, model, optimizer)
-        """
-    )
-    flow = parsed.facts.flow
-    found = {
-        code_of(call.func): flow.optimizer_restore(call, {"optimizer"})
-        for call in parsed.all(cst.Call)
-        if parsed.facts.scopes.enclosing_function(call) == parsed.function("main")
-    }
-    assert found["optimizer.load_state_dict"] == "optimizer"
-    assert found["model.load_state_dict"] is None
-    assert found["ckpt.resume_from"] == "optimizer"
-    assert found["restore_local"] == "optimizer"
-    assert found["load_report"] is None  # defined here, restores nothing
-    assert found["ckpt.save_checkpoint"] is None
-
-
-def test_runs_module_calls_and_hands_it_a_fresh_tensor() -> None:
-    parsed = parse(
-        """
-        import torch
-        net(x)
-        net.forward(x)
-        writer.add_graph(net, torch.rand(1, 3, 8, 8))
-        load_weights(net, state)
-        net.load_state_dict(state)
-        """
-    )
-    flow = parsed.facts.flow
-    runs = [flow.runs_module(statement, "net") for statement in parsed.module.body[1:]]
-    assert runs == [True, True, True, False, False]
-
-
 def test_batch_moves_of_the_loops_that_consume_data_preparation() -> None:
     parsed = parse(
         """
@@ -566,24 +378,3 @@ def test_batch_moves_of_the_loops_that_consume_data_preparation() -> None:
     elsewhere = DataFunction(entry.node, entry.role, loaders=[move])
     unfollowed = flow.data_batch_moves(elsewhere, loops, None)
     assert isinstance(unfollowed, str) and "DataLoader on line 12" in unfollowed
-
-
-def test_optimizer_state_built_or_restored_before_the_model_move() -> None:
-    parsed = parse(
-        """
-        import torch
-        model = Net()
-        optimizer = torch.optim.Adam(model.parameters())
-        optimizer.load_state_dict(ckpt["opt"])
-        model.to("cuda")
-        late = torch.optim.SGD(model.parameters())
-        """
-    )
-    flow = parsed.facts.flow
-    objects = flow.training_objects(parsed.module)
-    early = flow.early_optimizer_state(parsed.module, objects)
-    assert [(e.kind, e.name, e.label) for e in early] == [
-        ("construct", "optimizer", ""),
-        ("load", "optimizer", "optimizer.load_state_dict"),
-    ]
-    assert all(code_of(e.move) == 'model.to("cuda")' for e in early)  # `late` comes after it

@@ -74,3 +74,81 @@ def test_literal_cuda_devices_and_cuda_fstrings() -> None:
     assert found is not None and code_of(found) == "self.gpu_id"
     assert cuda_fstring(cst.parse_expression('f"cuda:{gpu!r}"')) is None
     assert cuda_fstring(cst.parse_expression('f"cpu:{gpu}"')) is None
+
+
+def test_gpus_used_counts_a_bare_cuda_as_the_current_gpu() -> None:
+    plain = parse('x = a.to("cuda:1")\ny = b.cuda()\n')
+    assert plain.facts.own(ScriptDevice).gpus_used() == {0, 1}
+    ranked = parse('import torch\ntorch.cuda.set_device(rank)\nx = a.to("cuda:1")\ny = b.cuda()\n')
+    assert ranked.facts.own(ScriptDevice).gpus_used() == {1}
+
+
+def test_defaults_every_call_overrides_and_selections_with_a_fallback() -> None:
+    parsed = parse(
+        """
+        import torch
+        def run(model, device=torch.device("cuda")):
+            return model.to(device)
+        def other(model, device="cuda:1"):
+            return model.to(device)
+        run(net, device)
+        run(net, device=device)
+        other(net)
+        if args.gpu:
+            device = torch.device("cuda:0")
+        else:
+            device = torch.device("cpu")
+        fixed = torch.device("cuda:0")
+        """
+    )
+    script = parsed.facts.own(ScriptDevice)
+    assert script.overridden_default(parsed.one(cst.Call, 'torch.device("cuda")'))
+    assert not script.overridden_default(parsed.one(cst.SimpleString, '"cuda:1"'))
+    chosen, pinned = [
+        node for node in parsed.all(cst.Assign) if code_of(node.value) == 'torch.device("cuda:0")'
+    ]
+    assert script.falls_back_in_else(chosen)
+    assert not script.falls_back_in_else(pinned)
+
+
+def test_the_model_attribute_moved_to_a_device_attribute() -> None:
+    parsed = parse(
+        """
+        class Trainer:
+            def __init__(self, model, gpu_id):
+                self.gpu_id = gpu_id
+                self.model = model.to(gpu_id)
+
+            def step(self, x):
+                return self.model(x.to(f"cuda:{self.gpu_id}"))
+        """
+    )
+    move = parsed.one(cst.Call, 'x.to(f"cuda:{self.gpu_id}")')
+    assert parsed.facts.own(ScriptDevice).model_attribute_moved_to(move, "self.gpu_id") == "model"
+    assert parsed.facts.own(ScriptDevice).model_attribute_moved_to(move, "self.rank") is None
+
+
+def test_a_script_runs_at_the_top_level_or_under_its_main_guard() -> None:
+    training = parse(
+        """
+        import torch
+        model = Net()
+        def fit(batches):
+            for x, y in batches:
+                criterion(model(x), y).backward()
+        if __name__ == "__main__":
+            fit(load())
+        """
+    )
+    assert training.facts.own(ScriptDevice).runs_as_script()
+    library = parse(
+        """
+        import logging
+        import torch
+        logger = logging.getLogger(__name__)
+        def predict(model, x):
+            model.eval()
+            return model(x.to("cuda:0"))
+        """
+    )
+    assert not library.facts.own(ScriptDevice).runs_as_script()

@@ -1,11 +1,11 @@
-"""codemods.analysis.values: what a name holds (a tensor, a module, an in-place `.to` object)."""
+"""codemods.move_result_discarded.facts: what a name holds (a tensor, a module, an in-place
+`.to` object)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import code_of
-from devfix.codemods.analysis.values import legacy_factory
+from devfix.codemods.move_result_discarded.facts import HeldValues
 from tests.analysis._parsed import parse
 
 SCRIPT = """
@@ -43,14 +43,14 @@ def step(batch):
 
 def test_tensors_by_binding_are_proven() -> None:
     parsed = parse(SCRIPT)
-    images = parsed.facts.values.held("images", parsed.module.body[-1])
+    images = parsed.facts.own(HeldValues).held("images", parsed.module.body[-1])
     assert images.kind == "tensor" and images.proven
 
 
 def test_tensors_by_use_are_not_proven() -> None:
     parsed = parse(SCRIPT)
     at = parsed.module.body[-1]
-    values = parsed.facts.values
+    values = parsed.facts.own(HeldValues)
     first = values.held("first", at)
     assert first.kind == "tensor" and not first.proven
     assert "expand_as" in first.evidence
@@ -65,7 +65,7 @@ def test_tensors_by_use_are_not_proven() -> None:
 def test_modules_and_in_place_objects_are_not_tensors() -> None:
     parsed = parse(SCRIPT)
     at = parsed.module.body[-1]
-    values = parsed.facts.values
+    values = parsed.facts.own(HeldValues)
     assert values.held("model", at).kind == "other"
     assert values.held("net", at).kind == "other"
     assert values.held("encoded", at).kind == "other"
@@ -77,7 +77,7 @@ def test_modules_and_in_place_objects_are_not_tensors() -> None:
 
 def test_function_parameters_and_module_state() -> None:
     parsed = parse(SCRIPT)
-    values = parsed.facts.values
+    values = parsed.facts.own(HeldValues)
     move = parsed.one(cst.Call, "batch.cuda()")
     assert values.held("batch", move).kind == "tensor"
     forward = parsed.function("forward")
@@ -88,32 +88,3 @@ def test_function_parameters_and_module_state() -> None:
     )
     assert values.from_module_state("pe", use)
     assert not values.from_module_state("batch", move)
-
-
-def test_the_factory_a_legacy_constructor_asks_for() -> None:
-    parsed = parse(
-        """
-        a = torch.cuda.FloatTensor([1.0, 2.0])
-        b = torch.cuda.FloatTensor(x.size(0), n * 2)
-        c = torch.cuda.LongTensor(len(xs)).zero_()
-        d = torch.cuda.FloatTensor(data)
-        """
-    )
-
-    def factory(code: str) -> tuple[str, str] | None:
-        found = legacy_factory(parsed.context, parsed.one(cst.Call, code))
-        return None if found is None else (found[0], code_of(found[1]))
-
-    assert factory("torch.cuda.FloatTensor([1.0, 2.0])") == (
-        "tensor",
-        "torch.cuda.FloatTensor([1.0, 2.0])",
-    )
-    assert factory("torch.cuda.FloatTensor(x.size(0), n * 2)") == (
-        "empty",
-        "torch.cuda.FloatTensor(x.size(0), n * 2)",
-    )
-    assert factory("torch.cuda.LongTensor(len(xs))") == (
-        "zeros",
-        "torch.cuda.LongTensor(len(xs)).zero_()",
-    )
-    assert factory("torch.cuda.FloatTensor(data)") is None  # data or a size

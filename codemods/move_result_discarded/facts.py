@@ -30,7 +30,6 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_PRODUCING_FUNCTIONS,
     VARIABLE,
 )
-from devfix.context import FileContext
 
 _TENSOR_SOURCES = TENSOR_FACTORIES | LEGACY_CONSTRUCTORS | TENSOR_PRODUCING_FUNCTIONS | VARIABLE
 #: Calls that load or build a model or a tokenizer (their result is no tensor).
@@ -355,64 +354,6 @@ class HeldValues(Analysis):
                     return False
             else:
                 return False
-
-
-def legacy_factory(context: FileContext, call: cst.Call) -> tuple[str, cst.Call] | None:
-    """The factory that a legacy constructor's plain positional arguments
-    (`torch.cuda.FloatTensor(...)`) ask for, and the call it replaces: `tensor` for data (a lone
-    list or tuple), `empty` for sizes, `zeros` for sizes zeroed at once (`.zero_()`, whose call
-    it replaces); None when they may be either (a lone name is data or a size)."""
-    positional = [arg.value for arg in call.args]
-    if len(positional) == 1 and isinstance(positional[0], (cst.List, cst.Tuple)):
-        return "tensor", call
-    if not (
-        (len(positional) > 1 and all(_is_size(value) for value in positional))
-        or (len(positional) == 1 and _is_single_size(positional[0]))
-    ):
-        return None
-    parent = context.parent(call)
-    zero = context.parent(parent) if parent is not None else None
-    if (
-        isinstance(parent, cst.Attribute)
-        and parent.attr.value == "zero_"
-        and isinstance(zero, cst.Call)
-        and not zero.args
-    ):
-        return "zeros", zero
-    return "empty", call
-
-
-def _is_size(node: cst.BaseExpression) -> bool:
-    """A size argument: a number, `x.size(...)`, `x.shape[...]`, `len(...)`, a plain name, or
-    arithmetic of them (data is a list or tuple, passed alone)."""
-    if isinstance(node, (cst.Integer, cst.Name)):
-        return True
-    if isinstance(node, cst.BinaryOperation):
-        return _is_size(node.left) and _is_size(node.right)
-    if isinstance(node, cst.Subscript):
-        return _is_size(node.value) or (
-            isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
-        )
-    if isinstance(node, cst.Attribute):
-        return node.attr.value == "shape" or _is_size(node.value)
-    if isinstance(node, cst.Call):
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel"):
-            return True
-        return isinstance(node.func, cst.Name) and node.func.value in ("len", "int")
-    return False
-
-
-def _is_single_size(node: cst.BaseExpression) -> bool:
-    """A lone argument that is surely a size (a lone name could be data as well)."""
-    if isinstance(node, cst.Integer):
-        return True
-    if isinstance(node, cst.Attribute):
-        return node.attr.value == "shape"
-    if isinstance(node, cst.Call):
-        return (isinstance(node.func, cst.Attribute) and node.func.attr.value == "size") or (
-            isinstance(node.func, cst.Name) and node.func.value == "len"
-        )
-    return False
 
 
 def _encodes_to_a_tensor(call: cst.Call) -> bool:

@@ -21,6 +21,7 @@ from devfix.codemods.analysis.torch_names import (
     PLACEMENT_WORDS,
     SAME_DEVICE_METHODS,
 )
+from devfix.codemods.labels_not_on_logits_device.facts import AlignedTargets
 from devfix.types import Applicability, Edit
 
 _MOVES = frozenset({"to", "cuda", "cpu", "type_as", "numpy", "tolist", "item"})
@@ -118,7 +119,8 @@ class LabelsNotOnLogitsDevice(DevicePass):
         # A loss target moved to its logits elsewhere speaks for the helpers of the file (a loss
         # in a loop may instead be a batch left on the CPU: DF204's business).
         if not (
-            flow.places_over_devices() or (kind == "gather" and flow.aligns_targets_with_inputs())
+            flow.places_over_devices()
+            or (kind == "gather" and self.facts.own(AlignedTargets).aligns_targets_with_inputs())
         ):
             return
         function = self.facts.modules.enclosing_function(node)

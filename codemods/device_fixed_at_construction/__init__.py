@@ -19,7 +19,7 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_FACTORIES,
     tails,
 )
-from devfix.codemods.analysis.values import legacy_factory
+from devfix.codemods.device_fixed_at_construction.facts import OneDeviceScript, legacy_factory
 from devfix.types import Applicability, Edit
 
 _FACTORY_TAILS = tails(TENSOR_FACTORIES)
@@ -270,7 +270,7 @@ class DeviceFixedAtConstruction(DevicePass):
             needed = self.facts.devices.device_the_class_reads(function, target or node) or needed
         expression = needed.expression()
         moves = f"`{function.name}` moves a tensor to {fixed}"
-        if self.facts.flow.runs_on_one_device():
+        if self.facts.own(OneDeviceScript).runs_on_one_device():
             moves += (
                 " (right on the script's one device today; a DataParallel replica or a later "
                 "`model.to()` breaks it)"

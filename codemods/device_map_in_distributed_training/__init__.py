@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
 from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.device_map_in_distributed_training.facts import ShardedModel
 from devfix.types import Applicability, Edit, ImportSpec
 
 _LIBRARIES = ("transformers.", "peft.")
@@ -102,12 +103,13 @@ class DeviceMapInDistributedTraining(DevicePass):
         evidence = self.facts.flow.distributed_evidence()
         if evidence is None:
             return  # inference only: a device map is what Big Model Inference is for
-        if self.facts.flow.one_process_reason() is not None:
+        sharded = self.facts.own(ShardedModel)
+        if sharded.one_process_reason() is not None:
             return  # a notebook is one process: the map places its one copy of the model
         if self._self_contained_use(node):
             return  # a reload to merge, export or evaluate after training: one model, one map
         model_name = self.facts.scopes.assigned_name(node)
-        if model_name is not None and self.facts.flow.declares_model_parallelism(model_name):
+        if model_name is not None and sharded.declares_model_parallelism(model_name):
             return  # `model.model_parallel = True`: split over the GPUs of one process on purpose
         quantized = any(
             keyword_argument(node, name) is not None
@@ -122,7 +124,7 @@ class DeviceMapInDistributedTraining(DevicePass):
             else ""
         )
         placed_by_library = evidence in ("Trainer", "accelerate") or (
-            model_name is not None and self.facts.flow.moved_after(model_name, node)
+            model_name is not None and sharded.moved_after(model_name, node)
         )
         if quantized or not placed_by_library:
             rank, imports = self._local_rank(node)

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.scopes import target_names
+from devfix.codemods.move_result_discarded.facts import HeldValues
 from devfix.types import Applicability, Edit
 
 _MOVES = ("to", "cuda")
@@ -79,8 +80,9 @@ class MoveResultDiscarded(DevicePass):
         if self.facts.moves.move_of(call) is None:
             return  # a dtype cast, a move to the CPU
         name = call.func.value.value
-        held = self.facts.values.held(name, call)
-        if held.kind != "tensor" or self.facts.values.from_module_state(name, call):
+        values = self.facts.own(HeldValues)
+        held = values.held(name, call)
+        if held.kind != "tensor" or values.from_module_state(name, call):
             return
         code = self.context.module.code_for_node(call)
         method = call.func.attr.value

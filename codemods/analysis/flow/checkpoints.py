@@ -1,0 +1,137 @@
+"""Checkpoints: whether a `torch.load` reads a file the script saved itself, and whether what
+it loads only reaches `load_state_dict` (which copies onto the model's own device).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow.calls import CallSites
+from devfix.codemods.analysis.names import (
+    argument,
+    call_tail,
+    code_of,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+#: Checkpoint keys that conventionally hold Python numbers or configuration, not tensors.
+METADATA_KEY = re.compile(
+    r"^(epoch|epochs|start_epoch|step|steps|global_step|iteration|iter|it|best\w*|acc\w*|lr|"
+    r"args|config|cfg|hparams|hyper_parameters|version|arch|meta|metadata|n_\w+|num_\w+)$"
+)
+
+
+def _same_path(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    """Two path expressions that name the same file: equal string literals, one name, or the
+    same expression however it is laid out (`os.path.join(root, "best.pth")` over two lines)."""
+    if isinstance(a, cst.SimpleString) and isinstance(b, cst.SimpleString):
+        return a.evaluated_value == b.evaluated_value
+    if isinstance(a, cst.Name) and isinstance(b, cst.Name):
+        return a.value == b.value
+    if isinstance(a, (cst.Call, cst.BinaryOperation, cst.FormattedString)):
+        return _expression_shape(a) == _expression_shape(b) is not None
+    return False
+
+
+def _expression_shape(node: cst.BaseExpression) -> str | None:
+    """The expression as Python's parser sees it (layout, parentheses and quotes aside)."""
+    try:
+        return ast.dump(ast.parse(code_of(node).strip(), mode="eval"))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+
+
+class Checkpoints(CallSites):
+    """What the file loads with `torch.load`, and where it goes."""
+
+    def loads_its_own_save(self, load: cst.Call) -> bool:
+        """`torch.load(path)` reads a file that this program writes itself with
+        `torch.save(obj, path)` (the same string, or the same module-level or local name):
+        in one process the saved tensors come back on the device they were saved from, which
+        is this program's own."""
+        path = argument(load, "f")
+        return path is not None and any(_same_path(saved, path) for saved in self._saved_paths())
+
+    def _saved_paths(self) -> list[cst.BaseExpression]:
+        """The path argument of every `torch.save(obj, path)` of the file (found once)."""
+        key = "flow.saved_paths"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, list):
+            return cached
+        found = [
+            saved
+            for call in self.scopes.find(self.context.module, cst.Call)
+            if call_tail(call.func) == "save"
+            and self.names.qualified_name(call.func) == "torch.save"
+            and (saved := argument(call, "f", 1)) is not None
+        ]
+        self.context.shared[key] = found
+        return found
+
+    def feeds_only_state_dicts(self, node: cst.Call) -> bool:
+        """Everything a loaded checkpoint (`torch.load(...)`) is used for is a
+        `load_state_dict(...)` argument or a metadata read (`ckpt["epoch"]`, `"k" in ckpt`)."""
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.Arg):
+            return self._is_state_dict_argument(parent)
+        if not (
+            isinstance(parent, cst.Assign)
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0].target, cst.Name)
+        ):
+            return False
+        name = parent.targets[0].target.value
+        start = self.scopes.line_of(parent)
+        uses = [
+            candidate
+            for candidate in self.scopes.statements(self.scopes.enclosing_scope(node))
+            if isinstance(candidate, cst.Name)
+            and candidate.value == name
+            and self.scopes.line_of(candidate) > start
+        ]
+        return all(self._harmless_use(use) for use in uses)
+
+    def _harmless_use(self, use: cst.Name) -> bool:
+        parent = self.context.parent(use)
+        if isinstance(parent, cst.Attribute) and parent.attr is use:
+            return True
+        if isinstance(parent, cst.Subscript) and parent.value is use:
+            key = parent.slice[0].slice if len(parent.slice) == 1 else None
+            if (
+                isinstance(key, cst.Index)
+                and isinstance(key.value, cst.SimpleString)
+                and isinstance(key.value.evaluated_value, str)
+                and METADATA_KEY.match(key.value.evaluated_value)
+            ):
+                return True
+        if isinstance(parent, cst.ComparisonTarget):
+            return True  # `"key" in checkpoint`
+        current: cst.CSTNode = use
+        for ancestor in self.context.ancestors(use):
+            if isinstance(ancestor, cst.Arg):
+                return self._is_state_dict_argument(ancestor)
+            if isinstance(ancestor, cst.BaseStatement):
+                return False
+            if (
+                isinstance(ancestor, cst.Attribute)
+                and ancestor.value is current
+                and ancestor.attr.value in ("keys", "items", "values")
+                and isinstance(self.context.parent(ancestor), cst.Call)
+            ):
+                return ancestor.attr.value == "keys"
+            current = ancestor
+        return False
+
+    def _is_state_dict_argument(self, arg: cst.Arg) -> bool:
+        call = self.context.parent(arg)
+        return isinstance(call, cst.Call) and call_tail(call.func) in (
+            "load_state_dict",
+            "load_state_dict_from_checkpoint",
+        )

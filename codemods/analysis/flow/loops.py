@@ -1,0 +1,1018 @@
+"""DataLoader and batch-loop plans: which DataLoaders a loop iterates (through helpers,
+attributes and `next(iter(loader))`), which batch names reach a model on a device unmoved,
+and the statement that moves them, or why none can be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, cast
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow.calls import MOVES, is_move_call, is_name, method_of
+from devfix.codemods.analysis.flow.placement import ModelDevice, ModelPlacement
+from devfix.codemods.analysis.moves import DeviceMove, copies_to_host
+from devfix.codemods.analysis.names import (
+    argument,
+    call_tail,
+    code_of,
+    dotted_name,
+    keyword_argument,
+)
+from devfix.codemods.analysis.torch_names import (
+    DATALOADERS,
+    ITERATION_WRAPPERS,
+    TENSOR_DATASETS,
+)
+from devfix.context import FileContext
+from devfix.types import Edit
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
+
+
+INSPECTING_CALLS = frozenset({"print", "len", "isinstance", "type", "str", "repr", "id", "range"})
+_INSPECTING_BUILTINS = frozenset({"len", "print", "isinstance", "type", "str", "repr", "id"})
+
+
+@dataclass
+class LoopPlan:
+    """What DF204 (and DF201) make of one `for` loop over a DataLoader."""
+
+    #: The `for` loop, or the `x, y = next(iter(loader))` statement that takes one batch.
+    loop: cst.CSTNode
+    loaders: list[cst.Call]
+    model: str | None = None
+    move: DeviceMove | None = None
+    #: The project's own helper that moves a batch (`self._batch_to_device`), when another
+    #: loop feeding the same callee moves its batch with it.
+    helper: str = ""
+    #: Batch names that reach the model unmoved, in target order.
+    unmoved: list[str] = field(default_factory=list)
+    #: The statement that moves them, and where it goes; None when the plan has a reason.
+    edit: Edit | None = None
+    statement_code: str = ""
+    #: Why no edit can be made although names are unmoved.
+    reason: str = ""
+    #: Batch names left on the CPU, and dict keys a whole-batch move leaves out: the consumer
+    #: their values reach needs them there (`analysis.cpu_only`).
+    kept: dict[str, str] = field(default_factory=dict)
+    cpu_keys: dict[str, str] = field(default_factory=dict)
+
+
+def tensor_roots(expr: cst.BaseExpression) -> set[str]:
+    """Names whose tensor `expr` is, unmoved: `x`, `batch[0]`, `x.float().view(-1)`, `x * 2`;
+    nothing for `x.to(d)` or for values passed through other calls (`tokenizer(texts)`)."""
+    if isinstance(expr, cst.Name):
+        return {expr.value}
+    if isinstance(expr, (cst.Subscript, cst.Attribute)):
+        return tensor_roots(expr.value)
+    if isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value not in MOVES:
+            return tensor_roots(expr.func.value)
+        return set()
+    if isinstance(expr, cst.BinaryOperation):
+        return tensor_roots(expr.left) | tensor_roots(expr.right)
+    if isinstance(expr, cst.UnaryOperation):
+        return tensor_roots(expr.expression)
+    if isinstance(expr, (cst.Tuple, cst.List)):
+        return {r for e in expr.elements for r in tensor_roots(e.value)}
+    return set()
+
+
+def _string_literal(text: str) -> str:
+    """`text` as a string literal in double quotes where it can be (as black writes them)."""
+    return f'"{text}"' if text.isprintable() and not set(text) & {'"', "\\"} else repr(text)
+
+
+def string_key(expr: cst.BaseExpression, name: str) -> str | None:
+    """`batch["lengths"]` (or `batch["lengths"].long()`) -> "lengths", for the dict `name`."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        expr = expr.func.value
+    if not (isinstance(expr, cst.Subscript) and is_name(expr.value, name)):
+        return None
+    index = expr.slice[0].slice if len(expr.slice) == 1 else None
+    if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+        value = index.value.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _unpacking(statement: cst.BaseStatement, name: str) -> list[str] | None:
+    """`x, y = batch` as the first statement of the loop: the names it binds."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not is_name(assign.value, name) or not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    if not all(
+        isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
+    ):
+        return None
+    return [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+
+
+def _unpacked_index(context: FileContext, value: cst.BaseExpression, name: str) -> int | None:
+    """In `a, name = value`: the position of `name` (1)."""
+    assign = context.parent(value)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    for index, element in enumerate(target.elements):
+        if isinstance(element, cst.StarredElement):
+            return None
+        if is_name(element.value, name):
+            return index
+    return None
+
+
+def _names_an_iterator(func: cst.BaseExpression) -> bool:
+    """A project's own progress-bar or iterator wrapper (`_build_tqdm_iterator(loader)`,
+    `make_iter(loader)`), named as one: it yields what its first argument yields."""
+    tail = (call_tail(func) or "").lower()
+    return (
+        isinstance(func, (cst.Name, cst.Attribute))
+        and any(word in tail for word in ("tqdm", "iter", "progress"))
+        and tail not in ("iter", "next")
+    )
+
+
+def _device_helper(call: cst.Call) -> bool:
+    name = dotted_name(call.func)
+    tail = (name or "").rsplit(".", 1)[-1].lower()
+    return "device" in tail or "cuda" in tail or tail.startswith(("to_", "move", "send"))
+
+
+def _moved_whole(receiver: cst.BaseExpression, name: str) -> bool:
+    """`x.to(d)`, `x.float().to(d)`: all of `x` is moved; `batch["ids"].to(d)` moves one entry."""
+    while True:
+        if isinstance(receiver, cst.Name):
+            return receiver.value == name
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute):
+            receiver = receiver.func.value
+        elif isinstance(receiver, cst.Attribute):
+            receiver = receiver.value
+        else:
+            return False
+
+
+def _to_host(value: cst.BaseExpression) -> bool:
+    """`labels.data.cpu().numpy()`, `x.tolist()`, `t.to("cpu")`: a value brought to the host
+    (for NumPy, logging, metrics) is no move to the model's device."""
+    return copies_to_host(value) or (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("numpy", "tolist", "item")
+    )
+
+
+class BatchLoops(ModelPlacement):
+    """The DataLoader calls a loop iterates, and the plan that moves its batch."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        self._plans: dict[int, LoopPlan | None] = {}
+
+    def dataloader_calls(
+        self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0
+    ) -> list[cst.Call]:
+        """The `DataLoader(...)` calls an iterable comes from; [] if anything else may feed it."""
+        if depth > 6:
+            return []
+        if isinstance(expr, cst.IfExp):
+            # `None if val is None else DataLoader(...)`: a `None` is never iterated.
+            branches = [b for b in (expr.body, expr.orelse) if not is_name(b, "None")]
+            found_in = [self.dataloader_calls(b, function, depth + 1) for b in branches]
+            return [c for calls in found_in for c in calls] if all(found_in) else []
+        if isinstance(expr, cst.Call):
+            qualified = self.names.qualified_name(expr.func)
+            if qualified in DATALOADERS:
+                return [expr]
+            if (qualified in ITERATION_WRAPPERS or _names_an_iterator(expr.func)) and (
+                expr.args and expr.args[0].keyword is None
+            ):
+                return self.dataloader_calls(expr.args[0].value, function, depth + 1)
+            return self._returned_loaders(expr, None, depth)
+        name = dotted_name(expr)
+        if name is None:
+            return []
+        table, table_function = self.scopes.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if not bindings:
+            return []
+        found: list[cst.Call] = []
+        for binding in bindings:
+            if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
+                sites = self.call_sites(table.node)
+                if not sites:
+                    return []
+                for call, caller in sites:
+                    argument = self._argument_for(call, table.node, name)
+                    if argument is None:
+                        return []
+                    calls = self.dataloader_calls(argument, caller, depth + 1)
+                    if not calls:
+                        return []
+                    found.extend(calls)
+                continue
+            if binding.kind == "unpack" and isinstance(binding.value, cst.Call):
+                # `train_loader, test_loader = load_data()`: that element of what it returns.
+                index = _unpacked_index(self.context, binding.value, name)
+                calls = (
+                    self._returned_loaders(binding.value, index, depth) if index is not None else []
+                )
+                if not calls:
+                    return []
+                found.extend(calls)
+                continue
+            if binding.kind != "assign" or binding.value is None:
+                return []
+            calls = self.dataloader_calls(binding.value, table_function, depth + 1)
+            if not calls:
+                return []
+            found.extend(calls)
+        return found
+
+    def _returned_loaders(self, call: cst.Call, index: int | None, depth: int) -> list[cst.Call]:
+        """The DataLoaders a module function returns (`return DataLoader(...)`), or the
+        `index`-th element of the tuple it returns; [] when any return is something else."""
+        if not isinstance(call.func, cst.Name):
+            return []
+        function = self.scopes.module_functions().get(call.func.value)
+        if function is None or not isinstance(function.body, cst.IndentedBlock):
+            return []
+        found: list[cst.Call] = []
+        for node in self._scope_nodes(function.body):
+            if not isinstance(node, cst.Return) or node.value is None:
+                continue
+            value: cst.BaseExpression = node.value
+            if index is not None:
+                if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+                    return []
+                value = value.elements[index].value
+            calls = self.dataloader_calls(value, function, depth + 1)
+            if not calls:
+                return []
+            found.extend(calls)
+        return found
+
+    def loop_plan(self, loop: cst.For) -> LoopPlan | None:
+        """The plan for a loop over a DataLoader that feeds a moved model; None otherwise."""
+        key = id(loop)
+        if key not in self._plans:
+            self._plans[key] = self._make_plan(loop)
+        return self._plans[key]
+
+    def _make_plan(self, loop: cst.For) -> LoopPlan | None:
+        function = self.scopes.enclosing_function(loop)
+        loaders = self.dataloader_calls(loop.iter, function)
+        if loaders and all(self.yields_device_batches(loader) for loader in loaders):
+            return None
+        # A loop over something not known to be a DataLoader counts only by its own moves.
+        untyped = not loaders and not self._typed_loader(loop.iter, function)
+        target = self._batch_target(loop)
+        if target is None:
+            return None
+        one_line = not isinstance(loop.body, cst.IndentedBlock)
+        body = [] if one_line else list(cast(cst.IndentedBlock, loop.body).body)
+        names: list[str]
+        single: str | None = None
+        after_anchor = False
+        if isinstance(target, cst.Name):
+            single = target.value
+            names = [single]
+            unpacked = _unpacking(body[0], single) if body else None
+            if unpacked is not None:
+                names, single, after_anchor = unpacked, None, True
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+        else:
+            return None
+        calls = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Call)]
+        model_calls = [
+            (call, found)
+            for call, found in ([] if untyped else self._model_calls(calls, names))
+            if found.move is not None or found.reason
+        ]
+        plan = LoopPlan(loop, loaders)
+        if model_calls:
+            devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
+            first = model_calls[0][1]
+            plan.model = first.model
+            if len(devices) > 1:
+                plan.reason = "the loop feeds models on different devices"
+            elif first.move is None:
+                plan.reason = first.reason
+            else:
+                plan.move = first.move
+            fed = [c for c, _ in model_calls]
+        else:
+            sibling = None if untyped else self._sibling_feed(loop, calls, names, function)
+            if sibling is None:
+                sibling = self._loop_own_move(loop.body, names, calls, function)
+            if sibling is None:
+                return None
+            fed, plan.model, plan.move, plan.helper = sibling
+        nodes = list(self._scope_nodes(loop.body))
+        bound = self._device_bound(nodes, names, fed, torch_calls_only=untyped)
+        plan.unmoved = [n for n in names if n in bound and not self._is_moved(loop.body, n)]
+        self._keep_on_cpu(plan, loop.body, fed, single)
+        if one_line and not plan.reason:
+            plan.reason = "the loop body is on the `for` line"
+        if not plan.unmoved or plan.reason or (plan.move is None and not plan.helper):
+            return plan
+        anchor = body[0]
+        new_line = self._move_line(loop.body, plan, single)
+        if new_line is None:
+            return plan
+        group = [anchor, new_line] if after_anchor else [new_line, anchor]
+        plan.edit = Edit(anchor, cst.FlattenSentinel(group))
+        return plan
+
+    def _keep_on_cpu(
+        self, plan: LoopPlan, body: cst.CSTNode, fed: list[cst.Call], single: str | None
+    ) -> None:
+        """Leave out of `plan` the batch names (or, for a dict batch `single`, the keys) whose
+        values reach an argument that must stay on the CPU (`pack_padded_sequence` lengths)."""
+        for use in self.facts.cpu_only.uses(body, fed):
+            if single is not None:
+                key = string_key(use.expr, single)
+                if key is not None and key not in plan.cpu_keys:
+                    plan.cpu_keys[key] = use.reason
+                    continue
+            for name in tensor_roots(use.expr) & set(plan.unmoved):
+                if single is None or isinstance(use.expr, cst.Name):
+                    plan.unmoved.remove(name)
+                    plan.kept[name] = use.reason
+
+    def _loop_own_move(
+        self,
+        body: cst.BaseSuite,
+        names: list[str],
+        calls: list[cst.Call],
+        function: cst.FunctionDef | None,
+    ) -> tuple[list[cst.Call], str, DeviceMove, str] | None:
+        """A loop that moves some batch names itself (`ids = ids.to(config.device)`), all to one
+        device, and hands them to a model (a call of a name that is no batch name and not
+        torch's): that model runs on that device, whatever the file says about it, so the batch
+        names that meet its output belong there too. (fed calls, model, move, helper "")."""
+        moves: dict[str, DeviceMove] = {}
+        for node in self._scope_nodes(body):
+            if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
+                continue
+            target, value = node.targets[0].target, node.value
+            if (
+                isinstance(target, cst.Name)
+                and target.value in names
+                and is_move_call(value)
+                and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and is_name(value.func.value, target.value)
+            ):
+                move = self.device_move(value, function)
+                if move is None or move.conditional_line:
+                    return None
+                moves[target.value] = move
+        if not moves or len({move.code for move in moves.values()}) != 1:
+            return None
+        move = next(iter(moves.values()))
+        for call in calls:
+            model = dotted_name(call.func)
+            if model is None or model.split(".", 1)[0] in names:
+                continue
+            if (self.names.qualified_name(call.func) or "").startswith(("torch.", "builtins.")):
+                continue
+            if any(tensor_roots(arg.value) & set(moves) for arg in call.args):
+                return [call], model, move, ""
+        return None
+
+    def _batch_target(self, loop: cst.For) -> cst.BaseExpression | None:
+        """What a loop binds each batch to: its target, or the second of `for i, batch in
+        enumerate(...)`; None when an `enumerate` loop does not unpack a pair."""
+        target = loop.target
+        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
+            "enumerate",
+            "builtins.enumerate",
+        ):
+            if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
+                return None
+            return target.elements[1].value
+        return target
+
+    def _model_calls(
+        self, calls: list[cst.Call], batch_names: list[str]
+    ) -> Iterator[tuple[cst.Call, ModelDevice]]:
+        """The calls among `calls` of a model whose device is known or explained (`model(x)`,
+        `model.forward(x)`), with that device; a batch name called is not a model."""
+        for call in calls:
+            callee = call.func
+            if isinstance(callee, cst.Attribute) and callee.attr.value == "forward":
+                callee = callee.value
+            if dotted_name(callee) is None or dotted_name(callee) in batch_names:
+                continue
+            found = self.model_device(callee, call)
+            if found is not None:
+                yield call, found
+
+    def _move_line(
+        self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
+    ) -> cst.BaseStatement | None:
+        """The statement that moves `plan.unmoved` (its code kept in `plan.statement_code`);
+        None, with the reason in `plan`, when the batch's shape cannot be told."""
+        statement = self._move_statement(body, plan, single)
+        if statement is None:
+            plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
+            return None
+        plan.statement_code = statement
+        return cst.parse_statement(statement + "\n", config=self.context.module.config_for_parsing)
+
+    def _move_statement(
+        self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
+    ) -> str | None:
+        """The statement that moves `plan.unmoved`: `x, y = x.to(d), y.to(d)`, the project's
+        helper (`batch = self._batch_to_device(batch)`), or by how a single batch name is read."""
+        if plan.helper:
+            if plan.cpu_keys:
+                return None
+            moved = ", ".join(f"{plan.helper}({n})" for n in plan.unmoved)
+            return f"{', '.join(plan.unmoved)} = {moved}"
+        assert plan.move is not None
+        if single is not None:
+            return self._single_move(body, single, plan.move, tuple(plan.cpu_keys))
+        moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
+        return f"{', '.join(plan.unmoved)} = {moved}"
+
+    def next_batch_plan(self, assign: cst.Assign) -> LoopPlan | None:
+        """`x, y = next(iter(loader))` (one batch taken from a DataLoader): the plan to move
+        the names the statements after it hand to a model on a device, right after it."""
+        value = assign.value
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "next"
+            and len(value.args) == 1
+            and isinstance(value.args[0].value, cst.Call)
+            and isinstance(value.args[0].value.func, cst.Name)
+            and value.args[0].value.func.value == "iter"
+            and len(value.args[0].value.args) == 1
+            and len(assign.targets) == 1
+        ):
+            return None
+        function = self.scopes.enclosing_function(assign)
+        source = value.args[0].value.args[0].value
+        loaders = self.dataloader_calls(source, function)
+        if loaders and all(self.yields_device_batches(loader) for loader in loaders):
+            return None
+        if not loaders and not self._typed_loader(source, function):
+            return None
+        target = assign.targets[0].target
+        if isinstance(target, cst.Name):
+            names, single = [target.value], target.value
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Name) for e in target.elements
+        ):
+            names = [e.value.value for e in target.elements if isinstance(e.value, cst.Name)]
+            single = None
+        else:
+            return None
+        line = self.context.parent(assign)
+        block = self.context.parent(line) if line is not None else None
+        if not isinstance(line, cst.SimpleStatementLine) or not isinstance(
+            block, (cst.IndentedBlock, cst.Module)
+        ):
+            return None
+        following = list(block.body)[list(block.body).index(line) + 1 :]
+        nodes: list[cst.CSTNode] = []
+        for after in following:
+            nodes.append(after)
+            nodes.extend(self._scope_nodes(after))
+        calls = [n for n in nodes if isinstance(n, cst.Call)]
+        plan = LoopPlan(assign, loaders)
+        fed: list[cst.Call] = []
+        for call, found in self._model_calls(calls, names):
+            if found.move is not None:
+                fed.append(call)
+                plan.model, plan.move = found.model, found.move
+        if not fed:
+            sibling = self._sibling_feed(assign, calls, names, function)
+            if sibling is None:
+                return None
+            fed, plan.model, plan.move, plan.helper = sibling
+        bound = self._device_bound(nodes, names, fed)
+        plan.unmoved = [
+            n
+            for n in names
+            if n in bound and not any(self._is_moved(after, n) for after in following)
+        ]
+        self._keep_on_cpu(plan, cst.IndentedBlock(body=following), fed, single)
+        if not plan.unmoved:
+            return plan
+        new_line = self._move_line(cst.IndentedBlock(body=following), plan, single)
+        if new_line is None:
+            return plan
+        plan.edit = Edit(line, cst.FlattenSentinel([line, new_line]))
+        return plan
+
+    def _typed_loader(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """`expr` is a parameter annotated as a DataLoader (`loader: DataLoader`), or an
+        attribute `__init__` sets from one (`self.valid_dataloader = valid_dataloader`)."""
+        for _ in range(4):
+            if (
+                isinstance(expr, cst.Call)
+                and (
+                    self.names.qualified_name(expr.func) in ITERATION_WRAPPERS
+                    or _names_an_iterator(expr.func)
+                )
+                and expr.args
+            ):
+                expr = expr.args[0].value
+                continue
+            name = dotted_name(expr)
+            if name is None:
+                return False
+            if name.startswith("self.") and function is not None:
+                owner = self.scopes.class_of(function)
+                init = method_of(owner, "__init__") if owner is not None else None
+                if owner is None or init is None:
+                    return False
+                bindings = self.scopes.table(owner).bindings.get(name, [])
+                if len(bindings) != 1 or bindings[0].value is None:
+                    return False
+                expr, function = bindings[0].value, init
+                continue
+            if function is None:
+                return False
+            for param in (*function.params.posonly_params, *function.params.params):
+                if param.name.value == name and param.annotation is not None:
+                    return any(
+                        self.names.qualified_name(node) in DATALOADERS
+                        for node in self.context.subtree(param.annotation.annotation)
+                        if isinstance(node, (cst.Name, cst.Attribute))
+                    )
+            return False
+        return False
+
+    def _sibling_feed(
+        self,
+        site: cst.CSTNode,
+        calls: list[cst.Call],
+        names: list[str],
+        function: cst.FunctionDef | None,
+    ) -> tuple[list[cst.Call], str, DeviceMove | None, str] | None:
+        """Evidence from another loop over a DataLoader in the same class (or module): it
+        moves its batch first (`x, y = x.to(DEVICE), y.to(DEVICE)`, `batch =
+        self._batch_to_device(batch)`) and then hands it to a callee (`self.model`,
+        `self._step`) that the batch names of `site` reach unmoved. Returns the calls of that
+        callee here, its name, and the move (as written here) or the helper."""
+        owner = self.scopes.class_of(function) if function is not None else None
+        scope: cst.CSTNode = owner if owner is not None else self.context.module
+        wanted = {dotted_name(c.func) for c in calls} - {None} - set(names)
+        for loop in self.context.subtree(scope):
+            if (
+                not isinstance(loop, cst.For)
+                or loop is site
+                or not isinstance(loop.body, cst.IndentedBlock)
+            ):
+                continue
+            first, last = self.context.order(loop)
+            if first <= self.context.order(site)[0] <= last:
+                continue  # `site` is inside this loop
+            loop_function = self.scopes.enclosing_function(loop)
+            if not (
+                self.dataloader_calls(loop.iter, loop_function)
+                or self._typed_loader(loop.iter, loop_function)
+            ):
+                continue
+            found = self._moving_head(loop)
+            if found is None:
+                continue
+            moved_names, move, helper = found
+            callees = {
+                dotted_name(call.func)
+                for call in self._scope_nodes(loop.body)
+                if isinstance(call, cst.Call)
+                and any(moved_names & self.scopes.names_read(arg.value) for arg in call.args)
+            } & wanted
+            here = [c for c in calls if dotted_name(c.func) in callees]
+            if not here:
+                continue
+            # Name the model rather than a torch function it shares the batch with.
+            model = next(
+                (
+                    code_of(c.func)
+                    for c in here
+                    if not (self.names.qualified_name(c.func) or "").startswith("torch.")
+                ),
+                code_of(here[0].func),
+            )
+            if helper:
+                return here, model, None, helper
+            assert move is not None
+            expressed = self.express(move, loop_function, function)
+            if isinstance(expressed, str):
+                return None
+            return here, model, expressed, ""
+        return None
+
+    def _moving_head(self, loop: cst.For) -> tuple[set[str], DeviceMove | None, str] | None:
+        """The first statements of a loop that move its batch: the names moved, and the move
+        (`.to(d)`/`.cuda()`) or the helper's name (`self._batch_to_device`)."""
+        body = cast(cst.IndentedBlock, loop.body).body
+        for statement in body[:3]:
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                continue
+            assign = statement.body[0]
+            if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+                continue
+            target = assign.targets[0].target
+            values = (
+                [e.value for e in assign.value.elements]
+                if isinstance(assign.value, cst.Tuple)
+                else [assign.value]
+            )
+            targets = (
+                [e.value for e in target.elements]
+                if isinstance(target, (cst.Tuple, cst.List))
+                else [target]
+            )
+            if len(values) != len(targets) or not all(isinstance(t, cst.Name) for t in targets):
+                continue
+            moved = {t.value for t in targets if isinstance(t, cst.Name)}
+            moves = [v for v in values if isinstance(v, cst.Call)]
+            if len(moves) != len(values):
+                continue
+            first = moves[0]
+            if isinstance(first.func, cst.Attribute) and first.func.attr.value in MOVES:
+                move = self.device_move(first, self.scopes.enclosing_function(loop))
+                if move is not None and all(
+                    _moved_whole(v.func.value, t.value)
+                    for v, t in zip(moves, targets)
+                    if isinstance(v.func, cst.Attribute) and isinstance(t, cst.Name)
+                ):
+                    return moved, move, ""
+            elif (
+                _device_helper(first)
+                and len(moves) == 1
+                and len(first.args) == 1
+                and is_name(first.args[0].value, cast(cst.Name, targets[0]).value)
+            ):
+                return moved, None, code_of(first.func)
+        return None
+
+    def moves_in_its_pipeline(self, loader: cst.Call) -> bool:
+        """The DataLoader's batches are moved to a device before the loop sees them: its
+        `collate_fn` (a function of this file) returns moved tensors, or its dataset is a class
+        of this file whose `__getitem__` returns them (moved there, or in `__init__`). Whether
+        that move belongs there is DF201's question; the loop has nothing left to move."""
+        collate = keyword_argument(loader, "collate_fn")
+        if collate is not None and isinstance(collate.value, cst.Name):
+            function = self.scopes.module_functions().get(collate.value.value)
+            if function is not None and self._returns_moved(function, frozenset()):
+                return True
+        dataset = self._dataset_of(loader)
+        if isinstance(dataset, cst.Call) and isinstance(dataset.func, cst.Name):
+            dataset_class = self.scopes.module_classes().get(dataset.func.value)
+            if dataset_class is not None:
+                return self._serves_moved(dataset_class)
+        return False
+
+    def _dataset_of(self, loader: cst.Call) -> cst.BaseExpression | None:
+        """The dataset a DataLoader call reads, through up to three names bound to it."""
+        dataset = argument(loader, "dataset")
+        for _ in range(3):
+            if not isinstance(dataset, cst.Name):
+                break
+            dataset = self.scopes.latest_binding(dataset.value, loader)
+        return dataset
+
+    def yields_device_batches(self, loader: cst.Call) -> bool:
+        """The DataLoader serves tensors already on a device: its dataset is a
+        `TensorDataset` of tensors moved there (`TensorDataset(x.to(device), y.to(device))`)."""
+        dataset = self._dataset_of(loader)
+        if not (
+            isinstance(dataset, cst.Call)
+            and self.names.qualified_name(dataset.func) in TENSOR_DATASETS
+            and dataset.args
+        ):
+            return False
+        for arg in dataset.args:
+            value = arg.value
+            if isinstance(value, cst.Name):
+                bound = self.scopes.latest_binding(value.value, loader)
+                if bound is None:
+                    return False
+                value = bound
+            if arg.star or not is_move_call(value):
+                return False
+        return True
+
+    def _serves_moved(self, dataset: cst.ClassDef) -> bool:
+        """`__getitem__` of the dataset class returns tensors on a device: moved there, or read
+        from attributes `__init__` moved (`self.x = x.to(device)` ... `return self.x[i]`)."""
+        methods = {
+            statement.name.value: statement
+            for statement in getattr(dataset.body, "body", ())
+            if isinstance(statement, cst.FunctionDef)
+        }
+        getitem = methods.get("__getitem__")
+        if getitem is None:
+            return False
+        moved: set[str] = set()
+        init = methods.get("__init__")
+        for node in self.scopes.nodes(init) if init is not None else ():
+            if isinstance(node, cst.Assign) and is_move_call(node.value):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Attribute) and is_name(
+                        target.target.value, "self"
+                    ):
+                        moved.add(target.target.attr.value)
+        return self._returns_moved(getitem, frozenset(moved))
+
+    def _returns_moved(self, function: cst.FunctionDef, moved_attributes: frozenset[str]) -> bool:
+        """Every `return` of `function` gives tensors on a device: each element (of a tuple, a
+        list or a dict) is a move, a name last bound to one, or `self.<attr>[...]` of an
+        attribute in `moved_attributes`."""
+        returns = [n for n in self.scopes.nodes(function) if isinstance(n, cst.Return)]
+        if not returns:
+            return False
+
+        def moved(value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+            while isinstance(value, cst.Subscript):
+                value = value.value
+            if is_move_call(value) and isinstance(value, cst.Call):
+                if self.device_move(value, function) is not None:
+                    return True
+                # `labels.to(torch.long)`: a dtype, not a device; where is `labels`?
+                assert isinstance(value.func, cst.Attribute)
+                return moved(value.func.value, at)
+            if isinstance(value, cst.Attribute) and is_name(value.value, "self"):
+                return value.attr.value in moved_attributes
+            if isinstance(value, cst.Name):
+                bound = self.scopes.latest_binding(value.value, at)
+                return bound is not None and bound is not value and moved(bound, at)
+            return False
+
+        for node in returns:
+            value = node.value
+            if value is None:
+                return False
+            if isinstance(value, (cst.Tuple, cst.List)):
+                elements = [e.value for e in value.elements]
+            elif isinstance(value, cst.Dict):
+                elements = [e.value for e in value.elements if isinstance(e, cst.DictElement)]
+            else:
+                elements = [value]
+            if not elements or not all(moved(e, node) for e in elements):
+                return False
+        return True
+
+    def _single_move(
+        self, body: cst.CSTNode, name: str, move: DeviceMove, cpu_keys: tuple[str, ...] = ()
+    ) -> str | None:
+        """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used;
+        a dict's `cpu_keys` keep their values (None for another shape that has such keys)."""
+        as_dict = as_sequence = as_tensor = False
+        for node in self._scope_nodes(body):
+            if isinstance(node, cst.Arg) and node.star == "**" and is_name(node.value, name):
+                as_dict = True
+            elif isinstance(node, cst.Subscript) and is_name(node.value, name):
+                index = node.slice[0].slice if len(node.slice) == 1 else None
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                    as_dict = True
+                elif isinstance(index, cst.Index) and isinstance(
+                    index.value, (cst.Integer, cst.UnaryOperation)
+                ):
+                    as_sequence = True
+                elif isinstance(index, cst.Index):
+                    return None
+                else:
+                    as_tensor = True
+            elif isinstance(node, cst.Attribute) and is_name(node.value, name):
+                if node.attr.value in ("items", "keys", "values"):
+                    as_dict = True
+                else:
+                    as_tensor = True
+            elif isinstance(node, cst.Arg) and node.star == "" and is_name(node.value, name):
+                call = self.context.parent(node)
+                if not (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Name)
+                    and call.func.value in _INSPECTING_BUILTINS
+                ):
+                    as_tensor = True
+        if as_dict + as_sequence + as_tensor != 1 or (cpu_keys and not as_dict):
+            return None
+        if as_dict:
+            key, value = (
+                ("k", "v") if not {"k", "v"} & self._root_names_of_move(move) else ("key", "value")
+            )
+            moved = code_of(move.apply(cst.Name(value)))
+            kept = [_string_literal(k) for k in cpu_keys]
+            if len(kept) == 1:
+                moved = f"{value} if {key} == {kept[0]} else {moved}"
+            elif kept:
+                moved = f"{value} if {key} in ({', '.join(kept)}) else {moved}"
+            return f"{name} = {{{key}: {moved} for {key}, {value} in {name}.items()}}"
+        if as_sequence:
+            item = "t" if "t" not in self._root_names_of_move(move) else "item"
+            return f"{name} = [{code_of(move.apply(cst.Name(item)))} for {item} in {name}]"
+        return f"{name} = {code_of(move.apply(cst.Name(name)))}"
+
+    def _device_bound(
+        self,
+        nodes: list[cst.CSTNode],
+        names: list[str],
+        model_calls: list[cst.Call],
+        *,
+        torch_calls_only: bool = False,
+    ) -> set[str]:
+        """Batch names passed to the model, or meeting its output in a call or an operation,
+        in `nodes` (a loop body's). `torch_calls_only`: the calls that count are torch's (a
+        loss, `F.cross_entropy`, a method of the output), not `print(out, name)`: for loops
+        over values that need not all be tensors."""
+        wanted = set(names)
+        assigns = [n for n in nodes if isinstance(n, cst.Assign)]
+        # `x = batch[0]`, `inp = x.float()`: names that hold (part of) a batch name unmoved.
+        aliases: dict[str, set[str]] = {n: {n} for n in names}
+        for _ in range(3):
+            for assign in assigns:
+                origin = {b for r in tensor_roots(assign.value) for b in aliases.get(r, ())}
+                if not origin:
+                    continue
+                for target in assign.targets:
+                    for bound_name in self.scopes.names_read(target.target) - wanted:
+                        aliases.setdefault(bound_name, set()).update(origin)
+        # `img = img_list[j]` then `img = img.cuda()`: the alias is moved before it is used.
+        for assign in assigns:
+            if is_move_call(assign.value) and len(assign.targets) == 1:
+                target_node = assign.targets[0].target
+                if (
+                    isinstance(target_node, cst.Name)
+                    and target_node.value not in wanted
+                    and _moved_whole(assign.value, target_node.value)
+                ):
+                    aliases.pop(target_node.value, None)
+
+        def batch_of(node: cst.BaseExpression) -> set[str]:
+            return {b for r in tensor_roots(node) for b in aliases.get(r, ())}
+
+        bound: set[str] = set()
+        for call in model_calls:
+            for arg in call.args:
+                bound |= batch_of(arg.value)
+        derived: set[str] = set()
+        model_ids = {id(c) for c in model_calls}
+
+        def from_model(node: cst.CSTNode) -> bool:
+            return any(
+                id(n) in model_ids or (isinstance(n, cst.Name) and n.value in derived)
+                for n in self.context.subtree(node)
+            )
+
+        for _ in range(4):
+            for assign in assigns:
+                if from_model(assign.value):
+                    for target in assign.targets:
+                        derived |= self.scopes.names_read(target.target)
+        for node in nodes:
+            parts: list[cst.BaseExpression] = []
+            if isinstance(node, cst.Call) and id(node) not in model_ids:
+                if torch_calls_only and not self._torch_call(node, from_model):
+                    continue
+                if isinstance(node.func, cst.Attribute):
+                    parts.append(node.func.value)
+                parts.extend(arg.value for arg in node.args)
+            elif isinstance(node, cst.BinaryOperation):
+                parts = [node.left, node.right]
+            elif isinstance(node, cst.Comparison):
+                parts = [node.left, *(c.comparator for c in node.comparisons)]
+            if len(parts) < 2:
+                continue
+            flags = [from_model(p) for p in parts]
+            if not any(flags):
+                continue
+            for part, is_model in zip(parts, flags):
+                if not is_model:
+                    bound |= batch_of(part)
+        return bound
+
+    def _torch_call(self, call: cst.Call, from_model: Callable[[cst.CSTNode], bool]) -> bool:
+        """`F.cross_entropy(...)`, `criterion(...)` with `criterion = nn.CrossEntropyLoss()`, or a
+        method of the model's output (`out.eq(y)`)."""
+        if (self.names.qualified_name_through_star(call.func) or "").startswith("torch."):
+            return True
+        dotted = dotted_name(call.func) or ""
+        if (
+            dotted.split(".")[0] in ("F", "nn")
+            and self.names.qualified_name(call.func) is None
+            and self.names.has_star_import()
+        ):
+            return True  # `F.cross_entropy` where `F` comes with a `from utils import *`
+        if isinstance(call.func, cst.Attribute):
+            return from_model(call.func.value)
+        if isinstance(call.func, cst.Name):
+            return any(
+                isinstance(value, cst.Call)
+                and (self.names.qualified_name(value.func) or "").startswith("torch.nn.")
+                for value in self.scopes.assigned_before(call.func.value, call)
+            )
+        return False
+
+    def hands_batch_on(self, loop: cst.For) -> bool:
+        """Whether the loop passes one of its target names to a call (other than `print`, `len`)."""
+        targets = {n.value for n in self.context.subtree(loop.target) if isinstance(n, cst.Name)}
+        for node in self.context.subtree(loop.body):
+            if not isinstance(node, cst.Call):
+                continue
+            if isinstance(node.func, cst.Name) and node.func.value in INSPECTING_CALLS:
+                continue
+            for arg in node.args:
+                if any(
+                    isinstance(n, cst.Name) and n.value in targets
+                    for n in self.context.subtree(arg.value)
+                ):
+                    return True
+            if isinstance(node.func, cst.Attribute) and any(
+                isinstance(n, cst.Name) and n.value in targets
+                for n in self.context.subtree(node.func.value)
+            ):
+                return True
+        return False
+
+    def _root_names_of_move(self, move: DeviceMove) -> set[str]:
+        if move.expression is not None:
+            return self._root_names(move.expression)
+        return set()
+
+    def _is_moved(self, body: cst.CSTNode, name: str) -> bool:
+        """Whether the loop moves `name` itself (`.to`, `.cuda`, a device helper, a comprehension)
+        or rebinds it from something that may have moved it."""
+        for node in self._scope_nodes(body):
+            if isinstance(node, cst.Call):
+                if (
+                    isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in MOVES
+                    and _moved_whole(node.func.value, name)
+                    and self._bound_result(node)
+                ):
+                    return True
+                if _device_helper(node) and any(
+                    name in self.scopes.names_read(a.value) for a in node.args
+                ):
+                    return True
+            elif isinstance(node, (cst.ListComp, cst.DictComp, cst.GeneratorExp, cst.SetComp)):
+                if name in self.scopes.names_read(node.for_in.iter) and any(
+                    isinstance(n, cst.Call)
+                    and isinstance(n.func, cst.Attribute)
+                    and n.func.attr.value in MOVES
+                    for n in self.context.subtree(node)
+                ):
+                    return True
+            elif (
+                isinstance(node, cst.Assign)
+                and any(name in self.scopes.names_read(t.target) for t in node.targets)
+                and not self._keeps_device(node.value)
+                and not _to_host(node.value)
+            ):
+                return True
+        return False
+
+    def _bound_result(self, call: cst.Call) -> bool:
+        """The move's result is assigned (`x = x.to(d)`, `x, y = x.to(d), y.to(d)`), not used
+        once inline (`criterion(out, y.to(d))` leaves `y` itself where it was)."""
+        node: cst.CSTNode = call
+        parent = self.context.parent(node)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List)):
+            node, parent = parent, self.context.parent(parent)
+        return isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node
+
+    def _keeps_device(self, value: cst.BaseExpression) -> bool:
+        """A rebinding computed by tensor methods and torch functions only (it stays where it
+        was)."""
+        for node in self.context.subtree(value):
+            if isinstance(node, cst.Call):
+                if (
+                    isinstance(node.func, cst.Attribute)
+                    and not dotted_name(node.func)
+                    and node.func.attr.value not in MOVES
+                ):
+                    continue  # `batch[0].float()`; but `data[0].to(d)` moves
+                qualified = self.names.qualified_name(node.func)
+                if qualified is not None and qualified.startswith("torch."):
+                    continue
+                if isinstance(node.func, cst.Attribute) and node.func.attr.value not in MOVES:
+                    # `x.view(...)`, `x.float()`: a tensor method keeps the device.
+                    receiver = dotted_name(node.func.value)
+                    if receiver is not None and "." not in receiver:
+                        continue
+                return False
+        return True

@@ -1,0 +1,419 @@
+"""Model placement: which device a model called at some point was moved to (through
+assignments, attributes, parameters and callers), and how that device can be written where it
+is needed, or why it cannot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow.calls import MOVES, CallSites, is_move_call
+from devfix.codemods.analysis.moves import DeviceMove
+from devfix.codemods.analysis.names import (
+    argument,
+    code_of,
+    dotted_name,
+)
+from devfix.codemods.analysis.scopes import Binding, ScopeTable
+from devfix.codemods.analysis.torch_names import (
+    DEVICE_CARRYING_MODEL_TYPES,
+    MODEL_WRAPPERS,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+#: Where a model's device comes from: its move (None when only `from_pretrained` placed it), the
+#: function the move's device is written in, and whether `from_pretrained` loaded it onto a
+#: device (a device map, or an adapter over a placed model).
+FoundMove = tuple[Optional[DeviceMove], Optional[cst.FunctionDef], bool]
+#: How many callers up a model parameter's move is looked for.
+_MAX_CALLER_DEPTH = 6
+
+
+@dataclass(frozen=True)
+class ModelDevice:
+    """A model moved to a device: `move` as written where it was asked for, else `reason`."""
+
+    model: str
+    move: DeviceMove | None
+    reason: str = ""
+    #: The model was loaded with `from_pretrained(...)` (it has a `.device`).
+    pretrained: bool = False
+
+
+def _attribute_chain_root(expression: cst.BaseExpression) -> cst.Name | None:
+    """`args` in `args.device` (or `cfg.train.device`); None for anything but a chain of
+    attributes on a name."""
+    node = expression
+    if not isinstance(node, cst.Attribute):
+        return None
+    while isinstance(node, cst.Attribute):
+        node = node.value
+    return node if isinstance(node, cst.Name) else None
+
+
+class ModelPlacement(CallSites):
+    """Where models are moved, and how their device is written at a given place."""
+
+    def model_device(
+        self,
+        model: cst.BaseExpression,
+        at: cst.CSTNode,
+        *,
+        _depth: int = 0,
+        _before: int | None = None,
+        _function: cst.FunctionDef | None = None,
+    ) -> ModelDevice | None:
+        """The device the model named by `model` was moved to, written as seen at `at`."""
+        name = dotted_name(model)
+        if name is None or _depth > 4:
+            return None
+        function = _function if _depth else self.scopes.enclosing_function(at)
+        if _before is None and _depth == 0:
+            _before = self.context.order(at)[0]
+        found = self._find_move(name, function, _before, _depth)
+        if found is None:
+            return None
+        move, origin, pretrained = found
+        if move is None:
+            return ModelDevice(name, None, "", pretrained) if pretrained else None
+        if move.conditional_line:
+            return ModelDevice(
+                name,
+                None,
+                f"the model is moved only when the `if` on line {move.conditional_line} holds",
+                pretrained,
+            )
+        expressed = self.express(move, origin, function)
+        if isinstance(expressed, str):
+            return ModelDevice(name, None, expressed, pretrained)
+        return ModelDevice(name, expressed, "", pretrained)
+
+    def _find_move(
+        self,
+        name: str,
+        function: cst.FunctionDef | None,
+        before: int | None,
+        depth: int,
+    ) -> FoundMove | None:
+        if depth > _MAX_CALLER_DEPTH:
+            return None  # a recursive function passes its parameter to itself
+        table, table_function = self.scopes.lookup(name, function)
+        same_scope = table_function is function and not name.startswith("self.")
+        limit = before if same_scope else None
+        candidates: list[tuple[int, FoundMove]] = []
+        pretrained = False
+        direct_moves: dict[int, cst.CSTNode] = {}
+        for binding in table.bindings.get(name, []):
+            if limit is not None and binding.position >= limit:
+                continue
+            if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
+                found = self._move_from_callers(table.node, name, binding, depth)
+                if found is None and self._receives_device_carrying_model(table.node, name):
+                    found = (None, table_function, True)
+                if found is not None:
+                    candidates.append((binding.position, found))
+                continue
+            if binding.kind != "assign" or binding.value is None:
+                candidates.append((binding.position, (None, table_function, False)))
+                continue
+            received = self._stored_parameter(table, binding.value, depth)
+            if received is not None:
+                candidates.append((binding.position, received))
+                continue
+            result = self._move_in_value(binding.value, table_function, binding.position, depth)
+            if result is not None and result[2]:
+                pretrained = True
+            if is_move_call(binding.value):
+                direct_moves[binding.position] = binding.value
+            candidates.append((binding.position, result or (None, table_function, False)))
+        for position, call in table.statement_moves.get(name, []):
+            if limit is not None and position >= limit:
+                continue
+            move = self.device_move(call, table_function)
+            direct_moves[position] = call
+            candidates.append((position, (move, table_function, pretrained)))
+        if not candidates and "." in name:
+            return self._attribute_of_parameter_move(name, function, depth)
+        if not candidates:
+            return None
+        candidates.sort(key=lambda item: item[0])
+        position, (move, origin, was_pretrained) = candidates[-1]
+        if move is None and not (pretrained or was_pretrained):
+            return None
+        direct = direct_moves.get(position)
+        if (
+            direct is not None
+            and move is not None
+            and position in table.conditional
+            and not self._moved_on_every_path(direct)
+        ):
+            move = dataclasses.replace(
+                move, conditional_line=self.scopes.line_of(table.conditional[position])
+            )
+        return move, origin, pretrained or was_pretrained
+
+    def _moved_on_every_path(self, move: cst.CSTNode) -> bool:
+        """The move (`model.to(device)` or `model = model.to(device)`) sits under `if`s whose
+        other branches make the same move or end in `raise`/`return` (a model built one way or
+        another, each followed by the same move)."""
+        statement = self.context.parent(move)
+        if not isinstance(statement, (cst.Expr, cst.Assign)):
+            return False
+
+        def same(other: cst.BaseStatement) -> bool:
+            return isinstance(other, cst.SimpleStatementLine) and any(
+                small.deep_equals(statement) for small in other.body
+            )
+
+        return self.scopes.on_every_path(statement, same)
+
+    def _receives_device_carrying_model(self, function: cst.FunctionDef, param: str) -> bool:
+        """`param` is annotated as a Hugging Face model and no call in this file fills it: the
+        caller chooses its device, and the model carries it as `.device` (a library class or
+        function given a model, e.g. `def __init__(self, model: PreTrainedModel, ...)`)."""
+        if self.call_sites(function):
+            return False
+        for candidate in (
+            *function.params.posonly_params,
+            *function.params.params,
+            *function.params.kwonly_params,
+        ):
+            if candidate.name.value == param and candidate.annotation is not None:
+                annotation = candidate.annotation.annotation
+                return self.names.qualified_name(annotation) in DEVICE_CARRYING_MODEL_TYPES
+        return False
+
+    def _stored_parameter(
+        self, table: ScopeTable, value: cst.BaseExpression, depth: int
+    ) -> FoundMove | None:
+        """`self.model = model` in a method, `model` a parameter of that method annotated as a
+        Hugging Face model that no call in this file fills: the model carries its device."""
+        if not isinstance(table.node, cst.ClassDef) or not isinstance(value, cst.Name):
+            return None
+        method = self.scopes.enclosing_function(value)
+        if method is None or self.scopes.class_of(method) is not table.node:
+            return None
+        bindings = self.scopes.table(method).bindings.get(value.value, [])
+        if len(bindings) != 1 or bindings[0].kind != "param" or depth > 4:
+            return None
+        if self._receives_device_carrying_model(method, value.value):
+            return (None, None, True)
+        return None
+
+    def _move_in_value(
+        self,
+        value: cst.BaseExpression,
+        function: cst.FunctionDef | None,
+        position: int,
+        depth: int,
+    ) -> FoundMove | None:
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if value.func.attr.value in MOVES:
+                move = self.device_move(value, function)
+                inner = self._move_in_value(value.func.value, function, position, depth)
+                pretrained = bool(inner and inner[2])
+                return (move, function, pretrained) if move or pretrained else None
+            if value.func.attr.value == "from_pretrained":
+                # Loaded with a device map: on a device, reachable only through `model.device`.
+                device_map = next(
+                    (a.value for a in value.args if a.keyword and a.keyword.value == "device_map"),
+                    None,
+                )
+                wrapped = self._wrapped_by_adapter(value, function, position, depth)
+                if device_map is None and wrapped is not None:
+                    return wrapped
+                if (
+                    device_map is None
+                    or self.facts.moves.device_kind(device_map, function) == "cpu"
+                ):
+                    return None
+                return (None, function, True)
+            if value.func.attr.value in ("eval", "train", "half", "float", "bfloat16"):
+                return self._move_in_value(value.func.value, function, position, depth)
+        if isinstance(value, cst.Call):
+            qualified = self.names.qualified_name(value.func)
+            positional = [a for a in value.args if a.keyword is None]
+            inner_arg = positional[0].value if positional else None
+            for arg in value.args:
+                if arg.keyword is not None and arg.keyword.value in ("module", "model"):
+                    inner_arg = arg.value
+            if qualified in MODEL_WRAPPERS and isinstance(inner_arg, cst.Call):
+                # `DDP(model.to(rank), device_ids=[rank])`
+                return self._move_in_value(inner_arg, function, position, depth + 1)
+            if qualified in MODEL_WRAPPERS and inner_arg is not None:
+                inner_name = dotted_name(inner_arg)
+                if inner_name is not None:
+                    return self._find_move(inner_name, function, position, depth + 1)
+            return None
+        inner_name = dotted_name(value)
+        if inner_name is not None:
+            return self._find_move(inner_name, function, position, depth + 1)
+        return None
+
+    def _wrapped_by_adapter(
+        self,
+        value: cst.Call,
+        function: cst.FunctionDef | None,
+        position: int,
+        depth: int,
+    ) -> FoundMove | None:
+        """`PeftModel.from_pretrained(model, path)`: adapters loaded onto a model given as the
+        first argument stay on that model's device, and the result has a `.device`."""
+        positional = [a for a in value.args if a.keyword is None]
+        inner = positional[0].value if positional else argument(value, "model")
+        inner_name = dotted_name(inner) if inner is not None else None
+        if inner_name is None:
+            return None
+        found = self._find_move(inner_name, function, position, depth + 1)
+        if found is None or not found[2]:
+            return None
+        return found
+
+    def _attribute_of_parameter_move(
+        self, name: str, function: cst.FunctionDef | None, depth: int
+    ) -> FoundMove | None:
+        """`agent.q_net` where `agent` is a parameter of `function`: the move its callers made
+        of that attribute of the object they pass (`agent.q_net.to(args.device)` in `main`)."""
+        root, _, rest = name.partition(".")
+        if function is None or root == "self":
+            return None
+        table, table_function = self.scopes.lookup(root, function)
+        bindings = table.bindings.get(root, [])
+        if (
+            table_function is not function
+            or len(bindings) != 1
+            or bindings[0].kind != "param"
+            or not isinstance(table.node, cst.FunctionDef)
+        ):
+            return None
+        return self._move_from_callers(table.node, root, bindings[0], depth, suffix="." + rest)
+
+    def _move_from_callers(
+        self,
+        function: cst.FunctionDef,
+        param: str,
+        binding: Binding,
+        depth: int,
+        *,
+        suffix: str = "",
+    ) -> FoundMove | None:
+        sites = self.call_sites(function)
+        if not sites:
+            return None
+        results = []
+        for call, caller in sites:
+            argument = self._argument_for(call, function, param)
+            if argument is None or dotted_name(argument) is None:
+                return None
+            found = self._find_move(
+                (dotted_name(argument) or "") + suffix,
+                caller,
+                self.context.order(call)[0],
+                depth + 1,
+            )
+            if found is None or found[0] is None:
+                return None
+            if found[0].conditional_line:
+                return found
+            expressed = self.express(found[0], found[1], function)
+            if isinstance(expressed, str):
+                # Moved, but to a device that cannot be written here: the caller's own words,
+                # so that the answer carries the reason.
+                return found
+            results.append(expressed)
+        codes = {r.code for r in results}
+        if len(codes) != 1:
+            return None
+        return results[0], function, False
+
+    def express(
+        self, move: DeviceMove, origin: cst.FunctionDef | None, target: cst.FunctionDef | None
+    ) -> DeviceMove | str:
+        """The same move written so that it means the same thing inside `target`."""
+        if move.method != "to" or move.expression is None:
+            return move
+        expression = move.expression
+        roots = self._root_names(expression)
+        if origin is target or not roots:
+            return move
+        code = code_of(expression)
+        if (
+            roots == {"self"}
+            and self.scopes.class_of(target) is not None
+            and (origin is None or self.scopes.class_of(origin) is self.scopes.class_of(target))
+        ):
+            return move
+        # `self.device = device` in the class: use the attribute.
+        owner = self.scopes.class_of(target)
+        if owner is not None:
+            table = self.scopes.table(owner)
+            for attr, bindings in table.bindings.items():
+                if any(b.value is not None and code_of(b.value) == code for b in bindings):
+                    return DeviceMove("to", cst.parse_expression(attr))
+        # A parameter of `target` that every caller fills with the same expression.
+        if target is not None:
+            params = [p.name.value for p in (*target.params.posonly_params, *target.params.params)]
+            sites = self.call_sites(target)
+            for param in params:
+                if sites and all(
+                    (arg := self._argument_for(call, target, param)) is not None
+                    and code_of(arg) == code
+                    for call, _ in sites
+                ):
+                    return DeviceMove("to", cst.Name(param))
+            # `args.device` where every caller passes its `args` on as a parameter.
+            root = _attribute_chain_root(expression)
+            for param in params:
+                if (
+                    root is not None
+                    and sites
+                    and all(
+                        isinstance(arg := self._argument_for(call, target, param), cst.Name)
+                        and arg.value == root.value
+                        for call, _ in sites
+                    )
+                ):
+                    renamed = expression.deep_replace(root, cst.Name(param))
+                    assert isinstance(renamed, cst.BaseExpression)
+                    return DeviceMove("to", renamed)
+        # Globals of the module, not shadowed in `target`.
+        module_table = self.scopes.table(self.context.module)
+        if all(
+            not self.scopes.bound_in(root, target)
+            and (root in module_table.bindings or root in ("torch",))
+            and (origin is None or not self.scopes.bound_in(root, origin))
+            for root in roots
+        ):
+            return move
+        where = f"`{target.name.value}`" if target is not None else "the module"
+        return f"the device `{code}` the model was moved to is not visible in {where}"
+
+    def _root_names(self, expr: cst.CSTNode) -> set[str]:
+        """Names an expression reads at its roots: `torch.device(args.gpu)` -> {"torch", "args"}."""
+        roots: set[str] = set()
+        for node in self.context.subtree(expr):
+            if isinstance(node, cst.Attribute):
+                root = node
+                while isinstance(root, cst.Attribute):
+                    root = root.value  # type: ignore[assignment]
+                if isinstance(root, cst.Name):
+                    roots.add(root.value)
+        attr_names = {
+            id(n.attr) for n in self.context.subtree(expr) if isinstance(n, cst.Attribute)
+        }
+        keyword_names = {
+            id(n.keyword)
+            for n in self.context.subtree(expr)
+            if isinstance(n, cst.Arg) and n.keyword
+        }
+        for node in self.context.subtree(expr):
+            if isinstance(node, cst.Name) and id(node) not in attr_names | keyword_names:
+                roots.add(node.value)
+        return roots

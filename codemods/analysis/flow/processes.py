@@ -1,0 +1,173 @@
+"""Process and GPU topology: whether the script runs as one process of several, on one device
+or a model placed over several, which GPUs it names, in a notebook's cells, and how its device
+selection falls back.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow.calls import CallSites
+from devfix.codemods.analysis.names import (
+    call_tail,
+)
+from devfix.codemods.analysis.torch_names import (
+    DISTRIBUTED_MARKERS,
+    PLACEMENT_NAMES,
+    PLACEMENT_WORDS,
+)
+from devfix.notebooks import is_notebook
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
+
+
+_MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
+#: The comment that opens each code cell of a notebook in the module devfix analyses.
+_CELL_MARKER = "# ~~devfix-cell~~ "
+
+
+class ProcessTopology(CallSites):
+    """What the file shows of its processes, its GPUs and how its device is chosen."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        self._distributed: str | None = None
+        self._multi_device: bool | None = None
+
+    def distributed_evidence(self) -> str | None:
+        """What makes the script one process of several, in a word ("Trainer", "accelerate",
+        "DistributedDataParallel", "torchrun"); None when nothing does."""
+        if self._distributed is not None:
+            return self._distributed or None
+        found: str | None = None
+        for node in self.context.subtree(self.context.module):
+            if isinstance(node, cst.SimpleString):
+                if node.evaluated_value in ("LOCAL_RANK", "RANK"):
+                    found = found or "torchrun"
+                continue
+            if not isinstance(node, (cst.Name, cst.Attribute)):
+                continue
+            tail = node.attr.value if isinstance(node, cst.Attribute) else node.value
+            if not (tail.endswith("Trainer") or tail in _MARKER_TAILS):
+                continue
+            name = self.names.qualified_name(node)
+            if name is None:
+                continue
+            root, _, last = name.rpartition(".")
+            if last.endswith("Trainer") and root.split(".")[0] in ("transformers", "trl"):
+                found = "Trainer"
+                break
+            if name.startswith("accelerate."):
+                found = "accelerate"
+                break
+            if name in DISTRIBUTED_MARKERS:
+                found = found or "DistributedDataParallel"
+        self._distributed = found or ""
+        return found
+
+    def is_distributed(self) -> bool:
+        """The script runs as one of several processes (torchrun, DDP, accelerate, `Trainer`)."""
+        return self.distributed_evidence() is not None
+
+    def is_notebook(self) -> bool:
+        """The file is a Jupyter notebook (its code cells joined into one module)."""
+        return is_notebook(self.context.path) or _CELL_MARKER in self.context.text
+
+    def sets_current_device(self) -> bool:
+        """The script calls `torch.cuda.set_device(...)` (bare `"cuda"` is then its GPU)."""
+        return any(
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "set_device"
+            and self.names.qualified_name(call.func) == "torch.cuda.set_device"
+            for call in self.context.subtree(self.context.module)
+        )
+
+    def guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
+        """`node` runs only when `torch.cuda.is_available()` / `device_count()` says so."""
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if (
+                isinstance(ancestor, (cst.If, cst.IfExp))
+                and current is ancestor.body
+                and self._mentions_cuda_check(ancestor.test)
+            ):
+                return True
+            if isinstance(ancestor, cst.BooleanOperation) and self._mentions_cuda_check(
+                ancestor.left
+            ):
+                return True
+            current = ancestor
+        return False
+
+    def _mentions_cuda_check(self, test: cst.CSTNode, depth: int = 0) -> bool:
+        for inner in self.context.subtree(test):
+            if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
+                "is_available",
+                "device_count",
+            ):
+                name = self.names.qualified_name_through_star(inner)
+                if name in ("torch.cuda.is_available", "torch.cuda.device_count"):
+                    return True
+            elif isinstance(inner, cst.Name) and depth == 0:
+                # `is_cuda = torch.cuda.is_available()` ... `if is_cuda:`
+                values = self.scopes.assigned_values(inner.value, inner)
+                if values and all(self._mentions_cuda_check(v, depth + 1) for v in values):
+                    return True
+        return False
+
+    def runs_on_several_gpus(self) -> bool:
+        """One process of several (torchrun, DDP, accelerate, `Trainer`) or `nn.DataParallel`."""
+        if self.is_distributed():
+            return True
+        if "DataParallel" not in self.context.text:
+            return False
+        return any(
+            isinstance(node, (cst.Name, cst.Attribute))
+            and call_tail(node) == "DataParallel"
+            and self.names.qualified_name_through_star(node)
+            in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel")
+            for node in self.context.subtree(self.context.module)
+        )
+
+    def places_over_devices(self) -> bool:
+        """Whether the file shows a model placed over several devices: `device_map`,
+        `dispatch_model`, `hf_device_map`, `parallelize`, `device_count()`, a GPU other than
+        `cuda:0`, or a Hugging Face `PreTrainedModel` subclass."""
+        if self._multi_device is None and not any(
+            word in self.context.text for word in PLACEMENT_WORDS
+        ):
+            self._multi_device = False
+        if self._multi_device is None:
+            self._multi_device = any(
+                self._placement_evidence(node)
+                for node in self.context.of_type(
+                    self.context.module, (cst.Name, cst.SimpleString, cst.ClassDef)
+                )
+            )
+        return self._multi_device
+
+    def _placement_evidence(self, node: cst.CSTNode) -> bool:
+        """`device_map=...`, `dispatch_model`, `"cuda:1"`, `torch.cuda.device_count()`, or a
+        Hugging Face `PreTrainedModel` subclass (which may be loaded with `device_map`)."""
+        if isinstance(node, cst.Name):
+            return node.value in PLACEMENT_NAMES
+        if isinstance(node, cst.SimpleString):
+            value = node.evaluated_value
+            return (
+                isinstance(value, str) and value.startswith("cuda:") and value[5:] not in ("", "0")
+            )
+        if isinstance(node, cst.ClassDef):
+            bases = [
+                b.value for b in node.bases if self.facts.modules.is_pretrained_model_base(b.value)
+            ]
+            # transformers refuses `device_map="auto"` for a model without `_no_split_modules`
+            # ("does not support `device_map`"): a family base of transformers has it; a class
+            # of this file on `PreTrainedModel` itself must declare it.
+            return any(
+                not self.facts.modules.is_generic_pretrained_base(base) for base in bases
+            ) or (bool(bases) and self.facts.modules.declares_no_split_modules(node))
+        return False

@@ -1,0 +1,131 @@
+"""The one device a script chooses, and the legacy tensor constructors it may build on it.
+
+A script (or notebook) that moves things only to the one device variable it binds, with nothing
+that spreads the work over several devices, runs its model code on that device; a legacy
+constructor (`torch.cuda.FloatTensor(...)`) stands for the factory its arguments ask for:
+`tensor` for data, `empty` for sizes, `zeros` for sizes followed by `.zero_()`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.names import dotted_name
+from devfix.codemods.analysis.torch_names import MODEL_WRAPPERS
+from devfix.context import FileContext
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
+
+
+class OneDeviceScript(Analysis):
+    """Whether the file is a script that runs on the one device it chooses itself."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        self._one_device: bool | None = None
+
+    def runs_on_one_device(self) -> bool:
+        """The file is a script (or notebook) that runs on the one device it chooses itself:
+        code outside classes moves things only to one device variable it binds
+        (`device = torch.device(...)`; `model.to(device)`), and nothing spreads the work over
+        several devices (DataParallel, DDP, torchrun, `Trainer`, device maps, `device_count()`,
+        a GPU other than `cuda:0`). Model code of such a file that uses a device stored at
+        construction uses that same device."""
+        if self._one_device is None:
+            self._one_device = self._one_device_script()
+        return self._one_device
+
+    def _one_device_script(self) -> bool:
+        if self.facts.flow.is_distributed() or self.facts.flow.places_over_devices():
+            return False
+        chosen: set[str] = set()
+        for node in self.context.subtree(self.context.module):
+            if not isinstance(node, cst.Call):
+                continue
+            wrapper = self.names.qualified_name(node.func)
+            if wrapper in MODEL_WRAPPERS and wrapper.endswith("DataParallel"):
+                return False
+            if self.facts.modules.enclosing_class(node) is not None:
+                continue
+            function_info = self.facts.modules.enclosing_function(node)
+            if function_info is not None and function_info.is_model_code:
+                continue  # model code: the moves under judgement, not the script's choice
+            move = self.facts.moves.move_of(node)
+            if move is None or move.kind is None:
+                continue
+            if move.method == "cuda" or move.expression is None:
+                return False  # the current device, chosen elsewhere
+            name = dotted_name(move.expression)
+            if name is None or name.endswith(".device"):
+                continue  # `x.to(y.device)`: follows a tensor
+            function = function_info.node if function_info is not None else None
+            root = name.split(".")[0]
+            if function is not None and any(
+                binding.kind == "param"
+                for binding in self.scopes.table(function).bindings.get(root, [])
+            ):
+                continue  # a helper's parameter: its callers choose
+            chosen.add(name)
+        return len(chosen) == 1
+
+
+def legacy_factory(context: FileContext, call: cst.Call) -> tuple[str, cst.Call] | None:
+    """The factory that a legacy constructor's plain positional arguments
+    (`torch.cuda.FloatTensor(...)`) ask for, and the call it replaces: `tensor` for data (a lone
+    list or tuple), `empty` for sizes, `zeros` for sizes zeroed at once (`.zero_()`, whose call
+    it replaces); None when they may be either (a lone name is data or a size)."""
+    positional = [arg.value for arg in call.args]
+    if len(positional) == 1 and isinstance(positional[0], (cst.List, cst.Tuple)):
+        return "tensor", call
+    if not (
+        (len(positional) > 1 and all(_is_size(value) for value in positional))
+        or (len(positional) == 1 and _is_single_size(positional[0]))
+    ):
+        return None
+    parent = context.parent(call)
+    zero = context.parent(parent) if parent is not None else None
+    if (
+        isinstance(parent, cst.Attribute)
+        and parent.attr.value == "zero_"
+        and isinstance(zero, cst.Call)
+        and not zero.args
+    ):
+        return "zeros", zero
+    return "empty", call
+
+
+def _is_size(node: cst.BaseExpression) -> bool:
+    """A size argument: a number, `x.size(...)`, `x.shape[...]`, `len(...)`, a plain name, or
+    arithmetic of them (data is a list or tuple, passed alone)."""
+    if isinstance(node, (cst.Integer, cst.Name)):
+        return True
+    if isinstance(node, cst.BinaryOperation):
+        return _is_size(node.left) and _is_size(node.right)
+    if isinstance(node, cst.Subscript):
+        return _is_size(node.value) or (
+            isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape"
+        )
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "shape" or _is_size(node.value)
+    if isinstance(node, cst.Call):
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel"):
+            return True
+        return isinstance(node.func, cst.Name) and node.func.value in ("len", "int")
+    return False
+
+
+def _is_single_size(node: cst.BaseExpression) -> bool:
+    """A lone argument that is surely a size (a lone name could be data as well)."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "shape"
+    if isinstance(node, cst.Call):
+        return (isinstance(node.func, cst.Attribute) and node.func.attr.value == "size") or (
+            isinstance(node.func, cst.Name) and node.func.value == "len"
+        )
+    return False

@@ -1,0 +1,58 @@
+"""Where a model loaded with a device map lives in a multi-process script: whether the script
+runs as one process whatever it imports (a notebook), whether it declares the model split over
+the GPUs of one process on purpose, and whether the model is moved after it is loaded.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.names import call_tail, dotted_name
+
+
+class ShardedModel(Analysis):
+    """What a script says about one process per GPU and a model split over devices."""
+
+    def one_process_reason(self) -> str | None:
+        """Why the file runs as a single process whatever it imports, or None: a notebook is one
+        kernel process (unless it starts workers with `notebook_launcher`)."""
+        if not self.facts.flow.is_notebook():
+            return None
+        launches = any(
+            isinstance(node, (cst.Name, cst.Attribute))
+            and (call_tail(node) or "") == "notebook_launcher"
+            and self.names.qualified_name(node) == "accelerate.notebook_launcher"
+            for node in self.context.subtree(self.context.module)
+        )
+        return None if launches else "a notebook runs in one process"
+
+    def declares_model_parallelism(self, model: str) -> cst.CSTNode | None:
+        """`model.model_parallel = True` / `model.is_parallelizable = True`: the script states
+        that `model` is split over the GPUs of one process on purpose (a `Trainer` then neither
+        moves nor wraps it). The assignment, or None."""
+        for node in self.context.subtree(self.context.module):
+            if not isinstance(node, cst.Assign) or not (
+                isinstance(node.value, cst.Name) and node.value.value == "True"
+            ):
+                continue
+            for target in node.targets:
+                if (
+                    isinstance(target.target, cst.Attribute)
+                    and target.target.attr.value in ("model_parallel", "is_parallelizable")
+                    and dotted_name(target.target.value) == model
+                ):
+                    return node
+        return None
+
+    def moved_after(self, name: str, node: cst.CSTNode) -> bool:
+        """`name.to(...)` / `name.cuda(...)` somewhere after `node`."""
+        after = self.context.position(node).end.line
+        for call in self.context.subtree(self.context.module):
+            if (
+                isinstance(call, cst.Call)
+                and self.facts.moves.moved_name(call) == name
+                and self.context.position(call).start.line > after
+            ):
+                return True
+        return False
