@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from devfix import engine
 from devfix.cli._common import build_settings, rule_options
 from devfix.config import ConfigError, find_config
 from devfix.settings import Settings
@@ -42,6 +43,7 @@ def server_command(
         from devfix.server import serve
     except ImportError:
         raise click.ClickException(INSTALL_HINT) from None
+    engine.tune_collector()  # as for a run over many files: each change parses the file again
     serve(SettingsCache(select, ignore, extend_select, unsafe_fixes, config, no_cache))
 
 
