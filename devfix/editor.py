@@ -15,6 +15,7 @@ is not parsed again.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -138,6 +139,8 @@ class FindingCache:
 
     def __init__(self, size: int = 256) -> None:
         self.size = size
+        #: The server analyses in a worker thread and answers code actions on its loop's.
+        self._lock = threading.RLock()
         self._memory: OrderedDict[tuple[str, str, str], tuple[Finding, ...]] = OrderedDict()
         self._stores: dict[str, ResultCache] = {}
 
@@ -151,6 +154,10 @@ class FindingCache:
         return store
 
     def get(self, buffer: Buffer, settings: Settings) -> tuple[Finding, ...] | None:
+        with self._lock:
+            return self._get(buffer, settings)
+
+    def _get(self, buffer: Buffer, settings: Settings) -> tuple[Finding, ...] | None:
         key = (settings_key(settings), buffer.path, _hash(buffer.code))
         found = self._memory.get(key)
         if found is not None:
@@ -167,6 +174,10 @@ class FindingCache:
         return hit.findings
 
     def put(self, buffer: Buffer, settings: Settings, findings: tuple[Finding, ...]) -> None:
+        with self._lock:
+            self._put(buffer, settings, findings)
+
+    def _put(self, buffer: Buffer, settings: Settings, findings: tuple[Finding, ...]) -> None:
         key = (settings_key(settings), buffer.path, _hash(buffer.code))
         self._remember(key, findings)
         store = self._store(settings)
@@ -183,8 +194,9 @@ class FindingCache:
 
     def save(self) -> None:
         """Write what this session added to the result caches on disk."""
-        for store in self._stores.values():
-            store.save()
+        with self._lock:
+            for store in self._stores.values():
+                store.save()
 
 
 def _hash(text: str) -> str:
