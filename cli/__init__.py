@@ -12,6 +12,7 @@ import click
 from devfix import __version__
 from devfix.cli.apply import apply_command
 from devfix.cli.check import check_command
+from devfix.cli.explain import explain_command
 from devfix.cli.rules import rules_command
 from devfix.cli.server import server_command
 from devfix.cli.verify import verify_command
@@ -30,6 +31,7 @@ def main() -> None:
 
 main.add_command(apply_command)
 main.add_command(check_command)
+main.add_command(explain_command)
 main.add_command(rules_command)
 main.add_command(server_command)
 main.add_command(verify_command)

@@ -116,9 +116,25 @@ def test_before_fails_and_after_runs_on_virtual_gpus(case: GoldenCase, tmp_path:
     before = _run(case.before, expectation.gpus, tmp_path, expectation.env)
     problem = check_failure(expectation, before)
     assert problem is None, f"{case.id}.before: {problem}\n{before.stderr[-3000:]}"
+    _assert_explain_names_the_fix(case, before.stderr)
     after_path = case.before.with_name(f"{case.name}.after.py")
     after = _run(after_path, expectation.gpus, tmp_path, expectation.env)
     assert after.returncode == 0, f"{case.id}.after:\n{after.stderr[-3000:]}"
+
+
+def _assert_explain_names_the_fix(case: GoldenCase, stderr: str) -> None:
+    """`devfix explain` on the traceback the `before` printed (without the diagnosis
+    `devfix verify` adds after it, which a log from a GPU machine does not have) names the
+    rule whose fix turns it into the `after`."""
+    from devfix.explain import explain
+
+    traceback = stderr.split("\ndevfix verify: the script died", 1)[0]
+    assert case.before is not None
+    explained = explain(traceback, str(case.before.parent))
+    assert explained.frame is not None, f"{case.id}: no user frame in\n{traceback[-2000:]}"
+    named = {c.finding.code for c in explained.findings}
+    fixable = {c.finding.code for c in explained.findings if c.fixable}
+    assert case.expected_codes() & fixable, (case.id, named, explained.notes)
 
 
 @pytest.mark.slow

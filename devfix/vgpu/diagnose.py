@@ -322,9 +322,11 @@ def _where(path: str, line: int, notebook: Any) -> str:
     return f"{shown_path(path)}:{line}"
 
 
-def findings_text(frame: UserFrame) -> str | None:
+def findings_text(frame: UserFrame, found: list[Placement] | None = None) -> str | None:
     """The devfix findings tied to the failing line, or None if the static engine is
-    unavailable."""
+    unavailable. ``found`` are the failing op's operands (:func:`placements`): when they name
+    the root cause, the ``to fix:`` command is printed only when a finding with a fix covers
+    the root's line."""
     try:
         from devfix.engine import check_source  # type: ignore[import-not-found,unused-ignore]
     except Exception:
@@ -347,10 +349,24 @@ def findings_text(frame: UserFrame) -> str | None:
     for f in sorted(chosen, key=lambda f: (f.line, f.col)):
         fix = f" [fix: {f.fix_title}]" if getattr(f, "has_fix", False) else " [no fix]"
         lines.append(f"    {_where(path, f.line, notebook)}:{f.col}: {f.code} {f.message}{fix}")
-    command = fix_command(chosen, shown)
+    command = root_fix_command(found, chosen, frame) if found else fix_command(chosen, shown)
     if command is not None:
         lines.append(f"  to fix: {command}")
     return "\n".join(lines) + "\n"
+
+
+def root_fix_command(found: list[Placement], tied: list[Any], frame: UserFrame) -> str | None:
+    """The command that fixes the root cause, or None when no finding with a fix covers it:
+    the findings at the root operand's provenance line; with no root placed (`.numpy()` of a
+    GPU tensor, whose fix is at the failing line), the tied findings on the failing line."""
+    root = next((p for p in found if p.root), None)
+    if root is not None and root.operand.site is not None:
+        path = root.operand.site.path
+        notebook = _notebook_for(path)
+        return fix_command(root.findings, shown_path(notebook.path if notebook else path))
+    on_line = [f for f in tied if f.line == frame.line]
+    notebook = _notebook_for(frame.path)
+    return fix_command(on_line, shown_path(notebook.path if notebook else frame.path))
 
 
 # --------------------------------------------------------------------------------------------
@@ -584,7 +600,7 @@ def report(message: str, frame: UserFrame | None, exc: BaseException | None = No
         )
     text = "\n".join(out) + "\n"
     if frame is not None:
-        ft = findings_text(frame)
+        ft = findings_text(frame, found)
         if ft:
             text += ft
     return text

@@ -254,7 +254,8 @@ def repair(
                 echo(f"  {why}: stop", True)
                 _print_provenance(root, echo)
                 break
-            error = diagnosis.get("error", "")[:100]
+            # the whole error line: its device names come last ("... cuda:0 and cpu!")
+            error = diagnosis.get("error", "")
             if ask is None:
                 fix = fixes[0]
                 originals.setdefault(fix.path, _read(fix.path))

@@ -128,3 +128,32 @@ def test_the_root_is_the_operand_the_error_names() -> None:
     assert root(index, ("self", "cuda:0"), ("index", "cpu")) == "index"
     two = "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!"
     assert root(two, ("self", "cuda:0"), ("other", "cpu")) == "other"
+
+
+def _root(path: str, line: int, findings: list[Finding]) -> diagnose.Placement:
+    from devfix.vgpu.provenance import CREATED, Operand, Site
+
+    site = Site(1, path, line, "f", "aten::ones", CREATED, None, None)
+    return diagnose.Placement(
+        Operand("other", "cpu", (3,), site), f"train.py:{line}", "was created", findings, root=True
+    )
+
+
+def test_to_fix_is_printed_only_when_a_fix_covers_the_root(tmp_path, monkeypatch) -> None:
+    """A fixable finding tied to the failing line is no fix of a root cause no rule covers."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(SOURCE)
+    engine = types.ModuleType("devfix.engine")
+    engine.check_source = lambda text, path: [Finding(7, fix="Add")]  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "devfix.engine", engine)
+    frame = diagnose.UserFrame(str(tmp_path / "train.py"), 9, "return x + y + helper()")
+    uncovered = diagnose.findings_text(frame, [_root(str(tmp_path / "train.py"), 4, [])])
+    assert uncovered is not None and "train.py:7:8: DF101" in uncovered
+    assert "to fix:" not in uncovered
+    covered = diagnose.findings_text(
+        frame, [_root(str(tmp_path / "train.py"), 7, [Finding(7, fix="Add", applicability="safe")])]
+    )
+    assert covered is not None and covered.rstrip().endswith("  to fix: devfix apply train.py")
+    # the root's finding has no fix: nothing to apply either
+    no_fix = diagnose.findings_text(frame, [_root(str(tmp_path / "train.py"), 7, [Finding(7)])])
+    assert no_fix is not None and "to fix:" not in no_fix

@@ -266,3 +266,19 @@ def test_the_prompt_reads_keys_until_an_answer(
     assert verify_cli._ask(offer).answer is Answer.SKIP
     monkeypatch.setattr(review_cli, "read_key", lambda prompt: "q")
     assert verify_cli._ask(offer).answer is Answer.QUIT
+
+
+def test_round_lines_keep_the_devices_of_the_error(
+    model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    long_error = (
+        "RuntimeError: Expected all tensors to be on the same device, but got index is on cpu, "
+        "different from other tensors on cuda:0 (when checking argument in method "
+        "wrapper_CUDA__index_select)"
+    )
+    failing = device_error(model, 6, [df103(6)])
+    failing["diagnosis"]["error"] = long_error
+    _code, _script, said = run(monkeypatch, [failing, RUNS["ok"]])
+    assert f"devfix verify --fix: round 1: {long_error} -> applied DF103 at net.py:6 (unsafe)" in (
+        lines(said)
+    )

@@ -1,0 +1,1 @@
+# Makes `tagger` importable from the tests (pytest puts this folder on sys.path).
