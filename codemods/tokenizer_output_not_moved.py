@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_call
+from devfix.codemods.analysis.modules import method
 from devfix.codemods.analysis.names import code_of, keyword_argument
 from devfix.types import Applicability, Edit
 
@@ -146,15 +147,31 @@ class TokenizerOutputNotMoved(DevicePass):
         values = self.facts.modules.returned_values(function)
         if values and all(self._is_plain_dict(value) for value in values):
             return "dict"
-        if values and all(
-            isinstance(value, cst.Call) and keyword_argument(value, "return_tensors") is not None
-            for value in values
-        ):
-            return None  # hands on a library tokenizer's output
+        if values and all(self._has_to(value) for value in values):
+            return None  # hands on a library tokenizer's output, or an object with `.to()`
         return (
             f"`{code_of(node.func)}` is this file's own code and what it returns is not known to "
             "have `.to()` (a plain dict has none)"
         )
+
+    def _has_to(self, value: cst.BaseExpression | None) -> bool:
+        """A library tokenizer's output (a call with `return_tensors=`), a `BatchEncoding` or
+        `BatchFeature`, or an instance of a class of this file that defines `to`."""
+        if not isinstance(value, cst.Call):
+            return False
+        if keyword_argument(value, "return_tensors") is not None:
+            return True
+        qualified = self.qualified_name(value.func) or ""
+        if qualified.rsplit(".", 1)[-1] in ("BatchEncoding", "BatchFeature") and (
+            qualified.startswith("transformers.")
+        ):
+            return True
+        classdef = (
+            self.facts.scopes.module_classes().get(value.func.value)
+            if isinstance(value.func, cst.Name)
+            else None
+        )
+        return classdef is not None and method(classdef, "to") is not None
 
     def _is_plain_dict(self, value: cst.BaseExpression | None) -> bool:
         if isinstance(value, (cst.Dict, cst.DictComp)):
