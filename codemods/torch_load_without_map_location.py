@@ -30,7 +30,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
     Left alone: a single-process program (a notebook, a tutorial script) that loads back the
     state it saved itself into `load_state_dict` (`torch.save(model.state_dict(), "best.pt")`
     during training, then `model.load_state_dict(torch.load("best.pt"))`): the values go onto
-    the parameters' devices, and the devices it was saved from are this machine's.
+    the parameters' devices, and the devices it was saved from are this machine's. The same
+    file-name template in one scope counts (`f"ckpt-{epoch}.pt"` saved, `f"ckpt-{best}.pt"`
+    loaded); a path that two functions take from their callers (`save(self, path)`,
+    `load(self, path)`: a resume API) does not, since the caller may name another run's file.
 
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.

@@ -313,3 +313,56 @@ def test_an_unbound_torch_without_a_star_import_is_not_guessed() -> None:
         checkpoint = torch.load("model.pt")
         """,
     )
+
+
+def test_a_resume_api_whose_save_and_load_take_the_path_from_their_callers_is_fixed() -> None:
+    # Same parameter name in `save` and `load`, but each caller names its own file: a resumed
+    # run may read a checkpoint another machine wrote.
+    assert_fix(
+        "DF302",
+        """
+        import torch
+
+        class Snapshot:
+            def __init__(self, net):
+                self.net = net
+
+            def write(self, where):
+                torch.save({"net": self.net.state_dict()}, where)
+
+            def read(self, where):
+                state = torch.load(where)
+                self.net.load_state_dict(state["net"])
+        """,
+        """
+        import torch
+
+        class Snapshot:
+            def __init__(self, net):
+                self.net = net
+
+            def write(self, where):
+                torch.save({"net": self.net.state_dict()}, where)
+
+            def read(self, where):
+                state = torch.load(where, map_location="cpu")
+                self.net.load_state_dict(state["net"])
+        """,
+    )
+
+
+def test_the_best_of_the_per_epoch_files_the_run_wrote_is_its_own_save() -> None:
+    assert_noop(
+        "DF302",
+        """
+        import torch
+
+        best, best_loss = 0, float("inf")
+        for epoch in range(10):
+            loss = train_one(model)
+            torch.save(model.state_dict(), f"ckpt-{epoch}.pt")
+            if loss < best_loss:
+                best, best_loss = epoch, loss
+        model.load_state_dict(torch.load(f"ckpt-{best}.pt"))
+        """,
+    )

@@ -48,6 +48,31 @@ def _expression_shape(node: cst.BaseExpression) -> str | None:
         return None
 
 
+def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
+    params = function.params
+    return any(
+        param.name.value == name
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+    )
+
+
+def _template(node: cst.BaseExpression) -> str | None:
+    """The file-name template of `"{}.pkl".format(x)` or `f"{x}.pkl"`: its literal parts."""
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "format"
+        and isinstance(node.func.value, cst.SimpleString)
+    ):
+        text = node.func.value.evaluated_value
+        return text if isinstance(text, str) else None
+    if isinstance(node, cst.FormattedString):
+        return "{}".join(
+            part.value if isinstance(part, cst.FormattedStringText) else "" for part in node.parts
+        )
+    return None
+
+
 class Checkpoints(CallSites):
     """What the file loads with `torch.load`, and where it goes."""
 
@@ -57,7 +82,30 @@ class Checkpoints(CallSites):
         in one process the saved tensors come back on the device they were saved from, which
         is this program's own."""
         path = argument(load, "f")
-        return path is not None and any(_same_path(saved, path) for saved in self._saved_paths())
+        return path is not None and any(
+            self._same_file(saved, path) for saved in self._saved_paths()
+        )
+
+    def _same_file(self, saved: cst.BaseExpression, loaded: cst.BaseExpression) -> bool:
+        """`_same_path`, but a parameter names the file its caller chooses: the same name in
+        two functions (`save(self, path)`, `load(self, path)`: a resume API) is two files;
+        and one file-name template in one scope (`"{}.pkl".format(epoch)`, then
+        `.format(best_epoch)`) is the file the run wrote."""
+        saved_in = self.scopes.enclosing_function(saved)
+        loaded_in = self.scopes.enclosing_function(loaded)
+        if (
+            isinstance(saved, cst.Name)
+            and isinstance(loaded, cst.Name)
+            and saved_in is not loaded_in
+            and any(
+                function is not None and _is_parameter(function, node.value)
+                for function, node in ((saved_in, saved), (loaded_in, loaded))
+            )
+        ):
+            return False
+        if saved_in is loaded_in and _template(saved) is not None:
+            return _template(saved) == _template(loaded)
+        return _same_path(saved, loaded)
 
     def _saved_paths(self) -> list[cst.BaseExpression]:
         """The path argument of every `torch.save(obj, path)` of the file (found once)."""
