@@ -27,6 +27,7 @@ class TokenizerOutputNotMoved(DevicePass):
     function is defined in the file it must call that model). The fix appends
     `.to(<device>)` to the tokenizer call: the script's device variable when the model was
     moved to it (`model.to(device)`), else `model.device`: a model loaded with `device_map=`,
+    a model a Hugging Face or TRL `Trainer` was built with (it moves the model onto its device),
     a PEFT adapter loaded onto such a model (`PeftModel.from_pretrained(base, path)`), or a
     model a class or function receives from its caller annotated as a Hugging Face model
     (`def __init__(self, model: PreTrainedModel)`, no call in the file filling it): the caller

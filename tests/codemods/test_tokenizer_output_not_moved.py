@@ -508,3 +508,35 @@ def test_an_own_tokenizer_whose_result_is_unknown_is_declined() -> None:
         """,
         reason="`from_cache` is this file's own code and what it returns",
     )
+
+
+def test_a_model_a_trainer_was_built_with_carries_the_trainer_s_device() -> None:
+    # `Trainer(model=...)` moves the model onto its device as it is built; a prompt encoded
+    # after training goes to `model.device`. Before the Trainer exists the model is on the CPU.
+    assert_fix(
+        "DF202",
+        """
+        from trl import SFTTrainer
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("tiny")
+        lm = AutoModelForCausalLM.from_pretrained("tiny")
+        warmup = lm.generate(**tok("before", return_tensors="pt"))
+        sft = SFTTrainer(lm, train_dataset=data)
+        sft.train()
+        prompt = tok("after", return_tensors="pt")
+        reply = lm.generate(**prompt, max_new_tokens=8)
+        """,
+        """
+        from trl import SFTTrainer
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("tiny")
+        lm = AutoModelForCausalLM.from_pretrained("tiny")
+        warmup = lm.generate(**tok("before", return_tensors="pt"))
+        sft = SFTTrainer(lm, train_dataset=data)
+        sft.train()
+        prompt = tok("after", return_tensors="pt").to(lm.device)
+        reply = lm.generate(**prompt, max_new_tokens=8)
+        """,
+    )

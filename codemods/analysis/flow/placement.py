@@ -146,6 +146,8 @@ class ModelPlacement(CallSites):
         candidates.sort(key=lambda item: item[0])
         position, (move, origin, was_pretrained) = candidates[-1]
         if move is None and not (pretrained or was_pretrained):
+            if self._handed_to_trainer(name, table.node, position, limit):
+                return None, table_function, True
             return None
         direct = direct_moves.get(position)
         if (
@@ -158,6 +160,29 @@ class ModelPlacement(CallSites):
                 move, conditional_line=self.scopes.line_of(table.conditional[position])
             )
         return move, origin, pretrained or was_pretrained
+
+    def _handed_to_trainer(
+        self, name: str, scope: cst.CSTNode, after: int, before: int | None
+    ) -> bool:
+        """`Trainer(model=model, ...)` (transformers' or TRL's) between the model's binding and
+        `before`: the Trainer moves the model onto its device when it is built, so the model
+        carries its device from there on (`model.device`)."""
+        for call in self.scopes.find(scope, cst.Call):
+            start = self.context.order(call)[0]
+            if start <= after or (before is not None and start >= before):
+                continue
+            qualified = self.names.qualified_name(call.func) or ""
+            if not (
+                qualified.startswith(("transformers.", "trl.")) and qualified.endswith("Trainer")
+            ):
+                continue
+            given = next(
+                (a.value for a in call.args if a.keyword and a.keyword.value == "model"),
+                call.args[0].value if call.args and call.args[0].keyword is None else None,
+            )
+            if given is not None and dotted_name(given) == name:
+                return True
+        return False
 
     def _moved_on_every_path(self, move: cst.CSTNode) -> bool:
         """The move (`model.to(device)` or `model = model.to(device)`) sits under `if`s whose
