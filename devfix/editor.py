@@ -26,23 +26,12 @@ from devfix.cache import ResultCache, content_key
 from devfix.errors import InputError, InternalError
 from devfix.fix_loop import check_source, fix_source
 from devfix.notebooks import Notebook
+from devfix.review import Spot, spot
 from devfix.settings import Settings
 from devfix.suppression import add_ignores
 from devfix.types import FileResult, FileStatus, Finding
 
 #: A finding's identity across analyses of one text: where it is, its rule and its message.
-Spot = tuple[int, int, int, int, str, str]
-
-
-def spot(finding: Finding) -> Spot:
-    return (
-        finding.line,
-        finding.col,
-        finding.end_line,
-        finding.end_col,
-        finding.code,
-        finding.message,
-    )
 
 
 @dataclass(frozen=True)

@@ -206,7 +206,11 @@ def analyse_paths(paths: Sequence[str], options: OptionsLike) -> Iterator[FileAn
 # -- applying accepted proposals --------------------------------------------------------------
 
 
-def _spot(finding: Finding) -> tuple[int, int, int, int, str, str]:
+#: Where a finding is and what it says: enough to find it again in another run's findings.
+Spot = tuple[int, int, int, int, str, str]
+
+
+def spot(finding: Finding) -> Spot:
     return (
         finding.line,
         finding.col,
@@ -218,7 +222,7 @@ def _spot(finding: Finding) -> tuple[int, int, int, int, str, str]:
 
 
 def _accepting(spots: set[tuple[int, int, int, int, str, str]]) -> Accept:
-    return lambda finding: _spot(finding) in spots
+    return lambda finding: spot(finding) in spots
 
 
 def apply_keys(
@@ -242,9 +246,9 @@ def apply_keys(
     for _round in range(MAX_APPLY_ROUNDS):
         if not pending:
             break
-        spots = {_spot(finding): key for key, finding in pending.items()}
+        spots = {spot(finding): key for key, finding in pending.items()}
         result = fix_source(code, settings, path=path, accept=_accepting(set(spots)))
-        applied = {spots[_spot(f)] for f in result.applied if _spot(f) in spots}
+        applied = {spots[spot(f)] for f in result.applied if spot(f) in spots}
         if not applied:
             break
         done |= applied
