@@ -142,10 +142,14 @@ class TokenizerOutputNotMoved(DevicePass):
         processor (a `BatchEncoding`, `BatchFeature` or tensor: all have `.to()`)."""
         if keyword_argument(node, "return_tensors") is None:
             return None  # token ids made into a tensor (by the file's helper or by hand)
-        function = self.facts.modules.own_callable(node.func, node)
+        function = self._own_callable(node.func, node)
         if function is None or self.facts.modules.returns_tensor(function):
             return None
-        values = self.facts.modules.returned_values(function)
+        values = [
+            statement.value
+            for statement in self.facts.scopes.nodes(function.body)
+            if isinstance(statement, cst.Return)
+        ]
         if values and all(self._is_plain_dict(value) for value in values):
             return "dict"
         if values and all(self._has_to(value) for value in values):
@@ -154,6 +158,23 @@ class TokenizerOutputNotMoved(DevicePass):
             f"`{code_of(node.func)}` is this file's own code and what it returns is not known to "
             "have `.to()` (a plain dict has none)"
         )
+
+    def _own_callable(self, func: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
+        """The definition a call of `func` runs when it is this file's own: a module-level
+        function, or the `__call__` of a module-level class whose instance `func` names
+        (`proc = TextProcessor(); proc(text)`); None for anything else."""
+        if not isinstance(func, cst.Name):
+            return None
+        scopes = self.facts.scopes
+        function = scopes.module_functions().get(func.value)
+        if function is not None:
+            return function
+        values = scopes.assigned_values(func.value, at)
+        if len(values) != 1 or not isinstance(values[0], cst.Call):
+            return None
+        built = values[0].func
+        classdef = scopes.module_classes().get(built.value) if isinstance(built, cst.Name) else None
+        return method(classdef, "__call__") if classdef is not None else None
 
     def _has_to(self, value: cst.BaseExpression | None) -> bool:
         """A library tokenizer's output (a call with `return_tensors=`), a `BatchEncoding` or

@@ -526,7 +526,7 @@ class DeviceInference(Analysis):
         if isinstance(other, cst.UnaryOperation):
             yield from self._meet(other.expression, function, own_names, line)
             return
-        if self._on_host(other, function, line):
+        if self._on_host(other):
             yield ON_HOST
             return
         root = receiver_root(other)
@@ -551,12 +551,10 @@ class DeviceInference(Analysis):
         if origin is not None:
             yield SameAs(f"it meets `{shown}`", name=origin)
 
-    def _on_host(
-        self, node: cst.BaseExpression, function: FunctionInfo, line: int, depth: int = 0
-    ) -> bool:
+    def _on_host(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`t.cpu()` or `t.to("cpu")`, what keeps its device (`.float()`, `.data`, `[i]`,
-        arithmetic with it), or a local name that every assignment before `line` binds to one
-        of those (`x = x.gather(...)` asks about the `x` bound before it)."""
+        arithmetic with it), or a name that every assignment before `node` binds to one of
+        those (`x = x.gather(...)` asks about the `x` bound before it)."""
         if depth > _MAX_CPU_DEPTH:
             return False
         current = node
@@ -565,8 +563,7 @@ class DeviceInference(Analysis):
                 return True
             if isinstance(current, cst.BinaryOperation):
                 return any(
-                    self._on_host(operand, function, line, depth + 1)
-                    for operand in (current.left, current.right)
+                    self._on_host(operand, depth + 1) for operand in (current.left, current.right)
                 )
             if isinstance(current, cst.Subscript) or (
                 isinstance(current, cst.Attribute) and current.attr.value == "data"
@@ -583,18 +580,14 @@ class DeviceInference(Analysis):
                 break
         if not isinstance(current, cst.Name):
             return False
-        name = current.value
-        assignments = [
-            assign
-            for assign in self.context.subtree(function.node.body)
-            if isinstance(assign, cst.Assign)
-            and self.scopes.statement_start(assign) < line
-            and any(bound.value == name for t in assign.targets for bound in target_names(t.target))
+        # The assignment `node` is part of (`x = x[:, :-1]`, `d = d * t`) is not before it.
+        start = self.context.order(node)[0]
+        values = [
+            value
+            for value in self.scopes.assigned_before(current.value, node)
+            if not self.context.order(value)[0] <= start <= self.context.order(value)[1]
         ]
-        return bool(assignments) and all(
-            self._on_host(assign.value, function, self.scopes.statement_start(assign), depth + 1)
-            for assign in assignments
-        )
+        return bool(values) and all(self._on_host(value, depth + 1) for value in values)
 
     def _registered_state(self, other: cst.BaseExpression, function: FunctionInfo) -> Device | None:
         """`self.bias` (or `self.bias.unsqueeze(0)`, `self.table[idx]`) where the class registers
@@ -809,29 +802,27 @@ class DeviceInference(Analysis):
         owner = function.owner
         if owner is None or owner.is_module or owner.is_dataset:
             return None
-        self_var = _self(function)
         own = {n.value for n in self.context.subtree(moved) if isinstance(n, cst.Name)}
+        cls = owner.node.name.value
         for node in self.context.of_type(owner.node.body, cst.Attribute):
             if node.attr.value != "device":
                 continue
             base = node.value
-            if isinstance(base, cst.Name) and base.value in function.params:
-                if base.value not in own:
+            if isinstance(base, cst.Name):
+                if base.value in function.params and base.value not in own:
                     return Named(
-                        f"a judgement: `{owner.node.name.value}` takes its device from "
-                        f"`{base.value}` elsewhere",
+                        f"a judgement: `{cls}` takes its device from `{base.value}` elsewhere",
                         proof=False,
                         name=f"{base.value}.device",
                     )
-            elif self_attribute(base, "self") is not None and self_var == "self":
-                attr = self_attribute(base, "self")
-                if attr not in owner.device_attrs:
-                    return Named(
-                        f"a judgement: `{owner.node.name.value}` uses the device of "
-                        f"`self.{attr}` elsewhere",
-                        proof=False,
-                        name=f"self.{attr}.device",
-                    )
+                continue
+            attr = self_attribute(base)
+            if attr is not None and attr not in owner.device_attrs:
+                return Named(
+                    f"a judgement: `{cls}` uses the device of `self.{attr}` elsewhere",
+                    proof=False,
+                    name=f"self.{attr}.device",
+                )
         return None
 
     def spread_move(self, call: cst.Call, function: FunctionInfo) -> bool:

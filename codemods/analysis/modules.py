@@ -501,32 +501,6 @@ class ModuleFacts(Analysis):
         self._tensor_attrs[id(classdef)] = found
         return found
 
-    def own_callable(self, func: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
-        """The definition a call of `func` runs when it is this file's own: a module-level
-        function, or the `__call__` of a module-level class whose instance `func` names
-        (`proc = TextProcessor(); proc(text)`); None for anything else (a library's callable,
-        an attribute, a name bound more than once)."""
-        if not isinstance(func, cst.Name):
-            return None
-        function = self.scopes.module_functions().get(func.value)
-        if function is not None:
-            return function
-        values = self.scopes.assigned_values(func.value, at)
-        if len(values) != 1 or not isinstance(values[0], cst.Call):
-            return None
-        built = values[0].func
-        classdef = (
-            self.scopes.module_classes().get(built.value) if isinstance(built, cst.Name) else None
-        )
-        return method(classdef, "__call__") if classdef is not None else None
-
-    def returned_values(self, function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
-        """What each `return` of `function` returns (None for a bare `return`), nested
-        definitions aside."""
-        return [
-            node.value for node in self.scopes.nodes(function.body) if isinstance(node, cst.Return)
-        ]
-
     def returns_tensor(self, function: cst.FunctionDef) -> bool:
         """Every `return` of `function` (a method or a module-level function of this file)
         returns a value that is provably a tensor, and there is at least one."""

@@ -276,29 +276,16 @@ class Moves(Analysis):
         return body is not None and self._moves_first(body)
 
     def _module_lambdas(self) -> dict[str, cst.Lambda]:
-        """Module-level `name = lambda ...: ...`, bound once."""
-        key = "moves.lambdas"
-        cached = self.context.shared.get(key)
+        """Module-level `name = lambda ...: ...`, the one binding of its name."""
+        cached = self.context.shared.get("moves.lambdas")
         if isinstance(cached, dict):
             return cached
-        found: dict[str, cst.Lambda] = {}
-        bound_twice: set[str] = set()
-        for statement in self.context.module.body:
-            if not isinstance(statement, cst.SimpleStatementLine):
-                continue
-            for small in statement.body:
-                if not isinstance(small, cst.Assign):
-                    continue
-                for target in small.targets:
-                    if not isinstance(target.target, cst.Name):
-                        continue
-                    name = target.target.value
-                    if name in found or not isinstance(small.value, cst.Lambda):
-                        bound_twice.add(name)
-                    else:
-                        found[name] = small.value
-        lambdas = {name: body for name, body in found.items() if name not in bound_twice}
-        self.context.shared[key] = lambdas
+        lambdas: dict[str, cst.Lambda] = {}
+        for name, statements in self.scopes.module_bindings().items():
+            only = statements[0] if len(statements) == 1 else None
+            if isinstance(only, cst.Assign) and isinstance(only.value, cst.Lambda):
+                lambdas[name] = only.value
+        self.context.shared["moves.lambdas"] = lambdas
         return lambdas
 
     def _moves_first(self, helper: cst.Lambda) -> bool:

@@ -992,6 +992,11 @@ def test_a_factory_meeting_a_host_copy_stays_on_the_cpu() -> None:
                 weighted = probs * torch.linspace(low, high, probs.shape[-1])
                 return weighted.sum(-1)
 
+            def rescaled(self, features):
+                scores = self.head(features).data.cpu()
+                scores = scores * torch.arange(scores.shape[-1])
+                return scores
+
             def histogram(self, features):
                 counts = self.head(features).to("cpu").long().flatten()
                 table = torch.zeros(64)
