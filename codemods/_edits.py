@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from devfix.codemods.analysis.moves import device_argument
+from devfix.codemods.analysis.moves import device_argument, free_names
 from devfix.codemods.analysis.names import code_of
 from devfix.types import Edit, ImportSpec
 
@@ -363,3 +363,22 @@ def _after(module: cst.Module, anchor: cst.BaseStatement | None, *added: cst.Bas
         first = module.body[0]
         return Edit(first, cst.FlattenSentinel([*added, first]))
     return Edit(anchor, cst.FlattenSentinel([anchor, *added]))
+
+
+def moved_items(mapping: cst.BaseExpression, device: cst.BaseExpression) -> cst.DictComp:
+    """`{key: value.to(device) for key, value in <mapping>.items()}`, with loop names the
+    device expression does not use."""
+    used = {name.value for name in free_names(device)}
+    key, value = "key", "value"
+    while key in used or value in used:
+        key, value = f"{key}_", f"{value}_"
+    return cst.DictComp(
+        key=cst.Name(key),
+        value=method_call(cst.Name(value), "to", device),
+        for_in=cst.CompFor(
+            target=cst.Tuple(
+                [cst.Element(cst.Name(key)), cst.Element(cst.Name(value))], lpar=[], rpar=[]
+            ),
+            iter=cst.Call(func=cst.Attribute(value=mapping, attr=cst.Name("items"))),
+        ),
+    )

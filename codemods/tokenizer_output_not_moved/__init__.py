@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import method_call
-from devfix.codemods.analysis.modules import method
+from devfix.codemods._edits import method_call, moved_items
 from devfix.codemods.analysis.names import code_of, keyword_argument
+from devfix.codemods.tokenizer_output_not_moved.facts import TokenizerOutputs
 from devfix.types import Applicability, Edit
 
 
@@ -116,9 +116,9 @@ class TokenizerOutputNotMoved(DevicePass):
             )
             return
         where = f"tokenizer output reaches `{model_name}` (line {line}) on the CPU"
-        kind = self._output_kind(node)
+        kind = self.facts.own(TokenizerOutputs).output_kind(node)
         if kind == "dict":
-            moved = self._moved_items(node, device)
+            moved = moved_items(node, device)
             self.report(
                 node,
                 message=f"{where}; it is a plain dict: each value needs `.to({shown})`",
@@ -134,89 +134,4 @@ class TokenizerOutputNotMoved(DevicePass):
             message=f"{where}; it needs `.to({shown})`",
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
-        )
-
-    def _output_kind(self, node: cst.Call) -> str | None:
-        """What the call returns when it runs this file's own code: "dict" (a plain dict, which
-        has no `.to()`), a reason when that is not known, None for a library's tokenizer or
-        processor (a `BatchEncoding`, `BatchFeature` or tensor: all have `.to()`)."""
-        if keyword_argument(node, "return_tensors") is None:
-            return None  # token ids made into a tensor (by the file's helper or by hand)
-        function = self._own_callable(node.func, node)
-        if function is None or self.facts.modules.returns_tensor(function):
-            return None
-        values = [
-            statement.value
-            for statement in self.facts.scopes.nodes(function.body)
-            if isinstance(statement, cst.Return)
-        ]
-        if values and all(self._is_plain_dict(value) for value in values):
-            return "dict"
-        if values and all(self._has_to(value) for value in values):
-            return None  # hands on a library tokenizer's output, or an object with `.to()`
-        return (
-            f"`{code_of(node.func)}` is this file's own code and what it returns is not known to "
-            "have `.to()` (a plain dict has none)"
-        )
-
-    def _own_callable(self, func: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
-        """The definition a call of `func` runs when it is this file's own: a module-level
-        function, or the `__call__` of a module-level class whose instance `func` names
-        (`proc = TextProcessor(); proc(text)`); None for anything else."""
-        if not isinstance(func, cst.Name):
-            return None
-        scopes = self.facts.scopes
-        function = scopes.module_functions().get(func.value)
-        if function is not None:
-            return function
-        values = scopes.assigned_values(func.value, at)
-        if len(values) != 1 or not isinstance(values[0], cst.Call):
-            return None
-        built = values[0].func
-        classdef = scopes.module_classes().get(built.value) if isinstance(built, cst.Name) else None
-        return method(classdef, "__call__") if classdef is not None else None
-
-    def _has_to(self, value: cst.BaseExpression | None) -> bool:
-        """A library tokenizer's output (a call with `return_tensors=`), a `BatchEncoding` or
-        `BatchFeature`, or an instance of a class of this file that defines `to`."""
-        if not isinstance(value, cst.Call):
-            return False
-        if keyword_argument(value, "return_tensors") is not None:
-            return True
-        qualified = self.qualified_name(value.func) or ""
-        if qualified.rsplit(".", 1)[-1] in ("BatchEncoding", "BatchFeature") and (
-            qualified.startswith("transformers.")
-        ):
-            return True
-        classdef = (
-            self.facts.scopes.module_classes().get(value.func.value)
-            if isinstance(value.func, cst.Name)
-            else None
-        )
-        return classdef is not None and method(classdef, "to") is not None
-
-    def _is_plain_dict(self, value: cst.BaseExpression | None) -> bool:
-        if isinstance(value, (cst.Dict, cst.DictComp)):
-            return True
-        return isinstance(value, cst.Call) and self.qualified_name(value.func) in (
-            "dict",
-            "builtins.dict",
-        )
-
-    def _moved_items(self, node: cst.Call, device: cst.BaseExpression) -> cst.DictComp:
-        """`{key: value.to(device) for key, value in <node>.items()}`, with loop names the
-        device expression does not use."""
-        used = {n.value for n in self.context.subtree(device) if isinstance(n, cst.Name)}
-        key, value = "key", "value"
-        while key in used or value in used:
-            key, value = f"{key}_", f"{value}_"
-        return cst.DictComp(
-            key=cst.Name(key),
-            value=method_call(cst.Name(value), "to", device),
-            for_in=cst.CompFor(
-                target=cst.Tuple(
-                    [cst.Element(cst.Name(key)), cst.Element(cst.Name(value))], lpar=[], rpar=[]
-                ),
-                iter=cst.Call(func=cst.Attribute(value=node, attr=cst.Name("items"))),
-            ),
         )
