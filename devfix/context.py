@@ -27,15 +27,12 @@ from libcst.metadata import (
 from devfix.positions import NodeRanges, node_ranges
 from devfix.shadowed_names import ShadowedNames
 from devfix.tree import (
-    LAYOUT_CLASSES,
     TreeTables,
     build_tables,
     code_children_of,
     dotted_name,
-    spans_with_layout,
     target_names,
 )
-from devfix.types import Edit
 
 T = TypeVar("T")
 _N = TypeVar("_N", bound=cst.CSTNode)
@@ -59,7 +56,6 @@ class FileContext:
         self._shadowed: ShadowedNames | None = None
         self._ranges: NodeRanges | None = None
         self._tables: TreeTables | None = None
-        self._spans_with_layout: dict[int, tuple[int, int]] | None = None
 
     def _metadata(self, provider: type[Any]) -> Mapping[cst.CSTNode, Any]:
         table = self._resolved.get(provider)
@@ -88,11 +84,6 @@ class FileContext:
 
     def position(self, node: cst.CSTNode) -> CodeRange:
         return self._node_ranges()[node]
-
-    def code_start(self, node: cst.CSTNode) -> int | None:
-        """Offset in the file's text where `node`'s code starts (a statement's leading lines
-        included); None when not known."""
-        return self._node_ranges().code_start(node)
 
     def _node_ranges(self) -> NodeRanges:
         if self._ranges is None:
@@ -142,17 +133,6 @@ class FileContext:
     def tables(self) -> TreeTables:
         """Parents, children and source order of every node but layout (built on first use)."""
         return self._tree()
-
-    def edit_spans(self, edits: Sequence[Edit]) -> Mapping[int, tuple[int, int]]:
-        """Pre-order spans for planning `edits` (see devfix.edit_plan): the tables' own, which
-        leave layout out (a replacement that reuses the file's whitespace is planned as if it
-        were new: nothing is ever edited inside layout), except where an edit targets layout
-        itself (then every node's, built on first use)."""
-        if not any(isinstance(edit.target, LAYOUT_CLASSES) for edit in edits):
-            return self._tree().order
-        if self._spans_with_layout is None:
-            self._spans_with_layout = spans_with_layout(self.module)
-        return self._spans_with_layout
 
     def _tree(self) -> TreeTables:
         # The same table as libcst's ParentNodeProvider, without rebuilding every node.

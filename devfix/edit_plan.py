@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import difflib
 import functools
-from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Mapping, Sequence
 
 import libcst as cst
 
-from devfix.positions import CodegenState, code_of, module_code
 from devfix.tree import children_of
-from devfix.types import Edit, Replacement, TextEdit
+from devfix.types import Edit, Replacement
 
 
 def _walk(root: cst.CSTNode, stop: Collection[int] = ()) -> Iterator[cst.CSTNode]:
@@ -65,24 +63,6 @@ def _reused(edits: Iterable[Edit], original: Container[int]) -> tuple[set[int], 
                 else:
                     stack.extend(children_of(node))
     return reused, reusing
-
-
-def renders_alone(edits: Sequence[Edit], order: Mapping[int, tuple[int, int]]) -> bool:
-    """Whether each edit of a group can be shown as text on its own: no target lies inside
-    another one and no replacement reuses a node of the file. `order` holds the file's nodes
-    (id -> the pre-order span of its subtree, as `devfix.tree.spans_with_layout` gives: a
-    replacement may reuse any node, whitespace too)."""
-    spans = []
-    for edit in edits:
-        span = order.get(id(edit.target))
-        if span is None:
-            return False
-        spans.append(span)
-    spans.sort()
-    if any(later[0] <= earlier[1] for earlier, later in zip(spans, spans[1:])):
-        return False
-    reused, _ = _reused(edits, order)
-    return not reused
 
 
 class EditSet:
@@ -276,176 +256,6 @@ def apply_edits(
     edit_set = EditSet(module, order)
     edit_set.add(edits)
     return edit_set.apply()
-
-
-def text_edits(
-    module: cst.Module,
-    edits: Sequence[Edit],
-    order: Mapping[int, tuple[int, int]] | None = None,
-    text: str | None = None,
-    code_start: Callable[[cst.CSTNode], int | None] | None = None,
-) -> tuple[TextEdit, ...]:
-    """The group's effect as whole-line text replacements that do not overlap (one per changed
-    run of lines), for findings whose edits nest or reuse the file's nodes (see
-    :func:`renders_alone`). `order` as for :class:`EditSet`; `text`: the module's code, when
-    the caller has it; `code_start`: where a module statement's code starts in that text,
-    when known (then only the statements the edits change are generated and compared)."""
-    changed = apply_edits(module, edits, order)
-    code = module_code(module) if text is None else text
-    regions = _changed_regions(module, changed, code, code_start)
-    if regions is None:
-        regions = [(0, code, module_code(changed))]
-    found: list[TextEdit] = []
-    for lines_before, old_text, new_text in regions:
-        before = old_text.splitlines(keepends=True)
-        after = new_text.splitlines(keepends=True)
-        matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
-        for tag, first, last, new_first, new_last in matcher.get_opcodes():
-            if tag == "equal":
-                continue
-            found.append(
-                TextEdit(
-                    lines_before + first + 1,
-                    1,
-                    lines_before + last + 1,
-                    1,
-                    "".join(after[new_first:new_last]),
-                )
-            )
-    return tuple(found)
-
-
-#: (where the old text starts, where it ends, the statements that replace it, the indentation
-#: of the block they are in)
-_Region = tuple[int, int, Sequence[cst.BaseStatement], tuple[str, ...]]
-
-
-def _changed_regions(
-    module: cst.Module,
-    changed: cst.Module,
-    code: str,
-    code_start: Callable[[cst.CSTNode], int | None] | None,
-) -> list[tuple[int, str, str]] | None:
-    """Per run of statements the edits change: (lines of `code` before it, its old text, the
-    text that replaces it). Each run lies in the innermost block that holds it (a method of a
-    class of two thousand lines is generated alone, not the class), and runs apart (a helper
-    added at the top, a call changed far below) are generated apart. None where that is not
-    enough to place the change (the header or footer changed, no start offsets)."""
-    if code_start is None or not _same(changed.header, module.header):
-        return None
-    if not _same(changed.footer, module.footer):
-        return None
-    end_of_body = len(code) - len(code_of(module, module.footer))
-    regions = _block_regions(
-        module.body,
-        changed.body,
-        code_start,
-        end_of_body if module.has_trailing_newline else None,
-        (),
-        module.default_indent,
-    )
-    if not regions:
-        return None
-    return [
-        (
-            len(code[:start].splitlines(keepends=True)),
-            code[start:end],
-            code_of(module, statements, indents),
-        )
-        for start, end, statements, indents in regions
-    ]
-
-
-def _block_regions(
-    old: Sequence[cst.BaseStatement],
-    new: Sequence[cst.BaseStatement],
-    code_start: Callable[[cst.CSTNode], int | None],
-    end_of_block: int | None,
-    indents: tuple[str, ...],
-    default_indent: str,
-) -> list[_Region] | None:
-    """The changed runs of one block's statements (`old` -> `new`; unchanged statements are
-    the same nodes), each narrowed to the block inside it where it changes only there. None
-    when a run's start or end is not known (a run that ends the block, where `end_of_block`
-    is None)."""
-    matcher = difflib.SequenceMatcher(
-        a=[id(statement) for statement in old],
-        b=[id(statement) for statement in new],
-        autojunk=False,
-    )
-    regions: list[_Region] = []
-    for tag, first, last, new_first, new_last in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        old_run, new_run = old[first:last], new[new_first:new_last]
-        inner = None
-        if CodegenState is not None and len(old_run) == 1 and len(new_run) == 1:
-            blocks = _changed_block(old_run[0], new_run[0])
-            if blocks is not None:
-                old_block, new_block = blocks
-                indent = default_indent if old_block.indent is None else old_block.indent
-                inner = _block_regions(
-                    old_block.body,
-                    new_block.body,
-                    code_start,
-                    None,
-                    (*indents, indent),
-                    default_indent,
-                )
-        if inner:
-            regions.extend(inner)
-            continue
-        start = code_start(old[first]) if first < len(old) else end_of_block
-        end = code_start(old[last]) if last < len(old) else end_of_block
-        if start is None or end is None:
-            return None
-        regions.append((start, end, new_run, indents))
-    return regions
-
-
-def _changed_block(
-    old: cst.CSTNode, new: cst.CSTNode
-) -> tuple[cst.IndentedBlock, cst.IndentedBlock] | None:
-    """The indented block, inside `old`, that holds everything `new` changes (the pair of it
-    and its new form); None when the change is not confined to one block's statements."""
-    while not isinstance(old, cst.IndentedBlock):
-        if type(new) is not type(old) or not isinstance(old, _HOLDING_BLOCKS):
-            return None
-        differing = [
-            name
-            for name in _field_names(type(old))
-            if not _same_value(getattr(old, name), getattr(new, name))
-        ]
-        if len(differing) != 1:
-            return None
-        old_value, new_value = getattr(old, differing[0]), getattr(new, differing[0])
-        if isinstance(old_value, (tuple, list)) and isinstance(new_value, (tuple, list)):
-            if len(old_value) != len(new_value):
-                return None
-            pairs = [(a, b) for a, b in zip(old_value, new_value) if a is not b]
-            if len(pairs) != 1:
-                return None
-            old_value, new_value = pairs[0]
-        if not isinstance(old_value, cst.CSTNode) or not isinstance(new_value, cst.CSTNode):
-            return None
-        old, new = old_value, new_value
-    if type(new) is not cst.IndentedBlock or new.indent != old.indent:
-        return None
-    if new.header is not old.header or not _same(new.footer, old.footer):
-        return None
-    return old, new
-
-
-#: The nodes a change inside an indented block is looked for in (statements with a body and
-#: their clauses); a change anywhere else is shown with the whole statement.
-_HOLDING_BLOCKS = (
-    cst.BaseCompoundStatement,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
 
 
 def _same_fields(old: cst.CSTNode, new: cst.CSTNode) -> bool:

@@ -40,20 +40,9 @@ class NodeRanges:
         self,
         spans: Mapping[int, tuple[int, int]],
         code: str,
-        code_starts: Mapping[int, int] | None = None,
     ) -> None:
         self._spans = spans
-        self._code_starts = code_starts if code_starts is not None else {}
         self._line_starts = [0, *(match.end() for match in _NEWLINE.finditer(code))]
-
-    def code_start(self, node: cst.CSTNode) -> int | None:
-        """Character offset where `node`'s own code starts, leading lines and decorators
-        included (where a statement's range starts later); None when not known."""
-        start = self._code_starts.get(id(node))
-        if start is not None:
-            return start
-        span = self._spans.get(id(node))
-        return span[0] if span is not None else None
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         start, end = self._spans[id(node)]
@@ -73,9 +62,6 @@ class _ProviderRanges(NodeRanges):
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         return self._table[node]
 
-    def code_start(self, node: cst.CSTNode) -> int | None:
-        return None
-
 
 class StatementRanges(NodeRanges):
     """Ranges recorded one module-level statement at a time, on first use: a file whose
@@ -94,19 +80,13 @@ class StatementRanges(NodeRanges):
         statement_of: Callable[[cst.CSTNode], cst.CSTNode | None],
     ) -> None:
         self._recorded_spans: dict[int, tuple[int, int]] = {}
-        self._recorded_code_starts: dict[int, int] = {}
-        super().__init__(self._recorded_spans, code, self._recorded_code_starts)
+        super().__init__(self._recorded_spans, code)
         self._module = module
         self._code = code
         self._statement_of = statement_of
         self._statement_starts: dict[int, int] | None = None
         self._recorded: set[int] = set()
         self._whole: NodeRanges | None = None
-
-    def code_start(self, node: cst.CSTNode) -> int | None:
-        if not self._record_statement_of(node):
-            return self._whole_file().code_start(node)
-        return super().code_start(node)
 
     def __getitem__(self, node: cst.CSTNode) -> CodeRange:
         if not self._record_statement_of(node):
@@ -141,7 +121,6 @@ class StatementRanges(NodeRanges):
         if self._code[start : start + len(generated)] != generated:
             return False
         self._recorded_spans.update(recorder.spans)
-        self._recorded_code_starts.update(recorder.code_starts)
         return id(node) in self._spans
 
     def _starts(self) -> dict[int, int]:
@@ -194,7 +173,7 @@ def node_ranges(
             module._codegen(recorder)
             # Ranges are counted before the module drops its trailing newline (as libcst does).
             code = "".join(recorder.tokens) + recorder.popped
-            return NodeRanges(recorder.spans, code, recorder.code_starts)
+            return NodeRanges(recorder.spans, code)
         except (AttributeError, TypeError):  # pragma: no cover - libcst's internals changed
             pass
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
@@ -212,8 +191,6 @@ if CodegenState is not None:
         offset: int = 0
         spans: dict[int, tuple[int, int]] = field(default_factory=dict)
         starts: list[int] = field(default_factory=list)
-        #: Where the code of a node whose range is narrowed (a statement) starts.
-        code_starts: dict[int, int] = field(default_factory=dict)
         popped: str = ""
 
         def add_indent_tokens(self) -> None:
@@ -244,8 +221,6 @@ if CodegenState is not None:
             start_node: cst.CSTNode | None = None,
             end_node: cst.CSTNode | None = None,
         ) -> _SyntacticSpan:
-            # The node's code generation began at the top of the stack (its before_codegen).
-            self.code_starts[id(node)] = self.starts[-1]
             return _SyntacticSpan(self, node, start_node, end_node)
 
     class _SyntacticSpan:

@@ -5,14 +5,13 @@ engine applies what it reports and never asks a rule to write."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import ClassVar
 
 import libcst as cst
 
 from devfix.context import FileContext
-from devfix.edit_plan import renders_alone, text_edits
-from devfix.types import Applicability, Edit, Finding, ImportSpec, TextEdit
+from devfix.types import Applicability, Edit, Finding, ImportSpec
 
 
 class Rule(cst.CSTVisitor):
@@ -69,7 +68,6 @@ class Rule(cst.CSTVisitor):
         level = applicability or self.APPLICABILITY
         if not edit_group:
             level = Applicability.DISPLAY_ONLY
-        text_edits = self._as_text(edit_group)
         self.findings.append(
             Finding(
                 code=self.CODE,
@@ -83,38 +81,7 @@ class Rule(cst.CSTVisitor):
                 applicability=level,
                 edits=edit_group,
                 imports=tuple(imports),
-                text_edits=text_edits,
             )
-        )
-
-    def _as_text(self, edits: Sequence[Edit]) -> tuple[TextEdit, ...]:
-        """The group as replacements of the file's text: each edit's span and rendering, or,
-        when the edits nest or reuse the file's nodes (whose renderings alone would overlap
-        or miss the edits inside them), the group's effect, line by line."""
-        if not edits:
-            return ()
-        spans = self.context.edit_spans(edits)
-        if not renders_alone(edits, spans):
-            return text_edits(
-                self.context.module,
-                edits,
-                spans,
-                self.context.text,
-                code_start=self.context.code_start,
-            )
-        return tuple(self._edit_as_text(edit) for edit in edits)
-
-    def _edit_as_text(self, edit: Edit) -> TextEdit:
-        span = self.context.position(edit.target)
-        replacement = edit.replacement
-        if isinstance(replacement, cst.RemovalSentinel):
-            text = ""
-        elif isinstance(replacement, cst.FlattenSentinel):
-            text = "".join(self.context.module.code_for_node(node) for node in replacement.nodes)
-        else:
-            text = self.context.module.code_for_node(replacement)
-        return TextEdit(
-            span.start.line, span.start.column + 1, span.end.line, span.end.column + 1, text
         )
 
     # -- documentation ---------------------------------------------------------------------

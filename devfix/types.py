@@ -78,17 +78,18 @@ class Finding:
     imports: tuple[ImportSpec, ...] = field(default=(), compare=False, repr=False)
     #: In a notebook: the code cell (1-based, code cells only); `line` is then the cell's line.
     cell: int | None = None
-    #: The fix as text replacements of the file (for SARIF and caches); survives when `edits`
-    #: are dropped. In a notebook they replace parts of the notebook's JSON text.
+    #: The fix as text replacements of the file, filled in only where a fix must be described
+    #: without the syntax tree (SARIF, computed by the engine on request). In a notebook they
+    #: replace parts of the notebook's JSON text.
     text_edits: tuple[TextEdit, ...] = field(default=(), compare=False, repr=False)
     #: In a notebook: (line, col, end_line, end_col) of the finding in the notebook's JSON text.
     file_span: tuple[int, int, int, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def has_fix(self) -> bool:
-        return bool(self.edits or self.text_edits) and (
-            self.applicability is not Applicability.DISPLAY_ONLY
-        )
+        # A finding without edits is display-only from the moment it is reported (Rule.report),
+        # so the level alone says it, also once the edits are dropped between processes.
+        return self.applicability is not Applicability.DISPLAY_ONLY
 
     def without_nodes(self) -> Finding:
         """A copy that no longer holds syntax-tree nodes: cheap to send between processes."""

@@ -56,7 +56,6 @@ def _same_ranges(source: str) -> int:
     for node in nodes[1:]:
         assert ours[node] == expected[node], (type(node).__name__, module.code_for_node(node))
         assert by_statement[node] == expected[node], type(node).__name__
-        assert by_statement.code_start(node) == ours.code_start(node), type(node).__name__
     assert isinstance(by_statement, positions.StatementRanges)
     # Every node inside a statement was answered from that statement alone, except where the
     # last line has no line break (that statement's code is then not the text's).
@@ -72,11 +71,10 @@ def test_ranges_by_statement_generate_only_the_statements_asked_about() -> None:
     ranges = positions.node_ranges(module, source, _statement_of(module))
     assert isinstance(ranges, positions.StatementRanges)
     call = module.body[2].body.body[0].body[0].value  # type: ignore[attr-defined]
-    assert source[ranges.code_start(call) :].startswith("torch.zeros(3)")
     assert ranges[call].start.line == 9 and ranges[call].start.column == 8
     assert ranges._recorded_spans and ranges._whole is None
     assert id(module.body[1]) not in ranges._recorded_spans  # `def f` was not generated
-    assert ranges.code_start(module.body[1]) == source.index("\n\n\ndef") + 1
+    assert ranges[module.body[1]].start.line == 4
     assert id(module.body[1]) in ranges._recorded_spans and ranges._whole is None
 
 

@@ -1,4 +1,4 @@
-"""The pass base class: a finding's edits as text replacements of the file."""
+"""The pass base class: what a finding holds of its fix."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.context import FileContext
 from devfix.edit_plan import apply_edits
-from devfix.types import Applicability, Edit, TextEdit
+from devfix.types import Applicability, Edit, Finding
 
 SOURCE = textwrap.dedent(
     """\
@@ -42,46 +42,30 @@ class _Gate(_TestPass):
         self.report(node, edits=[Edit(node, gate), Edit(path, cst.SimpleString('"y.pt"'))])
 
 
-class _Rename(_TestPass):
-    """Renames the file (one edit that stands alone)."""
-
-    CODE, NAME = "DF998", "test-rename"
-
-    def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        if node.value == '"x.pt"':
-            self.report(node, edits=[Edit(node, cst.SimpleString('"y.pt"'))])
-
-
-def _patched(text: str, edits: tuple[TextEdit, ...]) -> str:
-    """`text` with the replacements (1-based lines and columns) made, last first."""
-    lines = text.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line))
-    for edit in sorted(edits, key=lambda e: (e.line, e.col), reverse=True):
-        start = offsets[edit.line - 1] + edit.col - 1
-        end = offsets[edit.end_line - 1] + edit.end_col - 1
-        text = text[:start] + edit.text + text[end:]
-    return text
-
-
-def _finding_of(kind: type[DevicePass]) -> tuple[FileContext, tuple[TextEdit, ...], str]:
+def _finding_of(kind: type[DevicePass]) -> tuple[Finding, str]:
     context = FileContext(cst.parse_module(SOURCE), "train.py", SOURCE)
     found = kind(context)
     context.module.visit(found)
     (finding,) = found.findings
-    return context, finding.text_edits, apply_edits(context.module, finding.edits).code
+    return finding, apply_edits(context.module, finding.edits).code
 
 
-def test_nested_edits_become_text_replacements_that_do_not_overlap() -> None:
-    _context, edits, fixed = _finding_of(_Gate)
-    assert len(edits) == 1
-    assert _patched(SOURCE, edits) == fixed
+def test_a_finding_holds_its_fix_as_edits_and_no_text_until_asked() -> None:
+    finding, fixed = _finding_of(_Gate)
     assert fixed.endswith('if rank == 0:\n    # the checkpoint\n    torch.save(x, "y.pt")\n')
+    # The text form is the engine's, for SARIF only: nothing is rendered at report time.
+    assert finding.text_edits == ()
+    assert finding.has_fix and finding.without_nodes().has_fix
 
 
-def test_an_edit_that_stands_alone_replaces_its_own_span() -> None:
-    _context, edits, fixed = _finding_of(_Rename)
-    (edit,) = edits
-    assert (edit.line, edit.col, edit.end_line, edit.end_col) == (5, 15, 5, 21)
-    assert _patched(SOURCE, edits) == fixed
+def test_a_finding_without_edits_is_display_only_also_between_processes() -> None:
+    class _Note(_TestPass):
+        CODE, NAME = "DF997", "test-note"
+
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            self.report(node)
+
+    finding, fixed = _finding_of(_Note)
+    assert fixed == SOURCE
+    assert finding.applicability is Applicability.DISPLAY_ONLY
+    assert not finding.has_fix and not finding.without_nodes().has_fix
