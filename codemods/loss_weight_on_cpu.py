@@ -15,6 +15,7 @@ from devfix.codemods.analysis.names import (
     root_name,
 )
 from devfix.codemods.analysis.torch_names import (
+    SAME_DEVICE_METHODS,
     WEIGHTED_FUNCTIONAL_LOSSES,
     WEIGHTED_LOSSES,
     tails,
@@ -223,6 +224,12 @@ class LossWeightOnCpu(DevicePass):
         if self._moved_later(holder, node):
             return
         devices = self.facts.moves.moved_devices(node)
+        use = self._local_use(holder, node)
+        if use is not None and (devices or self.facts.modules.in_trainer_subclass(node)):
+            # Built where it is used: the weights follow the input it is called on, which is
+            # where the model's outputs are (in a Trainer subclass, on the Trainer's device).
+            self._fix_weights_for_input(node, use, weights, f"`{short}`")
+            return
         if not devices:
             return  # the script never leaves the CPU: nothing to meet
         if len(devices) > 1:
@@ -281,6 +288,22 @@ class LossWeightOnCpu(DevicePass):
                 )
         return None
 
+    def _local_use(self, holder: str, node: cst.Call) -> cst.Call | None:
+        """`loss_fct(logits, labels)`: the call of a criterion that the function building it
+        holds in a local, when its input is bound where the criterion is built."""
+        function = self.facts.scopes.enclosing_function(node)
+        if function is None or not holder.isidentifier():
+            return None
+        for call in self.facts.scopes.find(function, cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == holder):
+                continue
+            first = _input_of(call)
+            root = root_name(first) if first is not None else None
+            if root is not None and self.facts.scopes.visible_name(root, node):
+                return call
+            return None
+        return None
+
     def _moved_later(self, holder: str, node: cst.Call) -> bool:
         """`criterion.to(device)` / `criterion.cuda()` anywhere in the file."""
         module = self.context.module
@@ -311,11 +334,8 @@ class LossWeightOnCpu(DevicePass):
         short: str,
     ) -> None:
         listed = ", ".join(f"`{keyword}`" for keyword, _ in weights)
-        positional = [arg for arg in loss_call.args if arg.keyword is None]
-        first = keyword_argument(loss_call, "input")
-        if first is None and positional and not positional[0].star:
-            first = positional[0]
-        if first is None or not _repeatable(first.value):
+        first = _input_of(loss_call)
+        if first is None or not _repeatable(first):
             self.report(
                 node,
                 message=(
@@ -324,7 +344,7 @@ class LossWeightOnCpu(DevicePass):
                 ),
             )
             return
-        source = self.context.module.code_for_node(first.value)
+        source = self.context.module.code_for_node(first)
         device = cst.parse_expression(f"{source}.device")
         edits = []
         for _, arg in weights:
@@ -360,6 +380,25 @@ class LossWeightOnCpu(DevicePass):
             if arg is not None and self.facts.devices.on_cpu(arg.value, node):
                 found.append((keyword, arg))
         return found
+
+
+def _input_of(loss_call: cst.Call) -> cst.BaseExpression | None:
+    """The loss's input with the reshapes that keep its device taken off
+    (`logits.view(-1, n)` -> `logits`), or None."""
+    positional = [arg for arg in loss_call.args if arg.keyword is None]
+    first = keyword_argument(loss_call, "input")
+    if first is None and positional and not positional[0].star:
+        first = positional[0]
+    if first is None:
+        return None
+    value = first.value
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in SAME_DEVICE_METHODS
+    ):
+        value = value.func.value
+    return value
 
 
 def _repeatable(node: cst.BaseExpression) -> bool:

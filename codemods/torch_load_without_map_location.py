@@ -8,10 +8,11 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword
-from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.names import has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.torch_names import URL_STATE_LOADERS
 from devfix.types import Applicability, Edit
 
-_LOAD_WORD = re.compile(r"\bload\b")
+_LOAD_WORD = re.compile(r"\bload\b|\bload_url\b|\bload_state_dict_from_url\b")
 
 
 class TorchLoadWithoutMapLocation(DevicePass):
@@ -19,10 +20,13 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     ## What it does
     Finds `torch.load(path)` calls that do not say where the loaded tensors go, and adds
-    `map_location="cpu"`. In a distributed script (torchrun, DDP, accelerate, `Trainer`) whose
-    process device is held in a variable (`device = torch.device("cuda", local_rank)`), that
-    variable is used instead; so it is in a single-process script whose loaded tensors are used
-    directly (not only through `load_state_dict`) and that holds its device in a variable.
+    `map_location="cpu"`; the same for the loaders of pretrained weights from a URL, which
+    pass their `map_location` on to `torch.load` (`torch.hub.load_state_dict_from_url`,
+    `torch.utils.model_zoo.load_url`, torchvision's re-export). In a distributed script
+    (torchrun, DDP, accelerate, `Trainer`) whose process device is held in a variable
+    (`device = torch.device("cuda", local_rank)`), that variable is used instead; so it is in
+    a single-process script whose loaded tensors are used directly (not only through
+    `load_state_dict`) and that holds its device in a variable.
     `weights_only`, `mmap` and every other argument stay exactly as written. A script that
     imports `torch` nowhere but takes it from a star-imported helper module
     (`from utils import *`) is read the same way.
@@ -88,14 +92,18 @@ class TorchLoadWithoutMapLocation(DevicePass):
         return super().wakes_on(text) and _LOAD_WORD.search(text) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
-        if call_tail(node.func) != "load":
+        if not isinstance(node.func, (cst.Name, cst.Attribute)):
             return
-        # A script may take `torch` from a star-imported helper module (`from utils import *`).
-        if self.facts.names.qualified_name_through_star(node.func) != "torch.load":
+        # A script may take `torch` from a star-imported helper module (`from utils import *`),
+        # and name a URL loader as it likes (`from torch.hub import ... as fetch`).
+        loader = self.facts.names.qualified_name_through_star(node.func)
+        # `map_location` is torch.load's second argument and a URL loader's third.
+        position = 1 if loader == "torch.load" else URL_STATE_LOADERS.get(loader or "")
+        if position is None:
             return
         positional = [arg for arg in node.args if arg.keyword is None]
-        if len(positional) != 1 or positional[0].star:
-            return  # a second positional argument is `map_location`; `*args` may hold it
+        if not positional or len(positional) > position or any(arg.star for arg in positional):
+            return  # `map_location` given by position, or perhaps inside `*args`
         if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
             return
         flow = self.facts.flow

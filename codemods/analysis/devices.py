@@ -236,6 +236,15 @@ class DeviceInference(Analysis):
                         module=f"{self_var}.{chosen}",
                         parameter=LAYER_PARAMETER[owner.layers[chosen]],
                     )
+            if not owner.layers and self.facts.modules.builds_parts_from_registries(owner.node):
+                # Parts built from a configuration (`build_backbone(cfg)`): their types are not
+                # in the file, but the module's parameters are theirs.
+                return Named(
+                    "a judgement: the module's work runs where its parameters are, and its "
+                    "parts built from the configuration hold them",
+                    proof=False,
+                    name=f"next({self_var}.parameters()).device",
+                )
         return NOTHING_TELLS
 
     def makes_data_tensor(self, call: cst.Call, function: FunctionInfo) -> bool:

@@ -24,6 +24,7 @@ from devfix.codemods.analysis.torch_names import (
     LAYER_PARAMETER,
     LEGACY_CONSTRUCTORS,
     LIGHTNING_STEP_HOOKS,
+    MODEL_PLACING_TRAINERS,
     MODULE_BASES,
     MODULE_RETURNING_WRAPPERS,
     MODULE_SELF_METHODS,
@@ -53,6 +54,8 @@ class ClassInfo:
     #: Not a module itself, it moves models it holds (`self.G.to(self.device)`) and trains or
     #: reads them (`self.G.parameters()`): a solver/trainer, whose device is the script's choice.
     drives_models: bool = False
+    #: A subclass of a Hugging Face / TRL `Trainer`: the model it is handed is on its device.
+    is_trainer: bool = False
     #: `self.<attr> = nn.<Layer>(...)` in `__init__`: attr -> qualified layer name.
     layers: dict[str, str] = field(default_factory=dict)
     #: `self.<attr>` assigned in `__init__` from something that holds a device.
@@ -87,12 +90,16 @@ class FunctionInfo:
             return False
         if self.owner is not None and self.owner.is_module:
             return True
+        if self.owner is not None and self.owner.is_trainer and self.name in _TRAINER_STEPS:
+            return True  # what it makes meets the outputs of the model the Trainer placed
         if self.owner is not None and self.owner.drives_models:
             return False  # a solver or trainer: the script's own code around its models
         return bool(self.tensor_params)
 
 
 _TENSOR_KEYWORDS = frozenset({"input", "other", "target", "tensor", "mat2", "weight"})
+#: The methods of a Trainer subclass that compute with the model's outputs.
+_TRAINER_STEPS = frozenset({"compute_loss", "prediction_step", "training_step"})
 _LOSS_FUNCTION_TAILS = frozenset(name.rsplit(".", 1)[1] for name in INPUT_TARGET_LOSS_FUNCTIONS)
 
 
@@ -160,6 +167,8 @@ def _is_static(function: cst.FunctionDef) -> bool:
     )
 
 
+#: The methods OpenMMLab's base model classes call from their own `forward`.
+_MM_FORWARDS = ("forward_train", "forward_test")
 #: Bases that never make a class an `nn.Module`, whatever it defines.
 _PLAIN_BASES = frozenset({"object", "builtins.object", "abc.ABC", "typing.Generic"})
 
@@ -319,6 +328,7 @@ class ModuleFacts(Analysis):
         if not info.is_module and not info.is_dataset and _unknown_bases(node, bases):
             info.is_module = self._used_as_module(node)
         info.has_device_property = bool(bases & BASES_WITH_DEVICE_PROPERTY)
+        info.is_trainer = bool(bases & MODEL_PLACING_TRAINERS)
         if not info.is_module and not info.is_dataset:
             info.drives_models = _moves_models_it_trains(self.context, node) or (
                 _reads_the_model_it_is_given(self.context, node)
@@ -394,11 +404,16 @@ class ModuleFacts(Analysis):
     def _used_as_module(self, node: cst.ClassDef) -> bool:
         """A class whose base comes from elsewhere (another file of the project) is an
         `nn.Module` when it is used as one: it defines `forward`, calls `super().__init__()` and
-        builds `torch.nn` layers on `self` while it is constructed."""
-        forward = method(node, "forward")
+        builds `torch.nn` layers on `self` while it is constructed. OpenMMLab's model classes
+        (mmdet, mmseg, mmpose, ...) keep `forward` in their base and define `forward_train` /
+        `forward_test`, building their parts from config registries (`build_backbone(cfg)`)."""
         init = method(node, "__init__")
-        if forward is None or init is None or super_init_call(init) is None:
+        if init is None or super_init_call(init) is None:
             return False
+        if method(node, "forward") is None:
+            return any(method(node, name) is not None for name in _MM_FORWARDS) and (
+                self.builds_parts_from_registries(node)
+            )
         construction = self.construction_methods(node)
         for function in methods(node):
             if function.name.value not in construction:
@@ -413,6 +428,25 @@ class ModuleFacts(Analysis):
                     and (self.constructed_module(assign.value) or "").startswith("torch.nn.")
                 ):
                     return True
+        return False
+
+    def builds_parts_from_registries(self, node: cst.ClassDef) -> bool:
+        """`self.backbone = build_backbone(backbone)` in `__init__`: submodules of types that
+        only the configuration names."""
+        init = method(node, "__init__")
+        if init is None:
+            return False
+        self_var = self_name(init)
+        for assign in self.context.subtree(init.body):
+            if (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and self_var is not None
+                and self_attribute(assign.targets[0].target, self_var) is not None
+                and isinstance(assign.value, cst.Call)
+                and (call_tail(assign.value.func) or "").startswith("build_")
+            ):
+                return True
         return False
 
     # -- construction-time methods -----------------------------------------------------------
@@ -953,6 +987,12 @@ class ModuleFacts(Analysis):
                 if info.owner is not None and info.owner.is_module:
                     return True
         return False
+
+    def in_trainer_subclass(self, node: cst.CSTNode) -> bool:
+        """Inside a method of a subclass of a Hugging Face / TRL `Trainer`, whose model (the
+        `model` it is handed, `self.model`) is on the Trainer's device."""
+        function = self.enclosing_function(node)
+        return function is not None and function.owner is not None and function.owner.is_trainer
 
     # -- losses --------------------------------------------------------------------------------
 

@@ -395,6 +395,12 @@ DISTRIBUTED_MARKERS = frozenset(
         "accelerate.notebook_launcher",
         "transformers.Trainer",
         "transformers.Seq2SeqTrainer",
+        # TRL's trainers run on accelerate: one process per GPU under `accelerate launch`.
+        "trl.PPOTrainer",
+        "trl.SFTTrainer",
+        "trl.DPOTrainer",
+        "trl.RewardTrainer",
+        "trl.GRPOTrainer",
     }
 )
 #: `torch.<dtype>` names: `.to(torch.float16)` changes the dtype, not the device.
@@ -793,6 +799,11 @@ SELF_MOVING_TRAINERS = frozenset(
         "lightning.pytorch.Trainer",
     }
 )
+#: Trainers whose subclasses' methods (`compute_loss`, `prediction_step`) get the model the
+#: Trainer placed on its device (`args.device`, one GPU per process under torchrun).
+MODEL_PLACING_TRAINERS = frozenset(
+    name for name in SELF_MOVING_TRAINERS if name.startswith(("transformers.", "trl."))
+)
 #: Optimizers outside torch.optim that the script-order analysis knows.
 OTHER_OPTIMIZERS = frozenset({"transformers.AdamW", "transformers.optimization.AdamW"})
 #: `torch.cuda.amp` names that DF304 rewrites to their device-generic `torch.amp` forms.
@@ -1120,3 +1131,13 @@ OPTIMIZER_CLASS_NAMES = frozenset(
 LOGGING_METHODS = frozenset(
     {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
 )
+
+#: Loaders of a state dict from a URL, which call `torch.load` with the `map_location` they are
+#: given: its position among their arguments (`load_state_dict_from_url(url, model_dir,
+#: map_location, ...)`; torchvision re-exports torch.hub's under older paths).
+URL_STATE_LOADERS = {
+    "torch.hub.load_state_dict_from_url": 2,
+    "torch.utils.model_zoo.load_url": 2,
+    "torchvision.models.utils.load_state_dict_from_url": 2,
+    "torchvision._internally_replaced_utils.load_state_dict_from_url": 2,
+}

@@ -49,8 +49,10 @@ class HardCodedDevice(DevicePass):
     modules that do nothing when run (a bare `"cuda"` there is the caller's current device), a
     selection that already falls back (`"cuda:0" if torch.cuda.is_available() else "cpu"`,
     `if use_cuda:` on a variable holding that check, `if args.gpu: ... else: cpu`), a default
-    `device="cuda"` that every call of the function overrides, and `"cuda"` / `.cuda()` after
-    `torch.cuda.set_device(local_rank)` (the rank's GPU).
+    `device="cuda"` that every call of the function overrides, `"cuda"` / `.cuda()` after
+    `torch.cuda.set_device(local_rank)` (the rank's GPU), and `"cuda:0"` / `.cuda(0)` in code
+    that only rank 0 runs (`if rank == 0:`, or a function called only there) in a script that
+    gives each process its GPU with `torch.cuda.set_device(rank)`.
 
     Anywhere, model code included, a device spelled from a tensor's `is_cuda`
     (`torch.device("cuda" if x.is_cuda else "cpu")`, used as a device) becomes `x.device`:
@@ -200,6 +202,8 @@ class HardCodedDevice(DevicePass):
             return
         if not self._in_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
             return
+        if self.facts.own(ScriptDevice).runs_only_on_rank(node, int(index.value.value)):
+            return  # rank 0's own GPU, in code only rank 0 runs
         reason = self.facts.own(ScriptDevice).chosen_by_hand(None)
         if reason is not None:
             self.report(node, message=f"{shown}: {self.MESSAGE}; {reason}")
@@ -228,6 +232,8 @@ class HardCodedDevice(DevicePass):
             return  # bare "cuda": the current device, which the script (or its caller) sets
         if script.overridden_default(target):
             return  # every call passes its own device
+        if index is not None and script.runs_only_on_rank(anchor, index):
+            return  # `"cuda:0"` in code only rank 0 runs, each process on its own GPU
         assign = script.assignment_of(target)
         if assign is not None and script.falls_back_in_else(assign):
             return  # `if args.cuda: device = "cuda:0"` / `else: device = "cpu"`

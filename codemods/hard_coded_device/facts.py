@@ -159,6 +159,40 @@ class ScriptDevice(Analysis):
                     found.add(attr.split(".", 1)[1])
         return found.pop() if len(found) == 1 else None
 
+    def runs_only_on_rank(self, node: cst.CSTNode, index: int) -> bool:
+        """`node` runs only in the process of rank `index` of a script that gives each process
+        its GPU (`torch.cuda.set_device(rank)`): under `if rank == index:`, or in a function
+        every call of which is. Its literal `cuda:<index>` is that process's own GPU."""
+        ranks = {
+            name
+            for call in self.context.of_type(self.context.module, cst.Call)
+            if self.names.qualified_name(call.func) == "torch.cuda.set_device"
+            and call.args
+            and (name := dotted_name(call.args[0].value)) is not None
+        }
+        return bool(ranks) and self._under_rank_test(node, ranks, index, 0)
+
+    def _under_rank_test(self, node: cst.CSTNode, ranks: set[str], index: int, depth: int) -> bool:
+        current = node
+        for ancestor in self.context.ancestors(node):
+            if (
+                isinstance(ancestor, cst.If)
+                and current is ancestor.body
+                and _tests_rank(ancestor.test, ranks, index)
+            ):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                sites = self.facts.flow.call_sites(ancestor)
+                return (
+                    depth < 3
+                    and bool(sites)
+                    and all(
+                        self._under_rank_test(call, ranks, index, depth + 1) for call, _ in sites
+                    )
+                )
+            current = ancestor
+        return False
+
     def runs_as_script(self) -> bool:
         """The file does work when run: an `if __name__ == "__main__":` block or top-level
         statements beyond imports, definitions and constants (a library module does none)."""
@@ -283,3 +317,16 @@ def _names_other_device(call: cst.Call) -> bool:
     first = call.args[0].value if call.args else None
     value = string_device(first) if first is not None else None
     return value is not None and not value.startswith("cuda")
+
+
+def _tests_rank(test: cst.BaseExpression, ranks: set[str], index: int) -> bool:
+    """`rank == 0` (either side) for one of `ranks`."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    (comparison,) = test.comparisons
+    if not isinstance(comparison.operator, cst.Equal):
+        return False
+    sides = (test.left, comparison.comparator)
+    return any(dotted_name(side) in ranks for side in sides) and any(
+        isinstance(side, cst.Integer) and int(side.value) == index for side in sides
+    )

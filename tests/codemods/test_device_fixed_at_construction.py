@@ -808,3 +808,64 @@ def test_a_device_variable_in_a_library_helper_class_is_left_to_the_script() -> 
                 return (preds[:, 0] > 0).nonzero()
         """,
     )
+
+
+def test_an_openmmlab_style_model_built_from_registries_moves_to_its_own_parameters() -> None:
+    """`forward` lives in the project's base class; the parts come from config registries, so
+    no layer type is in the file: the device is the module's parameters' (a judgement)."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from .base import BaseDetector
+        from ..builder import build_backbone, build_head
+
+
+        class TwoStage(BaseDetector):
+            def __init__(self, backbone, head, init_cfg=None):
+                super().__init__(init_cfg)
+                self.backbone = build_backbone(backbone)
+                self.head = build_head(head)
+
+            def forward_train(self, img, gt_boxes):
+                boxes = gt_boxes.cuda()
+                return self.head.loss(self.backbone(img), boxes)
+        """,
+        """
+        import torch
+        from .base import BaseDetector
+        from ..builder import build_backbone, build_head
+
+
+        class TwoStage(BaseDetector):
+            def __init__(self, backbone, head, init_cfg=None):
+                super().__init__(init_cfg)
+                self.backbone = build_backbone(backbone)
+                self.head = build_head(head)
+
+            def forward_train(self, img, gt_boxes):
+                boxes = gt_boxes.to(next(self.parameters()).device)
+                return self.head.loss(self.backbone(img), boxes)
+        """,
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_a_class_with_forward_train_but_no_registry_parts_is_not_taken_for_a_model() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from .base import Runner
+
+
+        class Loop(Runner):
+            def __init__(self, cfg):
+                super().__init__(cfg)
+                self.steps = cfg.steps
+
+            def forward_train(self, batch):
+                return batch.cuda()
+        """,
+    )

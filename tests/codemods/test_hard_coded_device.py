@@ -609,3 +609,41 @@ def test_a_device_type_from_is_cuda_is_right_as_a_type() -> None:
                 return model(batch)
         """,
     )
+
+
+_RANK_ZERO_EVALUATION = """
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+
+    def validate(net, loader):
+        for batch in loader:
+            net(batch.cuda({index}))
+
+
+    def worker(gpu, world):
+        dist.init_process_group("nccl", rank=gpu, world_size=world)
+        torch.cuda.set_device(gpu)
+        net = build().cuda(gpu)
+        for epoch in range(10):
+            train_one_epoch(net, gpu)
+            if gpu == 0:
+                validate(net, val_loader)
+                torch.save(net.state_dict(), "last.pt")
+
+
+    if __name__ == "__main__":
+        assert torch.cuda.is_available()
+        mp.spawn(worker, args=(torch.cuda.device_count(),), nprocs=torch.cuda.device_count())
+    """
+
+
+def test_gpu_zero_in_code_only_rank_zero_runs_is_that_process_own_gpu() -> None:
+    assert_noop(RULE, _RANK_ZERO_EVALUATION.format(index=0))
+
+
+def test_another_gpu_in_rank_zero_code_is_still_hard_coded() -> None:
+    source = textwrap.dedent(_RANK_ZERO_EVALUATION.format(index=1))
+    findings = check_source(source, "train.py", Options(select=(RULE,), unsafe_fixes=True))
+    assert [(f.code, f.line) for f in findings] == [(RULE, 9)]

@@ -267,3 +267,69 @@ def test_criterion_factories_with_weights_already_placed_are_left_alone() -> Non
             return criterion, other
         """,
     )
+
+
+def test_a_weighted_loss_built_in_a_trainer_subclass_follows_the_logits() -> None:
+    """The Trainer placed the model; the criterion is built where it is used, so its weights
+    follow the input it is called on (through reshapes that keep the device)."""
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from transformers import Trainer as HFTrainer
+
+
+        class BalancedTrainer(HFTrainer):
+            def __init__(self, *args, class_counts, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.class_weights = 1.0 / torch.tensor(class_counts, dtype=torch.float)
+
+            def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+                labels = inputs.pop("labels")
+                outputs = model(**inputs)
+                scores = outputs.logits
+                criterion = torch.nn.CrossEntropyLoss(weight=self.class_weights)
+                loss = criterion(scores.reshape(-1, scores.size(-1)), labels.reshape(-1))
+                return (loss, outputs) if return_outputs else loss
+        """,
+        """
+        import torch
+        from transformers import Trainer as HFTrainer
+
+
+        class BalancedTrainer(HFTrainer):
+            def __init__(self, *args, class_counts, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.class_weights = 1.0 / torch.tensor(class_counts, dtype=torch.float)
+
+            def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+                labels = inputs.pop("labels")
+                outputs = model(**inputs)
+                scores = outputs.logits
+                criterion = torch.nn.CrossEntropyLoss(weight=self.class_weights.to(scores.device))
+                loss = criterion(scores.reshape(-1, scores.size(-1)), labels.reshape(-1))
+                return (loss, outputs) if return_outputs else loss
+        """,
+    )
+
+
+def test_a_local_criterion_whose_input_is_bound_later_or_a_cpu_only_helper_is_left_alone() -> (
+    None
+):
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+
+        class Scorer:
+            def __init__(self, counts):
+                self.weights = torch.tensor(counts)
+
+            def score(self, model, batch):
+                criterion = nn.CrossEntropyLoss(weight=self.weights)
+                logits = model(batch["x"])
+                return criterion(logits, batch["y"])
+        """,
+    )

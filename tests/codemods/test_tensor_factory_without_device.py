@@ -1085,3 +1085,38 @@ def test_a_lambda_bound_at_module_level_is_the_script_s_move_helper() -> None:
         scores = policy(noise)
         """,
     )
+
+
+def test_a_trainer_subclass_step_makes_its_tensors_where_the_model_outputs_are() -> None:
+    """`prediction_step` of a Trainer subclass: the Trainer placed the model, and what the step
+    returns is gathered with the logits across processes."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from trl import RewardTrainer
+
+
+        class PairwiseTrainer(RewardTrainer):
+            def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+                with torch.no_grad():
+                    loss, scores = self.compute_loss(model, inputs, return_outputs=True)
+                dummy = torch.ones(scores.size(0), dtype=torch.long)
+                return loss, scores, dummy
+        """,
+        """
+        import torch
+        from trl import RewardTrainer
+
+
+        class PairwiseTrainer(RewardTrainer):
+            def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+                with torch.no_grad():
+                    loss, scores = self.compute_loss(model, inputs, return_outputs=True)
+                dummy = torch.ones(scores.size(0), dtype=torch.long, device=scores.device)
+                return loss, scores, dummy
+        """,
+        unsafe=True,
+    )
+    # A judgement: the shape says where the tensor belongs, not that it meets `scores`.
+    assert findings[0].applicability is Applicability.UNSAFE

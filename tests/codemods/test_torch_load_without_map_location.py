@@ -366,3 +366,52 @@ def test_the_best_of_the_per_epoch_files_the_run_wrote_is_its_own_save() -> None
         model.load_state_dict(torch.load(f"ckpt-{best}.pt"))
         """,
     )
+
+
+def test_pretrained_weights_fetched_from_a_url_get_cpu_through_any_spelling() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch.utils.model_zoo as zoo
+        from torch.hub import load_state_dict_from_url as fetch_weights
+
+
+        class Backbone(nn.Module):
+            def load_pretrained(self, url):
+                self.load_state_dict(fetch_weights(url, progress=True))
+
+            def load_legacy(self, url, cache):
+                state = zoo.load_url(url, cache)  # the second argument is the cache folder
+                self.load_state_dict(state)
+        """,
+        """
+        import torch.utils.model_zoo as zoo
+        from torch.hub import load_state_dict_from_url as fetch_weights
+
+
+        class Backbone(nn.Module):
+            def load_pretrained(self, url):
+                self.load_state_dict(fetch_weights(url, progress=True, map_location="cpu"))
+
+            def load_legacy(self, url, cache):
+                state = zoo.load_url(url, cache, map_location="cpu")  # the second argument is the cache folder
+                self.load_state_dict(state)
+        """,
+    )
+    assert {finding.applicability for finding in findings} == {Applicability.SAFE}
+
+
+def test_a_url_loader_given_its_map_location_by_position_or_an_unrelated_load_is_left_alone() -> (
+    None
+):
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.hub import load_state_dict_from_url
+
+        state = load_state_dict_from_url(URL, None, "cpu")
+        weights = torch.hub.load_state_dict_from_url(URL, map_location=device)
+        config = yaml.load_url(URL)
+        """,
+    )
