@@ -65,7 +65,12 @@ class LossWeightOnCpu(DevicePass):
     The criterion is moved the way the script moves its other work (`.to(device)`, or `.cuda()`
     when the model is moved with `.cuda()`). A criterion stored as an attribute of a model
     (`self.criterion = ...` in an `nn.Module` or `LightningModule`) is a submodule: it moves with
-    the model and is left alone. A criterion that is already moved is left alone.
+    the model and is left alone. A criterion that is already moved is left alone. A criterion
+    built in a function and called there on an input bound before it (`loss_fct =
+    nn.CrossEntropyLoss(weight=self.weights)` ... `loss_fct(logits.view(-1, n), labels)`, as
+    Hugging Face `Trainer.compute_loss` overrides write it) gets its weights moved to that
+    input's device (`weight=self.weights.to(logits.device)`), in a script that moves its work
+    to a device or in a `Trainer` subclass (the Trainer places the model).
 
     A criterion made by a project's own factory (`get_loss(..., weight=class_weights)`, from
     another file) may be a module or a function, and its weights may be `None`: there the

@@ -29,7 +29,11 @@ class TensorFactoryWithoutDevice(DevicePass):
     `rand`, `randn`, `randint`, `randperm`, `tensor`, `as_tensor` and the legacy constructors
     (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...) called without
     `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
-    `init_hidden`, mask builders, loss modules) and every function that takes a tensor argument.
+    `init_hidden`, mask builders, loss modules; OpenMMLab models, whose `forward` is in their
+    base class, with `forward_train` / `forward_test` and parts built from config registries),
+    the loss and prediction steps of a Hugging Face / TRL `Trainer` subclass (`compute_loss`,
+    `prediction_step`, `training_step`: what they make meets the outputs of the model the
+    Trainer placed), and every function that takes a tensor argument.
     `__init__` is left to DF103, which registers such tensors as buffers so `model.to()` moves
     them. In script code (module level, notebook cells, and the script's own functions around
     its models: a training or acting loop, a solver's methods), a new tensor (`torch.randn(64,
