@@ -288,3 +288,52 @@ def test_a_loader_that_hands_the_model_to_training_is_still_fixed() -> None:
         options=Options(select=(RULE,), unsafe_fixes=True),
     )
     assert [f.code for f in findings] == [RULE]
+
+
+def test_a_trl_value_head_class_chosen_into_a_local_name_is_a_library_model() -> None:
+    """TRL's value-head models pass `device_map` on to transformers; `PPOTrainer` runs on
+    accelerate, which puts each process's model on its GPU."""
+    findings = assert_fix(
+        RULE,
+        """
+        from trl import (
+            AutoModelForCausalLMWithValueHead as CausalHead,
+            AutoModelForSeq2SeqLMWithValueHead as Seq2SeqHead,
+            PPOTrainer,
+        )
+
+        head_class = Seq2SeqHead if args.seq2seq else CausalHead
+        policy = head_class.from_pretrained(args.model, device_map={"": 0})
+        trainer = PPOTrainer(config, policy, None, tokenizer, dataset=dataset)
+        for batch in trainer.dataloader:
+            trainer.step(batch["query"], batch["response"], batch["reward"])
+        """,
+        """
+        from trl import (
+            AutoModelForCausalLMWithValueHead as CausalHead,
+            AutoModelForSeq2SeqLMWithValueHead as Seq2SeqHead,
+            PPOTrainer,
+        )
+
+        head_class = Seq2SeqHead if args.seq2seq else CausalHead
+        policy = head_class.from_pretrained(args.model)
+        trainer = PPOTrainer(config, policy, None, tokenizer, dataset=dataset)
+        for batch in trainer.dataloader:
+            trainer.step(batch["query"], batch["response"], batch["reward"])
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_local_class_name_bound_to_something_else_is_not_taken_for_a_library_model() -> None:
+    assert_noop(
+        RULE,
+        """
+        from trl import AutoModelForCausalLMWithValueHead, PPOTrainer
+        from .models import CustomHead
+
+        head_class = CustomHead if args.custom else AutoModelForCausalLMWithValueHead
+        policy = head_class.from_pretrained(args.model, device_map={"": 0})
+        trainer = PPOTrainer(config, policy, None, tokenizer, dataset=dataset)
+        """,
+    )
