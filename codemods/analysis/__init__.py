@@ -9,19 +9,19 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `moves`: `.to`/`.cuda` moves, device values and the names that hold a device, and whether
   an expression can be written at a node (`visible_at`).
 - `flow`: the script around the model, one module per concept (`flow/`): model placement,
-  DataLoader and batch-loop plans, data functions, process and GPU topology, training objects
-  and the script's role, model calls and token ids, checkpoints.
+  DataLoader and batch-loop plans, data functions, process and GPU topology (with the default
+  device `torch.set_default_device` sets), training objects and the script's role, model calls
+  and token ids, checkpoints.
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
-- `companions`: objects that live beside the model and do not follow `model.to()`: metric
-  modules, model copies (EMA), generators and the default device, AMP objects.
 - `cpu_only`: the arguments that must stay on the CPU (`pack_padded_sequence`'s lengths,
   sampler weights, `.numpy()` receivers), which every move of batches or labels leaves alone.
 
 A fact only one rule needs lives with that rule (`codemods/<rule>/facts.py`, reached as
 `self.facts.own(TheirAnalysis)`): DF102's one-device script, DF103's tensor attributes, DF104's
-submodule containers, DF106's aligned loss targets, DF206's held values, DF301's optimizer state
-and statement reordering, DF304's script device, DF305's sharded model, DF401's output.
+submodule containers, DF106's aligned loss targets, DF205's metrics, DF206's held values,
+DF301's optimizer state and statement reordering, DF304's script device, DF305's sharded model,
+DF306's model copies (EMA), DF307's generators, DF308's AMP objects, DF401's output.
 
 Analyses take the file's `FileFacts` (never a pass; `base.Analysis`) and hold it and the context
 through weak proxies: the context keeps the facts in `context.shared`, and the facts keep the
@@ -34,7 +34,6 @@ import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar, overload
 
-from devfix.codemods.analysis.companions import Companions
 from devfix.codemods.analysis.cpu_only import CpuOnlyArguments
 from devfix.codemods.analysis.devices import DeviceInference
 from devfix.codemods.analysis.flow import ScriptFlow
@@ -83,7 +82,6 @@ class FileFacts:
     moves = _BuiltOnFirstUse(Moves)
     flow = _BuiltOnFirstUse(ScriptFlow)
     devices = _BuiltOnFirstUse(DeviceInference)
-    companions = _BuiltOnFirstUse(Companions)
     cpu_only = _BuiltOnFirstUse(CpuOnlyArguments)
 
     def __init__(self, context: FileContext) -> None:

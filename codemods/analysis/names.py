@@ -143,6 +143,15 @@ def code_of(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
+def parsed_expression(text: str) -> cst.BaseExpression:
+    """The expression `text` spells (the inverse of `code_of`), or the placeholder `_` when it
+    spells none: text that does not parse names no device, no call, nothing a caller looks for."""
+    try:
+        return cst.parse_expression(text)
+    except cst.ParserSyntaxError:
+        return cst.Name("_")
+
+
 @dataclass(frozen=True)
 class ImportRecord:
     """One name bound by a top-level import: `import a.b as c` -> ("a.b", None, "c")."""

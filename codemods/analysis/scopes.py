@@ -229,6 +229,10 @@ class Scopes:
             return any(candidate is node for candidate in self.context.subtree(root))
         return span[0] <= place[0] <= span[1]
 
+    def starts_before(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
+        """`first` starts before `second` in source order (pre-order indices: no positions)."""
+        return self.context.order(first)[0] < self.context.order(second)[0]
+
     def names_in(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
         """The `Name` nodes spelled `name` in `scope` (its signature included)."""
         for node in self.find(scope, cst.Name, own_scope=True):

@@ -130,7 +130,7 @@ def plan_loaders(script: Script, plan: Plan, *, keep_per_process_batch: bool) ->
             "no DataLoader feeding the training loop (a loop that calls `.backward()`) was "
             "found where the model is wrapped"
         )
-    default = script.companions.default_device(loaders[0].call)
+    default = script.flow.default_device(loaders[0].call)
     if default is not None:
         raise Decline(
             f"the default device is an accelerator (`{script.code(default.setter.func)}`): "

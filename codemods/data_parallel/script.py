@@ -79,7 +79,6 @@ class Script:
         self.names = facts.names
         self.scopes = facts.scopes
         self.flow = facts.flow
-        self.companions = facts.companions
         self.output = facts.own(ScriptOutput)
         #: Every name the file binds anywhere (names the conversion adds must be new).
         self.bound = self.scopes.names_bound_anywhere()

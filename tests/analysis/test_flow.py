@@ -1,4 +1,5 @@
-"""codemods.analysis.flow: model moves, DataLoader loops, data pipelines, checkpoints."""
+"""codemods.analysis.flow: model moves, DataLoader loops, data pipelines, checkpoints, the
+default device."""
 
 from __future__ import annotations
 
@@ -75,6 +76,60 @@ def test_distributed_evidence_names_the_launcher() -> None:
     }
     for source, word in cases.items():
         assert parse(source).facts.flow.distributed_evidence() == word, source
+
+
+def test_default_device_plain_and_conditional() -> None:
+    parsed = parse(
+        """
+        import torch
+
+        torch.set_default_device("cuda")
+
+        def make():
+            return DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.flow.default_device(loader)
+    assert found is not None and found.expression == "torch.get_default_device()"
+    assert not found.conditional
+
+    parsed = parse(
+        """
+        import torch
+
+        if args.cuda:
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        else:
+            torch.set_default_tensor_type("torch.FloatTensor")
+
+        def make():
+            return DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.flow.default_device(loader)
+    assert found is not None and found.conditional
+    # get_default_device() answers "cpu" after a CUDA default tensor type: an empty tensor does not
+    assert found.expression == "torch.empty(0).device"
+
+    parsed = parse(
+        """
+        import torch
+
+        if __name__ == "__main__":
+            torch.set_default_tensor_type("torch.cuda.FloatTensor")
+            loader = DataLoader(ds, shuffle=True)
+        """
+    )
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    found = parsed.facts.flow.default_device(loader)
+    assert found is not None and found.expression == "torch.empty(0).device"
+    assert not found.conditional
+
+    parsed = parse("import torch\nloader = DataLoader(ds, shuffle=True)\n")
+    loader = parsed.one(cst.Call, "DataLoader(ds, shuffle=True)")
+    assert parsed.facts.flow.default_device(loader) is None
 
 
 def test_checkpoints_that_only_feed_state_dicts() -> None:

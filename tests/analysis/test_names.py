@@ -12,6 +12,7 @@ from devfix.codemods.analysis.names import (
     is_docstring,
     is_method_call,
     keyword_argument,
+    parsed_expression,
     receiver_root,
     root_name,
     statement_call,
@@ -211,3 +212,8 @@ def test_is_method_call_names_the_called_method() -> None:
     assert not is_method_call(cst.parse_expression("logits.detach().cpu()"), "detach")
     assert not is_method_call(cst.parse_expression("detach(x)"), "detach")
     assert not is_method_call(cst.parse_expression("x.detach"), "detach")
+
+
+def test_parsed_expression_is_the_code_or_a_placeholder() -> None:
+    assert code_of(parsed_expression('torch.device("cuda", 0)')) == 'torch.device("cuda", 0)'
+    assert code_of(parsed_expression("cuda:0")) == "_"  # not an expression

@@ -183,6 +183,15 @@ def test_within_and_mentions() -> None:
     assert not scopes.mentions(train, "device")
 
 
+def test_starts_before_compares_source_order() -> None:
+    parsed = parse(SOURCE)
+    scopes = parsed.facts.scopes
+    loop = parsed.all(cst.For)[0]
+    call = parsed.one(cst.Call, "model(x)")
+    assert scopes.starts_before(loop, call) and not scopes.starts_before(call, loop)
+    assert not scopes.starts_before(loop, loop)
+
+
 def test_on_every_path_through_if_chains() -> None:
     parsed = parse(
         """

@@ -12,7 +12,7 @@ One analysis, `ScriptFlow` (`facts.flow`), composed of one part per concept, eac
 - `placement`: model placement, where a model's device comes from and how to write it.
 - `loops`: DataLoader and batch-loop plans.
 - `pipeline`: data functions, the loops they feed, and the moves of their output.
-- `processes`: process and GPU topology, notebook cells, device selection.
+- `processes`: process and GPU topology, notebook cells, device selection, the default device.
 - `training`: optimizers, training objects, the script's role and its output.
 - `model_calls`: the model calls values are fed to, and token-id tensors.
 - `checkpoints`: what `torch.load` reads and where it goes.

@@ -1,19 +1,21 @@
 """Process and GPU topology: whether the script runs as one process of several, on one device
-or a model placed over several, which GPUs it names, in a notebook's cells, and how its device
-selection falls back.
+or a model placed over several, which GPUs it names, in a notebook's cells, how its device
+selection falls back, and the default device new tensors are created on.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from devfix.codemods.analysis.flow.calls import CallSites
-from devfix.codemods.analysis.names import (
-    call_tail,
-)
+from devfix.codemods.analysis.flow.training import is_main_guard
+from devfix.codemods.analysis.moves import string_device
+from devfix.codemods.analysis.names import call_tail, code_of, parsed_expression
 from devfix.codemods.analysis.torch_names import (
+    DEFAULT_DEVICE_SETTERS,
     DISTRIBUTED_MARKERS,
     PLACEMENT_NAMES,
     PLACEMENT_WORDS,
@@ -29,13 +31,31 @@ _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS
 _CELL_MARKER = "# ~~devfix-cell~~ "
 
 
+@dataclass(frozen=True)
+class DefaultDevice:
+    """The device `torch.set_default_device(...)` / `set_default_tensor_type(...)` sends new
+    tensors to, as seen at some node."""
+
+    setter: cst.Call
+    #: Source text of the device (`device`); for a literal or a default that differs by
+    #: branch, `torch.get_default_device()`; for a CUDA default tensor type, which that
+    #: function does not read, `torch.empty(0).device`.
+    expression: str
+    #: The setters run under an `if` (or disagree): the default depends on the run.
+    conditional: bool = False
+    #: Set by `torch.set_default_tensor_type(...)` (which `torch.get_default_device()` ignores).
+    tensor_type: bool = False
+
+
 class ProcessTopology(CallSites):
-    """What the file shows of its processes, its GPUs and how its device is chosen."""
+    """What the file shows of its processes, its GPUs, how its device is chosen and where new
+    tensors are created."""
 
     def __init__(self, facts: FileFacts) -> None:
         super().__init__(facts)
         self._distributed: str | None = None
         self._multi_device: bool | None = None
+        self._default_setter_calls: list[cst.Call] | None = None
 
     def distributed_evidence(self) -> str | None:
         """What makes the script one process of several, in a word ("Trainer", "accelerate",
@@ -85,6 +105,81 @@ class ProcessTopology(CallSites):
             and self.names.qualified_name(call.func) == "torch.cuda.set_device"
             for call in self.context.subtree(self.context.module)
         )
+
+    def _default_setters(self) -> list[cst.Call]:
+        if self._default_setter_calls is None:
+            self._default_setter_calls = [
+                call
+                for call in self.context.of_type(self.context.module, cst.Call)
+                if call_tail(call.func) in ("set_default_device", "set_default_tensor_type")
+                and self.names.qualified_name(call.func) in DEFAULT_DEVICE_SETTERS
+            ]
+        return self._default_setter_calls
+
+    def default_device(self, at: cst.CSTNode) -> DefaultDevice | None:
+        """The accelerator new tensors are created on at `at`, set by a call earlier in `at`'s
+        function or anywhere in the module's own code; None when it stays the CPU."""
+        setters = self._default_setters()
+        if not setters:
+            return None
+        function = self.scopes.enclosing_function(at)
+        relevant: list[cst.Call] = []
+        for setter in setters:
+            owner = self.scopes.enclosing_function(setter)
+            if owner is None and function is not None:
+                relevant.append(setter)  # module set-up runs before the functions it calls
+            elif owner is function and self.scopes.starts_before(setter, at):
+                relevant.append(setter)
+        if not relevant:
+            return None
+        devices = [self._device_set_by(setter) for setter in relevant]
+        accelerators = [d for d in devices if d is not None and d != '"cpu"']
+        if not accelerators:
+            return None
+        last = relevant[-1]
+        conditional = len(set(devices)) > 1 or any(self._runs_conditionally(s) for s in relevant)
+        device = accelerators[-1]
+        torch = self.names.torch_alias() or "torch"
+        if any(call_tail(setter.func) == "set_default_tensor_type" for setter in relevant):
+            # `torch.get_default_device()` does not read the default tensor type: after
+            # `set_default_tensor_type("torch.cuda.FloatTensor")` it answers "cpu". A new empty
+            # tensor is created where the type says, on every PyTorch version (and, unlike a
+            # "cuda" literal, on the GPU `torch.cuda.set_device` selected).
+            return DefaultDevice(last, f"{torch}.empty(0).device", conditional, tensor_type=True)
+        if conditional or string_device(parsed_expression(device)) is not None:
+            # A literal ("cuda") names whichever GPU is current, and the portable-device rewrite
+            # would change it: the default device itself is what the permutation is drawn on.
+            return DefaultDevice(last, f"{torch}.get_default_device()", conditional)
+        return DefaultDevice(last, device, False)
+
+    def _device_set_by(self, setter: cst.Call) -> str | None:
+        """What one setter sets: a device's source text, '"cpu"', or None (unknown)."""
+        value = setter.args[0].value if setter.args else None
+        if value is None:
+            return None
+        if call_tail(setter.func) == "set_default_tensor_type":
+            text = code_of(value)
+            if isinstance(value, cst.SimpleString) and isinstance(value.evaluated_value, str):
+                text = value.evaluated_value
+            return '"cuda"' if ".cuda." in f".{text}" or text.startswith("cuda.") else '"cpu"'
+        literal = string_device(value)
+        if literal is not None:
+            return '"cpu"' if literal.startswith(("cpu", "meta")) else code_of(value)
+        kind = self.facts.moves.device_kind(value, self.scopes.enclosing_function(setter))
+        if kind == "cpu":
+            return '"cpu"'
+        return code_of(value) if kind is not None else None
+
+    def _runs_conditionally(self, node: cst.CSTNode) -> bool:
+        """`node` runs under an `if`/`try`/loop of its function (or of the module)."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.Lambda, cst.ClassDef, cst.Module)):
+                return False
+            if is_main_guard(ancestor):
+                continue  # the script's own code, run whenever it runs
+            if isinstance(ancestor, (cst.If, cst.Else, cst.IfExp, cst.Try, cst.ExceptHandler)):
+                return True
+        return False
 
     def guarded_by_cuda_check(self, node: cst.CSTNode) -> bool:
         """`node` runs only when `torch.cuda.is_available()` / `device_count()` says so."""

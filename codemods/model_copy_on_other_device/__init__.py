@@ -5,11 +5,17 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.companions import EmaRestore, EmaUpdate, EventMove, Placement
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.moves import DeviceMove, string_device
 from devfix.codemods.analysis.names import argument, call_tail, code_of, dotted_name
 from devfix.codemods.analysis.torch_names import EMA_HELPERS, tails
+from devfix.codemods.model_copy_on_other_device.facts import (
+    EmaRestore,
+    EmaUpdate,
+    EventMove,
+    ModelCopies,
+    Placement,
+)
 from devfix.types import Applicability, Edit
 
 _HELPER_TAILS = tails(EMA_HELPERS)
@@ -104,14 +110,14 @@ class ModelCopyOnOtherDevice(DevicePass):
         scopes.extend(self.context.of_type(node, cst.FunctionDef))
         reported: set[int] = set()
         for scope in scopes:
-            for update in self.facts.companions.ema_updates(scope):
+            for update in self.facts.own(ModelCopies).ema_updates(scope):
                 self._check(update, reported)
         for call in self.context.of_type(node, cst.Call):
             if call_tail(call.func) in _HELPER_TAILS:
                 self._helper(call)
-        for restore in self.facts.companions.ema_restores():
+        for restore in self.facts.own(ModelCopies).ema_restores():
             self._restore(restore)
-        for event_move in self.facts.companions.start_event_moves():
+        for event_move in self.facts.own(ModelCopies).start_event_moves():
             self._event_move(event_move)
         return False
 
@@ -158,9 +164,9 @@ class ModelCopyOnOtherDevice(DevicePass):
             return
         if "." in update.copy or "." in update.model:
             return
-        companions = self.facts.companions
-        copy = companions.module_placement(update.copy, update.node)
-        model = companions.module_placement(update.model, update.node)
+        copies = self.facts.own(ModelCopies)
+        copy = copies.module_placement(update.copy, update.node)
+        model = copies.module_placement(update.model, update.node)
         if copy is None or model is None:
             return
         if copy.on_cpu and (model.move is not None or model.reason):
@@ -169,8 +175,8 @@ class ModelCopyOnOtherDevice(DevicePass):
     def _copy_on_cpu(
         self, update: EmaUpdate, copy: Placement, model: Placement, reported: set[int]
     ) -> None:
-        companions = self.facts.companions
-        creation = companions.copy_creation(update.copy, update.node)
+        copies = self.facts.own(ModelCopies)
+        creation = copies.copy_creation(update.copy, update.node)
         if creation is None or id(creation) in reported:
             return
         reported.add(id(creation))
@@ -273,7 +279,7 @@ class ModelCopyOnOtherDevice(DevicePass):
         classdef = self.facts.modules.enclosing_class(update.node)
         if classdef is None:
             return
-        move = self.facts.companions.own_device_copy(attr, classdef)
+        move = self.facts.own(ModelCopies).own_device_copy(attr, classdef)
         if move is None:
             return
         source = update.source
@@ -309,8 +315,8 @@ class ModelCopyOnOtherDevice(DevicePass):
         model_name = dotted_name(model) if model is not None else None
         if model_name is None:
             return
-        companions = self.facts.companions
-        placement = companions.module_placement(model_name, call)
+        copies = self.facts.own(ModelCopies)
+        placement = copies.module_placement(model_name, call)
         if placement is None or placement.move is None:
             return
         name = self.facts.scopes.assigned_name(call)

@@ -6,7 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, remove_argument
-from devfix.codemods.analysis.companions import DefaultDevice
+from devfix.codemods.analysis.flow.processes import DefaultDevice
 from devfix.codemods.analysis.names import argument, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CUDA_SEEDING,
@@ -17,6 +17,7 @@ from devfix.codemods.analysis.torch_names import (
     SAMPLING_CALLS,
     tails,
 )
+from devfix.codemods.generator_on_other_device.facts import Generators
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -123,11 +124,11 @@ class GeneratorOnOtherDevice(DevicePass):
         given = keyword_argument(node, "generator")
         if given is None:
             return
-        companions = self.facts.companions
-        generator = companions.generator_call(given.value, node)
+        generators = self.facts.own(Generators)
+        generator = generators.generator_call(given.value, node)
         if generator is None:
             return
-        kind = companions.generator_kind(generator)
+        kind = generators.generator_kind(generator)
         qualified = self.qualified_name(node.func)
         if qualified in _FACTORIES:
             device = keyword_argument(node, "device")
@@ -137,7 +138,7 @@ class GeneratorOnOtherDevice(DevicePass):
                     return
                 wanted: str | None = code_of(device.value)
             else:
-                default = companions.default_device(node)
+                default = self.facts.flow.default_device(node)
                 wanted = default.expression if default is not None else None
         elif (
             isinstance(node.func, cst.Attribute)
@@ -171,10 +172,10 @@ class GeneratorOnOtherDevice(DevicePass):
         if id(generator) in self._done:
             return
         self._done.add(id(generator))
-        companions = self.facts.companions
+        generators = self.facts.own(Generators)
         problem = f"{self._cpu_generator(generator)} is used by {where}, which draws on `{wanted}`"
         error = _ERROR.format(want="cuda", found="cpu")
-        uses = companions.generator_uses(generator)
+        uses = generators.generator_uses(generator)
         if uses is None:
             self.report(
                 node,
@@ -220,7 +221,6 @@ class GeneratorOnOtherDevice(DevicePass):
 
     def _draws_on(self, use: cst.Call) -> str | None:
         """The device a call that receives the generator draws on ("cpu" for the CPU)."""
-        companions = self.facts.companions
         qualified = self.qualified_name(use.func)
         if qualified in _FACTORIES:
             device = keyword_argument(use, "device")
@@ -231,7 +231,7 @@ class GeneratorOnOtherDevice(DevicePass):
                 return code_of(device.value)
         elif qualified not in SAMPLING_CALLS:
             return None
-        default = companions.default_device(use)
+        default = self.facts.flow.default_device(use)
         return default.expression if default is not None else "cpu"
 
     def _draw_on_generator_device(
@@ -268,13 +268,13 @@ class GeneratorOnOtherDevice(DevicePass):
                 isinstance(shuffle, cst.Name) and shuffle.value in ("False", "None")
             ):
                 return
-        companions = self.facts.companions
+        generators = self.facts.own(Generators)
         if call_tail(node.func) == "random_split":
             given = argument(node, "generator", 2)
         else:
             keyword = keyword_argument(node, "generator")
             given = keyword.value if keyword is not None else None
-        default = companions.default_device(node)
+        default = self.facts.flow.default_device(node)
         shown = f"`{call_tail(node.func)}(...)`"
         if default is not None:
             if given is None:
@@ -291,14 +291,14 @@ class GeneratorOnOtherDevice(DevicePass):
                     imports=imports,
                 )
                 return
-            generator = companions.generator_call(given, node)
-            if generator is not None and companions.generator_kind(generator) == "cpu":
+            generator = generators.generator_call(given, node)
+            if generator is not None and generators.generator_kind(generator) == "cpu":
                 self._move_generator(node, generator, default.expression, shown)
             return
         if given is None:
             return
-        generator = companions.generator_call(given, node)
-        if generator is None or companions.generator_kind(generator) not in (
+        generator = generators.generator_call(given, node)
+        if generator is None or generators.generator_kind(generator) not in (
             "accelerator",
             "device",
         ):
@@ -316,7 +316,7 @@ class GeneratorOnOtherDevice(DevicePass):
             f"{shown} draws its permutation on the CPU, but its generator is on "
             f"`{code_of(device)}`: `{error}`"
         )
-        uses = self.facts.companions.generator_uses(generator)
+        uses = self.facts.own(Generators).generator_uses(generator)
         if uses is None or any(self._draws_on(use) not in (None, "cpu") for use in uses):
             self.report(node, message=f"{problem}; give it a CPU generator of its own")
             return
@@ -338,7 +338,7 @@ class GeneratorOnOtherDevice(DevicePass):
         shuffle = argument(node, "shuffle", 3)
         if isinstance(shuffle, cst.Name) and shuffle.value in ("False", "None"):
             return
-        default = self.facts.companions.default_device(node)
+        default = self.facts.flow.default_device(node)
         if default is None:
             return
         where = _default_device_words(default)

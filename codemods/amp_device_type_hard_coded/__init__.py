@@ -13,7 +13,7 @@ from devfix.codemods._edits import (
     rebuilt_call,
     replace_argument,
 )
-from devfix.codemods.analysis.companions import AUTOCAST_POSITIONAL
+from devfix.codemods.amp_device_type_hard_coded.facts import AUTOCAST_POSITIONAL, AmpObjects
 from devfix.codemods.analysis.names import call_tail, code_of
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -95,8 +95,9 @@ class AmpDeviceTypeHardCoded(DevicePass):
     def visit_Call(self, node: cst.Call) -> None:
         if call_tail(node.func) not in ("autocast", "GradScaler"):
             return
-        call = self.facts.companions.cuda_amp_call(node)
-        if call is None or not self.facts.companions.in_training_code(node):
+        objects = self.facts.own(AmpObjects)
+        call = objects.cuda_amp_call(node)
+        if call is None or not objects.in_training_code(node):
             return
         what = f"`{code_of(node.func)}({code_of(call.device.value) if call.device else ''})`"
         if any(arg.star for arg in node.args):
@@ -106,7 +107,7 @@ class AmpDeviceTypeHardCoded(DevicePass):
             if call.scaler:
                 self.report(node, message=f"{what} gets `enabled` by position; rewrite it by hand")
             return
-        amp = self.facts.companions.amp_device_for(node, call.enabled)
+        amp = objects.amp_device_for(node, call.enabled)
         if amp is None or amp.cuda_only:
             return
         torch, imports = self.facts.names.torch_spelling()
@@ -145,15 +146,15 @@ class AmpDeviceTypeHardCoded(DevicePass):
         )
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        companions = self.facts.companions
-        device = companions.hand_made_device_type(node)
-        if device is None or not companions.in_training_code(node):
+        objects = self.facts.own(AmpObjects)
+        device = objects.hand_made_device_type(node)
+        if device is None or not objects.in_training_code(node):
             return
-        if not companions.amp_uses_hand_made_type(node):
+        if not objects.amp_uses_hand_made_type(node):
             return
-        if companions.only_cuda_or_cpu(device, node):
+        if objects.only_cuda_or_cpu(device, node):
             return  # the device is CUDA or the CPU: the hand-made type is exactly its type
-        fixed = companions.device_type_of(device, node)
+        fixed = objects.device_type_of(device, node)
         imports: list[ImportSpec] = []
         if fixed.startswith("torch.") and self.facts.names.torch_alias() is None:
             imports = [ImportSpec("torch")]

@@ -6,10 +6,10 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import move_to, statement_before
-from devfix.codemods.analysis.companions import HeldMetric
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import code_of
+from devfix.codemods.metric_not_on_device.facts import HeldMetric, Metrics
 from devfix.types import Applicability, Edit
 
 
@@ -90,7 +90,7 @@ class MetricNotOnDevice(DevicePass):
     TRIGGER_WORDS = ("torchmetrics",)
 
     def visit_Module(self, node: cst.Module) -> bool:
-        for held in self.facts.companions.held_metrics():
+        for held in self.facts.own(Metrics).held_metrics():
             self._held(held)
         return True
 
@@ -124,7 +124,7 @@ class MetricNotOnDevice(DevicePass):
         )
 
     def visit_Call(self, node: cst.Call) -> None:
-        target = self.facts.companions.metric_bound(node)
+        target = self.facts.own(Metrics).metric_bound(node)
         shown = f"`{code_of(node.func)}(...)`"
         if isinstance(target, cst.Name):
             self._named(node, target.value, shown)
@@ -134,13 +134,13 @@ class MetricNotOnDevice(DevicePass):
     # -- `metric = Accuracy(...)` in a script or function ---------------------------------------
 
     def _named(self, node: cst.Call, name: str, shown: str) -> None:
-        companions = self.facts.companions
-        if companions.metric_escapes(name, node):
+        metrics = self.facts.own(Metrics)
+        if metrics.metric_escapes(name, node):
             return
         step = self.facts.modules.step_hook(node)
         if step is not None and step[1].has_device_property:
             # Inside a LightningModule step: the module's device is `self.device`.
-            if companions.metric_uses(name, node):
+            if metrics.metric_uses(name, node):
                 self._to_self_device(
                     node,
                     f"the metric `{name}` ({shown}) is built in `{step[0]}`: it starts on the "
@@ -148,7 +148,7 @@ class MetricNotOnDevice(DevicePass):
                     "step",
                 )
             return
-        feed = companions.metric_feed(name, node)
+        feed = metrics.metric_feed(name, node)
         if feed is None:
             return
         line = self.facts.scopes.line_of(feed.use)
