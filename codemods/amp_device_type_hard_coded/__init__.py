@@ -40,9 +40,10 @@ class AmpDeviceTypeHardCoded(DevicePass):
     is CUDA or the CPU (`"cuda" if torch.cuda.is_available() else "cpu"`), the two spellings are
     equivalent and the code is left alone. In a script
     that always runs on CUDA (a device every binding of which, or every caller's argument for
-    which, is CUDA), the CUDA-only objects are right and are left alone, the deprecated
-    `torch.cuda.amp.*` spellings included: a deprecation warning is not a device bug. So is an
-    object already enabled only on CUDA (`enabled=device.type == "cuda"`, under
+    which, is CUDA, or a GPU index the code gives to `.cuda(gpu)` or
+    `torch.cuda.set_device(gpu)`), the CUDA-only objects are right and are left alone, the
+    deprecated `torch.cuda.amp.*` spellings included: a deprecation warning is not a device
+    bug. So is an object already enabled only on CUDA (`enabled=device.type == "cuda"`, under
     `if torch.cuda.is_available():`).
 
     ## Why is this bad?

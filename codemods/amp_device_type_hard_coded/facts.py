@@ -124,12 +124,30 @@ class AmpObjects(Analysis):
         script runs on CUDA only."""
         if "." in name:
             return False
+        if self._used_as_cuda_index(name, at):
+            return True
         scopes = [self.scopes.enclosing_scope(at), self.context.module]
         values = [v for scope in scopes for v in self.scopes.simple_assignments(scope, name)]
         if not values:
             function = self.scopes.enclosing_function(at)
             return function is not None and self._callers_pass_cuda(function, name, depth)
         return all(self._cuda_value(v) for v in values)
+
+    def _used_as_cuda_index(self, name: str, at: cst.CSTNode) -> bool:
+        """The code around `at` gives `name` to `.cuda(name)` or `torch.cuda.set_device(name)`:
+        a GPU index, so the device it names is CUDA (`.to(rank)` with an int is too)."""
+        scope = self.scopes.enclosing_scope(at)
+        for use in self.scopes.names_in(scope, name):
+            arg = self.context.parent(use)
+            call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+            if not (isinstance(call, cst.Call) and call.args and call.args[0] is arg):
+                continue
+            func = call.func
+            if (isinstance(func, cst.Attribute) and func.attr.value == "cuda") or (
+                self.names.qualified_name(func) == "torch.cuda.set_device"
+            ):
+                return True
+        return False
 
     def _callers_pass_cuda(self, function: cst.FunctionDef, param: str, depth: int) -> bool:
         names = param_names(function)

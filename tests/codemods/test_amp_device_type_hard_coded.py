@@ -368,3 +368,31 @@ def test_hand_made_type_after_a_configurator_is_still_fixed() -> None:
         before.replace('"cuda" if "cuda" in device else "cpu"', "torch.device(device).type"),
         unsafe=True,
     )
+
+
+def test_amp_in_a_worker_whose_device_is_a_gpu_index_stays_cuda() -> None:
+    """`.cuda(gpu)` and `set_device(gpu)`: the worker's device is a GPU index, so CUDA-only AMP
+    objects are right there (an `mp.spawn` worker has no caller in the file to ask)."""
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.multiprocessing as mp
+        from torch.cuda.amp import GradScaler, autocast
+
+
+        def worker(gpu, cfg):
+            torch.cuda.set_device(gpu)
+            net = build(cfg).cuda(gpu)
+            scaler = GradScaler(enabled=cfg.fp16)
+            for x, y in loader:
+                x, y = x.cuda(gpu, non_blocking=True), y.cuda(gpu, non_blocking=True)
+                with autocast(enabled=cfg.fp16):
+                    loss = net(x, y)
+                scaler.scale(loss).backward()
+
+
+        if __name__ == "__main__":
+            mp.spawn(worker, args=(cfg,), nprocs=torch.cuda.device_count())
+        """,
+    )
