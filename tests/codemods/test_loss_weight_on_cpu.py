@@ -313,9 +313,7 @@ def test_a_weighted_loss_built_in_a_trainer_subclass_follows_the_logits() -> Non
     )
 
 
-def test_a_local_criterion_whose_input_is_bound_later_or_a_cpu_only_helper_is_left_alone() -> (
-    None
-):
+def test_a_local_criterion_whose_input_is_bound_later_or_a_cpu_only_helper_is_left_alone() -> None:
     assert_noop(
         RULE,
         """
