@@ -10,8 +10,6 @@ from devfix.codemods.analysis.names import call_tail, keyword_argument
 from devfix.codemods.device_map_in_distributed_training.facts import ShardedModel
 from devfix.types import Applicability, Edit, ImportSpec
 
-# TRL's value-head models pass `device_map` on to transformers' `from_pretrained`.
-_LIBRARIES = ("transformers.", "peft.", "trl.")
 #: Names whose presence means a library places the model on the process's device itself.
 _PLACING_TAILS = frozenset({"prepare", "prepare_model"})
 
@@ -83,24 +81,6 @@ class DeviceMapInDistributedTraining(DevicePass):
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("from_pretrained",)
 
-    def _from_library(self, model_class: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """A Hugging Face / PEFT / TRL model class, also one chosen into a local name
-        (`model_class = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM`)."""
-        qualified = self.qualified_name(model_class)
-        if qualified is not None and qualified.startswith(_LIBRARIES):
-            return True
-        if not isinstance(model_class, cst.Name):
-            return False
-        values = self.facts.scopes.assigned_values(model_class.value, at)
-        choices = [
-            choice
-            for value in values
-            for choice in ((value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,))
-        ]
-        return bool(choices) and all(
-            (self.qualified_name(choice) or "").startswith(_LIBRARIES) for choice in choices
-        )
-
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"):
@@ -108,7 +88,7 @@ class DeviceMapInDistributedTraining(DevicePass):
         arg = keyword_argument(node, "device_map")
         if arg is None:
             return
-        if not self._from_library(func.value, node):
+        if not self.facts.own(ShardedModel).library_model_class(func.value, node):
             return
         kind = self.facts.moves.device_map_kind(arg.value, node)
         if kind is None:

@@ -10,9 +10,31 @@ import libcst as cst
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.names import call_tail, dotted_name
 
+#: Where the model classes that take `device_map` come from (TRL's value-head models pass it
+#: on to transformers' `from_pretrained`).
+_LIBRARIES = ("transformers.", "peft.", "trl.")
+
 
 class ShardedModel(Analysis):
     """What a script says about one process per GPU and a model split over devices."""
+
+    def library_model_class(self, model_class: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A Hugging Face / PEFT / TRL model class, also one chosen into a local name
+        (`model_class = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM`)."""
+        qualified = self.names.qualified_name(model_class)
+        if qualified is not None and qualified.startswith(_LIBRARIES):
+            return True
+        if not isinstance(model_class, cst.Name):
+            return False
+        values = self.facts.scopes.assigned_values(model_class.value, at)
+        choices = [
+            choice
+            for value in values
+            for choice in ((value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,))
+        ]
+        return bool(choices) and all(
+            (self.names.qualified_name(choice) or "").startswith(_LIBRARIES) for choice in choices
+        )
 
     def one_process_reason(self) -> str | None:
         """Why the file runs as a single process whatever it imports, or None: a notebook is one
