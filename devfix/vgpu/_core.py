@@ -37,6 +37,13 @@ def _no_counting(device: int) -> int:
 set_alloc_device: Callable[[int], int] = _no_counting
 
 
+class _Copying(threading.local):
+    active = False
+
+
+_copying = _Copying()
+
+
 def _excluded_python() -> Any:
     return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))
 
@@ -48,8 +55,10 @@ class VTensor(torch.Tensor):
     _dev: torch.device
 
     @staticmethod
-    def __new__(cls, elem: torch.Tensor, dev: torch.device) -> VTensor:
-        return _mk(elem, dev)
+    def __new__(cls, elem: Any = None, dev: Any = None, **kwargs: Any) -> Any:
+        if isinstance(dev, torch.device):
+            return _mk(elem, dev)
+        return _as_parameter_class(elem, dev, kwargs)
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
@@ -96,6 +105,28 @@ class VTensor(torch.Tensor):
     def tolist(self) -> Any:
         return self._elem.tolist()
 
+    # A wrapper has no storage of its own (its data pointer reads 0 for every tensor). Libraries
+    # tell tensors apart by their memory: accelerate's dispatch_model keeps tied parameters in a
+    # map keyed by `data_ptr()`, safetensors and `save_pretrained` find shared tensors by their
+    # storage's pointer. The CPU tensor's memory is the virtual GPU's, so it answers.
+
+    def data_ptr(self) -> int:
+        if _copying.active:
+            return 0
+        return self._elem.data_ptr()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        # torch's Tensor.__deepcopy__ recognises a wrapper subclass by its null data pointer
+        # (and then copies it with clone()); during the copy, the pointer reads as torch's own
+        previous, _copying.active = _copying.active, True
+        try:
+            return torch.Tensor.__deepcopy__(self, memo)  # type: ignore[no-untyped-call]
+        finally:
+            _copying.active = previous
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        return self._elem.untyped_storage()
+
     def __format__(self, spec: str) -> str:
         if self.dim() == 0:
             return self.item().__format__(spec)
@@ -105,6 +136,32 @@ class VTensor(torch.Tensor):
         from devfix.vgpu import _serial
 
         return _serial.reduce_vtensor(self)
+
+
+#: attributes every VTensor carries in its ``__dict__`` (a real Parameter's is empty)
+OWN_ATTRIBUTES = ("_elem", "_dev", "_is_param")
+
+
+def _as_parameter_class(data: Any, requires_grad: Any, kwargs: dict[str, Any]) -> Any:
+    """``type(param)(data, requires_grad=...)`` for a parameter on a virtual GPU.
+
+    A parameter on a GPU is an ``nn.Parameter``; on a virtual GPU its class is VTensor (with
+    ``_is_param``, so ``isinstance(p, nn.Parameter)`` holds). Libraries rebuild a parameter
+    from its class (accelerate's ``set_module_tensor_to_device`` and ``init_on_device``:
+    ``param_cls = type(old); param_cls(new_value, requires_grad=old.requires_grad)``), so
+    the class answers as ``nn.Parameter`` does. Some pass the old parameter's ``__dict__`` as
+    keyword arguments: the runtime's own attributes there are not the caller's.
+    """
+    for name in OWN_ATTRIBUTES:
+        kwargs.pop(name, None)
+    if "requires_grad" in kwargs:
+        if requires_grad is not None:
+            raise TypeError("Parameter.__new__() got multiple values for argument 'requires_grad'")
+        requires_grad = kwargs.pop("requires_grad")
+    if kwargs:
+        name = next(iter(kwargs))
+        raise TypeError(f"Parameter.__new__() got an unexpected keyword argument {name!r}")
+    return torch.nn.Parameter(data, True if requires_grad is None else requires_grad)
 
 
 def _mk(elem: torch.Tensor, dev: torch.device) -> VTensor:

@@ -1,14 +1,16 @@
 """A tiny stand-in for the parts of Hugging Face `transformers` these golden scripts use.
 
-transformers is not installed in the test environment and nothing may be downloaded, so the
-golden scripts import this module (it sits next to them) with the real call shapes:
+The golden scripts import this module (it sits next to them, so it comes before the real
+transformers of the test extra) with the real call shapes, on models that need no download:
 `AutoModelForCausalLM.from_pretrained(name, device_map=..., load_in_4bit=...)`,
 `TrainingArguments(...)`, `Trainer(model=..., args=..., train_dataset=...).train()`.
 
 The placement rules are the real ones, reduced: a `device_map` places the model when it is
 loaded (like accelerate's dispatch) and records `hf_device_map`; `Trainer` moves a model to the
 process's device (`LOCAL_RANK` under torchrun) only when no device map placed it, and always
-moves each batch there (huggingface/sentence-transformers#3207).
+moves each batch there (huggingface/sentence-transformers#3207). The pinned transformers and
+accelerate of the test extra move a model whose map has a single entry to the rank's GPU
+(golden/_pending/README.md, seed 000).
 """
 
 from __future__ import annotations

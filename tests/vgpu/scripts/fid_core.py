@@ -101,6 +101,24 @@ net.cuda()
 assert params[0].device == d0
 p0 = nn.Parameter(torch.ones(2, device=d1))
 assert isinstance(p0, nn.Parameter) and p0.requires_grad and p0.device == d1
+# a parameter's class rebuilds a parameter (accelerate: `type(old)(new, requires_grad=...)`),
+# also from the old one's __dict__ as keyword arguments
+rebuilt = type(p0)(torch.zeros(2, device=d0), requires_grad=False)
+assert isinstance(rebuilt, nn.Parameter) and not rebuilt.requires_grad and rebuilt.device == d0
+rebuilt = type(p0)(torch.zeros(2), **{**p0.__dict__, "requires_grad": True})
+assert type(rebuilt) is nn.Parameter and rebuilt.requires_grad
+assert type(p0)(torch.zeros(2, device="meta")).device.type == "meta"
+try:
+    type(p0)(torch.zeros(2), colour=1)
+    raise AssertionError("an unknown keyword was accepted")
+except TypeError:
+    pass
+# data pointers tell tensors apart, views included, as on a GPU
+t1, t2 = torch.zeros(4, device=d1), torch.zeros(4, device=d1)
+assert t1.data_ptr() != 0 and t1.data_ptr() != t2.data_ptr()
+assert t1[1:].data_ptr() == t1.data_ptr() + 4
+assert t1.untyped_storage().data_ptr() == t1[2:].untyped_storage().data_ptr() == t1.data_ptr()
+assert t1.untyped_storage().nbytes() == 16
 print("OK module-to")
 
 # --- optimizers: default (foreach) path, state_dict round trip
