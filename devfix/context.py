@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any, TypeVar, Union, cast
+from typing import Any, TypeVar, cast
 
 import libcst as cst
 from libcst.metadata import (
@@ -25,14 +25,15 @@ from libcst.metadata import (
 )
 
 from devfix.positions import NodeRanges, node_ranges
-from devfix.shadowed_names import ShadowedNames
-from devfix.tree import (
-    TreeTables,
-    build_tables,
-    code_children_of,
-    dotted_name,
-    target_names,
+from devfix.scopes import (
+    BINDING_NODES,
+    DECLARATION_NODES,
+    bound_by,
+    declared_names,
+    import_bindings,
 )
+from devfix.shadowed_names import ShadowedNames
+from devfix.tree import TreeTables, build_tables, code_children_of, dotted_name
 
 T = TypeVar("T")
 _N = TypeVar("_N", bound=cst.CSTNode)
@@ -165,17 +166,9 @@ class FileContext:
 
 
 _BUILTINS = frozenset(dir(builtins))
-
-
-def _module_name(node: cst.Attribute | cst.Name) -> str:
-    return cast(str, dotted_name(node))
-
-
-#: The nodes that bind what their `target` names: `x = `, `x: int = `, `x += `, `for x in`, a
-#: comprehension's `for x in`, `(x := ...)`.
-_BindsTarget = Union[
-    cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr
-]
+_IMPORT_CLASSES = frozenset((cst.Import, cst.ImportFrom))
+_BINDING_CLASSES = frozenset(BINDING_NODES)
+_DECLARATION_CLASSES = frozenset(DECLARATION_NODES)
 
 
 class _NameTable:
@@ -187,69 +180,25 @@ class _NameTable:
         # Only the binding nodes, from the file's per-class index (the order does not matter).
         nodes = tables.nodes
         for node_class, indices in tables.by_class.items():
-            handler = getattr(self, f"visit_{node_class.__name__}", None)
-            if handler is not None:
+            if node_class in _IMPORT_CLASSES:
                 for index in indices:
-                    handler(nodes[index])
+                    self._add_import(cast("cst.Import | cst.ImportFrom", nodes[index]))
+            elif node_class in _BINDING_CLASSES:
+                for index in indices:
+                    self.bound.update(name.value for name in bound_by(nodes[index]))
+            elif node_class in _DECLARATION_CLASSES:
+                # `global x` is there because the function assigns `x`: the name is rebound.
+                for index in indices:
+                    declaration = cast("cst.Global | cst.Nonlocal", nodes[index])
+                    self.bound.update(declared_names(declaration))
 
-    # -- collecting ------------------------------------------------------------------------
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            full = _module_name(alias.name)
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.imports.setdefault(alias.asname.name.value, set()).add(full)
-            else:
-                root = full.split(".", 1)[0]
-                self.imports.setdefault(root, set()).add(root)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if isinstance(node.names, cst.ImportStar):
-            return
-        relative = bool(node.relative)
-        base = _module_name(node.module) if node.module is not None else ""
-        for alias in node.names:
-            name = _module_name(alias.name)
-            bound = name
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                bound = alias.asname.name.value
+    def _add_import(self, statement: cst.Import | cst.ImportFrom) -> None:
+        relative = isinstance(statement, cst.ImportFrom) and bool(statement.relative)
+        for binding in import_bindings(statement):
             if relative:
-                self.bound.add(bound)  # relative imports: left to libcst
+                self.bound.add(binding.name)  # relative imports: resolved scope by scope
             else:
-                self.imports.setdefault(bound, set()).add(f"{base}.{name}")
-
-    def _bind(self, target: cst.CSTNode) -> None:
-        self.bound.update(name.value for name in target_names(target))
-
-    def _bind_target(self, node: _BindsTarget) -> None:
-        self._bind(node.target)
-
-    visit_AssignTarget = visit_AnnAssign = visit_AugAssign = _bind_target
-    visit_For = visit_CompFor = visit_NamedExpr = _bind_target
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self._bind(node.asname.name)
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        if node.name is not None:
-            self._bind(node.name.name)
-
-    def _bind_own_name(self, node: cst.Param | cst.FunctionDef | cst.ClassDef) -> None:
-        self.bound.add(node.name.value)
-
-    visit_Param = visit_FunctionDef = visit_ClassDef = _bind_own_name
-
-    def _bind_declared(self, node: cst.Global | cst.Nonlocal) -> None:
-        self.bound.update(item.name.value for item in node.names)
-
-    visit_Global = visit_Nonlocal = _bind_declared
-
-    def _bind_capture(self, node: cst.MatchAs | cst.MatchStar) -> None:
-        if node.name is not None:
-            self.bound.add(node.name.value)
-
-    visit_MatchAs = visit_MatchStar = _bind_capture
+                self.imports.setdefault(binding.name, set()).add(binding.target)
 
     # -- answering -------------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 
 - `torch_names`: the one table of PyTorch names (factories, dtypes, layers, losses, loaders...).
 - `names`: qualified names and the top-level import table (how the file spells `torch.nn`).
-- `scopes`: the one scope walker, bound/read names, per-scope binding tables.
+- `scopes`: the scope walker, bound/read names, per-scope binding tables. The scoping rules
+  they follow (which nodes open a scope, which names a node binds) are the engine's
+  (`devfix/scopes.py`, asked in its coarse view: which function's code a node is); a pass that
+  needs another view asks the engine, never writes its own rules.
 - `modules`: `nn.Module`/Dataset classes, their layers and submodules, model-code functions.
 - `moves`: `.to`/`.cuda` moves, device values and the names that hold a device, and whether
   an expression can be written at a node (`visible_at`).

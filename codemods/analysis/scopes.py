@@ -1,5 +1,12 @@
-"""Bindings and scopes: the one scope walker, the names a node binds or reads, and per-scope
-binding tables (which names a function, class or the module binds, how, and where).
+"""Bindings and scopes for the analysis layer: the scope walker, the names a node binds or
+reads, and per-scope binding tables (which names a function, class or the module binds, how,
+and where).
+
+The rules themselves (which nodes open a scope, which names a node binds) are the engine's
+(:mod:`devfix.scopes`); this module asks them in the coarse view, the question a pass asks
+being which function's code a node is: a comprehension is part of the function it stands in,
+and a definition is one piece with its header (the walker yields a nested `def` or class but
+does not enter it; the decorators and defaults of `train` are `train`'s).
 
 Source order is the pre-order index of the file's node list (no position metadata needed).
 """
@@ -14,23 +21,17 @@ import libcst as cst
 
 from devfix.codemods.analysis.names import dotted_name, is_constant
 from devfix.context import FileContext
+from devfix.scopes import ASSIGNING_NODES as ASSIGNING_NODES
+from devfix.scopes import DEFINITION_NODES, ScopeRules, declared_names, import_bindings
+from devfix.scopes import all_params as all_params
+from devfix.scopes import bound_by as bound_by
 from devfix.tree import target_names as target_names  # the analysis layer's name for it
 
-#: Nodes that open a scope of their own: the scope walker does not descend into them.
-SCOPE_NODES = (cst.FunctionDef, cst.ClassDef, cst.Lambda)
+#: Nodes that open a scope in the coarse view: the scope walker does not descend into them.
+SCOPE_NODES = DEFINITION_NODES
 #: The same as a set of classes: `type(node) in` it is far cheaper than isinstance on libcst's
 #: ABCs, and these classes have no subclasses.
 _SCOPE_CLASSES = frozenset(SCOPE_NODES)
-#: The nodes :func:`bound_by` finds names in.
-ASSIGNING_NODES = (
-    cst.AssignTarget,
-    cst.AnnAssign,
-    cst.AugAssign,
-    cst.For,
-    cst.CompFor,
-    cst.NamedExpr,
-    cst.AsName,
-)
 #: Nodes below statement level that :meth:`Scopes.binds` asks about (besides definitions).
 _STATEMENT_BINDERS = (
     cst.AssignTarget,
@@ -55,27 +56,14 @@ _FILLED = (
     cst.FunctionDef,
     cst.ClassDef,
 )
-#: Every node that binds a name: those, definitions and imports.
+#: The nodes :meth:`Scopes.names_bound` asks :func:`bound_by` about: assignments, definitions
+#: and imports (parameters and `match` captures are not among them).
 _BINDING_NODES = (cst.FunctionDef, cst.ClassDef, cst.ImportAlias, *ASSIGNING_NODES)
 #: Moves that rebind nothing but change where a tensor or module lives (recorded per scope).
 _MOVES = ("to", "cuda")
 
 Body = Sequence[cst.BaseStatement]
 _N = TypeVar("_N", bound=cst.CSTNode)
-
-
-def bound_by(node: cst.CSTNode, *, comprehensions: bool = True) -> Iterator[cst.Name]:
-    """The names one node binds by assignment: an assignment target, an annotated or augmented
-    assignment, a `for` (and, unless told otherwise, comprehension) target, `:=`, or an `as`
-    name."""
-    if (
-        isinstance(node, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For))
-        or (comprehensions and isinstance(node, cst.CompFor))
-        or isinstance(node, cst.NamedExpr)
-    ):
-        yield from target_names(node.target)
-    elif isinstance(node, cst.AsName):
-        yield from target_names(node.name)
 
 
 @dataclass
@@ -122,6 +110,7 @@ class Scopes:
 
     def __init__(self, context: FileContext) -> None:
         self.context = context
+        self._rules: ScopeRules | None = None
         self._tables: dict[int, ScopeTable] = {}
         self._functions: dict[str, cst.FunctionDef] | None = None
         self._classes: dict[str, cst.ClassDef] | None = None
@@ -259,22 +248,22 @@ class Scopes:
                 return False
         return False
 
+    def _scope_rules(self) -> ScopeRules:
+        if self._rules is None:
+            self._rules = ScopeRules(self.context.tables, comprehensions=False, headers=False)
+        return self._rules
+
     def enclosing_function(self, node: cst.CSTNode) -> cst.FunctionDef | None:
-        """The innermost `def` around `node`; None at module level or inside a lambda."""
-        # `type() is`: libcst's classes are ABCs (a slow isinstance) and these have no subclasses.
-        for ancestor in self.context.ancestors(node):
-            if type(ancestor) is cst.FunctionDef:
-                return ancestor
-            if type(ancestor) is cst.Lambda:
-                return None
-        return None
+        """The innermost `def` around `node` (its header included), class bodies passed; None
+        at module level or inside a lambda."""
+        function = (self._rules or self._scope_rules()).function_of(node)
+        # `type() is`: libcst's classes are ABCs (a slow isinstance) and this one has no subclasses.
+        return function if type(function) is cst.FunctionDef else None
 
     def enclosing_scope(self, node: cst.CSTNode) -> cst.CSTNode:
-        """The innermost function or lambda around `node`, else the module."""
-        for ancestor in self.context.ancestors(node):
-            if type(ancestor) is cst.FunctionDef or type(ancestor) is cst.Lambda:
-                return ancestor
-        return self.context.module
+        """The innermost function or lambda around `node` (its header included), class bodies
+        passed, else the module."""
+        return (self._rules or self._scope_rules()).function_of(node)
 
     def class_of(self, function: cst.FunctionDef | None) -> cst.ClassDef | None:
         """The class whose body defines `function` directly."""
@@ -393,16 +382,7 @@ class Scopes:
         imports."""
         bound: set[str] = set()
         for node in self.context.of_type(root, _BINDING_NODES):
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                bound.add(node.name.value)
-            elif isinstance(node, cst.ImportAlias) and node.asname is None:
-                name: cst.BaseExpression = node.name
-                while isinstance(name, cst.Attribute):
-                    name = name.value
-                if isinstance(name, cst.Name):
-                    bound.add(name.value)
-            else:
-                bound.update(name.value for name in bound_by(node))
+            bound.update(name.value for name in bound_by(node))
         return bound
 
     def names_bound_anywhere(self) -> frozenset[str]:
@@ -412,11 +392,11 @@ class Scopes:
         if isinstance(cached, frozenset):
             return cached
         bound = self.names_bound(self.context.module)
-        for node in self.context.subtree(self.context.module):
-            if isinstance(node, cst.Param):
-                bound.add(node.name.value)
-            elif isinstance(node, cst.Global):
-                bound.update(item.name.value for item in node.names)
+        for node in self.context.of_type(self.context.module, (cst.Param, cst.Global)):
+            if isinstance(node, cst.Global):
+                bound.update(declared_names(node))
+            else:
+                bound.update(name.value for name in bound_by(node))
         found = frozenset(bound)
         self.context.shared["scopes.names_bound_anywhere"] = found
         return found
@@ -690,15 +670,10 @@ class Scopes:
             elif isinstance(node, cst.WithItem) and node.asname is not None:
                 self._bind_target(table, node.asname.name, None, position, self_only)
             elif isinstance(node, (cst.Import, cst.ImportFrom)) and not self_only:
-                if isinstance(node.names, cst.ImportStar):
-                    continue
-                for alias in node.names:
-                    bound = alias.asname.name if alias.asname else alias.name
-                    name = dotted_name(bound)
-                    if name:
-                        table.bindings.setdefault(name.split(".")[0], []).append(
-                            Binding("other", None, position)
-                        )
+                for imported in import_bindings(node):
+                    table.bindings.setdefault(imported.name, []).append(
+                        Binding("other", None, position)
+                    )
             elif isinstance(node, (cst.FunctionDef, cst.ClassDef)) and not self_only:
                 table.bindings.setdefault(node.name.value, []).append(
                     Binding("other", None, position)
@@ -805,12 +780,6 @@ class Scopes:
         return function is not None and name in self.table(function).bindings
 
 
-def all_params(params: cst.Parameters) -> list[cst.Param]:
-    """Every parameter of a signature, `*args` and `**kwargs` included."""
-    extra = [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    return [*params.posonly_params, *params.params, *params.kwonly_params, *extra]
-
-
 def param_names(function: cst.FunctionDef) -> list[str]:
     """Positional and keyword parameters, in order (no `*args`/`**kwargs`)."""
     params = function.params
@@ -824,15 +793,13 @@ def _small_statement_binds(statement: cst.BaseSmallStatement) -> list[str]:
         statement.target, cst.Name
     ):
         return [statement.target.value]
-    if isinstance(statement, (cst.Import, cst.ImportFrom)) and not isinstance(
-        statement.names, cst.ImportStar
-    ):
-        names: list[str] = []
-        for alias in statement.names:
-            bound = alias.asname.name if alias.asname is not None else alias.name
-            if isinstance(bound, cst.Name):
-                names.append(bound.value)
-        return names
+    if isinstance(statement, (cst.Import, cst.ImportFrom)):
+        # Names spelled by one `Name` only: `import os.path` (which binds `os`) is left out.
+        return [
+            imported.name
+            for imported in import_bindings(statement)
+            if isinstance(imported.node, cst.Name)
+        ]
     return []
 
 
