@@ -70,8 +70,9 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     "--fix",
     "repair",
     is_flag=True,
-    help="On a device error, apply the devfix finding at the line that put the root tensor on "
-    "its device, run again, and repeat until the script runs (see docs/vgpu.md).",
+    help="On a device error, apply the devfix finding on the root tensor's provenance (or, "
+    "where none covers it, a fix made from the run), run again, and repeat until the script "
+    "runs (see docs/vgpu.md).",
 )
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix: unsafe fixes may be applied too.")
 @click.option(
@@ -133,10 +134,11 @@ def verify_command(
     it (operand, shape), the line of the script that put it there and the devfix finding at
     that line. The exit status is the script's (124 when it ran past --timeout).
 
-    With --fix, a device error is repaired from the run: the finding at the line that put the
-    root tensor on its device is applied (unsafe ones with --unsafe-fixes), the script runs
-    again, and so on until it runs: at most --max-rounds fixes, each run within --timeout. With
-    -i, each fix is shown as a diff and applied only when you answer y.
+    With --fix, a device error is repaired from the run: the finding on the root tensor's
+    provenance is applied (unsafe ones with --unsafe-fixes); where no finding covers it, a fix
+    is made from the run (`runtime fix`, kept only if the next run gets past the error). The
+    script runs again, and so on until it runs: at most --max-rounds fixes, each run within
+    --timeout. With -i, each fix is shown as a diff and applied only when you answer y.
     """
     env = _parse_env(env_pairs)
     if batch and output_format == "json":
@@ -205,6 +207,11 @@ def _ask(offer: Offer) -> Decision:
     from devfix.vgpu.repair import Answer, Decision
 
     show_proposal(offer.proposal, (offer.number, offer.total))
+    if offer.fix.from_the_run:
+        click.echo(
+            "A fix made from this run, not a devfix rule: y keeps it only if the next run gets "
+            "past this error."
+        )
     while True:
         try:
             key = read_key(PROMPT)

@@ -141,6 +141,41 @@ def fix_source(
     return SourceResult(text, current_text, tuple(first_findings or ()), fixed, hidden, left)
 
 
+def apply_given(text: str, module: cst.Module, findings: Sequence[Finding], *, path: str) -> str:
+    """`text` (parsed as `module`) with exactly these findings' edits, made outside the passes
+    (`devfix verify --fix`'s fixes from a run), written as `fix_source` writes a fix: every
+    group whole or the call fails, the result parsed again, in the file's style, and checked to
+    compile with the running Python and the project's oldest one.
+
+    Raises :class:`InputError` when libcst cannot reproduce `text` byte for byte and
+    :class:`InternalError` when the edits conflict or break the code.
+    """
+    if module_code(module) != text:
+        raise InputError(
+            "libcst cannot reproduce this file byte for byte, so devfix will not rewrite it"
+        )
+    rewritten, applied = apply_findings(module, findings)
+    if len(applied) != len(findings):
+        raise InternalError("the edits overlap")
+    new_text = module_code(rewritten)
+    if new_text == text:
+        return text
+    codes = ", ".join(sorted({f.code for f in findings}))
+    try:
+        rewritten = cst.parse_module(new_text)
+    except cst.ParserSyntaxError as error:
+        first_line = error.message.splitlines()[0]
+        raise InternalError(
+            f"fixes by {codes} produced code that does not parse ({first_line})"
+        ) from None
+    if os.path.isfile(path):
+        new_text = in_file_style(path, text, module, rewritten)
+    problem = compat.rewrite_problem(text, new_text, path)
+    if problem is not None:
+        raise InternalError(f"fixes by {codes} produced code that {problem}")
+    return new_text
+
+
 def in_file_style(path: str, text: str, module: cst.Module, rewritten: cst.Module) -> str:
     """The code of `rewritten` (fixes applied to `module`, the parse of `text`) in the style of
     file `path`: imports the fixes left unused dropped, new long lines wrapped to its length."""

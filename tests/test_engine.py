@@ -14,7 +14,7 @@ from devfix import sources
 from devfix.engine import apply_findings, check_source, fix_file, fix_paths, fix_source
 from devfix.errors import InputError
 from devfix.registry import all_passes, select_passes
-from devfix.types import Applicability, FileStatus, Options
+from devfix.types import Applicability, FileStatus, Finding, Options
 
 BUGGY = textwrap.dedent(
     """\
@@ -272,3 +272,46 @@ def _imported(text: str, dotted: str) -> bool:
         if isinstance(node, cst.Attribute) and ctx.module.code_for_node(node) == dotted
         for q in ctx.qualified_names(node)
     )
+
+
+def _given(text: str, old: str, new: str) -> tuple[cst.Module, list[Finding]]:
+    """A finding made outside the passes: replace the Name `old` with the expression `new`."""
+    from devfix.types import Edit
+
+    module = cst.parse_module(text)
+    names: list[cst.Name] = []
+
+    class Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == old:
+                names.append(node)
+
+    module.visit(Find())
+    finding = Finding(
+        "runtime", "fix-from-the-run", "m", 1, 1, 1, 1, "t", Applicability.UNSAFE,
+        edits=tuple(Edit(name, cst.parse_expression(new)) for name in names),
+    )  # fmt: skip
+    return module, [finding]
+
+
+def test_apply_given_writes_a_finding_made_outside_the_passes(tmp_path: Path) -> None:
+    from devfix.fix_loop import apply_given
+
+    text = "loss = f(logits, labels)  # the loss\n"
+    module, findings = _given(text, "labels", "labels.to(logits.device)")
+    out = apply_given(text, module, findings, path=str(tmp_path / "t.py"))
+    assert out == "loss = f(logits, labels.to(logits.device))  # the loss\n"
+
+
+def test_apply_given_refuses_what_does_not_compile(tmp_path: Path) -> None:
+    from devfix.errors import InternalError
+    from devfix.fix_loop import apply_given
+
+    text = "def f(x):\n    return g(x)\n"
+    module, findings = _given(text, "g", "(yield)")
+    (tmp_path / "t.py").write_text(text)
+    out = apply_given(text, module, findings, path=str(tmp_path / "t.py"))
+    assert "yield" in out  # a generator now: it compiles
+    module, findings = _given("x = g(1)\n", "g", "(await h)")
+    with pytest.raises(InternalError, match="does not compile"):
+        apply_given("x = g(1)\n", module, findings, path=str(tmp_path / "t.py"))

@@ -36,7 +36,11 @@ from typing import Any
 from devfix.vgpu import provenance
 from devfix.vgpu.placement import Suggestion, dotted, statement_at, suggest
 from devfix.vgpu.placement import describe as describe_site
-from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, Operand, Site, shown_path
+from devfix.vgpu.provenance import ATTRIBUTE, BATCH, BUFFER, STATE, Operand, Site, shown_path
+
+#: site kinds whose value was decided at their parent site (a buffer's factory, a batch's
+#: collate function, a restored state's ``torch.load``)
+VALUE_KINDS = (BUFFER, ATTRIBUTE, BATCH, STATE)
 
 #: texts by which a device-mismatch error is recognised
 MISMATCH_MARKERS = (
@@ -362,6 +366,9 @@ def root_fix_command(found: list[Placement], tied: list[Any], frame: UserFrame) 
     root = next((p for p in found if p.root), None)
     if root is not None and root.operand.site is not None:
         path = root.operand.site.path
+        fixable = [f for f in root.findings if getattr(f, "has_fix", False)]
+        if fixable:
+            path = path_of(fixable[0], path)
         notebook = _notebook_for(path)
         return fix_command(root.findings, shown_path(notebook.path if notebook else path))
     on_line = [f for f in tied if f.line == frame.line]
@@ -387,6 +394,9 @@ class Placement:
     suggestion: Suggestion | None = None
     #: the operand ``devfix verify --fix`` repairs first
     root: bool = False
+    #: for an uncovered root: the fix the run's evidence gives (:mod:`devfix.vgpu.synthesis`),
+    #: shown instead of the suggestion
+    runtime: Any = None
 
     def lines(self) -> list[str]:
         op = self.operand
@@ -396,13 +406,26 @@ class Placement:
         out = [f"{head} {self.description}{mark}"]
         site = op.site
         parent = site.parent if site is not None else None
-        if parent is not None and site is not None and site.kind in (BUFFER, ATTRIBUTE, BATCH):
+        if parent is not None and site is not None and site.kind in VALUE_KINDS:
             where = _where(parent.path, parent.line, _notebook_for(parent.path))
             out.append(f"      its value {describe_site(parent, op.device, where)}")
+        own = {id(f) for f in findings_at(site)} if site is not None else set()
         for f in self.findings:
             fix = f"fixes it: {f.fix_title}" if f.has_fix else "flags it (no automatic fix)"
-            out.append(f"    -> {f.code} {fix}  [{f.message}]")
-        if not self.findings and self.suggestion is not None:
+            at = ""
+            if site is not None and id(f) not in own:  # elsewhere on the provenance chain
+                path = path_of(f, site.path)
+                at = f" at {_where(path, f.line, _notebook_for(path))}"
+            out.append(f"    -> {f.code}{at} {fix}  [{f.message}]")
+        if self.runtime is not None:
+            fix = self.runtime
+            uncovered = "" if self.findings else "no devfix rule covers this line; "
+            out.append(
+                f"    -> {uncovered}fix from the run "
+                f"(`devfix verify --fix` applies it) at {fix.path}:{fix.line}: {fix.summary}"
+            )
+            out.extend(f"         {text}" for text in _added_lines(fix.code, fix.proposed))
+        elif not self.findings and self.suggestion is not None:
             out.append(
                 "    -> no devfix rule covers this line; suggested edit (not a devfix rule): "
                 f"{self.suggestion.description}:"
@@ -416,7 +439,9 @@ class Placement:
             "placed_at": self.where,
             "description": self.description,
             "root": self.root,
-            "findings": [_finding_json(f, self.operand.site.path) for f in self.findings]
+            "findings": [
+                _finding_json(f, path_of(f, self.operand.site.path)) for f in self.findings
+            ]
             if self.operand.site is not None
             else [],
             "suggestion": self.suggestion.to_json() if self.suggestion is not None else None,
@@ -455,10 +480,58 @@ def findings_in(path: str) -> list[Any]:
 
 def findings_at(site: Site) -> list[Any]:
     """The findings whose line lies in the statement at the site's line."""
-    stmt = statement_at(site.path, site.line)
-    first = stmt.node.lineno if stmt.node is not None else site.line
-    last = (stmt.node.end_lineno or first) if stmt.node is not None else site.line
-    return [f for f in findings_in(site.path) if first <= f.line <= last]
+    return findings_in_statement(site.path, site.line)
+
+
+def findings_in_statement(path: str, line: int) -> list[Any]:
+    """The findings of ``path`` whose line lies in the statement at ``line``."""
+    stmt = statement_at(path, line)
+    first = stmt.node.lineno if stmt.node is not None else line
+    last = (stmt.node.end_lineno or first) if stmt.node is not None else line
+    return [f for f in findings_in(path) if first <= f.line <= last]
+
+
+@dataclass(frozen=True)
+class ChainFinding:
+    """A finding of another statement on a root's provenance chain, with its file."""
+
+    path: str
+    finding: Any
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.finding, name)
+
+
+def path_of(finding: Any, default: str) -> str:
+    return finding.path if isinstance(finding, ChainFinding) else default
+
+
+def chain_lines(site: Site) -> list[tuple[str, int]]:
+    """The statements a root's placement went through, nearest first: its site, the line that
+    built the optimizer a restored state belongs to, and for a value kept in a buffer, an
+    attribute, a batch or an optimizer's state, the site that made the value."""
+    out = [(site.path, site.line)]
+    if site.owner is not None:
+        out.append((site.owner.path, site.owner.line))
+    if site.kind in VALUE_KINDS and site.parent is not None:
+        out.append((site.parent.path, site.parent.line))
+    return out
+
+
+def findings_on_chain(site: Site) -> list[Any]:
+    """The findings on the statements of :func:`chain_lines`, the site's own first: a static
+    finding on the chain (the optimizer a checkpoint's state was restored into) names the root
+    cause better than the last line the runtime saw (the ``torch.load``)."""
+    found: list[Any] = []
+    seen: set[tuple[str, str, int]] = set()
+    for path, line in chain_lines(site):
+        for f in findings_in_statement(path, line):
+            key = (os.path.realpath(path), f.code, f.line)
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append(f if path == site.path else ChainFinding(path, f))
+    return found
 
 
 def _root_index(message_line: str, operands: tuple[Operand, ...]) -> int:
@@ -555,7 +628,7 @@ def placements(message: str, exc: BaseException | None = None) -> list[Placement
             )
             continue
         where = _where(site.path, site.line, _notebook_for(site.path))
-        found = findings_at(site)
+        found = findings_on_chain(site) if i == root else findings_at(site)
         suggestion = None
         if not found and i == root:
             suggestion = suggest(site, op.device, f'"{other}"', numpy=numpy)
@@ -580,6 +653,38 @@ def _devices(line: str, found: list[Placement]) -> list[str]:
     return recorded if len(recorded) >= 2 and set(recorded) != set(named) else named
 
 
+def _add_runtime_fix(exc: BaseException, found: list[Placement]) -> None:
+    """Give an uncovered root the fix the run's evidence makes, if it makes one."""
+    root = next((p for p in found if p.root), None)
+    if root is None or any(getattr(f, "has_fix", False) for f in root.findings):
+        return  # a finding with a fix is the root cause (verify --fix applies it)
+    try:
+        from devfix.vgpu import evidence
+        from devfix.vgpu.synthesis import RuntimeFix, synthesise
+
+        diagnosis = {
+            "operands": [p.to_json() for p in found],
+            "evidence": evidence.collect(exc, [(p.operand, p.root) for p in found]),
+        }
+        made = synthesise(diagnosis)
+    except Exception:  # the diagnosis is an aid: it must never hide the script's error
+        return
+    if isinstance(made, RuntimeFix):
+        root.runtime = made
+
+
+def _added_lines(before: str, after: str) -> list[str]:
+    """The lines ``after`` has that ``before`` has not, stripped (at most three)."""
+    import difflib
+
+    added = [
+        line[1:].strip()
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line.startswith("+") and not line.startswith("+++")
+    ]
+    return added[:3]
+
+
 def report(message: str, frame: UserFrame | None, exc: BaseException | None = None) -> str:
     line = mismatch_line(message)
     if line is None:
@@ -589,6 +694,8 @@ def report(message: str, frame: UserFrame | None, exc: BaseException | None = No
         out.append(f"  at {_where(frame.path, frame.line, _notebook_for(frame.path))}")
         out.append(f"    {frame.source}")
     found = placements(message, exc)
+    if exc is not None:
+        _add_runtime_fix(exc, found)
     devs = _devices(line, found)
     if devs:
         out.append("  devices involved: " + ", ".join(devs))
@@ -631,12 +738,15 @@ def diagnose_exception(exc: BaseException) -> dict[str, Any] | None:
         }
         tied = [_finding_json(f, frame.path) for f in tied_findings(frame)]
     found = placements(msg, exc)
+    from devfix.vgpu import evidence
+
     return {
         "error": line.strip(),
         "raised_at": raised_at,
         "devices": _devices(line, found),
         "operands": [p.to_json() for p in found],
         "findings": tied,
+        "evidence": evidence.collect(exc, [(p.operand, p.root) for p in found]),
     }
 
 

@@ -22,6 +22,7 @@ from devfix.vgpu.provenance import (
     CREATED,
     LOADED,
     MOVED,
+    STATE,
     Site,
     shown_path,
 )
@@ -184,6 +185,9 @@ def site_call(site: Site) -> tuple[Statement, ast.Call | None]:
     if site.kind == LOADED:
         loads = [c for c in calls if _last(c) == "load"]
         return stmt, (loads[0] if loads else calls[0])
+    if site.kind == STATE:
+        restores = [c for c in calls if _last(c) == "load_state_dict"]
+        return stmt, (restores[0] if restores else None)
     if site.kind in (ATTRIBUTE, BUFFER, BATCH):
         buffers = [c for c in calls if _last(c) == "register_buffer"]
         return stmt, (buffers[0] if buffers else None)
@@ -257,6 +261,12 @@ def describe(site: Site, device: str, where: str) -> str:
         return f"is the buffer `{name}` registered at {where}"
     if site.kind == BATCH:
         return f"is a DataLoader batch read at {where} and never moved"
+    if site.kind == STATE:
+        owner = site.owner
+        built = ""
+        if owner is not None:
+            built = f" (the optimizer built at {shown_path(owner.path)}:{owner.line})"
+        return f"was restored into an optimizer's state at {where}{by}{built}"
     return f"was placed at {where}"
 
 
@@ -367,6 +377,14 @@ def suggest(site: Site, device: str, other: str, *, numpy: bool = False) -> Sugg
                 f"{', '.join(names)} = {moved}",
                 f"move the batch at the top of the loop body (line {site.line + 1})",
             )
+    if site.kind == STATE and line:
+        return Suggestion(
+            site.path,
+            site.line,
+            line,
+            "restore the optimizer after the model is moved to its device "
+            "(load_state_dict casts the state to the parameters' device when it runs)",
+        )
     if line:
         return Suggestion(
             site.path,

@@ -9,7 +9,9 @@ innermost frame of the user's code (file, line, function) of
   DataParallel's scatter and broadcast) — both recorded by the shim (C++), which observes
   every aten op;
 * ``torch.load`` (each loaded tensor), ``register_buffer`` or assigning a tensor to a module
-  attribute, and a DataLoader handing out a batch — recorded here.
+  attribute, a DataLoader handing out a batch, and ``optimizer.load_state_dict`` restoring an
+  optimizer's state (the site also names the line that built the optimizer, its *owner*) —
+  recorded here.
 
 Ops propagate it: an op's output takes the site of its first input on the same device, so the
 CPU tensor in ``x + pos`` names the ``torch.arange`` that made ``pos`` even after
@@ -25,13 +27,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
+import weakref
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 #: site kinds (the shim's 0 and 1; the others are marked from Python)
-CREATED, MOVED, LOADED, ATTRIBUTE, BUFFER, BATCH = range(6)
+CREATED, MOVED, LOADED, ATTRIBUTE, BUFFER, BATCH, STATE = range(7)
 KIND_NAMES = {
     CREATED: "created",
     MOVED: "moved",
@@ -39,6 +43,7 @@ KIND_NAMES = {
     ATTRIBUTE: "attribute",
     BUFFER: "buffer",
     BATCH: "batch",
+    STATE: "state",
 }
 
 ENV = "DEVFIX_VGPU_PROVENANCE"
@@ -61,6 +66,8 @@ class Site:
     parent: Site | None
     #: the library function the user's line called (``Module.to``, ``DataParallel.forward``)
     via: str | None
+    #: for an optimizer's restored state: where that optimizer was built
+    owner: Location | None = None
 
     @property
     def kind_name(self) -> str:
@@ -84,7 +91,36 @@ class Site:
             "op": self.op,
             "via": self.via,
             "parent": self.parent.to_json() if self.parent is not None else None,
-        }
+        } | ({"owner": self.owner.to_json()} if self.owner is not None else {})
+
+
+@dataclass(frozen=True)
+class Location:
+    """A line of the user's code (the innermost user frame of a call)."""
+
+    path: str
+    line: int
+    function: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": shown_path(self.path), "line": self.line, "function": self.function}
+
+
+def caller_location(built: object = None) -> Location | None:
+    """The innermost frame of the user's code on this thread's stack; with ``built``, the
+    innermost one that is not a method of that object (a class's own ``__init__`` calling
+    ``super().__init__``)."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if classify(code.co_filename) == 1 and not (
+            built is not None
+            and code.co_argcount > 0
+            and frame.f_locals.get(code.co_varnames[0]) is built
+        ):
+            return Location(code.co_filename, frame.f_lineno, code.co_name)
+        frame = frame.f_back
+    return None
 
 
 def shown_path(path: str) -> str:
@@ -98,6 +134,8 @@ def shown_path(path: str) -> str:
 
 _fns: dict[str, Callable[..., Any]] | None = None
 _sites: dict[int, Site] = {}
+#: state sites (``optimizer.load_state_dict``) -> where the optimizer was built
+_owners: dict[int, Location] = {}
 _tls = threading.local()
 
 
@@ -154,6 +192,7 @@ def site(site_id: int) -> Site | None:
             int(kind),
             site(int(parent)),
             None if via is None else str(via),
+            _owners.get(site_id),
         )
     return found
 
@@ -236,6 +275,53 @@ def _install_patches() -> None:
     nn.Module.__setattr__ = __setattr__  # type: ignore[method-assign]
     nn.Module.register_buffer = _register_buffer  # type: ignore[method-assign]
     dataloader._BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+    _patch_optimizers()
+
+
+#: optimizer -> the line that built it
+_built_at: weakref.WeakKeyDictionary[Any, Location] = weakref.WeakKeyDictionary()
+
+
+def _patch_optimizers() -> None:
+    """Mark an optimizer's restored state: ``Optimizer.load_state_dict`` casts each saved
+    tensor to its parameter's device *then*, and nothing moves it later."""
+    from torch.optim import Optimizer
+
+    init = Optimizer.__init__
+    load_state_dict = Optimizer.load_state_dict
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        with contextlib.suppress(TypeError):
+            location = caller_location(self)
+            if location is not None:
+                _built_at.setdefault(self, location)
+
+    def _load_state_dict(self: Any, state_dict: Any) -> None:
+        load_state_dict(self, state_dict)
+        try:
+            owner = _built_at.get(self)
+            op = f"{type(self).__name__}.load_state_dict"
+            for per_param in list(self.state.values())[:4096]:
+                if isinstance(per_param, dict):
+                    _mark_state(list(per_param.values()), op, owner)
+        except Exception:  # a diagnosis aid must never change what the script sees
+            return
+
+    Optimizer.__init__ = __init__  # type: ignore[method-assign]
+    Optimizer.load_state_dict = _load_state_dict  # type: ignore[method-assign]
+
+
+def _mark_state(values: list[Any], op: str, owner: Location | None) -> None:
+    import torch
+
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            mark(value, STATE, op)
+            if owner is not None:
+                found = site_id(value)
+                if found >= 0:
+                    _owners.setdefault(found, owner)
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,6 +339,12 @@ class Operand:
     site: Site | None
     #: the op that raised (``aten::add.Tensor``), or the function whose locals held it
     where: str = ""
+    #: a weak reference to the tensor itself, while it lives (never serialised)
+    ref: Any = field(default=None, compare=False, repr=False)
+
+    def tensor(self) -> Any:
+        """The tensor, if it is still alive (an op's temporaries are gone after the error)."""
+        return self.ref() if self.ref is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -265,8 +357,12 @@ class Operand:
 
 
 def describe(label: str, tensor: Any, where: str = "") -> Operand:
+    try:
+        ref = weakref.ref(tensor)
+    except TypeError:
+        ref = None
     return Operand(
-        label, str(tensor.device), tuple(int(n) for n in tensor.shape), site_of(tensor), where
+        label, str(tensor.device), tuple(int(n) for n in tensor.shape), site_of(tensor), where, ref
     )
 
 

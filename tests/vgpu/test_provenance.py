@@ -178,16 +178,17 @@ def test_indices_on_another_gpu_are_the_root(tmp_path, vgpu_run) -> None:
 
 @pytest.mark.slow
 def test_an_uncovered_site_gets_a_suggested_edit(tmp_path, vgpu_run) -> None:
-    """A CPU factory at module level that no rule flags: the suggestion is marked as not a
-    devfix rule."""
-    (tmp_path / "free.py").write_text(
+    """A CPU factory in a helper that no rule flags, its result used without a name: the run
+    gives no name to fix it with, and the suggestion is marked as not a devfix rule. With a
+    name for it, the diagnosis shows the fix made from the run instead."""
+    source = (
         "import torch\n"
         "def make(n):\n"
         "    return torch.zeros(n)\n"
         "a = torch.ones(3).cuda()\n"
-        "b = make(3)\n"
-        "print(a + b)\n"
+        "print(a + make(3))\n"
     )
+    (tmp_path / "free.py").write_text(source)
     post = _post(vgpu_run(tmp_path / "free.py"))
     assert (
         "  the cpu tensor `other` (shape [3]) was created at free.py:3 by torch.zeros(...)" in post
@@ -196,6 +197,15 @@ def test_an_uncovered_site_gets_a_suggested_edit(tmp_path, vgpu_run) -> None:
         "-> no devfix rule covers this line; suggested edit (not a devfix rule): create it "
         'on the other operand\'s device ("cuda:0"):\n'
         '         return torch.zeros(n, device="cuda:0")\n'
+    ) in post, post
+    (tmp_path / "free.py").write_text(
+        source.replace("print(a + make(3))", "b = make(3)\nprint(a + b)")
+    )
+    post = _post(vgpu_run(tmp_path / "free.py"))
+    assert (
+        "-> no devfix rule covers this line; fix from the run (`devfix verify --fix` applies "
+        "it) at free.py:6: .to(a.device)\n"
+        "         print(a + b.to(a.device))\n"
     ) in post, post
 
 

@@ -282,3 +282,166 @@ def test_round_lines_keep_the_devices_of_the_error(
     assert f"devfix verify --fix: round 1: {long_error} -> applied DF103 at net.py:6 (unsafe)" in (
         lines(said)
     )
+
+
+# -- fixes made from the run (devfix.vgpu.synthesis) ------------------------------------------
+
+LABELS = (
+    "import torch\n"
+    "import torch.nn.functional as F\n"
+    "\n"
+    "for step in range(3):\n"
+    "    labels = torch.randint(0, 3, (4,))\n"
+    "    logits = model(inputs)\n"
+    "    loss = F.cross_entropy(logits, labels)\n"
+)
+LABELS_ERROR = "Expected all tensors to be on the same device, but got target is on cpu"
+
+
+def labels_error(path: Path, *, line: int = 7, evidence: bool = True) -> dict[str, Any]:
+    """A run that died in `F.cross_entropy(logits, labels)`: no finding covers the root (the
+    `torch.randint` at line 5), the frame's names say which tensor is which."""
+    root = {
+        "label": "target",
+        "device": "cpu",
+        "shape": [4],
+        "root": True,
+        "description": f"was created at {path.name}:5 by torch.randint(...) without device=",
+        "site": {"path": path.name, "line": 5, "function": "<module>", "kind": "created"},
+        "findings": [],
+        "suggestion": None,
+    }
+    other = {"label": "self", "device": "cuda:1", "root": False, "site": None, "findings": []}
+    names = {
+        "labels": {"kind": "tensor", "device": "cpu", "holds": "root"},
+        "logits": {"kind": "tensor", "device": "cuda:1", "holds": "other-site"},
+    }
+    frame = {
+        "path": path.name, "line": line, "col": 11, "end_line": line, "end_col": 42,
+        "function": "<module>", "qualname": "<module>", "first_line": 1, "last_line": 7,
+        "params": [], "module_method": False, "names": names,
+    }  # fmt: skip
+    diagnosis = {
+        "error": LABELS_ERROR,
+        "raised_at": {"path": path.name, "line": line},
+        "operands": [other, root],
+        "evidence": {"root_device": "cpu", "needed": "cuda:1", "frames": [frame]}
+        if evidence
+        else None,
+    }
+    return {"exit_code": 1, "timed_out": False, "diagnosis": diagnosis, "stdout": "", "stderr": "E"}
+
+
+@pytest.fixture
+def labels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "train.py"
+    path.write_text(LABELS)
+    return path
+
+
+FIXED = "    loss = F.cross_entropy(logits, labels.to(logits.device))\n"
+
+
+def test_a_fix_from_the_run_needs_no_unsafe_fixes(
+    labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _script, said = run(monkeypatch, [labels_error(labels), RUNS["ok"]], unsafe=False)
+    assert code == 0
+    assert FIXED in labels.read_text()
+    assert (
+        f"devfix verify --fix: round 1: {LABELS_ERROR} -> applied runtime fix at train.py:7 "
+        "(.to(logits.device))"
+    ) in lines(said)
+    assert "+    loss = F.cross_entropy(logits, labels.to(logits.device))" in lines(said)
+
+
+def test_a_fix_from_the_run_that_does_not_get_past_the_error_is_taken_back(
+    labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, script, said = run(
+        monkeypatch, [labels_error(labels), labels_error(labels)], keep_partial=True
+    )
+    assert code == 1 and len(script.calls) == 2
+    assert (
+        "  the runtime fix at train.py:7 did not get past this error; restored train.py: stop",
+        True,
+    ) in said
+    assert labels.read_text() == LABELS  # taken back even with --keep-partial
+
+
+def test_a_fix_from_the_run_that_gets_past_its_error_stays(
+    labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next run dies elsewhere (another line, nothing to fix there): the repair stops, and
+    --keep-partial keeps the fix that got past its error."""
+    later = labels_error(labels, line=6, evidence=False)
+    code, _script, said = run(monkeypatch, [labels_error(labels), later], keep_partial=True)
+    assert code == 1
+    assert "did not get past" not in lines(said)
+    assert (
+        "  no fix from the run: the run kept no frame of your code to name the operands from"
+        in (lines(said))
+    )
+    assert FIXED in labels.read_text()
+
+
+def test_a_static_finding_with_an_unsafe_fix_is_not_replaced_by_one_from_the_run(
+    labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gated = labels_error(labels)
+    root = gated["diagnosis"]["operands"][1]
+    root["findings"] = [{"code": "DF101", "line": 5, "fix": "device=", "applicability": "unsafe"}]
+    code, _script, said = run(monkeypatch, [gated], unsafe=False)
+    assert code == 1
+    assert "the finding at the root's line has an unsafe fix" in lines(said)
+    assert "runtime fix" not in lines(said)
+    assert labels.read_text() == LABELS
+
+
+def test_interactive_offers_the_fix_from_the_run(
+    labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from devfix.types import Applicability
+
+    answers = Answers(Decision(Answer.APPLY))
+    code, _script, said = run(
+        monkeypatch, [labels_error(labels), RUNS["ok"]], unsafe=False, ask=answers
+    )
+    assert code == 0
+    (offer,) = answers.offers
+    assert offer.fix.from_the_run and offer.proposal.code == "runtime"
+    assert offer.proposal.applicability is Applicability.UNSAFE
+    assert offer.proposal.location == "train.py:7:36"
+    assert "+" + FIXED in offer.proposal.diff
+    assert labels.read_text() == offer.proposed
+    assert "round 1: applied runtime fix at train.py:7 (.to(logits.device))" in lines(said)
+
+
+def test_interactive_skip_of_the_fix_from_the_run_stops(
+    labels: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = Answers(Decision(Answer.SKIP))
+    code, _script, said = run(monkeypatch, [labels_error(labels)], ask=answers)
+    assert code == 1
+    assert "round 1: the fix from the run was skipped: stop" in lines(said)
+    assert labels.read_text() == LABELS
+
+
+def test_the_prompt_marks_a_fix_from_the_run(
+    labels: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from devfix.cli import review as review_cli
+    from devfix.cli import verify as verify_cli
+    from devfix.vgpu.synthesis import RuntimeFix, synthesise
+
+    made = synthesise(labels_error(labels)["diagnosis"])
+    assert isinstance(made, RuntimeFix)
+    fix = repair_module.RoundFix("runtime", made.path, made.line, "unsafe", made.summary)
+    offer = repair_module.runtime_offer(1, fix, made)
+    monkeypatch.setattr(review_cli, "read_key", lambda prompt: "y")
+    assert verify_cli._ask(offer).answer is Answer.APPLY
+    shown = capsys.readouterr().out
+    assert "[1/1] train.py:7:36  runtime fix-from-the-run" in shown and "UNSAFE fix" in shown
+    assert "Fix: .to(logits.device)" in shown
+    assert "A fix made from this run, not a devfix rule: y keeps it only if the next run" in shown
