@@ -179,13 +179,15 @@ class _NameTable:
         self.bound: set[str] = set()
         # Only the binding nodes, from the file's per-class index (the order does not matter).
         nodes = tables.nodes
+        bind = self.bound.add
         for node_class, indices in tables.by_class.items():
             if node_class in _IMPORT_CLASSES:
                 for index in indices:
                     self._add_import(cast("cst.Import | cst.ImportFrom", nodes[index]))
             elif node_class in _BINDING_CLASSES:
                 for index in indices:
-                    self.bound.update(name.value for name in bound_by(nodes[index]))
+                    for name in bound_by(nodes[index]):
+                        bind(name.value)
             elif node_class in _DECLARATION_CLASSES:
                 # `global x` is there because the function assigns `x`: the name is rebound.
                 for index in indices:
