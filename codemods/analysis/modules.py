@@ -415,27 +415,34 @@ class ModuleFacts(Analysis):
                 self.builds_parts_from_registries(node)
             )
         construction = self.construction_methods(node)
-        for function in methods(node):
-            if function.name.value not in construction:
-                continue
-            self_var = self_name(function)
-            for assign in self.context.subtree(function.body):
-                if (
-                    isinstance(assign, cst.Assign)
-                    and len(assign.targets) == 1
-                    and self_var is not None
-                    and self_attribute(assign.targets[0].target, self_var) is not None
-                    and (self.constructed_module(assign.value) or "").startswith("torch.nn.")
-                ):
-                    return True
-        return False
+        return any(
+            (self.constructed_module(value) or "").startswith("torch.nn.")
+            for function in methods(node)
+            if function.name.value in construction
+            for value in self._self_attribute_values(function)
+        )
+
+    def _self_attribute_values(self, function: cst.FunctionDef) -> Iterator[cst.BaseExpression]:
+        """The values a method assigns to `self.<attr>` (one target each)."""
+        self_var = self_name(function)
+        if self_var is None:
+            return
+        for assign in self.context.subtree(function.body):
+            if (
+                isinstance(assign, cst.Assign)
+                and len(assign.targets) == 1
+                and self_attribute(assign.targets[0].target, self_var) is not None
+            ):
+                yield assign.value
 
     def builds_parts_from_registries(self, node: cst.ClassDef) -> bool:
         """`self.backbone = build_backbone(backbone)` in `__init__`: submodules of types that
         only the configuration names."""
         init = method(node, "__init__")
-        if init is None:
-            return False
+        return init is not None and any(
+            isinstance(value, cst.Call) and (call_tail(value.func) or "").startswith("build_")
+            for value in self._self_attribute_values(init)
+        )
         self_var = self_name(init)
         for assign in self.context.subtree(init.body):
             if (
