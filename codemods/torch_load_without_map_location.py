@@ -8,11 +8,14 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword
-from devfix.codemods.analysis.names import has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
 from devfix.codemods.analysis.torch_names import URL_STATE_LOADERS
 from devfix.types import Applicability, Edit
 
 _LOAD_WORD = re.compile(r"\bload\b|\bload_url\b|\bload_state_dict_from_url\b")
+_LOADER_TAILS = frozenset({"load", "load_url", "load_state_dict_from_url"})
+#: Where a URL loader can be imported from under another name (`... import load_url as get`).
+_LOADER_MODULES = tuple(sorted({name.rsplit(".", 1)[0] for name in URL_STATE_LOADERS}))
 
 
 class TorchLoadWithoutMapLocation(DevicePass):
@@ -92,8 +95,12 @@ class TorchLoadWithoutMapLocation(DevicePass):
         return super().wakes_on(text) and _LOAD_WORD.search(text) is not None
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not isinstance(node.func, (cst.Name, cst.Attribute)):
-            return
+        tail = call_tail(node.func)
+        if tail not in _LOADER_TAILS and not (
+            isinstance(node.func, cst.Name)
+            and node.func.value in self.facts.names.imported_aliases(*_LOADER_MODULES)
+        ):
+            return  # resolve only what can be a loader: this runs for every call of the file
         # A script may take `torch` from a star-imported helper module (`from utils import *`),
         # and name a URL loader as it likes (`from torch.hub import ... as fetch`).
         loader = self.facts.names.qualified_name_through_star(node.func)

@@ -443,18 +443,6 @@ class ModuleFacts(Analysis):
             isinstance(value, cst.Call) and (call_tail(value.func) or "").startswith("build_")
             for value in self._self_attribute_values(init)
         )
-        self_var = self_name(init)
-        for assign in self.context.subtree(init.body):
-            if (
-                isinstance(assign, cst.Assign)
-                and len(assign.targets) == 1
-                and self_var is not None
-                and self_attribute(assign.targets[0].target, self_var) is not None
-                and isinstance(assign.value, cst.Call)
-                and (call_tail(assign.value.func) or "").startswith("build_")
-            ):
-                return True
-        return False
 
     # -- construction-time methods -----------------------------------------------------------
 

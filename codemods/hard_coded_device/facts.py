@@ -7,6 +7,8 @@ a device come from `moves`, the program's shape (trains, several GPUs, a noteboo
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
@@ -163,14 +165,21 @@ class ScriptDevice(Analysis):
         """`node` runs only in the process of rank `index` of a script that gives each process
         its GPU (`torch.cuda.set_device(rank)`): under `if rank == index:`, or in a function
         every call of which is. Its literal `cuda:<index>` is that process's own GPU."""
-        ranks = {
+        ranks = self._rank_names
+        return bool(ranks) and self._under_rank_test(node, ranks, index, 0)
+
+    @functools.cached_property
+    def _rank_names(self) -> set[str]:
+        """What the script gives to `torch.cuda.set_device(...)`: the names of its rank."""
+        if "set_device" not in self.context.text:
+            return set()
+        return {
             name
             for call in self.context.of_type(self.context.module, cst.Call)
             if self.names.qualified_name(call.func) == "torch.cuda.set_device"
             and call.args
             and (name := dotted_name(call.args[0].value)) is not None
         }
-        return bool(ranks) and self._under_rank_test(node, ranks, index, 0)
 
     def _under_rank_test(self, node: cst.CSTNode, ranks: set[str], index: int, depth: int) -> bool:
         current = node
