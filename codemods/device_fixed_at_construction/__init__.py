@@ -19,7 +19,11 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_FACTORIES,
     tails,
 )
-from devfix.codemods.device_fixed_at_construction.facts import OneDeviceScript, legacy_factory
+from devfix.codemods.device_fixed_at_construction.facts import (
+    OneDeviceScript,
+    layer_called,
+    legacy_factory,
+)
 from devfix.types import Applicability, Edit
 
 _FACTORY_TAILS = tails(TENSOR_FACTORIES)
@@ -89,7 +93,9 @@ class DeviceFixedAtConstruction(DevicePass):
     device is reported even in a script that runs on that one device today (a latent hazard:
     the message says so), and so is a device read from an options object the constructor keeps
     (`self.opt.device`) or a global one (`args.device`); a tensor moved on at once to another
-    tensor's device (`.to(x.device)`) is left alone. `t.type(x.type())` to `t.to(x)`: safe,
+    tensor's device (`.to(x.device)`) is left alone. A move of what one of the module's own
+    layers returned (`self.embedding(ids).to(self.device)`) is dropped: safe, the output is
+    already on that layer's device. `t.type(x.type())` to `t.to(x)`: safe,
     the same dtype, and the same device wherever `x` is on the current CUDA device or the CPU.
 
     ## References
@@ -262,6 +268,17 @@ class DeviceFixedAtConstruction(DevicePass):
         literal: bool = False,
     ) -> None:
         if self._moved_on(node):
+            return
+        layer = layer_called(node, function)
+        if layer is not None and target is None:
+            receiver = node.func.value if isinstance(node.func, cst.Attribute) else node
+            self.report(
+                node,
+                message=f"`{function.name}` moves a tensor to {fixed}; it is what "
+                f"`{layer}` returned, already on that layer's device: drop the move",
+                fix_title="Drop the move",
+                edits=[Edit(node, receiver)],
+            )
             return
         needed = self.facts.devices.needed_by(target or node, function)
         if literal and (needed.expression() is None or isinstance(needed, Unknown)):

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.names import dotted_name
-from devfix.codemods.analysis.torch_names import MODEL_WRAPPERS
+from devfix.codemods.analysis.torch_names import LAYER_PARAMETER, MODEL_WRAPPERS
 from devfix.context import FileContext
 
 if TYPE_CHECKING:
@@ -129,3 +130,27 @@ def _is_single_size(node: cst.BaseExpression) -> bool:
             isinstance(node.func, cst.Name) and node.func.value == "len"
         )
     return False
+
+
+def layer_called(move: cst.Call, function: FunctionInfo) -> str | None:
+    """`self.embedding(ids).to(self.device)`, `self.fc(h).cuda()`: the layer of the module
+    (one with parameters) whose output the move receives, or None. Only a plain move counts:
+    one that also casts (`dtype=`, a second argument) changes more than the device."""
+    if not isinstance(move.func, cst.Attribute) or len(move.args) > 1:
+        return None
+    if any(arg.keyword is not None and arg.keyword.value != "device" for arg in move.args):
+        return None
+    receiver = move.func.value
+    owner = function.owner
+    params = [*function.node.params.posonly_params, *function.node.params.params]
+    if owner is None or not owner.is_module or not params:
+        return None
+    if not (isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute)):
+        return None
+    instance = receiver.func.value
+    if not (isinstance(instance, cst.Name) and instance.value == params[0].name.value):
+        return None
+    attribute = receiver.func.attr.value
+    if owner.layers.get(attribute) not in LAYER_PARAMETER:
+        return None
+    return f"{instance.value}.{attribute}"

@@ -52,7 +52,8 @@ class OptimizerStateBeforeModelMove(DevicePass):
     devices, cuda:0 and cpu!`. Optimizers that create their state in the constructor
     (`torch.optim.Adagrad`) fail the same way when built before the move. SGD, Adam and AdamW
     create state lazily, so building them early works today, but it breaks on XLA and with
-    eager-state optimizers: moving the constructor is a robustness fix for them.
+    eager-state optimizers: for them the finding is reported without a fix (it says so), since
+    reordering working code changes nothing a run can see.
 
     ## Example
     ```python
@@ -130,6 +131,13 @@ class OptimizerStateBeforeModelMove(DevicePass):
         loads = [c for c in group if c.kind == "load"]
         constructs = [c for c in group if c.kind == "construct"]
         message = self._message(loads, constructs, objects, move_text)
+        if not loads and not any(
+            objects[c.name].qualified in EAGER_STATE_OPTIMIZERS for c in constructs
+        ):
+            # Working code: the parameters keep their identity under `.to()` and the state
+            # does not exist yet, so reordering it would change nothing a run can see.
+            self.report(first.node, message=f"{message}; no fix: it runs correctly as written")
+            return
         places: list[tuple[Placement, Placement]] = []
         for candidate in group:
             pair = self.facts.scopes.common_placement(candidate.node, move)
@@ -172,15 +180,6 @@ class OptimizerStateBeforeModelMove(DevicePass):
             conflict = self._wrapped_by_move(body, moved, move)
         if conflict is not None:
             self._move_model_early(group, message, conflict)
-            return
-        if "robustness:" in message and not all(
-            self.facts.own(Reordering).same_cell(body[index], body[move_index]) for index in moved
-        ):
-            self.report(
-                first.node,
-                message=f"{message}; it is in another notebook cell than the move, and moving "
-                "it there changes which cells must run first, so it is left for you",
-            )
             return
         restored = {c.name for c in loads}
         insert_at = self.facts.own(Reordering).insertion_index(

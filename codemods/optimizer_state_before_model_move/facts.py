@@ -312,11 +312,3 @@ class Reordering(Analysis):
             ):
                 return True
         return False
-
-    def same_cell(self, first: cst.CSTNode, second: cst.CSTNode) -> bool:
-        """Both nodes are in one code cell (always true outside a notebook)."""
-        if not self.facts.flow.is_notebook():
-            return True
-        lines = self.context.text.splitlines()
-        low, high = sorted((self.scopes.line_of(first), self.scopes.line_of(second)))
-        return not any("~~devfix-cell" in line for line in lines[low:high])

@@ -209,6 +209,12 @@ class OpInfo:
     def __init__(self, func: Any) -> None:
         schema = func._schema
         self.handler: Callable[..., Any] | None = SPECIAL.get(func)
+        if self.handler is None and any(
+            a.name == "device" and a.kwarg_only for a in schema.arguments
+        ):
+            # `zeros_like(x, device="cpu")`, `x.new_zeros(n, device=...)`: the argument, not
+            # the input's device, decides where the result lives
+            self.handler = _explicit_device
         self.mix_ok = func in MIX_OK
         # `where` moves every 0-dim CPU operand to the device first (TensorCompare.cpp)
         self.scalars_moved = func in SCALARS_MOVED
@@ -626,6 +632,29 @@ def _to_copy(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if dst.type == "cuda":
         return VTensor(out, dst)
     return out
+
+
+def _explicit_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    device = kwargs.get("device")
+    source = next((a._dev for a in args if type(a) is VTensor), None)
+    if device is None or source is None:
+        return NOT_HANDLED
+    target = _target(device, source)
+    if target is source:
+        return NOT_HANDLED
+    kw = dict(kwargs)
+    kw["device"] = _CPU
+    if kw.get("pin_memory"):
+        kw["pin_memory"] = target.type == "cpu"
+    plain = tuple(_elem(a) for a in args)
+    if target.type != "cuda":
+        return func(*plain, **kw)
+    prev = set_alloc_device(target.index)
+    try:
+        out = func(*plain, **kw)
+    finally:
+        set_alloc_device(prev)
+    return VTensor(out, target)
 
 
 def _copy_(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -869,3 +869,46 @@ def test_a_class_with_forward_train_but_no_registry_parts_is_not_taken_for_a_mod
                 return batch.cuda()
         """,
     )
+
+
+def test_what_a_layer_of_the_module_returned_is_already_on_its_device() -> None:
+    # The move is dropped, not rewritten to the layer's weight: under DataParallel the
+    # replica's layer already put it there. A move that also casts keeps its cast.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn as tnn
+
+        class Tagger(tnn.Module):
+            def __init__(self, vocab, dev):
+                super().__init__()
+                self.device = dev
+                self.emb = tnn.Embedding(vocab, 8)
+                self.proj = tnn.Linear(8, 4)
+
+            def forward(self, ids):
+                vectors = self.emb(ids).to(self.device)  # look-up
+                half = self.proj(vectors).to(self.device, dtype=torch.float16)
+                return vectors, half
+        """,
+        """
+        import torch
+        from torch import nn as tnn
+
+        class Tagger(tnn.Module):
+            def __init__(self, vocab, dev):
+                super().__init__()
+                self.device = dev
+                self.emb = tnn.Embedding(vocab, 8)
+                self.proj = tnn.Linear(8, 4)
+
+            def forward(self, ids):
+                vectors = self.emb(ids)  # look-up
+                half = self.proj(vectors).to(self.emb.weight.device, dtype=torch.float16)
+                return vectors, half
+        """,
+        unsafe=True,
+    )
+    assert "already on that layer's device" in findings[0].message
+    assert findings[0].applicability is Applicability.SAFE

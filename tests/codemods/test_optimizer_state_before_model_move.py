@@ -87,20 +87,18 @@ def test_adagrad_is_a_definite_bug_and_sgd_is_robustness() -> None:
         """,
     )
     assert "definite bug" in findings[0].message
-    findings = assert_fix(
+    # SGD's state is created at the first step, on the parameters' device: the code works, so
+    # it is reported without a reorder.
+    finding = assert_declined(
         RULE,
         """
         import torch as t
         opt = t.optim.SGD(net.parameters(), lr=0.1)
         net = net.to(t.device("cuda"))
         """,
-        """
-        import torch as t
-        net = net.to(t.device("cuda"))
-        opt = t.optim.SGD(net.parameters(), lr=0.1)
-        """,
+        reason="no fix: it runs correctly as written",
     )
-    assert "robustness" in findings[0].message
+    assert "robustness" in finding.message
 
 
 def test_resume_block_is_moved_whole_as_unsafe() -> None:
@@ -157,7 +155,7 @@ def test_declines_when_a_loop_uses_the_optimizer_before_the_move() -> None:
         RULE,
         """
         import torch
-        optimizer = torch.optim.Adam(model.parameters())
+        optimizer = torch.optim.Adagrad(model.parameters())
         for group in optimizer.param_groups:
             group["lr"] = 0.1
         model.to(device)
@@ -171,7 +169,7 @@ def test_declines_when_the_move_needs_a_moved_statement() -> None:
         RULE,
         """
         import torch
-        optimizer = torch.optim.Adam(model.parameters())
+        optimizer = torch.optim.Adagrad(model.parameters())
         device = pick(optimizer)
         model.to(device)
         """,

@@ -74,6 +74,20 @@ torch.save(torch.ones(2, device=d1), buf)
 assert b"cuda:1" in buf.getvalue() and b"VTensor" not in buf.getvalue()
 raw = pickle.dumps(torch.ones(2, device=d1))
 assert b"VTensor" not in raw
+# an explicit `device=` decides where `_like` and `new_*` results live, not the input's device
+for made in (
+    torch.zeros_like(v, device="cpu"),
+    torch.ones_like(v, device=torch.device("cpu")),
+    torch.empty_like(v, device="cpu"),
+    torch.full_like(v, 2.0, device="cpu"),
+    torch.rand_like(v, device="cpu"),
+    v.new_zeros(2, device="cpu"),
+    v.new_full((2,), 1.0, device="cpu"),
+):
+    assert type(made) is torch.Tensor and made.device.type == "cpu", made.device
+assert torch.zeros_like(v, device="cuda:0").device == d0 and v.new_ones(2, device=d0).device == d0
+assert torch.zeros_like(v, device="cuda:1").device == d1 and torch.zeros_like(v).device == d1
+assert torch.zeros_like(v, device="cpu").sum().item() == 0.0
 print("OK tensors")
 
 # --- autograd
