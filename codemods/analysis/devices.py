@@ -20,8 +20,9 @@ unsafe on judgement, and report without a fix on `Unknown`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import libcst as cst
 
@@ -379,73 +380,224 @@ class DeviceInference(Analysis):
         parent = self.context.parent(node)
         if parent is None:
             return
-        if isinstance(parent, cst.Attribute) and parent.value is node:
-            call = self.context.parent(parent)
-            if not (isinstance(call, cst.Call) and call.func is parent):
-                return  # `.shape`, `.device`: no tensor flows on
-            method = parent.attr.value
-            if method == "type_as":
-                # `type_as(t)` is `to(t.options())`: the tensor goes where `t` is.
-                yield from self._meets_in_args(call, None, function, own_names, line)
-                return
-            if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:
-                return
-            if method not in SHAPE_ARGUMENT_METHODS:
-                yield from self._meets_in_args(call, None, function, own_names, line)
-            yield from self._flow(call, function, own_names, line, depth + 1)
-        elif isinstance(parent, cst.Arg):
-            call = self.context.parent(parent)
-            if isinstance(call, cst.Call):
-                yield from self._into_call(call, parent, function, own_names, line, depth)
-        elif isinstance(parent, cst.Element):
-            container = self.context.parent(parent)
-            if isinstance(container, (cst.List, cst.Tuple)):
-                # Siblings meet only inside `torch.cat([...])`-like calls, not in any tuple
-                # (`return x.shape, t` or `h = (h0, c0)` put nothing on one device).
-                if self._is_concatenated(container):
-                    for element in container.elements:
-                        if element is not parent:
-                            yield from self._meet(element.value, function, own_names, line)
-                yield from self._flow(container, function, own_names, line, depth + 1)
-        elif isinstance(parent, cst.BinaryOperation):
-            other = parent.right if parent.left is node else parent.left
-            yield from self._meet(other, function, own_names, line, arithmetic=True)
+        # libcst never subclasses its node classes, so the exact class picks the step.
+        step = self._FLOW_STEPS.get(type(parent))
+        if step is not None:
+            yield from step(self, parent, node, function, own_names, line, depth)
+
+    def _flow_into_method(
+        self,
+        parent: cst.Attribute,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """`node.method(...)`: the method's arguments, then its result."""
+        if parent.value is not node:
+            return
+        call = self.context.parent(parent)
+        if not (isinstance(call, cst.Call) and call.func is parent):
+            return  # `.shape`, `.device`: no tensor flows on
+        method = parent.attr.value
+        if method == "type_as":
+            # `type_as(t)` is `to(t.options())`: the tensor goes where `t` is.
+            yield from self._meets_in_args(call, None, function, own_names, line)
+            return
+        if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:
+            return
+        if method not in SHAPE_ARGUMENT_METHODS:
+            yield from self._meets_in_args(call, None, function, own_names, line)
+        yield from self._flow(call, function, own_names, line, depth + 1)
+
+    def _flow_into_argument(
+        self,
+        parent: cst.Arg,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        call = self.context.parent(parent)
+        if isinstance(call, cst.Call):
+            yield from self._into_call(call, parent, function, own_names, line, depth)
+
+    def _flow_into_element(
+        self,
+        parent: cst.Element,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        container = self.context.parent(parent)
+        if not isinstance(container, (cst.List, cst.Tuple)):
+            return
+        # Siblings meet only inside `torch.cat([...])`-like calls, not in any tuple
+        # (`return x.shape, t` or `h = (h0, c0)` put nothing on one device).
+        if self._is_concatenated(container):
+            for element in container.elements:
+                if element is not parent:
+                    yield from self._meet(element.value, function, own_names, line)
+        yield from self._flow(container, function, own_names, line, depth + 1)
+
+    def _flow_into_operation(
+        self,
+        parent: cst.BinaryOperation,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        other = parent.right if parent.left is node else parent.left
+        yield from self._meet(other, function, own_names, line, arithmetic=True)
+        yield from self._flow(parent, function, own_names, line, depth + 1)
+
+    def _flow_into_comparison_target(
+        self,
+        parent: cst.ComparisonTarget,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """`a < node`: the left operand."""
+        comparison = self.context.parent(parent)
+        if isinstance(comparison, cst.Comparison):
+            yield from self._meet(comparison.left, function, own_names, line)
+            yield from self._flow(comparison, function, own_names, line, depth + 1)
+
+    def _flow_into_comparison(
+        self,
+        parent: cst.Comparison,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """`node < b`: the operands on the right."""
+        for target in parent.comparisons:
+            yield from self._meet(target.comparator, function, own_names, line)
+        yield from self._flow(parent, function, own_names, line, depth + 1)
+
+    def _flow_through(
+        self,
+        parent: cst.UnaryOperation | cst.IfExp,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """`-node`, `node if c else y`: the value flows on unchanged."""
+        yield from self._flow(parent, function, own_names, line, depth + 1)
+
+    def _flow_into_subscript(
+        self,
+        parent: cst.Subscript,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        if parent.value is node:
             yield from self._flow(parent, function, own_names, line, depth + 1)
-        elif isinstance(parent, cst.ComparisonTarget):
-            comparison = self.context.parent(parent)
-            if isinstance(comparison, cst.Comparison):
-                yield from self._meet(comparison.left, function, own_names, line)
-                yield from self._flow(comparison, function, own_names, line, depth + 1)
-        elif isinstance(parent, cst.Comparison):
-            for target in parent.comparisons:
-                yield from self._meet(target.comparator, function, own_names, line)
-            yield from self._flow(parent, function, own_names, line, depth + 1)
-        elif isinstance(parent, (cst.UnaryOperation, cst.IfExp)) or (
-            isinstance(parent, cst.Subscript) and parent.value is node
-        ):
-            yield from self._flow(parent, function, own_names, line, depth + 1)
-        elif isinstance(parent, cst.Index):
-            # Used as an index: CPU indices into a CUDA tensor are legal, so no device is owed.
-            yield AS_INDEX
-        elif isinstance(parent, cst.AugAssign):
-            if parent.target is node:
-                # `acc += <value>`: the accumulator meets every value added to it.
-                yield from self._meet(parent.value, function, own_names, line, arithmetic=True)
-            else:
-                yield from self._meet(parent.target, function, own_names, line, arithmetic=True)
-        elif isinstance(parent, cst.Return) and depth < _MAX_FLOW_DEPTH:
+
+    def _flow_into_index(
+        self,
+        parent: cst.Index,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        # Used as an index: CPU indices into a CUDA tensor are legal, so no device is owed.
+        yield AS_INDEX
+
+    def _flow_into_aug_assign(
+        self,
+        parent: cst.AugAssign,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        if parent.target is node:
+            # `acc += <value>`: the accumulator meets every value added to it.
+            yield from self._meet(parent.value, function, own_names, line, arithmetic=True)
+        else:
+            yield from self._meet(parent.target, function, own_names, line, arithmetic=True)
+
+    def _flow_into_return(
+        self,
+        parent: cst.Return,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        if depth < _MAX_FLOW_DEPTH:
             yield from self._returned(function, depth)
-        elif isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is node:
-            targets = (
-                [t.target for t in parent.targets]
-                if isinstance(parent, cst.Assign)
-                else [parent.target]
-            )
-            names = [t.value for t in targets if isinstance(t, cst.Name)]
-            own_names.update(names)
-            for name in names:
-                for use in self._uses_after(name, parent, function):
-                    yield from self._flow(use, function, own_names, line, depth + 1)
+
+    def _flow_into_assignment(
+        self,
+        parent: cst.Assign | cst.AnnAssign,
+        node: cst.BaseExpression,
+        function: FunctionInfo,
+        own_names: set[str],
+        line: int,
+        depth: int,
+    ) -> Iterator[Device]:
+        """`name = node`: every later use of the names it binds."""
+        if parent.value is not node:
+            return
+        targets = (
+            [t.target for t in parent.targets]
+            if isinstance(parent, cst.Assign)
+            else [parent.target]
+        )
+        names = [t.value for t in targets if isinstance(t, cst.Name)]
+        own_names.update(names)
+        for name in names:
+            for use in self._uses_after(name, parent, function):
+                yield from self._flow(use, function, own_names, line, depth + 1)
+
+    #: How `_flow` follows a value into its parent, by the parent's class; any other parent
+    #: ends the flow.
+    _FLOW_STEPS: ClassVar[
+        dict[
+            type[cst.CSTNode],
+            Callable[
+                [DeviceInference, Any, cst.BaseExpression, FunctionInfo, set[str], int, int],
+                Iterator[Device],
+            ],
+        ]
+    ] = {
+        cst.Attribute: _flow_into_method,
+        cst.Arg: _flow_into_argument,
+        cst.Element: _flow_into_element,
+        cst.BinaryOperation: _flow_into_operation,
+        cst.ComparisonTarget: _flow_into_comparison_target,
+        cst.Comparison: _flow_into_comparison,
+        cst.UnaryOperation: _flow_through,
+        cst.IfExp: _flow_through,
+        cst.Subscript: _flow_into_subscript,
+        cst.Index: _flow_into_index,
+        cst.AugAssign: _flow_into_aug_assign,
+        cst.Return: _flow_into_return,
+        cst.Assign: _flow_into_assignment,
+        cst.AnnAssign: _flow_into_assignment,
+    }
 
     def _returned(self, function: FunctionInfo, depth: int) -> Iterator[Device]:
         """A method's return value meets, in its callers of the same class, the module state
@@ -692,27 +844,32 @@ class DeviceInference(Analysis):
                 self.is_tensor_expression(c.comparator, function, seen) for c in node.comparisons
             )
         if isinstance(node, cst.Call):
-            layer_attr = self_attribute(node.func)
-            if layer_attr is not None:
-                return function.owner is not None and layer_attr in function.owner.layers
-            if isinstance(node.func, cst.Attribute):
-                if node.func.attr.value in NON_TENSOR_MEMBERS:
-                    return False
-                if self.is_tensor_expression(node.func.value, function, seen):
-                    return True
-            qualified = self.names.qualified_name(node.func)
-            if qualified is not None and qualified.startswith("torch."):
-                return any(
-                    self.is_tensor_expression(arg.value, function, seen)
-                    or (
-                        isinstance(arg.value, (cst.List, cst.Tuple))
-                        and any(
-                            self.is_tensor_expression(e.value, function, seen)
-                            for e in arg.value.elements
-                        )
+            return self._is_tensor_call(node, function, seen)
+        return False
+
+    def _is_tensor_call(self, call: cst.Call, function: FunctionInfo, seen: set[str]) -> bool:
+        """A layer of the module, a tensor method of a tensor, or a torch function given one."""
+        layer_attr = self_attribute(call.func)
+        if layer_attr is not None:
+            return function.owner is not None and layer_attr in function.owner.layers
+        if isinstance(call.func, cst.Attribute):
+            if call.func.attr.value in NON_TENSOR_MEMBERS:
+                return False
+            if self.is_tensor_expression(call.func.value, function, seen):
+                return True
+        qualified = self.names.qualified_name(call.func)
+        if qualified is not None and qualified.startswith("torch."):
+            return any(
+                self.is_tensor_expression(arg.value, function, seen)
+                or (
+                    isinstance(arg.value, (cst.List, cst.Tuple))
+                    and any(
+                        self.is_tensor_expression(e.value, function, seen)
+                        for e in arg.value.elements
                     )
-                    for arg in node.args
                 )
+                for arg in call.args
+            )
         return False
 
     def _is_concatenated(self, container: cst.CSTNode) -> bool:
@@ -1025,84 +1182,111 @@ class DeviceInference(Analysis):
         it is on the CPU or nothing says."""
         if depth > _MAX_PLACED_DEPTH:
             return None
-        flow = self.facts.flow
-        if isinstance(expr, cst.Call):
-            func = expr.func
-            if isinstance(func, cst.Attribute):
-                method = func.attr.value
-                if method in LEAVES_DEVICE_METHODS or method in NON_TENSOR_MEMBERS:
-                    return None
-                if method == "cuda":
-                    return Current("moved with `.cuda()`")
-                if method == "to":
-                    device = device_argument(expr)
-                    kind = (
-                        self.facts.moves.device_kind(device, self.scopes.enclosing_function(at))
-                        if device
-                        else None
-                    )
-                    if kind == "cpu":
-                        return None
-                    if kind is not None and device is not None:
-                        text = code_of(device)
-                        evidence = f"moved with `.to({text})`"
-                        literal = string_device(device)
-                        if literal is not None:
-                            return Literal(evidence, text=literal)
-                        return Named(evidence, name=text)
-            if dotted_name(func) is not None:
-                model = flow.model_device(
-                    func.value
-                    if isinstance(func, cst.Attribute)
-                    and func.attr.value in ("generate", "forward")
-                    else func,
-                    expr,
-                )
-                if model is not None:
-                    return ParamsOf(
-                        f"output of `{model.model}`, which is on a device", module=model.model
-                    )
-                qualified = self.names.qualified_name(func)
-                if qualified is not None and qualified.startswith("torch."):
-                    keyword = keyword_argument(expr, "device")
-                    if keyword is not None and self.facts.moves.device_kind(
-                        keyword.value, self.scopes.enclosing_function(at)
-                    ) in ("accelerator", "device"):
-                        text = code_of(keyword.value)
-                        return Named(f"created with `device={text}`", name=text)
-                    return self._any_argument(expr, at, depth)
-                if qualified is not None and self._is_module_instance(func, at):
-                    return self._any_argument(expr, at, depth)
-            if isinstance(func, cst.Attribute):
-                return self.placed(func.value, at, depth + 1)
+        # libcst never subclasses its node classes, so the exact class picks the rule.
+        rule = self._PLACED_BY_KIND.get(type(expr))
+        return rule(self, expr, at, depth) if rule is not None else None
+
+    def _placed_call(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in LEAVES_DEVICE_METHODS or method in NON_TENSOR_MEMBERS:
+                return None
+            moved = self._moved_by(call, method, at)
+            if moved is not None:
+                return None if isinstance(moved, CPU) else moved
+        if dotted_name(func) is not None:
+            output = self._model_output(call)
+            if output is not None:
+                return output
+            qualified = self.names.qualified_name(func)
+            if qualified is not None and qualified.startswith("torch."):
+                return self._placed_torch_call(call, at, depth)
+            if qualified is not None and self._is_module_instance(func, at):
+                return self._any_argument(call, at, depth)
+        if isinstance(func, cst.Attribute):
+            return self.placed(func.value, at, depth + 1)
+        return None
+
+    def _moved_by(self, call: cst.Call, method: str, at: cst.CSTNode) -> Device | None:
+        """Where `.cuda()` / `.to(d)` moves its receiver, CPU for the host; None for another
+        method or a device whose kind nothing tells."""
+        if method == "cuda":
+            return Current("moved with `.cuda()`")
+        if method != "to":
             return None
-        if isinstance(expr, cst.Name):
-            binding = self._reaching(expr.value, at)
-            if binding is not None and binding[0] in ("assign", "unpack") and binding[1]:
-                found = self.placed(binding[1], at, depth + 1)
+        device = device_argument(call)
+        kind = (
+            self.facts.moves.device_kind(device, self.scopes.enclosing_function(at))
+            if device
+            else None
+        )
+        if kind == "cpu":
+            return CPU("moved to the CPU")
+        if kind is None or device is None:
+            return None
+        text = code_of(device)
+        evidence = f"moved with `.to({text})`"
+        literal = string_device(device)
+        if literal is not None:
+            return Literal(evidence, text=literal)
+        return Named(evidence, name=text)
+
+    def _model_output(self, call: cst.Call) -> Device | None:
+        """`model(x)`, `model.generate(...)`: the output of a model moved to a device."""
+        func = call.func
+        model = self.facts.flow.model_device(
+            func.value
+            if isinstance(func, cst.Attribute) and func.attr.value in ("generate", "forward")
+            else func,
+            call,
+        )
+        if model is None:
+            return None
+        return ParamsOf(f"output of `{model.model}`, which is on a device", module=model.model)
+
+    def _placed_torch_call(self, call: cst.Call, at: cst.CSTNode, depth: int) -> Device | None:
+        """A torch function: the accelerator its `device=` names, else its arguments'."""
+        keyword = keyword_argument(call, "device")
+        if keyword is not None and self.facts.moves.device_kind(
+            keyword.value, self.scopes.enclosing_function(at)
+        ) in ("accelerator", "device"):
+            text = code_of(keyword.value)
+            return Named(f"created with `device={text}`", name=text)
+        return self._any_argument(call, at, depth)
+
+    def _placed_name(self, name: cst.Name, at: cst.CSTNode, depth: int) -> Device | None:
+        """The value of the binding `at` reads, else a sum built up in the scope."""
+        binding = self._reaching(name.value, at)
+        if binding is not None and binding[0] in ("assign", "unpack") and binding[1]:
+            found = self.placed(binding[1], at, depth + 1)
+            if found is not None:
+                return found
+        return self._accumulated(name.value, at, depth)
+
+    def _placed_attribute(self, expr: cst.Attribute, at: cst.CSTNode, depth: int) -> Device | None:
+        if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith("self."):
+            return None
+        return self.placed(expr.value, at, depth + 1)
+
+    def _placed_subscript(self, expr: cst.Subscript, at: cst.CSTNode, depth: int) -> Device | None:
+        return self.placed(expr.value, at, depth + 1)
+
+    def _placed_operation(
+        self, expr: cst.BinaryOperation, at: cst.CSTNode, depth: int
+    ) -> Device | None:
+        return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
+
+    def _placed_unary(self, expr: cst.UnaryOperation, at: cst.CSTNode, depth: int) -> Device | None:
+        return self.placed(expr.expression, at, depth + 1)
+
+    def _placed_dict(self, expr: cst.Dict, at: cst.CSTNode, depth: int) -> Device | None:
+        """The first value of the dict display that is placed."""
+        for element in expr.elements:
+            if isinstance(element, cst.DictElement):
+                found = self.placed(element.value, at, depth + 1)
                 if found is not None:
                     return found
-            return self._accumulated(expr.value, at, depth)
-        if isinstance(expr, cst.Attribute):
-            if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith(
-                "self."
-            ):
-                return None
-            return self.placed(expr.value, at, depth + 1)
-        if isinstance(expr, cst.Subscript):
-            return self.placed(expr.value, at, depth + 1)
-        if isinstance(expr, cst.BinaryOperation):
-            return self.placed(expr.left, at, depth + 1) or self.placed(expr.right, at, depth + 1)
-        if isinstance(expr, cst.UnaryOperation):
-            return self.placed(expr.expression, at, depth + 1)
-        if isinstance(expr, (cst.DictComp, cst.ListComp, cst.SetComp, cst.GeneratorExp)):
-            return self._placed_elements(expr, at, depth)
-        if isinstance(expr, cst.Dict):
-            for element in expr.elements:
-                if isinstance(element, cst.DictElement):
-                    found = self.placed(element.value, at, depth + 1)
-                    if found is not None:
-                        return found
         return None
 
     def _placed_elements(
@@ -1127,6 +1311,26 @@ class DeviceInference(Analysis):
         }
         root = (dotted_name(cst.parse_expression(text)) or "").split(".")[0] if text else ""
         return None if root in local else found
+
+    #: How `placed` reads each kind of expression, by its class; any other kind tells nothing.
+    _PLACED_BY_KIND: ClassVar[
+        dict[
+            type[cst.CSTNode],
+            Callable[[DeviceInference, Any, cst.CSTNode, int], Device | None],
+        ]
+    ] = {
+        cst.Call: _placed_call,
+        cst.Name: _placed_name,
+        cst.Attribute: _placed_attribute,
+        cst.Subscript: _placed_subscript,
+        cst.BinaryOperation: _placed_operation,
+        cst.UnaryOperation: _placed_unary,
+        cst.DictComp: _placed_elements,
+        cst.ListComp: _placed_elements,
+        cst.SetComp: _placed_elements,
+        cst.GeneratorExp: _placed_elements,
+        cst.Dict: _placed_dict,
+    }
 
     def _reaching(self, name: str, at: cst.CSTNode) -> tuple[str, cst.BaseExpression | None] | None:
         """(kind, value) of the binding of `name` that `at` reads: the last one before it, not

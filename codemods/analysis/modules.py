@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins
 import functools
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -1323,62 +1323,83 @@ class AttributeUses:
                 continue
             for node in modules.scopes.nodes(function.body):
                 if isinstance(node, cst.Assign) and node is not origin:
-                    for target in node.targets:
-                        t = target.target
-                        if self_attribute(t, self_var) == attr:
-                            uses.reassigned = function.name.value
-                        elif (
-                            isinstance(t, cst.Subscript)
-                            and self_attribute(t.value, self_var) == attr
-                        ):
-                            uses._count(modules, node.value)
-                            index = t.slice[0].slice if len(t.slice) == 1 else None
-                            if isinstance(index, cst.Index):
-                                uses.keys.append(index.value)
-                            else:
-                                uses.bad_keys = True
+                    uses._assigned(modules, node, self_var, attr, function.name.value)
                 elif (
                     isinstance(node, cst.AugAssign)
                     and self_attribute(node.target, self_var) == attr
                 ):
-                    if isinstance(node.value, (cst.List, cst.Tuple)):
-                        for element in node.value.elements:
-                            uses._count(modules, element.value)
-                    else:
-                        uses.added_unknown += 1
-                if isinstance(node, cst.Call) and any(
-                    self_attribute(arg.value, self_var) == attr for arg in node.args
-                ):
-                    if (
-                        function.name.value in modules.construction_methods(classdef)
-                        and modules.constructed_module(node) is not None
-                    ):
-                        uses.registered_elsewhere = True
-                    continue
-                if (
-                    isinstance(node, cst.Call)
-                    and isinstance(node.func, cst.Attribute)
-                    and self_attribute(node.func.value, self_var) == attr
-                ):
-                    method = node.func.attr.value
-                    if method in ("append", "insert") and node.args:
-                        uses._count(modules, node.args[-1].value)
-                    elif method == "extend" and node.args:
-                        extended = node.args[0].value
-                        if isinstance(extended, (cst.List, cst.Tuple)):
-                            for element in extended.elements:
-                                uses._count(modules, element.value)
-                        elif isinstance(extended, (cst.ListComp, cst.GeneratorExp)):
-                            uses._count(modules, extended.elt)
-                        else:
-                            uses.added_unknown += 1
-                    elif method == "update":
-                        uses.added_unknown += 1
-                    if method in LIST_ONLY_METHODS:
-                        uses.list_only.add(method)
-                    if method in DICT_ONLY_METHODS:
-                        uses.dict_only.add(method)
+                    uses._added(modules, node.value)
+                if isinstance(node, cst.Call):
+                    uses._called(modules, classdef, function, node, self_var, attr)
         return uses
+
+    def _assigned(
+        self, modules: ModuleFacts, assign: cst.Assign, self_var: str, attr: str, where: str
+    ) -> None:
+        """`self.<attr> = ...` (in method `where`) or `self.<attr>[key] = value`."""
+        for target in assign.targets:
+            t = target.target
+            if self_attribute(t, self_var) == attr:
+                self.reassigned = where
+            elif isinstance(t, cst.Subscript) and self_attribute(t.value, self_var) == attr:
+                self._count(modules, assign.value)
+                index = t.slice[0].slice if len(t.slice) == 1 else None
+                if isinstance(index, cst.Index):
+                    self.keys.append(index.value)
+                else:
+                    self.bad_keys = True
+
+    def _added(self, modules: ModuleFacts, value: cst.BaseExpression) -> None:
+        """`self.<attr> += value`: a list or tuple display's elements, else something unknown."""
+        if isinstance(value, (cst.List, cst.Tuple)):
+            for element in value.elements:
+                self._count(modules, element.value)
+        else:
+            self.added_unknown += 1
+
+    def _called(
+        self,
+        modules: ModuleFacts,
+        classdef: cst.ClassDef,
+        function: cst.FunctionDef,
+        call: cst.Call,
+        self_var: str,
+        attr: str,
+    ) -> None:
+        """`f(self.<attr>)`, which a construction method's module call registers the
+        submodules with, or a method of `self.<attr>` (`.append(m)`, `.extend(...)`)."""
+        if any(self_attribute(arg.value, self_var) == attr for arg in call.args):
+            if (
+                function.name.value in modules.construction_methods(classdef)
+                and modules.constructed_module(call) is not None
+            ):
+                self.registered_elsewhere = True
+            return
+        if (
+            isinstance(call.func, cst.Attribute)
+            and self_attribute(call.func.value, self_var) == attr
+        ):
+            self._method_called(modules, call.func.attr.value, call.args)
+
+    def _method_called(self, modules: ModuleFacts, method: str, args: Sequence[cst.Arg]) -> None:
+        """`self.<attr>.method(*args)`: what it adds, and the methods only lists or dicts have."""
+        if method in ("append", "insert") and args:
+            self._count(modules, args[-1].value)
+        elif method == "extend" and args:
+            extended = args[0].value
+            if isinstance(extended, (cst.List, cst.Tuple)):
+                for element in extended.elements:
+                    self._count(modules, element.value)
+            elif isinstance(extended, (cst.ListComp, cst.GeneratorExp)):
+                self._count(modules, extended.elt)
+            else:
+                self.added_unknown += 1
+        elif method == "update":
+            self.added_unknown += 1
+        if method in LIST_ONLY_METHODS:
+            self.list_only.add(method)
+        if method in DICT_ONLY_METHODS:
+            self.dict_only.add(method)
 
     def _count(self, modules: ModuleFacts, value: cst.BaseExpression) -> None:
         kind = modules.held_kind(value)

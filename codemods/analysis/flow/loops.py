@@ -21,6 +21,7 @@ from devfix.codemods.analysis.names import (
     dotted_name,
     keyword_argument,
 )
+from devfix.codemods.analysis.scopes import Binding, ScopeTable
 from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
     ITERATION_WRAPPERS,
@@ -209,32 +210,43 @@ class BatchLoops(ModelPlacement):
             return []
         found: list[cst.Call] = []
         for binding in bindings:
-            if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
-                sites = self.call_sites(table.node)
-                if not sites:
-                    return []
-                for call, caller in sites:
-                    argument = self._argument_for(call, table.node, name)
-                    if argument is None:
-                        return []
-                    calls = self.dataloader_calls(argument, caller, depth + 1)
-                    if not calls:
-                        return []
-                    found.extend(calls)
-                continue
-            if binding.kind == "unpack" and isinstance(binding.value, cst.Call):
-                # `train_loader, test_loader = load_data()`: that element of what it returns.
-                index = _unpacked_index(self.context, binding.value, name)
-                calls = (
-                    self._returned_loaders(binding.value, index, depth) if index is not None else []
-                )
-                if not calls:
-                    return []
-                found.extend(calls)
-                continue
-            if binding.kind != "assign" or binding.value is None:
+            calls = self._bound_loaders(binding, name, table, table_function, depth)
+            if not calls:
                 return []
-            calls = self.dataloader_calls(binding.value, table_function, depth + 1)
+            found.extend(calls)
+        return found
+
+    def _bound_loaders(
+        self,
+        binding: Binding,
+        name: str,
+        table: ScopeTable,
+        table_function: cst.FunctionDef | None,
+        depth: int,
+    ) -> list[cst.Call]:
+        """The DataLoaders one binding of `name` gives it; [] if it may give anything else."""
+        if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
+            return self._passed_loaders(table.node, name, depth)
+        if binding.kind == "unpack" and isinstance(binding.value, cst.Call):
+            # `train_loader, test_loader = load_data()`: that element of what it returns.
+            index = _unpacked_index(self.context, binding.value, name)
+            return self._returned_loaders(binding.value, index, depth) if index is not None else []
+        if binding.kind != "assign" or binding.value is None:
+            return []
+        return self.dataloader_calls(binding.value, table_function, depth + 1)
+
+    def _passed_loaders(self, function: cst.FunctionDef, name: str, depth: int) -> list[cst.Call]:
+        """The DataLoaders the callers of `function` pass as its parameter `name`; [] when a
+        caller passes anything else, or nothing calls it."""
+        sites = self.call_sites(function)
+        if not sites:
+            return []
+        found: list[cst.Call] = []
+        for call, caller in sites:
+            argument = self._argument_for(call, function, name)
+            if argument is None:
+                return []
+            calls = self.dataloader_calls(argument, caller, depth + 1)
             if not calls:
                 return []
             found.extend(calls)
@@ -780,37 +792,11 @@ class BatchLoops(ModelPlacement):
     ) -> str | None:
         """`batch = batch.to(d)` / `{k: v.to(d) ...}` / `[t.to(d) ...]` by how `batch` is used;
         a dict's `cpu_keys` keep their values (None for another shape that has such keys)."""
-        as_dict = as_sequence = as_tensor = False
-        for node in self._scope_nodes(body):
-            if isinstance(node, cst.Arg) and node.star == "**" and is_name(node.value, name):
-                as_dict = True
-            elif isinstance(node, cst.Subscript) and is_name(node.value, name):
-                index = node.slice[0].slice if len(node.slice) == 1 else None
-                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
-                    as_dict = True
-                elif isinstance(index, cst.Index) and isinstance(
-                    index.value, (cst.Integer, cst.UnaryOperation)
-                ):
-                    as_sequence = True
-                elif isinstance(index, cst.Index):
-                    return None
-                else:
-                    as_tensor = True
-            elif isinstance(node, cst.Attribute) and is_name(node.value, name):
-                if node.attr.value in ("items", "keys", "values"):
-                    as_dict = True
-                else:
-                    as_tensor = True
-            elif isinstance(node, cst.Arg) and node.star == "" and is_name(node.value, name):
-                call = self.context.parent(node)
-                if not (
-                    isinstance(call, cst.Call)
-                    and isinstance(call.func, cst.Name)
-                    and call.func.value in _INSPECTING_BUILTINS
-                ):
-                    as_tensor = True
-        if as_dict + as_sequence + as_tensor != 1 or (cpu_keys and not as_dict):
+        uses = self._batch_uses(body, name)
+        if uses is None or len(uses) != 1 or (cpu_keys and "dict" not in uses):
             return None
+        as_dict = "dict" in uses
+        as_sequence = "sequence" in uses
         if as_dict:
             key, value = (
                 ("k", "v") if not {"k", "v"} & self._root_names_of_move(move) else ("key", "value")
@@ -827,6 +813,38 @@ class BatchLoops(ModelPlacement):
             return f"{name} = [{code_of(move.apply(cst.Name(item)))} for {item} in {name}]"
         return f"{name} = {code_of(move.apply(cst.Name(name)))}"
 
+    def _batch_uses(self, body: cst.CSTNode, name: str) -> set[str] | None:
+        """How `body` uses `name`: as a "dict" (`**name`, `name["key"]`, `name.items()`), a
+        "sequence" (`name[0]`) or a "tensor" (any other attribute, a slice, an argument); None
+        when another index reads it (`name[i]`: a dict or a sequence)."""
+        uses: set[str] = set()
+        for node in self._scope_nodes(body):
+            if isinstance(node, cst.Arg) and node.star == "**" and is_name(node.value, name):
+                uses.add("dict")
+            elif isinstance(node, cst.Subscript) and is_name(node.value, name):
+                index = node.slice[0].slice if len(node.slice) == 1 else None
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+                    uses.add("dict")
+                elif isinstance(index, cst.Index) and isinstance(
+                    index.value, (cst.Integer, cst.UnaryOperation)
+                ):
+                    uses.add("sequence")
+                elif isinstance(index, cst.Index):
+                    return None
+                else:
+                    uses.add("tensor")
+            elif isinstance(node, cst.Attribute) and is_name(node.value, name):
+                uses.add("dict" if node.attr.value in ("items", "keys", "values") else "tensor")
+            elif isinstance(node, cst.Arg) and node.star == "" and is_name(node.value, name):
+                call = self.context.parent(node)
+                if not (
+                    isinstance(call, cst.Call)
+                    and isinstance(call.func, cst.Name)
+                    and call.func.value in _INSPECTING_BUILTINS
+                ):
+                    uses.add("tensor")
+        return uses
+
     def _device_bound(
         self,
         nodes: list[cst.CSTNode],
@@ -839,28 +857,8 @@ class BatchLoops(ModelPlacement):
         in `nodes` (a loop body's). `torch_calls_only`: the calls that count are torch's (a
         loss, `F.cross_entropy`, a method of the output), not `print(out, name)`: for loops
         over values that need not all be tensors."""
-        wanted = set(names)
         assigns = [n for n in nodes if isinstance(n, cst.Assign)]
-        # `x = batch[0]`, `inp = x.float()`: names that hold (part of) a batch name unmoved.
-        aliases: dict[str, set[str]] = {n: {n} for n in names}
-        for _ in range(3):
-            for assign in assigns:
-                origin = {b for r in tensor_roots(assign.value) for b in aliases.get(r, ())}
-                if not origin:
-                    continue
-                for target in assign.targets:
-                    for bound_name in self.scopes.names_read(target.target) - wanted:
-                        aliases.setdefault(bound_name, set()).update(origin)
-        # `img = img_list[j]` then `img = img.cuda()`: the alias is moved before it is used.
-        for assign in assigns:
-            if is_move_call(assign.value) and len(assign.targets) == 1:
-                target_node = assign.targets[0].target
-                if (
-                    isinstance(target_node, cst.Name)
-                    and target_node.value not in wanted
-                    and _moved_whole(assign.value, target_node.value)
-                ):
-                    aliases.pop(target_node.value, None)
+        aliases = self._unmoved_aliases(assigns, names)
 
         def batch_of(node: cst.BaseExpression) -> set[str]:
             return {b for r in tensor_roots(node) for b in aliases.get(r, ())}
@@ -883,18 +881,46 @@ class BatchLoops(ModelPlacement):
                 if from_model(assign.value):
                     for target in assign.targets:
                         derived |= self.scopes.names_read(target.target)
-        for node in nodes:
-            parts: list[cst.BaseExpression] = []
-            if isinstance(node, cst.Call) and id(node) not in model_ids:
-                if torch_calls_only and not self._torch_call(node, from_model):
+        for part in self._meeting_model_output(nodes, model_ids, from_model, torch_calls_only):
+            bound |= batch_of(part)
+        return bound
+
+    def _unmoved_aliases(self, assigns: list[cst.Assign], names: list[str]) -> dict[str, set[str]]:
+        """`x = batch[0]`, `inp = x.float()`: the names that hold (part of) a batch name
+        unmoved, each with the batch names it holds."""
+        wanted = set(names)
+        aliases: dict[str, set[str]] = {n: {n} for n in names}
+        for _ in range(3):
+            for assign in assigns:
+                origin = {b for r in tensor_roots(assign.value) for b in aliases.get(r, ())}
+                if not origin:
                     continue
-                if isinstance(node.func, cst.Attribute):
-                    parts.append(node.func.value)
-                parts.extend(arg.value for arg in node.args)
-            elif isinstance(node, cst.BinaryOperation):
-                parts = [node.left, node.right]
-            elif isinstance(node, cst.Comparison):
-                parts = [node.left, *(c.comparator for c in node.comparisons)]
+                for target in assign.targets:
+                    for bound_name in self.scopes.names_read(target.target) - wanted:
+                        aliases.setdefault(bound_name, set()).update(origin)
+        # `img = img_list[j]` then `img = img.cuda()`: the alias is moved before it is used.
+        for assign in assigns:
+            if is_move_call(assign.value) and len(assign.targets) == 1:
+                target_node = assign.targets[0].target
+                if (
+                    isinstance(target_node, cst.Name)
+                    and target_node.value not in wanted
+                    and _moved_whole(assign.value, target_node.value)
+                ):
+                    aliases.pop(target_node.value, None)
+        return aliases
+
+    def _meeting_model_output(
+        self,
+        nodes: list[cst.CSTNode],
+        model_ids: set[int],
+        from_model: Callable[[cst.CSTNode], bool],
+        torch_calls_only: bool,
+    ) -> Iterator[cst.BaseExpression]:
+        """The operands, not computed from the model's output, of the calls (other than the
+        model's), operations and comparisons in `nodes` that have an operand that is."""
+        for node in nodes:
+            parts = self._operands(node, model_ids, from_model, torch_calls_only)
             if len(parts) < 2:
                 continue
             flags = [from_model(p) for p in parts]
@@ -902,8 +928,29 @@ class BatchLoops(ModelPlacement):
                 continue
             for part, is_model in zip(parts, flags):
                 if not is_model:
-                    bound |= batch_of(part)
-        return bound
+                    yield part
+
+    def _operands(
+        self,
+        node: cst.CSTNode,
+        model_ids: set[int],
+        from_model: Callable[[cst.CSTNode], bool],
+        torch_calls_only: bool,
+    ) -> list[cst.BaseExpression]:
+        """What `node` brings together: a call's receiver and arguments (not the model's call,
+        nor with `torch_calls_only` a call other than torch's), an operation's operands."""
+        parts: list[cst.BaseExpression] = []
+        if isinstance(node, cst.Call) and id(node) not in model_ids:
+            if torch_calls_only and not self._torch_call(node, from_model):
+                return []
+            if isinstance(node.func, cst.Attribute):
+                parts.append(node.func.value)
+            parts.extend(arg.value for arg in node.args)
+        elif isinstance(node, cst.BinaryOperation):
+            parts = [node.left, node.right]
+        elif isinstance(node, cst.Comparison):
+            parts = [node.left, *(c.comparator for c in node.comparisons)]
+        return parts
 
     def _torch_call(self, call: cst.Call, from_model: Callable[[cst.CSTNode], bool]) -> bool:
         """`F.cross_entropy(...)`, `criterion(...)` with `criterion = nn.CrossEntropyLoss()`, or a

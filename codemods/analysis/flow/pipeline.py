@@ -79,6 +79,20 @@ def _not_a_tensor(value: cst.BaseExpression) -> bool:
     return is_name(value, "None") or isinstance(value, (cst.SimpleString, cst.List, cst.ListComp))
 
 
+def _add_data_function(
+    found: dict[int, DataFunction],
+    node: cst.FunctionDef | cst.Lambda,
+    role: str,
+    consumers: list[cst.Call],
+) -> None:
+    """Records `node` (under the role it is first found in) with the loaders in `consumers`
+    it was not yet known to feed."""
+    entry = found.get(id(node))
+    if entry is None:
+        entry = found[id(node)] = DataFunction(node, role)
+    entry.loaders.extend(c for c in consumers if c not in entry.loaders)
+
+
 class DataPipelines(BatchLoops, ProcessTopology):
     """The file's data functions, the loops they feed, and the moves of their output."""
 
@@ -259,10 +273,20 @@ class DataPipelines(BatchLoops, ProcessTopology):
         module = self.context.module
         functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
         classes = {s.name.value: s for s in module.body if isinstance(s, cst.ClassDef)}
-        code = self.facts.modules
-        flow = self
+        loaders = self._loader_calls()
+        self._add_dataset_methods(found, classes, loaders)
+        self._add_callbacks(found, functions, classes, loaders)
+        self._add_installed_collate_fns(found, functions, classes)
+        self._add_collate_named_functions(found)
+        self._add_called_helpers(found, functions)
+        self._data = found
+        return found
+
+    def _loader_calls(self) -> list[cst.Call]:
+        """The file's `DataLoader(...)` calls."""
+        module = self.context.module
         # Every spelling of a DataLoader (an alias, `data.DataLoader`) contains the word.
-        loaders = [
+        return [
             n
             for n in (
                 self.context.of_type(module, cst.Call) if "DataLoader" in self.context.text else ()
@@ -270,34 +294,42 @@ class DataPipelines(BatchLoops, ProcessTopology):
             if dotted_name(n.func) is not None and self.names.qualified_name(n.func) in DATALOADERS
         ]
 
-        def add(node: cst.FunctionDef | cst.Lambda, role: str, consumers: list[cst.Call]) -> None:
-            entry = found.get(id(node))
-            if entry is None:
-                entry = found[id(node)] = DataFunction(node, role)
-            entry.loaders.extend(c for c in consumers if c not in entry.loaders)
-
-        # Dataset classes (torch's, or the project's own `...Dataset` bases that define
-        # `__getitem__`) and the loaders built on their instances.
+    def _add_dataset_methods(
+        self,
+        found: dict[int, DataFunction],
+        classes: dict[str, cst.ClassDef],
+        loaders: list[cst.Call],
+    ) -> None:
+        """Dataset classes (torch's, or the project's own `...Dataset` bases that define
+        `__getitem__`) and the loaders built on their instances."""
+        code = self.facts.modules
         for name, cls in classes.items():
             if not (code.class_info(cls).is_dataset or self._project_dataset(cls)):
                 continue
             consumers = [
                 c
                 for c in loaders
-                if self._dataset_class_of(argument(c, "dataset"), c, flow) == name
+                if self._dataset_class_of(argument(c, "dataset"), c, self) == name
             ]
             for statement in cls.body.body:
                 if not isinstance(statement, cst.FunctionDef):
                     continue
                 method = statement.name.value
                 if method in PER_ITEM_METHODS or not method.startswith("__"):
-                    add(statement, f"`{name}.{method}`", consumers)
+                    _add_data_function(found, statement, f"`{name}.{method}`", consumers)
                 elif method == "__init__":
                     entry = DataFunction(statement, f"`{name}.__init__`", list(consumers), True)
                     found[id(statement)] = entry
 
-        # Callbacks: collate_fn=, data_collator=, transform=, ds.map(f).
-        for call in self.context.of_type(module, cst.Call):
+    def _add_callbacks(
+        self,
+        found: dict[int, DataFunction],
+        functions: dict[str, cst.FunctionDef],
+        classes: dict[str, cst.ClassDef],
+        loaders: list[cst.Call],
+    ) -> None:
+        """Callbacks: collate_fn=, data_collator=, transform=, ds.map(f)."""
+        for call in self.context.of_type(self.context.module, cst.Call):
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else None
                 is_mapping = (
@@ -308,13 +340,13 @@ class DataPipelines(BatchLoops, ProcessTopology):
                 )
                 if keyword not in DATA_KEYWORDS and not is_mapping:
                     continue
-                target = self._callable(arg.value, functions, classes, flow, call)
+                target = self._callable(arg.value, functions, classes, self, call)
                 if target is None:
                     continue
                 if is_mapping:
-                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
+                    consumers = [c for c in loaders if self._mapped_from(c, call, self)]
                     role = f"the function mapped over the dataset (`{code_of(call.func)}`)"
-                    add(target, role, consumers)
+                    _add_data_function(found, target, role, consumers)
                     found[id(target)].mapping = True
                     continue
                 elif keyword == "collate_fn":
@@ -325,12 +357,18 @@ class DataPipelines(BatchLoops, ProcessTopology):
                     role = "the `data_collator`"
                 else:
                     # `CIFAR10(..., transform=f)`: the loaders built on that dataset.
-                    consumers = [c for c in loaders if self._mapped_from(c, call, flow)]
+                    consumers = [c for c in loaders if self._mapped_from(c, call, self)]
                     role = f"the `{keyword}`"
-                add(target, role, consumers)
+                _add_data_function(found, target, role, consumers)
 
-        # `loader.collate_fn = f` installs a collate function after the loader is built.
-        for assign in self.context.of_type(module, cst.Assign):
+    def _add_installed_collate_fns(
+        self,
+        found: dict[int, DataFunction],
+        functions: dict[str, cst.FunctionDef],
+        classes: dict[str, cst.ClassDef],
+    ) -> None:
+        """`loader.collate_fn = f` installs a collate function after the loader is built."""
+        for assign in self.context.of_type(self.context.module, cst.Assign):
             for assign_target in assign.targets:
                 target_node = assign_target.target
                 if not (
@@ -338,27 +376,31 @@ class DataPipelines(BatchLoops, ProcessTopology):
                     and target_node.attr.value == "collate_fn"
                 ):
                     continue
-                target = self._callable(assign.value, functions, classes, flow, assign)
+                target = self._callable(assign.value, functions, classes, self, assign)
                 if target is not None:
                     consumers = self.dataloader_calls(
                         target_node.value, self.scopes.enclosing_function(assign)
                     )
-                    add(target, "the `collate_fn`", consumers)
+                    _add_data_function(found, target, "the `collate_fn`", consumers)
 
-        # Functions and methods named as collate functions (`collate`, `pad_collate`,
-        # `_batch_collate_fn`): a library hands them to DataLoaders its users build. One the
-        # file only ever calls itself runs in the caller's process.
-        for node in self.context.of_type(module, cst.FunctionDef):
+    def _add_collate_named_functions(self, found: dict[int, DataFunction]) -> None:
+        """Functions and methods named as collate functions (`collate`, `pad_collate`,
+        `_batch_collate_fn`): a library hands them to DataLoaders its users build. One the
+        file only ever calls itself runs in the caller's process."""
+        for node in self.context.of_type(self.context.module, cst.FunctionDef):
             if "collate" not in node.name.value.lower():
                 continue
             if id(node) in found or self._only_called_directly(node):
                 continue
             owner = self.scopes.class_of(node)
             where = f"{owner.name.value}.{node.name.value}" if owner else node.name.value
-            add(node, f"the collate function `{where}`", [])
+            _add_data_function(found, node, f"the collate function `{where}`", [])
 
-        # Functions those call, one level down: module functions, and methods of the same
-        # class called on `self`.
+    def _add_called_helpers(
+        self, found: dict[int, DataFunction], functions: dict[str, cst.FunctionDef]
+    ) -> None:
+        """Functions the data functions found call, one level down: module functions, and
+        methods of the same class called on `self`."""
         for entry in list(found.values()):
             owner = (
                 self.scopes.class_of(entry.node)
@@ -376,9 +418,8 @@ class DataPipelines(BatchLoops, ProcessTopology):
                 ):
                     helper = method_of(owner, inner.func.attr.value)
                 if helper is not None and id(helper) not in found:
-                    add(helper, f"`{helper.name.value}` (called by {entry.role})", entry.loaders)
-        self._data = found
-        return found
+                    role = f"`{helper.name.value}` (called by {entry.role})"
+                    _add_data_function(found, helper, role, entry.loaders)
 
     def _only_called_directly(self, function: cst.FunctionDef) -> bool:
         """Every other mention of the function's name calls it (`f(batch)`), and there is one:

@@ -6,7 +6,7 @@ is needed, or why it cannot.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
@@ -45,6 +45,18 @@ class ModelDevice:
     reason: str = ""
     #: The model was loaded with `from_pretrained(...)` (it has a `.device`).
     pretrained: bool = False
+
+
+@dataclass
+class _CandidateMoves:
+    """The bindings and moves of a model's name that may reach a point."""
+
+    #: (position, what it gives the model), in the order they were found.
+    found: list[tuple[int, FoundMove]] = field(default_factory=list)
+    #: An assigned value loaded the model with `from_pretrained` onto a device.
+    pretrained: bool = False
+    #: The positions of moves written on the name itself (`model.to(d)`, `model = model.to(d)`).
+    direct_moves: dict[int, cst.CSTNode] = field(default_factory=dict)
 
 
 def _attribute_chain_root(expression: cst.BaseExpression) -> cst.Name | None:
@@ -107,49 +119,19 @@ class ModelPlacement(CallSites):
         table, table_function = self.scopes.lookup(name, function)
         same_scope = table_function is function and not name.startswith("self.")
         limit = before if same_scope else None
-        candidates: list[tuple[int, FoundMove]] = []
-        pretrained = False
-        direct_moves: dict[int, cst.CSTNode] = {}
-        for binding in table.bindings.get(name, []):
-            if limit is not None and binding.position >= limit:
-                continue
-            if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
-                found = self._move_from_callers(table.node, name, binding, depth)
-                if found is None and self._receives_device_carrying_model(table.node, name):
-                    found = (None, table_function, True)
-                if found is not None:
-                    candidates.append((binding.position, found))
-                continue
-            if binding.kind != "assign" or binding.value is None:
-                candidates.append((binding.position, (None, table_function, False)))
-                continue
-            received = self._stored_parameter(table, binding.value, depth)
-            if received is not None:
-                candidates.append((binding.position, received))
-                continue
-            result = self._move_in_value(binding.value, table_function, binding.position, depth)
-            if result is not None and result[2]:
-                pretrained = True
-            if is_move_call(binding.value):
-                direct_moves[binding.position] = binding.value
-            candidates.append((binding.position, result or (None, table_function, False)))
-        for position, call in table.statement_moves.get(name, []):
-            if limit is not None and position >= limit:
-                continue
-            move = self.device_move(call, table_function)
-            direct_moves[position] = call
-            candidates.append((position, (move, table_function, pretrained)))
-        if not candidates and "." in name:
+        candidates = self._candidate_moves(name, table, table_function, limit, depth)
+        if not candidates.found and "." in name:
             return self._attribute_of_parameter_move(name, function, depth)
-        if not candidates:
+        if not candidates.found:
             return None
-        candidates.sort(key=lambda item: item[0])
-        position, (move, origin, was_pretrained) = candidates[-1]
+        candidates.found.sort(key=lambda item: item[0])
+        position, (move, origin, was_pretrained) = candidates.found[-1]
+        pretrained = candidates.pretrained
         if move is None and not (pretrained or was_pretrained):
             if self._handed_to_trainer(name, table.node, position, limit):
                 return None, table_function, True
             return None
-        direct = direct_moves.get(position)
+        direct = candidates.direct_moves.get(position)
         if (
             direct is not None
             and move is not None
@@ -160,6 +142,48 @@ class ModelPlacement(CallSites):
                 move, conditional_line=self.scopes.line_of(table.conditional[position])
             )
         return move, origin, pretrained or was_pretrained
+
+    def _candidate_moves(
+        self,
+        name: str,
+        table: ScopeTable,
+        table_function: cst.FunctionDef | None,
+        limit: int | None,
+        depth: int,
+    ) -> _CandidateMoves:
+        """What each binding of `name` in `table`, and each statement moving it, before
+        `limit` gives the model."""
+        candidates = _CandidateMoves()
+        for binding in table.bindings.get(name, []):
+            if limit is not None and binding.position >= limit:
+                continue
+            if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
+                found = self._move_from_callers(table.node, name, binding, depth)
+                if found is None and self._receives_device_carrying_model(table.node, name):
+                    found = (None, table_function, True)
+                if found is not None:
+                    candidates.found.append((binding.position, found))
+                continue
+            if binding.kind != "assign" or binding.value is None:
+                candidates.found.append((binding.position, (None, table_function, False)))
+                continue
+            received = self._stored_parameter(table, binding.value, depth)
+            if received is not None:
+                candidates.found.append((binding.position, received))
+                continue
+            result = self._move_in_value(binding.value, table_function, binding.position, depth)
+            if result is not None and result[2]:
+                candidates.pretrained = True
+            if is_move_call(binding.value):
+                candidates.direct_moves[binding.position] = binding.value
+            candidates.found.append((binding.position, result or (None, table_function, False)))
+        for position, call in table.statement_moves.get(name, []):
+            if limit is not None and position >= limit:
+                continue
+            move = self.device_move(call, table_function)
+            candidates.direct_moves[position] = call
+            candidates.found.append((position, (move, table_function, candidates.pretrained)))
+        return candidates
 
     def _handed_to_trainer(
         self, name: str, scope: cst.CSTNode, after: int, before: int | None
