@@ -57,7 +57,8 @@ class TensorAttributeNotBuffer(DevicePass):
     `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
     registered as they are (register each, or stack them); an annotated assignment; a name that
     is also a class attribute or is assigned a non-tensor elsewhere (a buffer only accepts a
-    tensor or `None`); an assignment before `super().__init__()`.
+    tensor or `None`), or by unpacking (`[self.P, self.Q] = pair`: set first, the attribute
+    exists and `register_buffer` raises); an assignment before `super().__init__()`.
 
     ## Fix safety
     Unsafe: besides following `model.to(device)`, a buffer follows `model.half()` /

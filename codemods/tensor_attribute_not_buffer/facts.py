@@ -9,6 +9,8 @@ a class attribute of that name, a `None` or a non-tensor assigned to it elsewher
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
@@ -194,6 +196,20 @@ class Buffers(Analysis):
                     if isinstance(other, cst.Assign)
                     else [other.target]
                 )
+                if any(isinstance(t, (cst.Tuple, cst.List)) for t in targets) and any(
+                    self_attribute(t, self_var) == attr for t in _unpacked_targets(targets)
+                ):
+                    # `[self.P, self.Q] = pair`: an element of a sequence, not provably a tensor
+                    if function is writer and self.context.position(other).start.line < start:
+                        return (
+                            f"`self.{attr}` is first set by unpacking (line "
+                            f"{self.context.position(other).start.line}), so `register_buffer` "
+                            "would raise: the attribute already exists"
+                        )
+                    return (
+                        f"`self.{attr}` is also assigned by unpacking in "
+                        f"`{function.name.value}`, and a buffer only accepts a tensor or `None`"
+                    )
                 if not any(self_attribute(t, self_var) == attr for t in targets):
                     continue
                 value = other.value
@@ -269,3 +285,14 @@ def holds_new_tensors(judge: TensorJudge, value: cst.BaseExpression) -> bool:
     if isinstance(value, cst.DictComp):
         return judge.is_tensor(value.value)
     return False
+
+
+def _unpacked_targets(targets: Sequence[cst.BaseExpression]) -> list[cst.BaseExpression]:
+    """The targets an assignment binds, the elements of `a, [b, *c] = ...` included."""
+    found: list[cst.BaseExpression] = []
+    for target in targets:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            found.extend(_unpacked_targets([element.value for element in target.elements]))
+        else:
+            found.append(target)
+    return found

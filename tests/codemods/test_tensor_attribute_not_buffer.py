@@ -578,3 +578,23 @@ def test_a_scale_put_on_the_one_device_a_script_runs_on_is_a_latent_hazard() -> 
             ),
             unsafe=True,
         )
+
+
+def test_an_attribute_first_set_by_unpacking_cannot_become_a_buffer() -> None:
+    # `register_buffer("basis", ...)` would raise KeyError: the attribute already exists.
+    assert_declined(
+        RULE,
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+
+        class Filter(nn.Module):
+            def __init__(self, pair):
+                super().__init__()
+                (self.basis, [self.other, *self.rest]) = pair
+                self.width = int(np.shape(self.basis)[1])
+                self.basis = torch.tensor(self.basis)
+        """,
+        reason="`self.basis` is first set by unpacking (line 9), so `register_buffer` would raise",
+    )
