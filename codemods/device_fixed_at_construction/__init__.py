@@ -9,7 +9,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
-from devfix.codemods.analysis.devices import Literal, Unknown
+from devfix.codemods.analysis.devices import Literal, Named, Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.names import argument_of, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
@@ -21,6 +21,7 @@ from devfix.codemods.analysis.torch_names import (
 )
 from devfix.codemods.device_fixed_at_construction.facts import (
     OneDeviceScript,
+    guarded_by_is_cuda,
     layer_called,
     legacy_factory,
 )
@@ -95,8 +96,9 @@ class DeviceFixedAtConstruction(DevicePass):
     (`self.opt.device`) or a global one (`args.device`); a tensor moved on at once to another
     tensor's device (`.to(x.device)`) is left alone. A move of what one of the module's own
     layers returned (`self.embedding(ids).to(self.device)`) is dropped: safe, the output is
-    already on that layer's device. `t.type(x.type())` to `t.to(x)`: safe,
-    the same dtype, and the same device wherever `x` is on the current CUDA device or the CPU.
+    already on that layer's device. A move under `if x.is_cuda:` goes to `x.device` (safe: the
+    branch runs only when `x` is on a GPU, and it is that one). `t.type(x.type())` to `t.to(x)`:
+    safe, the same dtype, and the same device wherever `x` is on the current CUDA device or the CPU.
 
     ## References
     - `torch.nn.DataParallel` docs ("any updates to the running module in forward will be lost").
@@ -280,7 +282,12 @@ class DeviceFixedAtConstruction(DevicePass):
                 edits=[Edit(node, receiver)],
             )
             return
-        needed = self.facts.devices.needed_by(target or node, function)
+        guard = guarded_by_is_cuda(node, self.context.ancestors(node))
+        needed = (
+            Named(f"the move runs only when `{guard}.is_cuda`", proof=True, name=f"{guard}.device")
+            if guard is not None
+            else self.facts.devices.needed_by(target or node, function)
+        )
         if literal and (needed.expression() is None or isinstance(needed, Unknown)):
             # A literal GPU is wrong on every other device; where the class reads one, that
             # is the better judgement.

@@ -8,13 +8,14 @@ constructor (`torch.cuda.FloatTensor(...)`) stands for the factory its arguments
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.names import dotted_name
+from devfix.codemods.analysis.names import code_of, dotted_name
 from devfix.codemods.analysis.torch_names import LAYER_PARAMETER, MODEL_WRAPPERS
 from devfix.context import FileContext
 
@@ -154,3 +155,23 @@ def layer_called(move: cst.Call, function: FunctionInfo) -> str | None:
     if owner.layers.get(attribute) not in LAYER_PARAMETER:
         return None
     return f"{instance.value}.{attribute}"
+
+
+def guarded_by_is_cuda(move: cst.Call, ancestors: Iterable[cst.CSTNode]) -> str | None:
+    """`if x.is_cuda: grid = grid.cuda()`: the tensor whose being on a GPU guards the move (its
+    code), or None. Only the nearest `if` counts, and only in its body, not its `else`."""
+    inside: cst.CSTNode = move
+    for ancestor in ancestors:
+        if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        if isinstance(ancestor, cst.If):
+            test = ancestor.test
+            if (
+                inside is ancestor.body
+                and isinstance(test, cst.Attribute)
+                and test.attr.value == "is_cuda"
+            ):
+                return code_of(test.value)
+            return None
+        inside = ancestor
+    return None

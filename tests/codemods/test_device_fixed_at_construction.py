@@ -912,3 +912,38 @@ def test_what_a_layer_of_the_module_returned_is_already_on_its_device() -> None:
     )
     assert "already on that layer's device" in findings[0].message
     assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_move_guarded_by_an_inputs_is_cuda_goes_to_that_input() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def warp(image, flow):
+            n, c, h, w = image.size()
+            grid = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w)), 0).float()
+            if image.is_cuda:
+                grid = grid.cuda()  # same GPU
+            else:
+                grid = grid.cuda()
+            return Variable(grid) + flow
+        """,
+        """
+        import torch
+        from torch.autograd import Variable
+
+        def warp(image, flow):
+            n, c, h, w = image.size()
+            grid = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w)), 0).float()
+            if image.is_cuda:
+                grid = grid.to(image.device)  # same GPU
+            else:
+                grid = grid.cuda()
+            return Variable(grid) + flow
+        """,
+        unsafe=True,
+    )
+    assert "runs only when `image.is_cuda`" in findings[0].message
+    assert findings[0].applicability is Applicability.SAFE
