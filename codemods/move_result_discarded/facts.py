@@ -92,6 +92,9 @@ class HeldValues(Analysis):
         loop = self._loop_over_tensors(name, scope)
         if loop:
             return Held("tensor", loop)
+        if self._collated_tensor(name, scope):
+            why = f"`{name}` is a batch of a DataLoader whose `collate_fn` returns a tensor"
+            return Held("tensor", why, proven=len(values) == 1)
         for value in values:
             if (
                 isinstance(value, cst.Call)
@@ -246,6 +249,14 @@ class HeldValues(Analysis):
             ):
                 return f"`{name}` runs over tensors built by torch"
         return ""
+
+    def _collated_tensor(self, name: str, scope: cst.CSTNode) -> bool:
+        """`for i, ids in enumerate(loader)`, the loader's `collate_fn` returning a tensor."""
+        root = scope.body if isinstance(scope, cst.FunctionDef) else scope
+        return any(
+            isinstance(node, cst.For) and self.facts.flow.collated_tensor_batch(node) == name
+            for node in self.scopes.nodes(root)
+        )
 
     def _tensor_use(self, use: cst.Name) -> str:
         """Why this use shows a tensor (empty when it does not)."""

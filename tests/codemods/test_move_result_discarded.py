@@ -185,3 +185,54 @@ def test_ids_encoded_to_a_tensor_are_a_tensor_but_a_batch_encoding_moves_in_plac
             return net(**batch)
         """,
     )
+
+
+def test_a_batch_whose_collate_fn_returns_a_tensor_is_a_tensor() -> None:
+    # Nothing but the loader says what `ids` is: its collate_fn pads and returns one tensor.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader as Loader
+
+        def pad(rows):
+            width = max(len(r) for r in rows)
+            return torch.tensor([r + [0] * (width - len(r)) for r in rows])
+
+        def run(model, rows, dev):
+            for step, ids in enumerate(Loader(rows, batch_size=4, collate_fn=pad)):
+                ids.to(dev)  # meant to move the batch
+                model(input_ids=ids, labels=ids)
+        """,
+        """
+        import torch
+        from torch.utils.data import DataLoader as Loader
+
+        def pad(rows):
+            width = max(len(r) for r in rows)
+            return torch.tensor([r + [0] * (width - len(r)) for r in rows])
+
+        def run(model, rows, dev):
+            for step, ids in enumerate(Loader(rows, batch_size=4, collate_fn=pad)):
+                ids = ids.to(dev)  # meant to move the batch
+                model(input_ids=ids, labels=ids)
+        """,
+    )
+
+
+def test_a_batch_whose_collate_fn_returns_a_dict_is_not_known_to_be_a_tensor() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def pad(rows):
+            return {"ids": torch.tensor(rows)}
+
+        def run(model, rows, dev):
+            for batch in DataLoader(rows, collate_fn=pad):
+                batch.to(dev)
+                model(**batch)
+        """,
+    )

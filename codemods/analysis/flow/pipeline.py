@@ -24,6 +24,7 @@ from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
     dotted_name,
+    keyword_argument,
 )
 from devfix.codemods.analysis.torch_names import (
     DATA_KEYWORDS,
@@ -168,6 +169,25 @@ class DataPipelines(BatchLoops, ProcessTopology):
             config=self.context.module.config_for_parsing,
         )
         return Edit(anchor, cst.FlattenSentinel([new_line, anchor])), statement
+
+    def collated_tensor_batch(self, loop: cst.For) -> str | None:
+        """The name a loop binds each batch to, when every DataLoader it may iterate has a
+        `collate_fn` of this file that returns one tensor (`torch.tensor(ids)`,
+        `torch.stack(...)`), so the batch is a tensor; else None."""
+        target = self._batch_target(loop)
+        if not isinstance(target, cst.Name):
+            return None
+        loaders = self.dataloader_calls(loop.iter, self.scopes.enclosing_function(loop))
+        if not loaders:
+            return None
+        for loader in loaders:
+            collate = keyword_argument(loader, "collate_fn")
+            if collate is None or not isinstance(collate.value, cst.Name):
+                return None
+            defined = self.scopes.module_functions().get(collate.value.value)
+            if defined is None or self._returned_shape(defined) != ("tensor", False):
+                return None
+        return target.value
 
     def _returned_shape(self, function: cst.FunctionDef | cst.Lambda) -> tuple[str, bool] | None:
         """What a collate function returns: ("sequence" | "dict" | "tensor", whether some
