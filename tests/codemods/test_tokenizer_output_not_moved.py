@@ -540,3 +540,52 @@ def test_a_model_a_trainer_was_built_with_carries_the_trainer_s_device() -> None
         reply = lm.generate(**prompt, max_new_tokens=8)
         """,
     )
+
+
+def test_a_model_loaded_in_4_bits_is_on_the_gpu_bitsandbytes_chose() -> None:
+    # Without a device map, bitsandbytes places the model on the current GPU; only
+    # `model.device` says where, and the model itself must not be moved.
+    assert_fix(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM as LM, BitsAndBytesConfig
+
+        class Chat:
+            def __init__(self, path, tokenizer):
+                self.tokenizer = tokenizer
+                self.model = LM.from_pretrained(
+                    path, quantization_config=BitsAndBytesConfig(load_in_4bit=True)
+                )
+
+            def reply(self, text):
+                ids = self.tokenizer(text, return_tensors="pt").input_ids  # prompt
+                return self.model.generate(ids, max_length=64)
+        """,
+        """
+        from transformers import AutoModelForCausalLM as LM, BitsAndBytesConfig
+
+        class Chat:
+            def __init__(self, path, tokenizer):
+                self.tokenizer = tokenizer
+                self.model = LM.from_pretrained(
+                    path, quantization_config=BitsAndBytesConfig(load_in_4bit=True)
+                )
+
+            def reply(self, text):
+                ids = self.tokenizer(text, return_tensors="pt").to(self.model.device).input_ids  # prompt
+                return self.model.generate(ids, max_length=64)
+        """,
+    )
+
+
+def test_a_model_loaded_with_quantization_config_none_stays_on_the_cpu() -> None:
+    assert_noop(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("m")
+        model = AutoModelForCausalLM.from_pretrained("m", quantization_config=None, load_in_8bit=False)
+        out = model.generate(**tok("hi", return_tensors="pt"))
+        """,
+    )

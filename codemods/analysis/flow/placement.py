@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow.calls import MOVES, CallSites, is_move_call
+from devfix.codemods.analysis.flow.calls import MOVES, CallSites, is_move_call, is_name
 from devfix.codemods.analysis.moves import DeviceMove
 from devfix.codemods.analysis.names import (
     argument,
@@ -278,6 +278,10 @@ class ModelPlacement(CallSites):
                 wrapped = self._wrapped_by_adapter(value, function, position, depth)
                 if device_map is None and wrapped is not None:
                     return wrapped
+                if device_map is None and _loads_quantized(value):
+                    # bitsandbytes places a 4/8-bit model on the current GPU when no
+                    # device map is given (`{"": torch.cuda.current_device()}`).
+                    return (None, function, True)
                 if (
                     device_map is None
                     or self.facts.moves.device_kind(device_map, function) == "cpu"
@@ -466,3 +470,14 @@ class ModelPlacement(CallSites):
             if isinstance(node, cst.Name) and id(node) not in attr_names | keyword_names:
                 roots.add(node.value)
         return roots
+
+
+def _loads_quantized(call: cst.Call) -> bool:
+    """`from_pretrained(..., quantization_config=...)`, `load_in_4bit=True`, `load_in_8bit=True`."""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else None
+        if keyword == "quantization_config" and not is_name(arg.value, "None"):
+            return True
+        if keyword in ("load_in_4bit", "load_in_8bit") and is_name(arg.value, "True"):
+            return True
+    return False
