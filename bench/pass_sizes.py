@@ -31,7 +31,7 @@ def pass_files() -> dict[str, Path]:
     for pass_class in all_passes():
         source = inspect.getsourcefile(pass_class)
         assert source is not None, pass_class
-        found[pass_class.CODE] = Path(source)
+        found[pass_class.CODE] = Path(source).resolve()  # codemods/, not the devfix/codemods link
     return found
 
 

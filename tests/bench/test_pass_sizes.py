@@ -17,7 +17,7 @@ def test_each_pass_has_its_own_file_in_codemods(pass_sizes: ModuleType) -> None:
     assert sorted(files) == sorted(p.CODE for p in all_passes())
     assert len(set(files.values())) == len(files)
     assert files["DF401"].name == "__init__.py"  # a pass that is a package: its __init__
-    codemods = Path(devfix.codemods.__file__).parent
+    codemods = Path(devfix.codemods.__file__).resolve().parent
     assert all(codemods in path.parents for path in files.values())
 
 
