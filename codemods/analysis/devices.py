@@ -339,23 +339,37 @@ class DeviceInference(Analysis):
         for arg in factory.args:
             if arg.keyword is not None and arg.keyword.value not in ("size",):
                 continue
-            for node in self.context.subtree(arg.value):
-                source: cst.BaseExpression | None = None
-                if isinstance(node, cst.Attribute) and node.attr.value == "shape":
-                    source = node.value
-                elif (
-                    isinstance(node, cst.Call)
-                    and isinstance(node.func, cst.Attribute)
-                    and node.func.attr.value == "size"
-                ):
-                    source = node.func.value
-                if source is None or not _plain_reference(source):
-                    continue
-                root = receiver_root(source)
-                if root is None or root == _self(function):
-                    continue
-                shown = code_of(source)
-                return SameAs(f"it is shaped after `{shown}`", proof=False, name=shown)
+            found = self._sized_after(arg.value, function)
+            if found is not None:
+                return found
+            if isinstance(arg.value, cst.Name):
+                # `h, w = x.shape[-2:]` then `torch.arange(h)`: one binding, read once.
+                bound = self.scopes.table(function.node).bindings.get(arg.value.value, [])
+                if len(bound) == 1 and bound[0].kind in ("assign", "unpack") and bound[0].value:
+                    found = self._sized_after(bound[0].value, function)
+                    if found is not None:
+                        return found
+        return None
+
+    def _sized_after(self, size: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+        """The tensor whose `.shape` or `.size()` the expression `size` reads."""
+        for node in self.context.subtree(size):
+            source: cst.BaseExpression | None = None
+            if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+                source = node.value
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "size"
+            ):
+                source = node.func.value
+            if source is None or not _plain_reference(source):
+                continue
+            root = receiver_root(source)
+            if root is None or root == _self(function):
+                continue
+            shown = code_of(source)
+            return SameAs(f"it is shaped after `{shown}`", proof=False, name=shown)
         return None
 
     def _layer(self, function: FunctionInfo, attr: str | None, evidence: str) -> Device | None:

@@ -1120,3 +1120,30 @@ def test_a_trainer_subclass_step_makes_its_tensors_where_the_model_outputs_are()
     )
     # A judgement: the shape says where the tensor belongs, not that it meets `scores`.
     assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_sizes_unpacked_from_an_inputs_shape_give_it_the_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, feats):
+                rows, cols = feats.shape[-2:]
+                ys, xs = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+                return torch.stack((xs, ys), 0)  # a grid for the caller
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, feats):
+                rows, cols = feats.shape[-2:]
+                ys, xs = torch.meshgrid(torch.arange(rows, device=feats.device), torch.arange(cols, device=feats.device), indexing="ij")
+                return torch.stack((xs, ys), 0)  # a grid for the caller
+        """,
+        unsafe=True,
+    )
