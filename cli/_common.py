@@ -14,7 +14,7 @@ import click
 
 from devfix import engine, limits, sources
 from devfix.cache import CACHE_FOLDER
-from devfix.config import ConfigError, find_config, load_config
+from devfix.config import ConfigError, find_config, load_config, torch_near
 from devfix.errors import InputError, UnknownRuleError
 from devfix.formats import migration_report
 from devfix.gitops import GitError, changed_since
@@ -192,12 +192,9 @@ def build_settings(
     max_memory_mib: int = limits.DEFAULT_MAX_MEMORY_MIB,
 ) -> Settings:
     """Merge command-line flags over the configuration file, resolved once into Settings."""
+    start = next((Path(p) for p in paths if p != "-" and os.path.exists(p)), Path.cwd())
     try:
-        if config is not None:
-            found = load_config(Path(config))
-        else:
-            start = next((Path(p) for p in paths if p != "-" and os.path.exists(p)), Path.cwd())
-            found = load_config(find_config(start))
+        found = load_config(Path(config) if config is not None else find_config(start))
     except ConfigError as error:
         raise OneLineError(str(error)) from None
     chosen = _split(select) or found.select or ()
@@ -211,6 +208,7 @@ def build_settings(
         unsafe_fixes=bool(unsafe_fixes if unsafe_fixes is not None else found.unsafe_fixes),
         jobs=jobs,
         pass_options=found.pass_options,
+        torch_version=found.torch_version or torch_near(start),
         exclude=_split(exclude) or found.exclude,
         extend_exclude=_split(extend_exclude) + found.extend_exclude,
         root=str(found.root),

@@ -357,6 +357,39 @@ def select_device_edits(
     return [_after(module, anchor, helper, *added)], imports
 
 
+def accelerator_selection(torch: str | None) -> tuple[cst.BaseExpression, list[ImportSpec]]:
+    """PyTorch's own selection (torch 2.6 and newer): the accelerator torch was built for and
+    finds (CUDA, MPS, XPU, ...), on the process's `LOCAL_RANK` device under torchrun, else the
+    CPU; with the imports it needs (`torch`: how the file spells torch, None: not imported)."""
+    spelled = torch or "torch"
+    statement = cst.parse_statement(
+        "device = (\n"
+        f"    {spelled}.device({spelled}.accelerator.current_accelerator().type, "
+        'int(os.environ.get("LOCAL_RANK", 0)))\n'
+        f"    if {spelled}.accelerator.is_available()\n"
+        f'    else {spelled}.device("cpu")\n'
+        ")\n"
+    )
+    assert isinstance(statement, cst.SimpleStatementLine)
+    assign = statement.body[0]
+    assert isinstance(assign, cst.Assign)
+    expression = assign.value
+    imports = [ImportSpec("os")] if torch is not None else [ImportSpec("os"), ImportSpec("torch")]
+    return expression, imports
+
+
+def defined_after(
+    module: cst.Module, anchor: cst.BaseStatement | None, name: str, value: cst.BaseExpression
+) -> Edit:
+    """`name = value` after `anchor` (the end of the imports; None: the top), set off by blank
+    lines as a module-level definition."""
+    statement = cst.SimpleStatementLine(
+        [cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value)],
+        leading_lines=[cst.EmptyLine(indent=False)] * (2 if anchor is not None else 0),
+    )
+    return _after(module, anchor, statement)
+
+
 def _after(module: cst.Module, anchor: cst.BaseStatement | None, *added: cst.BaseStatement) -> Edit:
     """`added` after `anchor`, or at the top of `module` where there is no anchor."""
     if anchor is None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,9 @@ class Config:
     cache: bool | None = None
     #: Pass code -> {python_parameter_name: value}.
     pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The lowest torch release the project allows (its pyproject.toml dependencies or its
+    #: requirements.txt), None when it declares none.
+    torch_version: str | None = None
 
     @property
     def root(self) -> Path:
@@ -110,7 +114,47 @@ def load_config(path: Path | None) -> Config:
         table = data
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.devfix] must be a table")
-    return _parse_table(path, table)
+    parsed = _parse_table(path, table)
+    project = data if path.name == "pyproject.toml" else None
+    return replace(parsed, torch_version=declared_torch(path.parent, project))
+
+
+#: `torch==2.4.1`, `torch>=2.6,<3`, `torch ~= 2.7`, `torch[opt]>=2.1`: the release a project's
+#: requirement lets it go down to (an upper bound alone says nothing).
+_TORCH_REQUIREMENT = re.compile(
+    r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?:[^;#]*?,\s*)?(?:===?|>=|~=)\s*([0-9]+(?:\.[0-9]+)*)"
+)
+
+
+def torch_near(start: Path) -> str | None:
+    """The torch release declared by the nearest requirements.txt at or above `start` (a
+    project without a pyproject.toml)."""
+    directory = start.resolve()
+    found = nearest_file(str(directory.parent if directory.is_file() else directory), _REQS)
+    return declared_torch(Path(found).parent, None) if found is not None else None
+
+
+_REQS = ("requirements.txt",)
+
+
+def declared_torch(folder: Path, pyproject: Mapping[str, Any] | None) -> str | None:
+    """The lowest torch release the project in `folder` allows: from `[project] dependencies`
+    of its pyproject.toml (`pyproject`, already read), else from its requirements.txt."""
+    lines: list[str] = []
+    project = pyproject.get("project") if pyproject is not None else None
+    if isinstance(project, dict) and isinstance(project.get("dependencies"), list):
+        lines = [d for d in project["dependencies"] if isinstance(d, str)]
+    if not any(_TORCH_REQUIREMENT.match(line) for line in lines):
+        try:
+            with open(folder / "requirements.txt", encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        except (OSError, UnicodeDecodeError):
+            return None
+    for line in lines:
+        found = _TORCH_REQUIREMENT.match(line)
+        if found is not None:
+            return found.group(1)
+    return None
 
 
 def _parse_table(path: Path, table: Mapping[str, Any]) -> Config:

@@ -8,9 +8,12 @@ and the one rule for which fixes are written. Everything below the command line 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from importlib import metadata
 from typing import TYPE_CHECKING, Any, Union
 
 from devfix.registry import select_passes
@@ -42,10 +45,13 @@ class Settings(RunOptions):
         if options.jobs < 0:
             raise ValueError(f"jobs must be 0 (one per core) or more, not {options.jobs}")
         as_asked = {run.name: getattr(options, run.name) for run in fields(RunOptions)}
+        passes = select_passes(options.select, options.ignore)
         return cls(
-            passes=select_passes(options.select, options.ignore),
+            passes=passes,
             unsafe_fixes=options.unsafe_fixes,
-            pass_options=options.pass_options,
+            pass_options=_with_torch_version(
+                options.pass_options, passes, options.torch_version or installed_torch()
+            ),
             **as_asked,
         )
 
@@ -90,3 +96,30 @@ def usable_cores() -> int:
 
 #: What the engine's entry points accept: a caller's Options, or Settings already resolved.
 OptionsLike = Union[Options, Settings, None]
+
+
+@functools.cache
+def installed_torch() -> str | None:
+    """The version of the torch this Python would import (read from its metadata, not by
+    importing it), None without one."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _with_torch_version(
+    asked: Mapping[str, Mapping[str, Any]],
+    passes: tuple[type[Rule], ...],
+    version: str | None,
+) -> Mapping[str, Mapping[str, Any]]:
+    """The passes' options, with the project's torch version handed to every pass whose
+    constructor takes `torch_version` and whose options do not set it already."""
+    if version is None:
+        return asked
+    merged = {code: dict(values) for code, values in asked.items()}
+    for pass_class in passes:
+        parameter = inspect.signature(pass_class).parameters.get("torch_version")
+        if parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+            merged.setdefault(pass_class.CODE, {}).setdefault("torch_version", version)
+    return merged

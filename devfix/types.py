@@ -139,6 +139,8 @@ class Options(RunOptions):
     unsafe_fixes: bool = False
     #: Pass code -> keyword options for that pass's constructor (from `[tool.devfix.<pass>]`).
     pass_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The torch release the project declares (the lowest it allows); None: the installed one.
+    torch_version: str | None = None
 
 
 class FileStatus(str, enum.Enum):

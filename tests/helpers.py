@@ -10,17 +10,20 @@ from devfix.engine import check_source, fix_source
 from devfix.types import Applicability, Finding, Options
 
 
-def _options(rule: str, unsafe: bool) -> Options:
-    return Options(select=(rule,), unsafe_fixes=unsafe)
+def _options(rule: str, unsafe: bool, torch_version: str | None = None) -> Options:
+    return Options(select=(rule,), unsafe_fixes=unsafe, torch_version=torch_version)
 
 
-def assert_fix(rule: str, before: str, after: str, *, unsafe: bool = False) -> list[Finding]:
-    """devfix(before) == after; devfix(after) == after; after parses. Returns the findings."""
+def assert_fix(
+    rule: str, before: str, after: str, *, unsafe: bool = False, torch_version: str | None = None
+) -> list[Finding]:
+    """devfix(before) == after; devfix(after) == after; after parses. Returns the findings.
+    `torch_version`: the release the project declares (None: the installed torch)."""
     before, after = textwrap.dedent(before), textwrap.dedent(after)
-    result = fix_source(before, _options(rule, unsafe))
+    result = fix_source(before, _options(rule, unsafe, torch_version))
     assert result.output == after, f"--- got ---\n{result.output}\n--- expected ---\n{after}"
     cst.parse_module(result.output)
-    again = fix_source(result.output, _options(rule, unsafe))
+    again = fix_source(result.output, _options(rule, unsafe, torch_version))
     assert again.output == result.output, "a second run changed the output"
     assert result.findings, "a fix without a finding"
     return list(result.findings)

@@ -208,6 +208,8 @@ class AmpObjects(Analysis):
         return False
 
     def _torch_device_value(self, value: cst.BaseExpression) -> bool:
+        if isinstance(value, cst.IfExp):  # `torch.device(...) if ... else torch.device("cpu")`
+            return self._torch_device_value(value.body) and self._torch_device_value(value.orelse)
         if isinstance(value, cst.Call):
             if isinstance(value.func, cst.Name) and value.func.value == "select_device":
                 return True

@@ -1141,3 +1141,6 @@ URL_STATE_LOADERS = {
     "torchvision.models.utils.load_state_dict_from_url": 2,
     "torchvision._internally_replaced_utils.load_state_dict_from_url": 2,
 }
+
+#: accelerate's `Accelerator`: what its `prepare(...)` returns for a model is on its `.device`.
+ACCELERATOR_CLASSES = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})

@@ -5,7 +5,12 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import rebuilt_call, select_device_edits
+from devfix.codemods._edits import (
+    accelerator_selection,
+    defined_after,
+    rebuilt_call,
+    select_device_edits,
+)
 from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, gpu_index
 from devfix.codemods.analysis.names import (
     argument_of,
@@ -13,7 +18,13 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
     string_value,
 )
-from devfix.codemods.hard_coded_device.facts import ScriptDevice, cuda_fstring, literal_cuda_device
+from devfix.codemods.hard_coded_device.facts import (
+    ScriptDevice,
+    cuda_fstring,
+    literal_cuda_device,
+    release_at_least,
+)
+from devfix.context import FileContext
 from devfix.types import Applicability, Edit, ImportSpec
 
 #: The name of the device variable a fix defines when the script has none.
@@ -32,10 +43,16 @@ class HardCodedDevice(DevicePass):
     handles, nor in `Dataset`s and collate functions, which DF201 handles), finds
     `torch.device("cuda:0")`, `torch.device("cuda", 1)`, `device = "cuda"`, `.to("cuda:1")`,
     `device="cuda:0"` arguments of torch functions and `.cuda(0)`, and replaces them with a
-    portable device: a `select_device()` helper, added once per script after its imports, picks
-    CUDA (the process's `LOCAL_RANK` GPU under torchrun, else GPU 0), then Apple `mps`, then the
-    CPU. Uses after a device variable (`device = select_device()`) read that variable; a script
-    without one gets `device = select_device()` once, after the helper. `torch` reached through
+    portable device: the accelerator torch finds (CUDA, Apple `mps`, XPU, ...; the process's
+    `LOCAL_RANK` device under torchrun, else device 0), else the CPU. Where the project's torch
+    is 2.6 or newer, that is PyTorch's own API, written in place:
+    `torch.device(torch.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK",
+    0))) if torch.accelerator.is_available() else torch.device("cpu")`. For older torch, a
+    `select_device()` helper, added once per script after its imports, picks CUDA, then `mps`,
+    then the CPU. The project's torch is the lowest release its `pyproject.toml` dependencies or
+    its `requirements.txt` allow, else the installed one; `torch-version = "2.4"` under
+    `[tool.devfix.hard-coded-device]` sets it. Uses after a device variable read that variable;
+    a script without one gets `device = ...` once, after its imports. `torch` reached through
     `from utils import *` counts as torch.
     Shapes with a fix of their own: a selection that falls back but pins another GPU
     (`"cuda:1" if torch.cuda.is_available() else "cpu"`) keeps its fallback and loses the index
@@ -73,6 +90,16 @@ class HardCodedDevice(DevicePass):
 
     ## Use instead
     ```python
+    accelerator = torch.accelerator.current_accelerator()  # devfix writes this inline
+    device = (
+        torch.device(accelerator.type, int(os.environ.get("LOCAL_RANK", 0)))
+        if torch.accelerator.is_available()
+        else torch.device("cpu")
+    )
+    model = Net().to(device)
+    ```
+    With torch older than 2.6:
+    ```python
     def select_device() -> torch.device:
         if torch.cuda.is_available():
             return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
@@ -96,16 +123,23 @@ class HardCodedDevice(DevicePass):
     without a fix.
 
     ## References
-    - PyTorch docs, "MPS backend".
+    - PyTorch docs, "MPS backend"; `torch.accelerator` (added in torch 2.6) and the tutorials'
+      `torch.accelerator.current_accelerator().type if torch.accelerator.is_available() else "cpu"`.
     """
 
     CODE = "DF304"
     NAME = "hard-coded-device"
     MESSAGE = "hard-coded CUDA device: the script fails without that GPU and under torchrun"
-    FIX_TITLE = "Select the device: CUDA (LOCAL_RANK) → MPS → CPU"
+    FIX_TITLE = "Select the device: the accelerator (LOCAL_RANK), else the CPU"
     APPLICABILITY = Applicability.SAFE
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("cuda",)
+
+    def __init__(self, context: FileContext, *, torch_version: str = "") -> None:
+        super().__init__(context)
+        #: The torch release the project declares, else the installed one ("": not known, so
+        #: the helper that works on every release).
+        self.accelerator_api = release_at_least(torch_version, (2, 6))
 
     # -- matching ----------------------------------------------------------------------------
 
@@ -266,7 +300,7 @@ class HardCodedDevice(DevicePass):
             node,
             message=(
                 f"{shown}: {self.MESSAGE}; use `{text}` "
-                f"(CUDA with the process's LOCAL_RANK, else MPS, else CPU){note}"
+                f"(the accelerator, on the process's LOCAL_RANK device, else the CPU){note}"
             ),
             fix_title=f"Use `{text}`",
             edits=edits,
@@ -275,16 +309,26 @@ class HardCodedDevice(DevicePass):
         )
 
     def _device_for(self, node: cst.CSTNode) -> Fix:
-        """A device variable in scope, else one defined once after the helper
-        (`device = select_device()`), else a call of the helper."""
+        """A device variable in scope, else one defined once after the imports (`device =
+        select_device()` after the helper, or PyTorch's own selection), else the selection."""
         name = self.facts.own(ScriptDevice).variable(node)
         if name is not None:
             return cst.Name(name), [], []
-        if not self.facts.names.bound_anywhere(_DEVICE_NAME):
-            return cst.Name(_DEVICE_NAME), *self._helper_edits(define=_DEVICE_NAME)
-        return self._helper_call()
+        if self.facts.names.bound_anywhere(_DEVICE_NAME):
+            return self._helper_call()
+        if self.accelerator_api:
+            value, imports = accelerator_selection(self.facts.names.torch_alias())
+            end = self.facts.names.import_block_end()
+            edit = defined_after(self.context.module, end, _DEVICE_NAME, value)
+            return cst.Name(_DEVICE_NAME), [edit], imports
+        return cst.Name(_DEVICE_NAME), *self._helper_edits(define=_DEVICE_NAME)
 
     def _helper_call(self) -> Fix:
+        """The selection as an expression: PyTorch's own (torch 2.6 and newer), else a call of
+        the helper, which is added once."""
+        if self.accelerator_api:
+            value, imports = accelerator_selection(self.facts.names.torch_alias())
+            return value, [], imports
         return cst.Call(func=cst.Name(SELECT_DEVICE)), *self._helper_edits()
 
     def _helper_edits(self, define: str | None = None) -> tuple[list[Edit], list[ImportSpec]]:

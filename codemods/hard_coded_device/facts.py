@@ -8,6 +8,7 @@ a device come from `moves`, the program's shape (trains, several GPUs, a noteboo
 from __future__ import annotations
 
 import functools
+import re
 
 import libcst as cst
 
@@ -21,6 +22,10 @@ _SETUP_MODULES = frozenset({"logging", "typing", "collections", "warnings", "os"
 _SETUP_CALLS = frozenset(
     {"getLogger", "get_logger", "TypeVar", "namedtuple", "NamedTuple", "compile", "register"}
 )
+
+
+#: Checks that a device selection falls back on: what a device variable set by them may be.
+_AVAILABILITY_CHECKS = frozenset({"torch.accelerator.is_available", "torch.cuda.is_available"})
 
 
 class ScriptDevice(Analysis):
@@ -76,6 +81,12 @@ class ScriptDevice(Analysis):
                 if isinstance(n, cst.SimpleString)
             ):
                 return name
+            if (
+                isinstance(value, cst.IfExp)
+                and isinstance(value.test, cst.Call)
+                and self.names.qualified_name(value.test.func) in _AVAILABILITY_CHECKS
+            ):
+                return name  # `... if torch.accelerator.is_available() else "cpu"`
             if (
                 cuda_string(value)
                 and "dev" in name.lower()
@@ -339,3 +350,9 @@ def _tests_rank(test: cst.BaseExpression, ranks: set[str], index: int) -> bool:
     return any(dotted_name(side) in ranks for side in sides) and any(
         isinstance(side, cst.Integer) and int(side.value) == index for side in sides
     )
+
+
+def release_at_least(version: str, minimum: tuple[int, int]) -> bool:
+    """`"2.6.0+cpu"` is at least (2, 6); an empty or unreadable version is not."""
+    found = re.match(r"\s*(\d+)\.(\d+)", version)
+    return found is not None and (int(found.group(1)), int(found.group(2))) >= minimum

@@ -26,7 +26,8 @@ class TokenizerOutputNotMoved(DevicePass):
     function given it by name next to the data (`generate(model=model, idx=ids)`; when the
     function is defined in the file it must call that model). The fix appends
     `.to(<device>)` to the tokenizer call: the script's device variable when the model was
-    moved to it (`model.to(device)`), else `model.device`: a model loaded with `device_map=` or
+    moved to it (`model.to(device)`, or `accelerator.prepare(model)`, which puts it on
+    `accelerator.device`), else `model.device`: a model loaded with `device_map=` or
     in 4 or 8 bits (`quantization_config=`, `load_in_4bit=True`: bitsandbytes places it on the
     current GPU, and such a model refuses `.to()`),
     a model a Hugging Face or TRL `Trainer` was built with (it moves the model onto its device),

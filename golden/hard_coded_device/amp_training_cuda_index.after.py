@@ -15,15 +15,6 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def select_device() -> torch.device:
-    """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 def rank_targets(n):
     """Library code: labels on this process's GPU."""
     rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -32,7 +23,13 @@ def rank_targets(n):
 
 
 def train():
-    device = select_device()
+    device = (
+        torch.device(
+            torch.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK", 0))
+        )
+        if torch.accelerator.is_available()
+        else torch.device("cpu")
+    )
     model = nn.Linear(5, 3).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")

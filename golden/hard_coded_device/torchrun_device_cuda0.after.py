@@ -11,15 +11,6 @@ import torch
 from torch import nn
 
 
-def select_device() -> torch.device:
-    """CUDA (the process's GPU under torchrun), else Apple MPS, else CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 def load_embedding_table(rows, dim):
     """Library code: places the table on this process's GPU, as torchrun-aware code does."""
     rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -27,7 +18,11 @@ def load_embedding_table(rows, dim):
     return torch.randn(rows, dim, device=where)
 
 
-device = select_device()
+device = (
+    torch.device(torch.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK", 0)))
+    if torch.accelerator.is_available()
+    else torch.device("cpu")
+)
 model = nn.Linear(8, 4).to(device)
 table = load_embedding_table(10, 8)
 ids = torch.tensor([1, 2, 3])

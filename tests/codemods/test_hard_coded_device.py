@@ -53,6 +53,7 @@ def test_device_variable_and_uses() -> None:
             criterion(model(y) + x, target).backward()
             optimizer.step()
         """,
+        torch_version="2.5",  # before torch.accelerator: the helper
     )
 
 
@@ -93,6 +94,7 @@ def test_string_device_assignment() -> None:
             crit(model(x.to(device)), y.to(device)).backward()
             opt.step()
         ''',
+        torch_version="2.5",  # before torch.accelerator: the helper
     )
 
 
@@ -128,6 +130,7 @@ def test_inline_use_defines_the_device_once() -> None:
             main()
         """,
         unsafe=True,
+        torch_version="2.5",  # before torch.accelerator: the helper
     )
     assert result[0].applicability is Applicability.UNSAFE
     assert "from cuda:1 to GPU 0" in result[0].message
@@ -271,6 +274,7 @@ def test_helper_goes_after_a_late_torch_import() -> None:
         x = torch.zeros(2, device=device)
         model(x).sum().backward()
         """,
+        torch_version="2.5",  # before torch.accelerator: the helper
     )
 
 
@@ -329,6 +333,7 @@ def test_torch_from_a_star_import() -> None:
         model.to(device)
         """
         + TRAINING_LOOP,
+        torch_version="2.5",  # before torch.accelerator: the helper
     )
 
 
@@ -647,3 +652,69 @@ def test_another_gpu_in_rank_zero_code_is_still_hard_coded() -> None:
     source = textwrap.dedent(_RANK_ZERO_EVALUATION.format(index=1))
     findings = check_source(source, "train.py", Options(select=(RULE,), unsafe_fixes=True))
     assert [(f.code, f.line) for f in findings] == [(RULE, 9)]
+
+
+def test_with_torch_2_6_or_newer_the_selection_is_torch_accelerator() -> None:
+    # No helper: PyTorch's own API, the process's LOCAL_RANK device under torchrun.
+    assert_fix(
+        RULE,
+        """
+        import torch as t
+
+        device = t.device("cuda:0")  # the GPU
+        model = Net().to(device)
+        opt = t.optim.Adam(model.parameters())
+        for x, y in loader:
+            crit(model(x.to("cuda:0")), y.to(device)).backward()
+            opt.step()
+        """,
+        """
+        import os
+
+        import torch as t
+
+        device = (
+            t.device(t.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK", 0)))
+            if t.accelerator.is_available()
+            else t.device("cpu")
+        )  # the GPU
+        model = Net().to(device)
+        opt = t.optim.Adam(model.parameters())
+        for x, y in loader:
+            crit(model(x.to(device)), y.to(device)).backward()
+            opt.step()
+        """,
+        torch_version="2.6.0+cpu",
+    )
+
+
+def test_with_torch_2_6_an_inline_use_defines_the_device_after_the_imports() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def main():
+            model.to("cuda:0")
+            for x in data:
+                model(x).sum().backward()
+        """,
+        """
+        import os
+
+        import torch
+
+
+        device = (
+            torch.device(torch.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK", 0)))
+            if torch.accelerator.is_available()
+            else torch.device("cpu")
+        )
+
+        def main():
+            model.to(device)
+            for x in data:
+                model(x).sum().backward()
+        """,
+        torch_version="2.7",
+    )

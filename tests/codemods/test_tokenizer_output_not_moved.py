@@ -589,3 +589,46 @@ def test_a_model_loaded_with_quantization_config_none_stays_on_the_cpu() -> None
         out = model.generate(**tok("hi", return_tensors="pt"))
         """,
     )
+
+
+def test_a_model_prepared_by_accelerate_is_on_the_accelerators_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import accelerate
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        acc = accelerate.Accelerator(mixed_precision="bf16")
+        tok = AutoTokenizer.from_pretrained("gpt2")
+        lm, optim = acc.prepare(AutoModelForCausalLM.from_pretrained("gpt2"), optim)
+
+        def perplexity(text):
+            enc = tok(text, return_tensors="pt")
+            return lm(**enc, labels=enc["input_ids"]).loss.exp()
+        """,
+        """
+        import accelerate
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        acc = accelerate.Accelerator(mixed_precision="bf16")
+        tok = AutoTokenizer.from_pretrained("gpt2")
+        lm, optim = acc.prepare(AutoModelForCausalLM.from_pretrained("gpt2"), optim)
+
+        def perplexity(text):
+            enc = tok(text, return_tensors="pt").to(acc.device)
+            return lm(**enc, labels=enc["input_ids"]).loss.exp()
+        """,
+    )
+
+
+def test_prepare_of_an_object_that_is_not_an_accelerator_says_nothing() -> None:
+    assert_noop(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("gpt2")
+        lm = pipeline_helper.prepare(AutoModelForCausalLM.from_pretrained("gpt2"))
+        out = lm(**tok("hi", return_tensors="pt"))
+        """,
+    )

@@ -20,6 +20,7 @@ from devfix.codemods.analysis.names import (
 )
 from devfix.codemods.analysis.scopes import Binding, ScopeTable
 from devfix.codemods.analysis.torch_names import (
+    ACCELERATOR_CLASSES,
     DEVICE_CARRYING_MODEL_TYPES,
     MODEL_WRAPPERS,
 )
@@ -164,6 +165,10 @@ class ModelPlacement(CallSites):
                 if found is not None:
                     candidates.found.append((binding.position, found))
                 continue
+            prepared = self._prepared_by_accelerator(binding.value, table_function)
+            if prepared is not None:
+                candidates.found.append((binding.position, (prepared, table_function, False)))
+                continue
             if binding.kind != "assign" or binding.value is None:
                 candidates.found.append((binding.position, (None, table_function, False)))
                 continue
@@ -184,6 +189,29 @@ class ModelPlacement(CallSites):
             candidates.direct_moves[position] = call
             candidates.found.append((position, (move, table_function, candidates.pretrained)))
         return candidates
+
+    def _prepared_by_accelerator(
+        self, value: cst.BaseExpression | None, function: cst.FunctionDef | None
+    ) -> DeviceMove | None:
+        """`model, opt = accelerator.prepare(model, opt)` (or `prepare_model`): the model is
+        on `accelerator.device` from there on, the `Accelerator` being one the code builds."""
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("prepare", "prepare_model")
+        ):
+            return None
+        owner = dotted_name(value.func.value)
+        if owner is None:
+            return None
+        table, _ = self.scopes.lookup(owner, function)
+        built = [b.value for b in table.bindings.get(owner, [])]
+        if not built or not all(
+            isinstance(b, cst.Call) and self.names.qualified_name(b.func) in ACCELERATOR_CLASSES
+            for b in built
+        ):
+            return None
+        return DeviceMove("to", cst.parse_expression(f"{owner}.device"), kind="device")
 
     def _handed_to_trainer(
         self, name: str, scope: cst.CSTNode, after: int, before: int | None
