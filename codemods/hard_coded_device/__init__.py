@@ -289,6 +289,8 @@ class HardCodedDevice(DevicePass):
         imports: list[ImportSpec],
     ) -> None:
         text = self._code(device)
+        if "\n" in text or len(text) > 60:  # the selection written in place
+            text = "torch.accelerator.current_accelerator() ... else cpu"
         other_gpu = self.facts.moves.explicit_gpu_indices() - {0}
         note = (
             f"; outside torchrun this moves the script from cuda:{min(other_gpu)} to GPU 0 "
