@@ -122,6 +122,11 @@ class DeviceMapInDistributedTraining(DevicePass):
             if spread
             else ""
         )
+        if spread and evidence == "Trainer":
+            risk += (
+                "; `Trainer` treats a model spread over several GPUs as model-parallel (no "
+                "DataParallel, one copy): started with plain `python`, the map may be on purpose"
+            )
         placed_by_library = evidence in ("Trainer", "accelerate") or (
             model_name is not None and sharded.moved_after(model_name, node)
         )

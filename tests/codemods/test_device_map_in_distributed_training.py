@@ -75,6 +75,8 @@ def test_auto_is_unsafe() -> None:
     )
     assert findings[0].applicability is Applicability.UNSAFE
     assert "FSDP" in findings[0].message
+    # A Trainer treats a spread model as model-parallel: the message says why it may be meant.
+    assert "treats a model spread over several GPUs as model-parallel" in findings[0].message
 
 
 def test_quantized_gets_local_rank() -> None:
