@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 
@@ -47,3 +51,20 @@ def assert_declined(rule: str, source: str, *, reason: str) -> Finding:
     assert findings[0].applicability is Applicability.DISPLAY_ONLY
     assert reason in findings[0].message, findings[0].message
     return findings[0]
+
+
+def copy_tracked_files(root: Path, destination: Path) -> Path:
+    """The files git tracks under `root`, copied to `destination` as a release or a fresh clone
+    has them (symbolic links stay links: `devfix/codemods` -> `../codemods`)."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, names):
+        source = root / os.fsdecode(name)
+        target = destination / os.fsdecode(name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(os.readlink(source))
+        elif source.is_file():
+            shutil.copy2(source, target)
+    return destination

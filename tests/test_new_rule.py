@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import copy_tracked_files
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,21 +127,6 @@ CASES = {
 }
 
 
-def _tracked_copy(destination: Path) -> Path:
-    names = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, names):
-        source = ROOT / os.fsdecode(name)
-        target = destination / os.fsdecode(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            target.symlink_to(os.readlink(source))
-        elif source.is_file():
-            shutil.copy2(source, target)
-    return destination
-
-
 def _add_the_three_places(tree: Path) -> None:
     (tree / "codemods" / f"{MODULE}.py").write_text(textwrap.dedent(RULE).lstrip())
     (tree / "tests" / "codemods" / f"test_{MODULE}.py").write_text(textwrap.dedent(TESTS).lstrip())
@@ -179,7 +166,7 @@ SELECT = f"{MODULE} or every or registry or readme or rules_lists or examples or
 
 
 def test_a_toy_rule_needs_only_its_module_tests_and_goldens(tmp_path: Path) -> None:
-    tree = _tracked_copy(tmp_path / "tree")
+    tree = copy_tracked_files(ROOT, tmp_path / "tree")
     _add_the_three_places(tree)
     probe = _run(tree, "-c", "import devfix.codemods; print(devfix.codemods.__file__)")
     assert probe.stdout.strip() == str(tree / "devfix" / "codemods" / "__init__.py"), probe.stderr

@@ -7,7 +7,6 @@ compared with the source tree; the wheel is then imported from outside the repos
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -15,6 +14,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import copy_tracked_files
 
 # one worker builds the module-scoped fixture once (pytest-xdist, tests/conftest.py)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging-build")]
@@ -25,18 +26,7 @@ INSTALLED_AS = {"devfix": "devfix", "codemods": "devfix/codemods", "cli": "devfi
 
 
 def _tracked_tree(destination: Path) -> Path:
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.split(b"\0")
-    for name in filter(None, files):
-        source = ROOT / os.fsdecode(name)
-        target = destination / os.fsdecode(name)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():  # devfix/codemods -> ../codemods: how `find` sees the rules
-            target.symlink_to(os.readlink(source))
-        elif source.is_file():
-            shutil.copy2(source, target)
-    return destination
+    return copy_tracked_files(ROOT, destination)
 
 
 def _package_files(folder: str) -> set[str]:

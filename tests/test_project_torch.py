@@ -45,7 +45,9 @@ def test_the_lowest_release_a_requirement_allows(
 def test_pyproject_dependencies_then_requirements_then_the_installed_torch(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "src").mkdir(parents=True)
-    (project / "pyproject.toml").write_text('[project]\nname = "p"\ndependencies = ["torch>=2.2"]\n')
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "p"\ndependencies = ["torch>=2.2"]\n'
+    )
     assert load_config(project / "pyproject.toml").torch_version == "2.2"
     (project / "pyproject.toml").write_text('[project]\nname = "p"\n')
     (project / "requirements.txt").write_text("torch==2.8.0\n")

@@ -642,19 +642,11 @@ def _explicit_device(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     target = _target(device, source)
     if target is source:
         return NOT_HANDLED
-    kw = dict(kwargs)
-    kw["device"] = _CPU
-    if kw.get("pin_memory"):
-        kw["pin_memory"] = target.type == "cpu"
-    plain = tuple(_elem(a) for a in args)
-    if target.type != "cuda":
-        return func(*plain, **kw)
-    prev = set_alloc_device(target.index)
-    try:
-        out = func(*plain, **kw)
-    finally:
-        set_alloc_device(prev)
-    return VTensor(out, target)
+    if target.type == "cuda":
+        from devfix.vgpu._factories import run_on_cpu
+
+        return run_on_cpu(func, args, kwargs)  # as a factory on that GPU (its generator too)
+    return func(*(_elem(a) for a in args), **kwargs)
 
 
 def _copy_(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

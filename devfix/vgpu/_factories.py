@@ -16,7 +16,7 @@ _libs: list[Any] = []
 _CPU = torch.device("cpu")
 
 
-def _run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def run_on_cpu(op: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from devfix.vgpu._core import (
         VTensor,
         call_with_generator,
@@ -75,7 +75,7 @@ def _draws_random(op: Any) -> bool:
 
 
 def _fallback(op: Any, *args: Any, **kwargs: Any) -> Any:
-    return _run_on_cpu(op, args, kwargs)
+    return run_on_cpu(op, args, kwargs)
 
 
 def install() -> None:
@@ -120,7 +120,7 @@ def install() -> None:
                 continue
 
             def kernel(*args: Any, _f: Any = f, **kwargs: Any) -> Any:
-                return _run_on_cpu(_f, args, kwargs)
+                return run_on_cpu(_f, args, kwargs)
 
             ov_name = f._schema.name[6:]
             if f._schema.overload_name:
