@@ -96,9 +96,12 @@ class DeviceFixedAtConstruction(DevicePass):
     (`self.opt.device`) or a global one (`args.device`); a tensor moved on at once to another
     tensor's device (`.to(x.device)`) is left alone. A move of what one of the module's own
     layers returned (`self.embedding(ids).to(self.device)`) is dropped: safe, the output is
-    already on that layer's device. A move under `if x.is_cuda:` goes to `x.device` (safe: the
-    branch runs only when `x` is on a GPU, and it is that one). `t.type(x.type())` to `t.to(x)`:
-    safe, the same dtype, and the same device wherever `x` is on the current CUDA device or the CPU.
+    already on that layer's device. A helper of the project handed the stored device
+    (`BeamSearch(..., device=self.device)`) gets the device of the method's one tensor
+    argument (unsafe), or is reported when several could be meant. A move under
+    `if x.is_cuda:` goes to `x.device` (safe: the branch runs only when `x` is on a GPU, and it
+    is that one). `t.type(x.type())` to `t.to(x)`: safe, the same dtype, and the same device
+    wherever `x` is on the current CUDA device or the CPU.
 
     ## References
     - `torch.nn.DataParallel` docs ("any updates to the running module in forward will be lost").
@@ -162,6 +165,40 @@ class DeviceFixedAtConstruction(DevicePass):
             self._check_cuda_constructor(node)
         elif tail == "type" and isinstance(node.func, cst.Attribute):
             self._check_type_of_other(node, node.func)
+        else:
+            self._check_helper_device(node)
+
+    def _check_helper_device(self, node: cst.Call) -> None:
+        """`Beam(..., device=self.device)` in `forward`: a helper handed the device stored at
+        construction places its tensors there, not where the inputs are."""
+        device_arg = keyword_argument(node, "device")
+        qualified = self.qualified_name(node.func) or ""
+        if device_arg is None or qualified.startswith("torch"):
+            return
+        found = self.facts.devices.fixed_move(node, device_arg.value, offload=False)
+        if found is None:
+            return
+        function, fixed = found
+        if isinstance(fixed, Literal):
+            return  # `check_device(t, device="cuda")`: a literal may be what the helper tests
+        callee = code_of(node.func)
+        moves = f"`{function.name}` hands `{callee}` {fixed.evidence} as its device"
+        inputs = function.tensor_params
+        if len(inputs) != 1:
+            self.report(
+                node,
+                message=f"{moves}; pass the device of the tensors it works on (no single "
+                "tensor argument tells which)",
+            )
+            return
+        device = cst.parse_expression(f"{inputs[0]}.device")
+        self.report(
+            node,
+            message=f"{moves}; pass `{inputs[0]}.device` (a judgement: the one tensor argument)",
+            fix_title=f"Pass `device={inputs[0]}.device`",
+            edits=[Edit(device_arg, device_arg.with_changes(value=device))],
+            applicability=Applicability.UNSAFE,
+        )
 
     # -- the shapes --------------------------------------------------------------------------
 

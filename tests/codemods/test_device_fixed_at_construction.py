@@ -947,3 +947,62 @@ def test_a_move_guarded_by_an_inputs_is_cuda_goes_to_that_input() -> None:
     )
     assert "runs only when `image.is_cuda`" in findings[0].message
     assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_helper_handed_the_stored_device_gets_the_inputs_device() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from search import BeamSearch
+
+        class Decoder(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+                self.out = nn.Linear(8, 8)
+
+            def forward(self, memory):
+                beam = BeamSearch(width=4, device=self.device)  # the beams' tensors
+                return beam.run(self.out, memory.transpose(0, 1))
+        """,
+        """
+        import torch
+        from torch import nn
+        from search import BeamSearch
+
+        class Decoder(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+                self.out = nn.Linear(8, 8)
+
+            def forward(self, memory):
+                beam = BeamSearch(width=4, device=memory.device)  # the beams' tensors
+                return beam.run(self.out, memory.transpose(0, 1))
+        """,
+        unsafe=True,
+    )
+    assert "hands `BeamSearch` `self.device`" in findings[0].message
+
+
+def test_a_helper_handed_the_stored_device_with_several_inputs_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        from torch import nn
+        from search import BeamSearch
+
+        class Decoder(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+                self.out = nn.Linear(8, 8)
+
+            def forward(self, memory, prefix):
+                beam = BeamSearch(width=4, device=self.device)
+                return beam.run(self.out, memory.transpose(0, 1), prefix.unsqueeze(1))
+        """,
+        reason="no single tensor argument tells which",
+    )
