@@ -381,11 +381,11 @@ def accelerator_selection(torch: str | None) -> tuple[cst.BaseExpression, list[I
 def defined_after(
     module: cst.Module, anchor: cst.BaseStatement | None, name: str, value: cst.BaseExpression
 ) -> Edit:
-    """`name = value` after `anchor` (the end of the imports; None: the top), set off by blank
-    lines as a module-level definition."""
+    """`name = value` after `anchor` (the end of the imports; None: the top), one blank line
+    after the imports, as isort and ruff put a statement that is not a definition."""
     statement = cst.SimpleStatementLine(
         [cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=value)],
-        leading_lines=[cst.EmptyLine(indent=False)] * (2 if anchor is not None else 0),
+        leading_lines=[cst.EmptyLine(indent=False)] * (1 if anchor is not None else 0),
     )
     return _after(module, anchor, statement)
 

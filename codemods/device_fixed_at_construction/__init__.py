@@ -172,8 +172,7 @@ class DeviceFixedAtConstruction(DevicePass):
         """`Beam(..., device=self.device)` in `forward`: a helper handed the device stored at
         construction places its tensors there, not where the inputs are."""
         device_arg = keyword_argument(node, "device")
-        qualified = self.qualified_name(node.func) or ""
-        if device_arg is None or qualified.startswith("torch"):
+        if device_arg is None or (self.qualified_name(node.func) or "").startswith("torch"):
             return
         found = self.facts.devices.fixed_move(node, device_arg.value, offload=False)
         if found is None:

@@ -704,7 +704,6 @@ def test_with_torch_2_6_an_inline_use_defines_the_device_after_the_imports() -> 
 
         import torch
 
-
         device = (
             torch.device(torch.accelerator.current_accelerator().type, int(os.environ.get("LOCAL_RANK", 0)))
             if torch.accelerator.is_available()

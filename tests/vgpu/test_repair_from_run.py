@@ -43,7 +43,7 @@ CASES = {
     "s5_mask_forward.py": (
         ["--unsafe-fixes"],
         "applied DF101 at s5_mask_forward.py:13 (unsafe)",
-        "        mask = torch.tril(torch.ones(steps, steps, device=self.proj.weight.device))\n",
+        "        mask = torch.tril(torch.ones(steps, steps, device=x.device))\n",
     ),
     "s6_mask_rule_ignored.py": (
         [],
