@@ -119,7 +119,12 @@ def _with_torch_version(
         return asked
     merged = {code: dict(values) for code, values in asked.items()}
     for pass_class in passes:
-        parameter = inspect.signature(pass_class).parameters.get("torch_version")
-        if parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+        if _takes_torch_version(pass_class):
             merged.setdefault(pass_class.CODE, {}).setdefault("torch_version", version)
     return merged
+
+
+@functools.cache
+def _takes_torch_version(pass_class: type[Rule]) -> bool:
+    parameter = inspect.signature(pass_class).parameters.get("torch_version")
+    return parameter is not None and parameter.kind is inspect.Parameter.KEYWORD_ONLY
