@@ -104,6 +104,9 @@ class Buffers(Analysis):
         itself."""
         writer, classdef = owner
         judge = self.facts.modules.tensor_judge(writer)
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply):
+            # `[torch.zeros(1)] * levels`: the list repeats one tensor
+            value = next((v for v in (value.left, value.right) if isinstance(v, cst.List)), value)
         if isinstance(value, _CONTAINERS):
             return "tensors" if holds_new_tensors(judge, value) else None
         if not judge.is_tensor(value):

@@ -598,3 +598,22 @@ def test_an_attribute_first_set_by_unpacking_cannot_become_a_buffer() -> None:
         """,
         reason="`self.basis` is first set by unpacking (line 9), so `register_buffer` would raise",
     )
+
+
+def test_a_list_repeating_one_tensor_per_level_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self, levels):
+                super().__init__()
+                self.grids = [torch.zeros(1)] * len(levels)  # rebuilt in forward
+
+            def forward(self, feats, k):
+                return feats + self.grids[k]
+        """,
+        reason="holds tensors in a plain container",
+    )
