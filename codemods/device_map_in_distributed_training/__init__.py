@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
 from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.torch_names import ACCELERATOR_CLASSES
 from devfix.codemods.device_map_in_distributed_training.facts import ShardedModel
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -50,10 +51,12 @@ class DeviceMapInDistributedTraining(DevicePass):
     model = LlamaForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")
     trainer = Trainer(model=model, args=training_args, train_dataset=train_dataset)
     ```
-    For a 4/8-bit model: `device_map={"": int(os.environ.get("LOCAL_RANK", "0"))}` (or the
-    script's own `local_rank` variable). A load in a function that neither trains nor hands a
-    model back (a merge of the adapter, an export, an evaluation after training) is one copy
-    used there and then, so its `device_map="auto"` is right and is left alone.
+    For a 4/8-bit model: `device_map={"": accelerator.local_process_index}` where the script
+    builds an `Accelerator` (what accelerate documents), else the script's own `local_rank`
+    variable, else `{"": int(os.environ.get("LOCAL_RANK", "0"))}`. A load in a function that
+    neither trains nor hands a model back (a merge of the adapter, an export, an evaluation
+    after training) is one copy used there and then, so its `device_map="auto"` is right and is
+    left alone.
 
     ## Fix safety
     Safe for a single fixed device (`"cuda:0"`, `0`, `{"": 0}`): on one process the model ends up
@@ -189,7 +192,33 @@ class DeviceMapInDistributedTraining(DevicePass):
         return True
 
     def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
+        """This process's GPU as the script can write it where the model loads: an
+        `Accelerator`'s `local_process_index` (what accelerate documents), the script's
+        `local_rank`, else the `LOCAL_RANK` that torchrun and accelerate set."""
+        accelerator = self._visible_accelerator(node)
+        if accelerator is not None:
+            return f"{accelerator}.local_process_index", []
         for candidate in ("local_rank", "LOCAL_RANK"):
             if self.facts.scopes.visible_name(candidate, node):
                 return candidate, []
         return 'int(os.environ.get("LOCAL_RANK", "0"))', [ImportSpec("os")]
+
+    def _visible_accelerator(self, node: cst.Call) -> str | None:
+        """A name bound only to `accelerate.Accelerator(...)` that `node` can read."""
+        scopes = self.facts.scopes
+        function = scopes.enclosing_function(node)
+        for scope in (function, self.context.module):
+            if scope is None:
+                continue
+            for name, bindings in scopes.table(scope).bindings.items():
+                if (
+                    bindings
+                    and all(
+                        isinstance(b.value, cst.Call)
+                        and self.qualified_name(b.value.func) in ACCELERATOR_CLASSES
+                        for b in bindings
+                    )
+                    and scopes.visible_name(name, node)
+                ):
+                    return name
+        return None

@@ -339,3 +339,30 @@ def test_a_local_class_name_bound_to_something_else_is_not_taken_for_a_library_m
         trainer = PPOTrainer(config, policy, None, tokenizer, dataset=dataset)
         """,
     )
+
+
+def test_a_quantized_load_in_an_accelerate_script_gets_the_accelerators_process_index() -> None:
+    assert_fix(
+        RULE,
+        """
+        import accelerate
+        from transformers import AutoModelForCausalLM
+
+        acc = accelerate.Accelerator()
+        model = AutoModelForCausalLM.from_pretrained(path, device_map="auto", load_in_8bit=True)
+        model, opt = acc.prepare(model, opt)
+        for batch in loader:
+            acc.backward(model(**batch).loss)
+        """,
+        """
+        import accelerate
+        from transformers import AutoModelForCausalLM
+
+        acc = accelerate.Accelerator()
+        model = AutoModelForCausalLM.from_pretrained(path, device_map={"": acc.local_process_index}, load_in_8bit=True)
+        model, opt = acc.prepare(model, opt)
+        for batch in loader:
+            acc.backward(model(**batch).loss)
+        """,
+        unsafe=True,
+    )
