@@ -7,9 +7,8 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
 from devfix.codemods.analysis.names import call_tail, keyword_argument
-from devfix.codemods.analysis.torch_names import ACCELERATOR_CLASSES
 from devfix.codemods.device_map_in_distributed_training.facts import ShardedModel
-from devfix.types import Applicability, Edit, ImportSpec
+from devfix.types import Applicability, Edit
 
 #: Names whose presence means a library places the model on the process's device itself.
 _PLACING_TAILS = frozenset({"prepare", "prepare_model"})
@@ -134,7 +133,7 @@ class DeviceMapInDistributedTraining(DevicePass):
             model_name is not None and sharded.moved_after(model_name, node)
         )
         if quantized or not placed_by_library:
-            rank, imports = self._local_rank(node)
+            rank, imports = self.facts.own(ShardedModel).local_rank(node)
             value = cst.parse_expression(f'{{"": {rank}}}')
             why = (
                 "a quantized model is placed when it is loaded"
@@ -190,35 +189,3 @@ class DeviceMapInDistributedTraining(DevicePass):
             ):
                 return False  # `self.model = ...`: kept for later
         return True
-
-    def _local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
-        """This process's GPU as the script can write it where the model loads: an
-        `Accelerator`'s `local_process_index` (what accelerate documents), the script's
-        `local_rank`, else the `LOCAL_RANK` that torchrun and accelerate set."""
-        accelerator = self._visible_accelerator(node)
-        if accelerator is not None:
-            return f"{accelerator}.local_process_index", []
-        for candidate in ("local_rank", "LOCAL_RANK"):
-            if self.facts.scopes.visible_name(candidate, node):
-                return candidate, []
-        return 'int(os.environ.get("LOCAL_RANK", "0"))', [ImportSpec("os")]
-
-    def _visible_accelerator(self, node: cst.Call) -> str | None:
-        """A name bound only to `accelerate.Accelerator(...)` that `node` can read."""
-        scopes = self.facts.scopes
-        function = scopes.enclosing_function(node)
-        for scope in (function, self.context.module):
-            if scope is None:
-                continue
-            for name, bindings in scopes.table(scope).bindings.items():
-                if (
-                    bindings
-                    and all(
-                        isinstance(b.value, cst.Call)
-                        and self.qualified_name(b.value.func) in ACCELERATOR_CLASSES
-                        for b in bindings
-                    )
-                    and scopes.visible_name(name, node)
-                ):
-                    return name
-        return None

@@ -9,6 +9,8 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.names import call_tail, dotted_name
+from devfix.codemods.analysis.torch_names import ACCELERATOR_CLASSES
+from devfix.types import ImportSpec
 
 #: Where the model classes that take `device_map` come from (TRL's value-head models pass it
 #: on to transformers' `from_pretrained`).
@@ -78,3 +80,35 @@ class ShardedModel(Analysis):
             ):
                 return True
         return False
+
+    def local_rank(self, node: cst.Call) -> tuple[str, list[ImportSpec]]:
+        """This process's GPU as the script can write it where the model loads: an
+        `Accelerator`'s `local_process_index` (what accelerate documents), the script's
+        `local_rank`, else the `LOCAL_RANK` that torchrun and accelerate set."""
+        accelerator = self._visible_accelerator(node)
+        if accelerator is not None:
+            return f"{accelerator}.local_process_index", []
+        for candidate in ("local_rank", "LOCAL_RANK"):
+            if self.scopes.visible_name(candidate, node):
+                return candidate, []
+        return 'int(os.environ.get("LOCAL_RANK", "0"))', [ImportSpec("os")]
+
+    def _visible_accelerator(self, node: cst.Call) -> str | None:
+        """A name bound only to `accelerate.Accelerator(...)` that `node` can read."""
+        scopes = self.scopes
+        function = scopes.enclosing_function(node)
+        for scope in (function, self.context.module):
+            if scope is None:
+                continue
+            for name, bindings in scopes.table(scope).bindings.items():
+                if (
+                    bindings
+                    and all(
+                        isinstance(b.value, cst.Call)
+                        and self.names.qualified_name(b.value.func) in ACCELERATOR_CLASSES
+                        for b in bindings
+                    )
+                    and scopes.visible_name(name, node)
+                ):
+                    return name
+        return None
