@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import wrapped_in_call
 from devfix.codemods.unregistered_submodules.facts import Submodules
+from devfix.codemods.unregistered_submodules.late_layers import LateLayers
 from devfix.types import Applicability, Edit
 
 
@@ -19,7 +20,9 @@ class UnregisteredSubmodules(DevicePass):
     range(n)]`), a dict of modules, or an empty list/dict filled with `.append(nn.Conv2d(...))`,
     `.extend(...)`, `.insert(...)` or `self.heads["a"] = nn.Linear(...)`, and wraps them in the
     matching `nn` container. It also finds stateful layers constructed inside `forward`
-    (`nn.BatchNorm2d(c)(x)`) and builds them once in `__init__`.
+    (`nn.BatchNorm2d(c)(x)`) and builds them once in `__init__`, and layers a model's method
+    builds when the script calls it after moving the model (`model = Net(...).to(device)`, then
+    `model.build_layers()`): the model is moved after that call instead.
 
     ## Why is this bad?
     `nn.Module` only registers submodules assigned directly as attributes or held in
@@ -173,3 +176,17 @@ class UnregisteredSubmodules(DevicePass):
                 Edit(hoist.anchor, cst.FlattenSentinel([hoist.anchor, hoist.statement])),
             ],
         )
+
+    # -- layers built after the model was moved ------------------------------------------------
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        late = self.facts.own(LateLayers).built_after_move(node)
+        if late is not None:
+            self.report(
+                node,
+                message=f"`{late.model}.{late.builder}()` builds layers after `{late.model}` was "
+                f"moved with `{late.move.lstrip('.')}` (line {late.move_line}): they stay on the "
+                "CPU; build them first, then move the model",
+                fix_title=f"Move `{late.model}` after `{late.builder}()`",
+                edits=late.edits,
+            )

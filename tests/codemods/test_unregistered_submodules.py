@@ -514,3 +514,70 @@ def test_layers_in_forward_that_cannot_be_built_in_init_are_reported() -> None:
                         self.scale = scale
             """ + textwrap.indent(textwrap.dedent(forward), " " * 16)
         assert_declined(RULE, source, reason=reason)
+
+
+def test_layers_built_by_a_method_called_after_the_move_are_built_first() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch.nn as tnn
+
+        class Graph(tnn.Module):
+            def __init__(self, nodes):
+                super().__init__()
+                self.nodes = nodes
+
+            def build(self):
+                self.embedding = tnn.Embedding(self.nodes, 16)
+
+        def load(device):
+            model = Graph(8).cuda(device)
+            model.build()  # lazy layers
+            return model
+        """,
+        """
+        import torch.nn as tnn
+
+        class Graph(tnn.Module):
+            def __init__(self, nodes):
+                super().__init__()
+                self.nodes = nodes
+
+            def build(self):
+                self.embedding = tnn.Embedding(self.nodes, 16)
+
+        def load(device):
+            model = Graph(8)
+            model.build()  # lazy layers
+            model = model.cuda(device)
+            return model
+        """,
+        unsafe=True,
+    )
+    assert "builds layers after `model` was moved" in findings[0].message
+
+
+def test_a_method_that_builds_nothing_or_runs_before_the_move_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch.nn as nn
+
+        class Graph(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+
+            def build(self):
+                self.fc = nn.Linear(2, 2)
+
+            def reset(self):
+                self.fc.reset_parameters()
+
+        model = Graph()
+        model.build()
+        model = model.to("cuda")
+        moved = Graph().to("cuda")
+        moved.reset()
+        """,
+    )
