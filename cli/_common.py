@@ -208,7 +208,8 @@ def build_settings(
         unsafe_fixes=bool(unsafe_fixes if unsafe_fixes is not None else found.unsafe_fixes),
         jobs=jobs,
         pass_options=found.pass_options,
-        torch_version=found.torch_version or torch_near(start),
+        # A project without a configuration file may still pin torch in a requirements.txt.
+        torch_version=found.torch_version or (torch_near(start) if found.path is None else None),
         exclude=_split(exclude) or found.exclude,
         extend_exclude=_split(extend_exclude) + found.extend_exclude,
         root=str(found.root),

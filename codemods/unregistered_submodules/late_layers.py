@@ -5,13 +5,17 @@ Net(...).to(device)`, then `model.build_layers()`): they are created on the CPU 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.modules import method, self_attribute, self_name
+from devfix.codemods.analysis.modules import method, methods, self_attribute, self_name
 from devfix.codemods.analysis.names import code_of
 from devfix.types import Edit
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
 
 _MOVES = ("to", "cuda")
 
@@ -31,13 +35,18 @@ class LateBuild:
 class LateLayers(Analysis):
     """Builder calls that add layers to a model already moved to its device."""
 
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        self._builders: frozenset[str] | None = None
+
     def built_after_move(self, statement: cst.SimpleStatementLine) -> LateBuild | None:
-        call = _builder_call(statement)
-        block = self.context.parent(statement)
-        if call is None or not isinstance(block, (cst.Module, cst.IndentedBlock)):
+        called = _method_called(statement)
+        if called is None or called[1] not in self._builder_names():
             return None
-        assert isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name)
-        model, builder = call.func.value.value, call.func.attr.value
+        block = self.context.parent(statement)
+        if not isinstance(block, (cst.Module, cst.IndentedBlock)):
+            return None
+        model, builder = called
         body = list(block.body)
         index = body.index(statement)
         for earlier in reversed(body[:index]):
@@ -73,6 +82,20 @@ class LateLayers(Analysis):
             )
         return None
 
+    def _builder_names(self) -> frozenset[str]:
+        """Methods of the file's module classes, other than `__init__`, that add layers: the
+        only calls worth looking back from (most statements are `loss.backward()` and the
+        like)."""
+        if self._builders is None:
+            self._builders = frozenset(
+                function.name.value
+                for classdef in self.scopes.module_classes().values()
+                if self.facts.modules.class_info(classdef).is_module
+                for function in methods(classdef)
+                if function.name.value != "__init__" and self._adds_layers(function)
+            )
+        return self._builders
+
     def _adds_layers(self, function: cst.FunctionDef) -> bool:
         """The method assigns `self.<attr> = <module construction>` somewhere in its body."""
         self_var = self_name(function)
@@ -86,8 +109,8 @@ class LateLayers(Analysis):
         )
 
 
-def _builder_call(statement: cst.SimpleStatementLine) -> cst.Call | None:
-    """`model.build_layers()` alone on its line."""
+def _method_called(statement: cst.SimpleStatementLine) -> tuple[str, str] | None:
+    """(`model`, `build_layers`) for `model.build_layers()` alone on its line."""
     if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Expr):
         return None
     call = statement.body[0].value
@@ -97,7 +120,7 @@ def _builder_call(statement: cst.SimpleStatementLine) -> cst.Call | None:
         and isinstance(call.func.value, cst.Name)
         and call.func.attr.value not in _MOVES
     ):
-        return call
+        return call.func.value.value, call.func.attr.value
     return None
 
 
