@@ -168,6 +168,8 @@ class TensorFactoryWithoutDevice(DevicePass):
         expression = needed.expression()
         if isinstance(needed, Unknown) and (needed.as_index or needed.on_host):
             return  # an index, or a tensor that meets host copies: the CPU is right
+        if not needed.proof and self.facts.devices.moved_before_it_meets_a_tensor(node, function):
+            return  # `t = t.to(x.device)` before `t` meets anything: placed by its author
         if expression is None:
             self.report(
                 node,

@@ -55,12 +55,18 @@ from devfix.codemods.analysis.torch_names import (
     RECURRENT_LAYERS,
     SAME_DEVICE_FUNCTIONS,
     SHAPE_ARGUMENT_METHODS,
+    TENSOR_FACTORIES,
 )
 
 _MAX_FLOW_DEPTH = 6
+_EXTRA_MOVE_DEPTH = 4
 _MAX_PLACED_DEPTH = 8
 _MAX_CPU_DEPTH = 6
 
+#: Statements whose body may not run, or run more than once.
+_BRANCHES = (cst.If, cst.Else, cst.For, cst.While, cst.Try, cst.ExceptHandler, cst.Match)
+#: Methods that tensors have and NumPy arrays, lists and numbers do not.
+_TENSOR_ONLY_METHODS = frozenset({"view", "unsqueeze"})
 #: Tensor methods whose result has at least one dimension, whatever the receiver's.
 _GIVES_DIMENSIONS = frozenset(
     {"unsqueeze", "view", "reshape", "repeat", "expand", "expand_as", "flatten", "unflatten"}
@@ -155,6 +161,8 @@ AS_INDEX = Unknown("used as an index", proof=False, as_index=True)
 NOTHING_TELLS = Unknown("no tensor or layer in scope tells", proof=False)
 #: The value meets a host copy of a tensor: it is needed on the CPU.
 ON_HOST = Unknown("it meets a tensor copied to the CPU", proof=True, on_host=True)
+#: The value (or what it is rebound to) is moved with `.to()`/`.cuda()`/`.type_as()`.
+MOVED_ON = Unknown("it is moved on", proof=False)
 
 
 class DeviceInference(Analysis):
@@ -247,6 +255,20 @@ class DeviceInference(Analysis):
                     name=f"next({self_var}.parameters()).device",
                 )
         return NOTHING_TELLS
+
+    def moved_before_it_meets_a_tensor(
+        self, value: cst.BaseExpression, function: FunctionInfo
+    ) -> bool:
+        """The value of `value` reaches a move (`x = x.to(y.device)`, through rebindings)
+        and meets no tensor or layer that tells its device before: the author placed it."""
+        line = self.scopes.statement_start(value)
+        # A few steps further than `needed_by` looks: the move often follows some reshapes.
+        for evidence in self._flow(value, function, set(), line, -_EXTRA_MOVE_DEPTH):
+            if evidence is MOVED_ON:
+                return True
+            if not isinstance(evidence, Unknown) or evidence is ON_HOST:
+                return False
+        return False
 
     def makes_data_tensor(self, call: cst.Call, function: FunctionInfo) -> bool:
         """`torch.tensor(x)` makes a tensor with dimensions (which must live where the tensors
@@ -419,7 +441,10 @@ class DeviceInference(Analysis):
             # `type_as(t)` is `to(t.options())`: the tensor goes where `t` is.
             yield from self._meets_in_args(call, None, function, own_names, line)
             return
-        if method in LEAVES_DEVICE_METHODS or method in MOVE_METHODS:
+        if method in MOVE_METHODS:
+            yield MOVED_ON
+            return
+        if method in LEAVES_DEVICE_METHODS:
             return
         if method not in SHAPE_ARGUMENT_METHODS:
             yield from self._meets_in_args(call, None, function, own_names, line)
@@ -721,6 +746,11 @@ class DeviceInference(Analysis):
         if not self.is_tensor_expression(other, function):
             if arithmetic and isinstance(other, cst.Name) and self._is_input(root, function, line):
                 yield SameAs(f"it meets the input `{shown}` in arithmetic", proof=False, name=root)
+            elif self._reshaped_input_field(other, root, function):
+                yield SameAs(
+                    f"it meets `{shown}`, a tensor the input holds (`view`/`unsqueeze`)",
+                    name=root,
+                )
             return
         origin = self._tensor_origin(root, function, line, set())
         if origin is not None:
@@ -790,6 +820,26 @@ class DeviceInference(Analysis):
             f"it meets the module's registered `{self_var}.{attr}`",
             module=self_var,
             parameter=attr,
+        )
+
+    def _reshaped_input_field(
+        self, other: cst.BaseExpression, root: str, function: FunctionInfo
+    ) -> bool:
+        """`seq_lens.view(-1, 1)` where `seq_lens = batch.seq_lens` was read from an input
+        before: `view`/`unsqueeze` are methods of tensors only (NumPy arrays and numbers
+        have neither), so the field is a tensor, on whatever device the input's tensors are."""
+        if not (isinstance(other, cst.Call) and call_tail(other.func) in _TENSOR_ONLY_METHODS):
+            return False
+        if receiver_root(other.func) != root:
+            return False
+        bound = function.bindings.get(root, [])
+        if len(bound) != 1 or not bound[0] < self.context.order(other)[0]:
+            return False
+        value = self.scopes.latest_binding(root, other)
+        return (
+            isinstance(value, cst.Attribute)
+            and isinstance(value.value, cst.Name)
+            and value.value.value in function.params
         )
 
     def _is_input(self, name: str, function: FunctionInfo, line: int) -> bool:
@@ -872,6 +922,8 @@ class DeviceInference(Analysis):
             if self.is_tensor_expression(call.func.value, function, seen):
                 return True
         qualified = self.names.qualified_name(call.func)
+        if qualified in TENSOR_FACTORIES and _given_a_device(call):
+            return True  # `torch.randn(n, z, device=device)`: a tensor on a named device
         if qualified is not None and qualified.startswith("torch."):
             return any(
                 self.is_tensor_expression(arg.value, function, seen)
@@ -896,18 +948,44 @@ class DeviceInference(Analysis):
     def _uses_after(
         self, name: str, statement: cst.CSTNode, function: FunctionInfo
     ) -> Iterator[cst.Name]:
+        """The uses of `name` after `statement`, up to the end of the first statement that
+        binds it again whenever `statement` has run (`x = x.to(d)`: later uses hold another
+        tensor; the flow reaches them through that statement's value if it derives from it)."""
         end = self.context.order(statement)[1]
+        rebound_until: int | None = None
         for candidate in self.context.subtree(function.node.body):
             if not isinstance(candidate, cst.Name) or candidate.value != name:
                 continue
-            if self.context.order(candidate)[0] <= end:
+            position = self.context.order(candidate)[0]
+            if position <= end:
                 continue
+            if rebound_until is not None and position > rebound_until:
+                return
             parent = self.context.parent(candidate)
-            if isinstance(parent, cst.AssignTarget) or (
-                isinstance(parent, cst.Attribute) and parent.attr is candidate
-            ):
+            if isinstance(parent, cst.AssignTarget):
+                assign = self.context.parent(parent)
+                if (
+                    rebound_until is None
+                    and assign is not None
+                    and self._runs_whenever(assign, statement, function)
+                ):
+                    rebound_until = self.context.order(assign)[1]
+                continue
+            if isinstance(parent, cst.Attribute) and parent.attr is candidate:
                 continue
             yield candidate
+
+    def _runs_whenever(
+        self, later: cst.CSTNode, first: cst.CSTNode, function: FunctionInfo
+    ) -> bool:
+        """Every branch or loop around `later` (in `function`) is also around `first`."""
+        around_first = set(map(id, self.context.ancestors(first)))
+        for ancestor in self.context.ancestors(later):
+            if ancestor is function.node:
+                return True
+            if isinstance(ancestor, _BRANCHES) and id(ancestor) not in around_first:
+                return False
+        return True
 
     # -- a module that spreads its work over its own devices ------------------------------------
 
@@ -1625,3 +1703,11 @@ def _unmoved_from(node: cst.BaseExpression, inputs: set[str]) -> bool:
             node = node.value
         else:
             return False
+
+
+def _given_a_device(call: cst.Call) -> bool:
+    """A `device=` keyword naming a device (not `device=None`, which means the default)."""
+    device = keyword_argument(call, "device")
+    return device is not None and not (
+        isinstance(device.value, cst.Name) and device.value.value == "None"
+    )

@@ -570,6 +570,25 @@ class Scopes:
                 return value
         return None
 
+    def rebinds_afresh(self, use: cst.Name) -> bool:
+        """`use` is a target that binds its name to a value that does not read it (`t =
+        torch.randint(...)`, `for t in steps:`, `with f() as t:`): later uses of the name hold
+        another object. `x = x.float()` and `x += 1` keep the object's line."""
+        node: cst.CSTNode = use
+        parent = self.context.parent(node)
+        while isinstance(parent, (cst.Element, cst.Tuple, cst.List, cst.StarredElement)):
+            node, parent = parent, self.context.parent(parent)
+        if isinstance(parent, cst.AssignTarget):
+            statement = self.context.parent(parent)
+            value = statement.value if isinstance(statement, cst.Assign) else None
+        elif isinstance(parent, (cst.AnnAssign, cst.NamedExpr)) and parent.target is node:
+            value = parent.value
+        elif isinstance(parent, cst.For) and parent.target is node:
+            value = parent.iter
+        else:
+            return isinstance(parent, cst.AsName) and parent.name is node
+        return value is None or not self.mentions(value, use.value)
+
     def simple_assignments(self, scope: cst.CSTNode, name: str) -> list[cst.BaseExpression]:
         """Values of `name = value` (a single plain target) among the statements of `scope`."""
         return [

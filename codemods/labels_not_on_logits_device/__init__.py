@@ -103,10 +103,11 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
     @classmethod
     def wakes_on(cls, text: str) -> bool:
-        # The pass reports only in files that place a model over several devices (or that
-        # already move a loss target to its logits' device: `.device`).
+        # The pass reports only in files that place a model over several devices, that
+        # already move a loss target to its logits' device (`.device`), or that score a
+        # language model's `.logits`.
         return super().wakes_on(text) and any(
-            word in text for word in (*PLACEMENT_WORDS, ".device")
+            word in text for word in (*PLACEMENT_WORDS, ".device", ".logits")
         )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -116,19 +117,23 @@ class LabelsNotOnLogitsDevice(DevicePass):
         if kind is None:
             return
         flow = self.facts.flow
-        # A loss target moved to its logits elsewhere speaks for the helpers of the file (a loss
-        # in a loop may instead be a batch left on the CPU: DF204's business).
-        if not (
-            flow.places_over_devices()
-            or (kind == "gather" and self.facts.own(AlignedTargets).aligns_targets_with_inputs())
-        ):
-            return
+        aligned = self.facts.own(AlignedTargets)
         function = self.facts.modules.enclosing_function(node)
         if function is None:
             return
-        name = function.name
-        if not (function.is_model_code or "loss" in name.lower() or name.endswith("_step")):
-            return
+        # A language model scored on its own inputs is this bug's shape wherever the model was
+        # loaded; elsewhere the file must place a model over devices, or move a loss target to
+        # its logits somewhere (that speaks for the helpers of the file; a loss in a loop may
+        # instead be a batch left on the CPU: DF204's business).
+        if not (kind != "gather" and aligned.scores_model_inputs(node)):
+            if not (
+                flow.places_over_devices()
+                or (kind == "gather" and aligned.aligns_targets_with_inputs())
+            ):
+                return
+            name = function.name
+            if not (function.is_model_code or "loss" in name.lower() or name.endswith("_step")):
+                return
         if function.owner is not None and function.owner.is_dataset:
             return
         if kind == "gather":

@@ -479,3 +479,61 @@ def test_targets_computed_from_the_logits_are_on_their_device_already() -> None:
                 return self.criterion(scores, pseudo)
         """,
     )
+
+
+def test_a_language_model_scored_on_its_own_inputs_moves_the_cut_labels() -> None:
+    # A scoring helper in a file that never names a device map: the model it is given may have
+    # been loaded with one, and then its logits come out of the last GPU.
+    assert_fix(
+        "DF106",
+        """
+        import torch.nn.functional as F
+
+        def sequence_logprob(lm, ids):
+            out = lm(input_ids=ids)
+            logits = out.logits[:, :-1]
+            targets = ids[:, 1:]
+            return -F.cross_entropy(logits.transpose(1, 2), targets, reduction="sum")
+        """,
+        """
+        import torch.nn.functional as F
+
+        def sequence_logprob(lm, ids):
+            out = lm(input_ids=ids)
+            logits = out.logits[:, :-1]
+            targets = ids[:, 1:]
+            return -F.cross_entropy(logits.transpose(1, 2), targets.to(logits.device), reduction="sum")
+        """,
+    )
+
+
+def test_labels_that_are_not_the_model_s_inputs_need_a_placement_in_the_file() -> None:
+    assert_noop(
+        "DF106",
+        """
+        import torch.nn.functional as F
+
+        def score(lm, ids, answers):
+            logits = lm(input_ids=ids).logits
+            first = F.cross_entropy(logits[:, -1], answers)
+            moved = ids[:, 1:].to(logits.device)
+            return first + F.cross_entropy(logits[:, :-1].transpose(1, 2), moved)
+        """,
+    )
+
+
+def test_a_model_the_scoring_function_loads_and_moves_itself_is_on_one_device() -> None:
+    assert_noop(
+        "DF106",
+        """
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        def perplexity(name, ids, device):
+            model = AutoModelForCausalLM.from_pretrained(name).to(device)
+            ids = ids.to(device)
+            logits = model(ids).logits[:, :-1]
+            labels = ids[:, 1:]
+            return torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels).exp()
+        """,
+    )

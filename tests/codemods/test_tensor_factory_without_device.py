@@ -782,6 +782,176 @@ def test_script_tensors_not_fed_to_a_moved_model_are_left_alone() -> None:
     )
 
 
+def test_a_script_name_bound_again_before_the_model_call_is_another_tensor() -> None:
+    # A tutorial notebook: `t` first names a CPU step for a plot helper that never meets the
+    # model; the training loop binds `t` afresh (on the device) before the model reads it.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = Denoiser().to(device)
+        t = torch.tensor([40])
+        show(noisy(image, t))
+        for batch in loader:
+            t = torch.randint(0, 200, (batch.shape[0],), device=device)
+            loss = loss_of(model, batch.to(device), t)
+        for step, (x, t) in enumerate(pairs):
+            model(x, t)
+        """,
+    )
+    # Rebinding from itself keeps the tensor: it still reaches the model.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = Denoiser().to(device)
+        t = torch.tensor([40])
+        t = t.long()
+        model(x, t)
+        """,
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = Denoiser().to(device)
+        t = torch.tensor([40], device=device)
+        t = t.long()
+        model(x, t)
+        """,
+    )
+
+
+def test_a_tensor_made_on_a_named_device_tells_its_partner_argument_where_to_go() -> None:
+    # Class labels drawn next to noise that was made on the caller's device, both handed to a
+    # network the method received: the labels go where the noise is.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class ConditionalSampler(nn.Module):
+            def draw(self, net, count, device):
+                z = torch.randn(count, 16, device=device)
+                classes = torch.randint(0, 10, (count,))
+                return net(z, classes)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class ConditionalSampler(nn.Module):
+            def draw(self, net, count, device):
+                z = torch.randn(count, 16, device=device)
+                classes = torch.randint(0, 10, (count,), device=z.device)
+                return net(z, classes)
+        """,
+    )
+    # `device=None` is the default device: it tells nothing.
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class ConditionalSampler(nn.Module):
+            def draw(self, net, count):
+                z = torch.randn(count, 16, device=None)
+                classes = torch.randint(0, 10, (count,))
+                return net(z, classes)
+        """,
+        reason="no tensor or layer in scope tells which device it needs",
+    )
+
+
+def test_a_length_field_of_the_input_reshaped_for_a_comparison_gives_the_mask_its_device() -> None:
+    # The input is a batch object, not a tensor; its `lengths` field is reshaped with `view`,
+    # which only tensors have. The mask also indexes, but the comparison needs the device first.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class MaskedNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(8)
+
+            def forward(self, batch):
+                values = batch.values
+                lengths = batch.lengths
+                steps = values.size(1)
+                keep = torch.arange(steps)[None, :] < lengths.view(-1, 1)
+                values[keep] = self.norm(values[keep])
+                return values
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class MaskedNorm(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.norm = nn.LayerNorm(8)
+
+            def forward(self, batch):
+                values = batch.values
+                lengths = batch.lengths
+                steps = values.size(1)
+                keep = torch.arange(steps, device=lengths.device)[None, :] < lengths.view(-1, 1)
+                values[keep] = self.norm(values[keep])
+                return values
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_tensor_its_author_moves_a_few_statements_later_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import math
+        import torch
+        from torch import nn
+
+        class Sinusoid(nn.Module):
+            def forward(self, position):
+                freq = torch.exp(torch.arange(0, 16, 2).float() * (-math.log(1e4) / 16))
+                freq = freq.unsqueeze(0).unsqueeze(0)
+                freq = freq.to(device=position.device)
+                return torch.sin(position.unsqueeze(2) * freq)
+        """,
+    )
+    # Moved only on one branch: the other branch still meets `position` on its device.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Sinusoid(nn.Module):
+            def forward(self, position, fast=False):
+                freq = torch.arange(0, 16, 2).float()
+                if fast:
+                    freq = freq.to(position.device)
+                return torch.sin(position.unsqueeze(2) * freq)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Sinusoid(nn.Module):
+            def forward(self, position, fast=False):
+                freq = torch.arange(0, 16, 2, device=position.device).float()
+                if fast:
+                    freq = freq.to(position.device)
+                return torch.sin(position.unsqueeze(2) * freq)
+        """,
+    )
+
+
 def test_lengths_a_model_packs_are_made_on_the_cpu_on_purpose() -> None:
     assert_noop(
         "DF101",

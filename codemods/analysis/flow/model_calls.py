@@ -96,6 +96,8 @@ class ModelCalls(ModelPlacement):
                 continue
             if self._moved_on_the_way(use):
                 return None
+            if self.scopes.rebinds_afresh(use):
+                break
             expression: cst.CSTNode = use
             parent = self.context.parent(use)
             while (
