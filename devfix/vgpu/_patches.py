@@ -228,18 +228,10 @@ def _install_unsupported() -> None:
         import torch.distributed as dist
     except ImportError:  # pragma: no cover
         return
-    if not dist.is_available():
-        return
-    orig_init = dist.init_process_group
+    if dist.is_available():
+        from devfix.vgpu import _dist
 
-    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
-        b = str(backend or kwargs.get("backend") or "")
-        if "nccl" in b or b == "" or b.startswith("cuda"):
-            raise VGPUUnsupported(f"the nccl process-group backend (backend={b or None!r})")
-        return orig_init(backend, *args, **kwargs)
-
-    dist.init_process_group = init_process_group
-    dist.is_nccl_available = lambda: False
+        _dist.install()  # nccl: one rank of a launch, where the environment names a rank
 
 
 # --- scaled_dot_product_attention: pick the backend the CPU build picks -------------------------

@@ -4,8 +4,8 @@
 # With transformers 4.57.6 and accelerate 1.15.0 this does not fail (see README.md here):
 # with plain `python` on 2 GPUs Trainer trains it with DataParallel, and on a rank other than
 # 0 accelerate's `prepare_model` moves a model whose `hf_device_map` has one entry to the
-# rank's GPU. Under `devfix verify --env LOCAL_RANK=1 ...` it stops at
-# `init_process_group("nccl")`, which the virtual GPUs do not run.
+# rank's GPU: `devfix verify --env LOCAL_RANK=1 ...` trains it as rank 1 of 2, wrapped in
+# DistributedDataParallel on cuda:1.
 import tempfile
 
 from transformers import AutoTokenizer, LlamaForCausalLM, Trainer, TrainingArguments
