@@ -10,6 +10,7 @@ import click
 
 from devfix.report import EXIT_INTERRUPTED
 from devfix.vgpu.launch import NotebookError, run_batch, run_one, run_one_json, timed_out_line
+from devfix.vgpu.sizes import MEMORY_ENV, parse_memory
 
 if TYPE_CHECKING:
     from devfix.vgpu.repair import Decision, Offer
@@ -43,6 +44,14 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
     default=2,
     show_default=True,
     help="Number of virtual CUDA devices (cuda:0 … cuda:N-1).",
+)
+@click.option(
+    "--gpu-memory",
+    metavar="SIZE",
+    default=None,
+    help="Memory each virtual GPU reports (`get_device_properties`, `mem_get_info`), e.g. "
+    '512KiB: `device_map="auto"` then spreads a small model as it spreads a large one '
+    "over real GPUs.  [default: 80GiB]",
 )
 @click.option(
     "--env",
@@ -109,6 +118,7 @@ def _parse_env(pairs: tuple[str, ...]) -> dict[str, str]:
 def verify_command(
     ctx: click.Context,
     gpus: int,
+    gpu_memory: str | None,
     env_pairs: tuple[str, ...],
     batch: bool,
     output_format: str,
@@ -141,6 +151,12 @@ def verify_command(
     --timeout. With -i, each fix is shown as a diff and applied only when you answer y.
     """
     env = _parse_env(env_pairs)
+    if gpu_memory is not None:
+        try:
+            parse_memory(gpu_memory)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--gpu-memory") from None
+        env[MEMORY_ENV] = gpu_memory
     if batch and output_format == "json":
         raise click.UsageError("--format json runs one script; it cannot go with --batch")
     if repair and (batch or output_format == "json"):

@@ -31,11 +31,13 @@ class DeviceInDataPipeline(DevicePass):
     data preparation: the per-item methods of `torch.utils.data.Dataset` subclasses
     (`__getitem__`, `__iter__`, ...), functions and collator classes passed as
     `DataLoader(collate_fn=...)` or `Trainer(data_collator=...)`, functions passed to
-    `datasets`' `.map(...)`/`.with_transform(...)`, and module functions those call. The move is
-    removed so the data stays on the CPU, and the loop that consumes the DataLoader is made to
-    move each batch to the device the model was moved to (as DF204 does), unless it already
-    does. With a Hugging Face `Trainer` (or Lightning's), which moves batches itself, the move
-    is only removed.
+    `datasets`' `.map(...)`/`.with_transform(...)`, module functions whose result becomes a
+    Hugging Face `Trainer`'s `train_dataset=`/`eval_dataset=` (through names and comprehensions:
+    `encoded = preprocess(texts)`; `rows = [... encoded ...]`), and module functions those call.
+    The move is removed so the data stays on the CPU, and the loop that consumes the DataLoader
+    is made to move each batch to the device the model was moved to (as DF204 does), unless it
+    already does. With a Hugging Face `Trainer` (or Lightning's), which moves batches itself,
+    the move is only removed.
 
     ## Why is this bad?
     DataLoader workers cannot use CUDA ("CUDA error: initialization error" with

@@ -31,13 +31,16 @@ class DeviceMapInDistributedTraining(DevicePass):
 
     ## Why is this bad?
     `device_map` is Big Model Inference: it places the model when it is loaded. Under torchrun
-    every process loads its own copy, so `"auto"` or `"cuda:0"` puts all copies on GPU 0.
-    `Trainer` then sees a model that is "already placed" on the other ranks and does not move it,
-    while it moves the batches to the rank's GPU: `RuntimeError: Expected all tensors to be on
-    the same device, but found at least two devices, cuda:1 and cuda:0!` (or an out-of-memory
-    error on GPU 0). A map spread over several GPUs cannot be trained with DDP at all: accelerate
-    refuses it ("You can't train a model that has been loaded with `device_map='auto'` in any
-    distributed mode").
+    every process loads its own copy, so `"auto"` or `"cuda:0"` puts all copies on GPU 0: an
+    out-of-memory error there for a large model. Where `Trainer` takes such a model as "already
+    placed" and does not move it while it moves the batches to the rank's GPU, rank 1 dies with
+    `RuntimeError: Expected all tensors to be on the same device, but found at least two devices,
+    cuda:1 and cuda:0!` (the multi-GPU Llama fine-tunes this rule was written for); accelerate
+    1.x moves a model whose map names one device to the rank's GPU in `prepare_model`, after
+    every copy was loaded onto GPU 0. A map
+    spread over several GPUs cannot be trained with DDP at all: accelerate refuses it ("You
+    can't train a model that has been loaded with `device_map='auto'` in any distributed
+    mode"), which is what `"auto"` gives rank 1 as soon as the model does not fit on one GPU.
 
     ## Example
     ```python

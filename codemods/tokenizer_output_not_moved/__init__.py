@@ -62,7 +62,12 @@ class TokenizerOutputNotMoved(DevicePass):
     ```
     `BatchEncoding.to` moves every tensor it holds. With `device_map="auto"` the model's
     `.device` is the device of its first parameters (the embeddings), which is where the
-    input ids must go.
+    input ids must go. A model whose device map offloads layers to the CPU or disk (`"cpu"` or
+    `"disk"` in a literal map, `offload_folder=`) gets no move: accelerate's hook on the whole
+    model moves its inputs to the execution device. Where the map offloads the first layer,
+    `model.device` is `meta`, and `tokenizer(...).to(model.device)` (or `inputs =
+    inputs.to(model.device)`) makes `generate` die ("Tensor.item() cannot be called on meta
+    tensors"): that move is dropped.
 
     ## Fix safety
     Safe: on a CPU model nothing fires, and the move is a no-op when the tensors are already
@@ -83,6 +88,7 @@ class TokenizerOutputNotMoved(DevicePass):
     TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds")
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._check_move_to_an_offloaded_model(node)
         argument = keyword_argument(node, "return_tensors")
         if argument is None:
             if not self.facts.flow.token_id_tensor(node):
@@ -97,6 +103,8 @@ class TokenizerOutputNotMoved(DevicePass):
             return
         model_call, model = found
         model_name = model.model
+        if self.facts.own(TokenizerOutputs).offloads(model_name, model_call) is not None:
+            return  # accelerate's hook on the model moves its inputs to the execution device
         if model.move is not None and (model.move.method == "to" or not model.pretrained):
             device = model.move.as_to_argument()
         elif model.pretrained:
@@ -138,3 +146,53 @@ class TokenizerOutputNotMoved(DevicePass):
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
         )
+
+    def _check_move_to_an_offloaded_model(self, move: cst.Call) -> None:
+        """`tokenizer(...).to(model.device)` (or a name bound to tokenizer output moved so)
+        for a model whose device map offloads its first layer."""
+        func = move.func
+        if not (
+            isinstance(func, cst.Attribute) and func.attr.value == "to" and len(move.args) == 1
+        ):
+            return
+        device = move.args[0].value
+        if not (
+            isinstance(device, cst.Attribute)
+            and device.attr.value == "device"
+            and isinstance(device.value, cst.Name)
+        ):
+            return
+        outputs = self.facts.own(TokenizerOutputs)
+        if not outputs.is_tokenizer_output(func.value, move):
+            return
+        model = device.value.value
+        if outputs.offloads(model, move) != "first":
+            return
+        self.report(
+            move,
+            message=(
+                f"tokenizer output moved to `{model}.device`, the device of the model's first "
+                f"parameter, which is `meta`: its device map offloads that layer; "
+                f"accelerate's hook on `{model}` moves the inputs to the execution device: leave "
+                "them on the CPU"
+            ),
+            fix_title="Drop the move",
+            edits=[self._drop_move(move, func.value)],
+        )
+
+    def _drop_move(self, move: cst.Call, receiver: cst.BaseExpression) -> Edit:
+        """The move replaced by what it moves; `inputs = inputs.to(d)` goes whole."""
+        assign = self.context.parent(move)
+        line = self.context.parent(assign) if isinstance(assign, cst.Assign) else None
+        if (
+            isinstance(assign, cst.Assign)
+            and isinstance(receiver, cst.Name)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and assign.targets[0].target.value == receiver.value
+            and isinstance(line, cst.SimpleStatementLine)
+            and len(line.body) == 1
+            and len(getattr(self.context.parent(line), "body", ())) > 1
+        ):
+            return Edit(line, cst.RemovalSentinel.REMOVE)
+        return Edit(move, receiver)

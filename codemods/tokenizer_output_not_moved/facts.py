@@ -1,5 +1,6 @@
 """What a call with `return_tensors="pt"` returns when it runs the file's own code: a plain
-dict (no `.to()`), an object with `.to()`, or something not known."""
+dict (no `.to()`), an object with `.to()`, or something not known; and models whose device map
+offloads layers to the CPU or disk."""
 
 from __future__ import annotations
 
@@ -79,3 +80,57 @@ class TokenizerOutputs(Analysis):
             "dict",
             "builtins.dict",
         )
+
+    def is_tokenizer_output(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A call with `return_tensors="pt"`, or a plain name last bound to one before `at`."""
+        if isinstance(value, cst.Name):
+            value = self.scopes.latest_binding(value.value, at) or value
+        if not isinstance(value, cst.Call):
+            return False
+        argument = keyword_argument(value, "return_tensors")
+        return (
+            argument is not None
+            and isinstance(argument.value, cst.SimpleString)
+            and argument.value.evaluated_value == "pt"
+        )
+
+    def offloads(self, model: str, at: cst.CSTNode) -> str | None:
+        """How `model`'s device map offloads layers to the CPU or disk: "first" when a literal
+        map's first entry does (`model.device`, the device of the first parameter, is then
+        `meta`), "some" for other offloading entries or an `offload_folder=`, else None. With
+        any of them accelerate's hook on the whole model moves its inputs to the execution
+        device."""
+        call = self.facts.flow.built_by(model, at)
+        if call is None or not (
+            isinstance(call.func, cst.Attribute) and call.func.attr.value == "from_pretrained"
+        ):
+            return None
+        device_map = keyword_argument(call, "device_map")
+        chosen = self._literal(device_map.value, call) if device_map is not None else None
+        # `placement if torch.cuda.device_count() > 1 else None`: either map may be the one.
+        maps = (
+            [self._literal(chosen.body, call), self._literal(chosen.orelse, call)]
+            if isinstance(chosen, cst.IfExp)
+            else [chosen]
+        )
+        offloaded = [
+            [
+                isinstance(element, cst.DictElement)
+                and isinstance(element.value, cst.SimpleString)
+                and element.value.evaluated_value in ("cpu", "disk")
+                for element in found.elements
+            ]
+            for found in maps
+            if isinstance(found, cst.Dict)
+        ]
+        if any(entries and entries[0] for entries in offloaded):
+            return "first"
+        if any(map(any, offloaded)) or keyword_argument(call, "offload_folder") is not None:
+            return "some"
+        return None
+
+    def _literal(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """`value`, or the value a plain name was last bound to before `at`."""
+        if isinstance(value, cst.Name):
+            return self.scopes.latest_binding(value.value, at)
+        return value

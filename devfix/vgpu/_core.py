@@ -625,7 +625,8 @@ def _to_copy(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     src = _device_of(x)
     dst = _target(kwargs.get("device"), src)
     kw = dict(kwargs)
-    kw["device"] = _CPU
+    # A virtual GPU's data is on the CPU; any other target (the CPU, `meta`) is taken as asked.
+    kw["device"] = _CPU if dst.type == "cuda" else dst
     if kw.get("pin_memory"):
         kw["pin_memory"] = False
     out = func(_elem(x), *args[1:], **kw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import torch
 
 from devfix.vgpu import _shim
+from devfix.vgpu.sizes import MEMORY_ENV, parse_memory
 
 _N = 0
 
@@ -88,12 +90,17 @@ class device_of(device):
         super().__init__(obj.get_device() if obj.is_cuda else -1)
 
 
+def _total_memory() -> int:
+    text = os.environ.get(MEMORY_ENV)
+    return 80 * 1024**3 if not text else parse_memory(text)
+
+
 class _Props:
     def __init__(self, idx: int) -> None:
         self.name = "devfix virtual GPU"
         self.major = 8
         self.minor = 0
-        self.total_memory = 80 * 1024**3
+        self.total_memory = _total_memory()
         self.multi_processor_count = 108
         self.is_integrated = False
         self.is_multi_gpu_board = False

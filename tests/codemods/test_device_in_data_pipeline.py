@@ -507,3 +507,49 @@ for batch in DataLoader(SAMPLES, batch_size=4, collate_fn=collate, num_workers=2
         'num_workers=2):\n    batch = {k: v if k == "sizes" else v.to(device) for k, v in batch.items()}\n',
     )
     assert_fix(RULE, before, after, unsafe=True)
+
+
+def test_what_becomes_the_trainer_s_dataset_keeps_its_tensors_on_the_cpu() -> None:
+    # No DataLoader, no `.map`: the function's tensors reach `train_dataset=` through names and
+    # a comprehension; the Trainer's DataLoader pins them and moves each batch itself.
+    findings = assert_fix(
+        "DF201",
+        """
+        from transformers import Seq2SeqTrainer
+
+        def encode(pairs, tokenizer):
+            features = tokenizer([src for src, _ in pairs], return_tensors="pt", padding=True)
+            features["labels"] = tokenizer([tgt for _, tgt in pairs], return_tensors="pt")["input_ids"].cuda()
+            return features
+
+        features = encode(train_pairs, tokenizer)
+        rows = [{k: v[i] for k, v in features.items()} for i in range(len(train_pairs))]
+        trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=rows)
+        """,
+        """
+        from transformers import Seq2SeqTrainer
+
+        def encode(pairs, tokenizer):
+            features = tokenizer([src for src, _ in pairs], return_tensors="pt", padding=True)
+            features["labels"] = tokenizer([tgt for _, tgt in pairs], return_tensors="pt")["input_ids"]
+            return features
+
+        features = encode(train_pairs, tokenizer)
+        rows = [{k: v[i] for k, v in features.items()} for i in range(len(train_pairs))]
+        trainer = Seq2SeqTrainer(model=model, args=args, train_dataset=rows)
+        """,
+    )
+    assert "pins its batches" in findings[0].message
+    # A function that only scores with the trained model is not data preparation.
+    assert_noop(
+        "DF201",
+        """
+        from transformers import Trainer
+
+        def evaluate(model, batch):
+            return model(**batch.to("cuda")).loss
+
+        trainer = Trainer(model=model, args=args, train_dataset=rows)
+        print(evaluate(trainer.model, held_out))
+        """,
+    )

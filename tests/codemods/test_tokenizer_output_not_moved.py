@@ -632,3 +632,43 @@ def test_prepare_of_an_object_that_is_not_an_accelerator_says_nothing() -> None:
         out = lm(**tok("hi", return_tensors="pt"))
         """,
     )
+
+
+def test_inputs_of_a_model_whose_device_map_offloads_layers_stay_on_the_cpu() -> None:
+    # accelerate's hook on the whole model moves the inputs to the execution device; the first
+    # parameter of a model whose first entry is offloaded is on `meta`, and so is `model.device`.
+    assert_fix(
+        "DF202",
+        """
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        placement = {"shared": "cpu", "encoder": 0, "decoder": 1, "lm_head": 1}
+        tok = AutoTokenizer.from_pretrained("org/t5")
+        net = AutoModelForSeq2SeqLM.from_pretrained("org/t5", device_map=placement)
+        batch = tok(["translate: hi"], return_tensors="pt").to(net.device)
+        print(net.generate(**batch))
+        """,
+        """
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        placement = {"shared": "cpu", "encoder": 0, "decoder": 1, "lm_head": 1}
+        tok = AutoTokenizer.from_pretrained("org/t5")
+        net = AutoModelForSeq2SeqLM.from_pretrained("org/t5", device_map=placement)
+        batch = tok(["translate: hi"], return_tensors="pt")
+        print(net.generate(**batch))
+        """,
+    )
+    # Offloading at the tail only, or possibly (`offload_folder=`): `model.device` is a GPU, and
+    # unmoved inputs are moved by the hook.
+    assert_noop(
+        "DF202",
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("org/lm")
+        lm = AutoModelForCausalLM.from_pretrained("org/lm", device_map={"model": 0, "lm_head": "cpu"})
+        print(lm.generate(**tok("hi", return_tensors="pt")))
+        big = AutoModelForCausalLM.from_pretrained("org/big", device_map="auto", offload_folder="o")
+        print(big.generate(**tok("hi", return_tensors="pt").to(big.device)))
+        """,
+    )

@@ -41,6 +41,27 @@ def test_help_after_the_script_is_the_scripts_help(tmp_path: Path, verify: Verif
     assert "devfix verify [OPTIONS] SCRIPT [ARGS]..." in own.stdout.splitlines()[0]
 
 
+MEMORY = """
+import torch
+props = torch.cuda.get_device_properties(1)
+free, total = torch.cuda.mem_get_info(0)
+print(props.total_memory, total, free <= total)
+"""
+
+
+@pytest.mark.slow
+def test_gpu_memory_is_what_each_virtual_gpu_reports(tmp_path: Path, verify: Verify) -> None:
+    (tmp_path / "memory.py").write_text(MEMORY)
+    r = verify("--gpu-memory", "80KiB", "memory.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["81920", "81920", "True"]
+    default = verify("memory.py", cwd=tmp_path)
+    assert default.stdout.split()[:2] == [str(80 * 1024**3)] * 2
+    bad = verify("--gpu-memory", "lots", "memory.py", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "not a memory size: 'lots'" in bad.stderr and "--gpu-memory" in bad.stderr
+
+
 def _notebook(cells: list[tuple[str, str]]) -> str:
     return json.dumps(
         {

@@ -52,6 +52,8 @@ class DataFunction:
     preloads: bool = False
     #: It is mapped over a `datasets` dataset (`ds.map(f)`), not run by a DataLoader.
     mapping: bool = False
+    #: It builds the dataset a Hugging Face `Trainer` is given, whose DataLoader pins batches.
+    trainer_dataset: bool = False
 
 
 @dataclass(frozen=True)
@@ -298,6 +300,7 @@ class DataPipelines(BatchLoops, ProcessTopology):
         self._add_callbacks(found, functions, classes, loaders)
         self._add_installed_collate_fns(found, functions, classes)
         self._add_collate_named_functions(found)
+        self._add_trainer_dataset_builders(found, functions)
         self._add_called_helpers(found, functions)
         self._data = found
         return found
@@ -415,6 +418,49 @@ class DataPipelines(BatchLoops, ProcessTopology):
             owner = self.scopes.class_of(node)
             where = f"{owner.name.value}.{node.name.value}" if owner else node.name.value
             _add_data_function(found, node, f"the collate function `{where}`", [])
+
+    def _add_trainer_dataset_builders(
+        self, found: dict[int, DataFunction], functions: dict[str, cst.FunctionDef]
+    ) -> None:
+        """Module functions whose result becomes a Hugging Face `Trainer`'s `train_dataset=`
+        or `eval_dataset=` (`encoded = preprocess(texts)`; `rows = [... encoded ...]`): their
+        tensors are what the Trainer's DataLoader pins and moves to each process's device."""
+        if not self.has_self_moving_trainer():
+            return
+        for call in self.context.of_type(self.context.module, cst.Call):
+            if self.names.qualified_name(call.func) not in SELF_MOVING_TRAINERS:
+                continue
+            for keyword in ("train_dataset", "eval_dataset"):
+                arg = keyword_argument(call, keyword)
+                if arg is None:
+                    continue
+                for builder in self._functions_building(arg.value, call, functions, depth=0):
+                    role = f"`{builder.name.value}` (it builds the Trainer's `{keyword}`)"
+                    _add_data_function(found, builder, role, [])
+                    found[id(builder)].trainer_dataset = True
+
+    def _functions_building(
+        self,
+        value: cst.BaseExpression,
+        at: cst.CSTNode,
+        functions: dict[str, cst.FunctionDef],
+        depth: int,
+    ) -> list[cst.FunctionDef]:
+        """The module functions `value` calls, directly or through the names it reads (their
+        last plain binding before `at`, three levels deep)."""
+        built: list[cst.FunctionDef] = []
+        for node in self.context.subtree(value):
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+                function = functions.get(node.func.value)
+                if function is not None and function not in built:
+                    built.append(function)
+            elif isinstance(node, cst.Name) and depth < 3:
+                bound = self.scopes.binding_before(node.value, at)
+                if bound is not None and bound[0] == "assign" and bound[1] is not None:
+                    for function in self._functions_building(bound[1], at, functions, depth + 1):
+                        if function not in built:
+                            built.append(function)
+        return built
 
     def _add_called_helpers(
         self, found: dict[int, DataFunction], functions: dict[str, cst.FunctionDef]
@@ -643,6 +689,13 @@ class DataPipelines(BatchLoops, ProcessTopology):
         if self._feeds_a_model(entry.node):
             return None
         right_device = move.kind == "device"
+        if entry.trainer_dataset:
+            return DataHazard(
+                "the Trainer's DataLoader pins its batches (`dataloader_pin_memory` is on by "
+                "default), which works only on CPU tensors, and moves each batch to its "
+                "process's own device itself",
+                False,
+            )
         if entry.mapping:
             return DataHazard(
                 "a mapped dataset is stored on the CPU, and with `num_proc` the function runs "

@@ -7,6 +7,8 @@
 # wraps it in DataParallel, while accelerate's hooks still send block 1's activations to cuda:1.
 # devfix-flags: --unsafe-fixes
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cuda:1"
+import os
+import sys
 import tempfile
 
 import torch
@@ -16,7 +18,8 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoTokenizer, T5EncoderModel, Trainer, TrainingArguments
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-import tiny_checkpoints
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hugging_face"))
+import tiny_checkpoints  # noqa: E402  (golden/hugging_face/tiny_checkpoints.py)
 
 
 class ProtT5ForClassification(nn.Module):

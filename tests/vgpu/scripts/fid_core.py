@@ -122,6 +122,9 @@ assert isinstance(rebuilt, nn.Parameter) and not rebuilt.requires_grad and rebui
 rebuilt = type(p0)(torch.zeros(2), **{**p0.__dict__, "requires_grad": True})
 assert type(rebuilt) is nn.Parameter and rebuilt.requires_grad
 assert type(p0)(torch.zeros(2, device="meta")).device.type == "meta"
+# a GPU tensor moved to `meta` is a meta tensor (accelerate's offload puts layers back there)
+assert p0.to("meta").device.type == "meta" and p0.to("meta").shape == p0.shape
+assert torch.ones(3, device=d1).to(device="meta", dtype=torch.float16).dtype == torch.float16
 try:
     type(p0)(torch.zeros(2), colour=1)
     raise AssertionError("an unknown keyword was accepted")

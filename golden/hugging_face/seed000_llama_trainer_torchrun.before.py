@@ -1,11 +1,14 @@
-# Seed 000 in its real form: fine-tuning Llama with `Trainer`, the model loaded with
-# `device_map="cuda:0"`, the dataset tokenized on the CPU; the seed launched it with
-# `torchrun --nproc_per_node=4` and got "... found at least two devices, cuda:3 and cuda:0!".
-# With transformers 4.57.6 and accelerate 1.15.0 this does not fail (see README.md here):
-# with plain `python` on 2 GPUs Trainer trains it with DataParallel, and on a rank other than
-# 0 accelerate's `prepare_model` moves a model whose `hf_device_map` has one entry to the
-# rank's GPU: `devfix verify --env LOCAL_RANK=1 ...` trains it as rank 1 of 2, wrapped in
-# DistributedDataParallel on cuda:1.
+# Seed 000 in its real form: fine-tuning Llama with `Trainer` under torchrun, the labels moved to
+# `cuda:0` while the dataset is tokenized and the model loaded with `device_map="cuda:0"`. The
+# real transformers and accelerate; a tiny Llama built by tiny_checkpoints.py next to this file.
+# Rank 1 of `torchrun --nproc_per_node=2` dies in the Trainer's DataLoader, which pins every
+# batch: "cannot pin 'torch.cuda.LongTensor' only dense CPU tensors can be pinned". The fix is
+# the seed answer's steps 1 and 2: the dataset stays on the CPU (Trainer moves each batch to its
+# process's GPU) and the model is loaded without a device map (Trainer puts it on the rank's GPU).
+# Run: torchrun --nproc_per_node=2 seed000_llama_trainer_torchrun.before.py
+# devfix-flags: --unsafe-fixes
+# devfix-expect: DF201 DF305
+# devfix-golden: gpus=2 fails-with="cannot pin 'torch.cuda.LongTensor' only dense CPU tensors can be pinned" env="LOCAL_RANK=1 HF_HUB_OFFLINE=1"
 import tempfile
 
 from transformers import AutoTokenizer, LlamaForCausalLM, Trainer, TrainingArguments
@@ -19,7 +22,7 @@ tokenizer = AutoTokenizer.from_pretrained(checkpoint)
 def preprocess_function(examples):
     inputs = tokenizer(examples["text"], truncation=True, padding="max_length", max_length=8,
                        return_tensors="pt")
-    inputs["labels"] = inputs["input_ids"].clone()
+    inputs["labels"] = inputs["input_ids"].clone().to('cuda:0')  # 禁止手动指定设备
     return inputs
 
 
