@@ -1182,7 +1182,11 @@ class DeviceInference(Analysis):
                 "cuda"
             ):
                 return Literal(f"`{code_of(value)}`", text=str(first.evaluated_value))
+            if isinstance(first, cst.IfExp) and self._cuda_if_available(first):
+                return Literal(f"`{code_of(value)}`", text="cuda")
             return None
+        if isinstance(value, cst.IfExp) and self._cuda_if_available(value):
+            return Literal(f"`{code_of(value)}`", text="cuda")
         owner = function.owner
         option = self._stored_option_device(value, function)
         if option is not None:
@@ -1210,6 +1214,20 @@ class DeviceInference(Analysis):
             ):
                 return Named(f"the global `{name}`", name=name)
         return None
+
+    def _cuda_if_available(self, choice: cst.IfExp) -> bool:
+        """`"cuda" if torch.cuda.is_available() else "cpu"`: the default GPU whenever there is
+        one, whatever device the tensors at hand are on."""
+        body = choice.body
+        return (
+            isinstance(body, cst.SimpleString)
+            and str(body.evaluated_value).startswith("cuda")
+            and any(
+                isinstance(node, cst.Call)
+                and self.names.qualified_name(node.func) == "torch.cuda.is_available"
+                for node in self.context.subtree(choice.test)
+            )
+        )
 
     def _local_cuda_literal(self, name: str, function: FunctionInfo) -> Device | None:
         """`device = torch.device("cuda")` (every binding of the local `name` a CUDA literal):

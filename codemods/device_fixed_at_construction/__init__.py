@@ -25,6 +25,8 @@ from devfix.codemods.device_fixed_at_construction.facts import (
     layer_called,
     legacy_factory,
 )
+from devfix.codemods.device_fixed_at_construction.local_choice import LocalDeviceChoices
+from devfix.context import FileContext
 from devfix.types import Applicability, Edit
 
 _FACTORY_TAILS = tails(TENSOR_FACTORIES)
@@ -39,8 +41,11 @@ class DeviceFixedAtConstruction(DevicePass):
     tensor argument, finds `.to(device)`, `.to(self.device)`, `.cuda()` and `device=` arguments
     whose device is a module-level global, an attribute stored in `__init__`
     (`self.device = device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`, also
-    through a local the function sets to one: `device = torch.device("cuda")`), and rewrites
-    them to the device of the tensor the value meets.
+    through a local the function sets to one: `device = torch.device("cuda")`, or to the
+    default GPU when there is one: `"cuda" if torch.cuda.is_available() else "cpu"`), and
+    rewrites them to the device of the tensor the value meets. A local bound once to such a
+    choice is rewritten itself (`device = emissions.device`) when a tensor its moves meet is
+    known where it is bound, so every move to it follows.
     DataParallel-era device ids inside a module or a loss (`.cuda(self.device_ids[0])`,
     `.cuda(0)`, a head that gathers its logits on `self.device_id[0]`): an input a replica
     received (labels scattered into the gathered one-hot) goes to the device of the tensor it
@@ -115,6 +120,11 @@ class DeviceFixedAtConstruction(DevicePass):
     APPLICABILITY = Applicability.SAFE
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("torch",)
+
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        #: local device bindings already rewritten (every move to one reports through it)
+        self._rebound: set[int] = set()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         """A method that spreads its work over the module's own devices (model parallelism):
@@ -262,9 +272,35 @@ class DeviceFixedAtConstruction(DevicePass):
         found = self.facts.devices.fixed_move(node, device_arg.value, offload=offload)
         if found is not None:
             function, fixed = found
+            if isinstance(device_arg.value, cst.Name) and self._rebind_local_choice(
+                device_arg.value.value, function, fixed.evidence
+            ):
+                return
             rebuild = partial(replace_argument, node, device_arg)
             literal = isinstance(fixed, Literal)
             self._fix(node, function, fixed.evidence, rebuild, literal=literal)
+
+    def _rebind_local_choice(self, name: str, function: FunctionInfo, fixed: str) -> bool:
+        """A local the method binds once to a GPU of its choosing: the binding is rewritten
+        to the device of a tensor its moves meet (once; every move then follows it)."""
+        choice = self.facts.own(LocalDeviceChoices).choice(name, function)
+        if choice is None:
+            return False
+        if id(choice.binding) in self._rebound:
+            return True
+        self._rebound.add(id(choice.binding))
+        value = choice.binding.value
+        self.report(
+            value,
+            message=(
+                f"`{function.name}` chooses its own device, {fixed}, whatever device its "
+                f"tensors are on; use `{choice.expression}` ({choice.evidence})"
+            ),
+            fix_title=f"Use `{choice.expression}`",
+            edits=[Edit(value, cst.parse_expression(choice.expression))],
+            applicability=Applicability.SAFE if choice.proof else Applicability.UNSAFE,
+        )
+        return True
 
     def _moved_on(self, node: cst.Call) -> bool:
         """The tensor is moved again at once to a device that is not fixed outside

@@ -9,8 +9,10 @@ The placement rules are the real ones, reduced: a `device_map` places the model 
 loaded (like accelerate's dispatch) and records `hf_device_map`; `Trainer` moves a model to the
 process's device (`LOCAL_RANK` under torchrun) only when no device map placed it, and always
 moves each batch there (huggingface/sentence-transformers#3207). The pinned transformers and
-accelerate of the test extra move a model whose map has a single entry to the rank's GPU
-(golden/_pending/README.md, seed 000).
+accelerate of the test extra move a model whose map has a single entry to the rank's GPU (the
+real form is golden/hugging_face/seed000_llama_trainer_torchrun). A model loaded in 8 bits is
+placed on the current GPU when no map is given (as bitsandbytes does) and refuses `.to()` and
+`.cuda()` with transformers' own error; `AutoTokenizer` encodes characters.
 """
 
 from __future__ import annotations
@@ -50,9 +52,47 @@ class _TinyCausalLM(nn.Module):
         return {"loss": loss, "logits": logits}
 
 
+_EIGHT_BIT_MOVE = (
+    "`.to` is not supported for `8-bit` bitsandbytes models. Please use the model as it is, since "
+    "the model has already been set to the correct devices and casted to the correct `dtype`."
+)
+
+
+class _EightBitCausalLM(_TinyCausalLM):
+    is_loaded_in_8bit = True
+
+    def to(self, *args: object, **kwargs: object) -> nn.Module:  # type: ignore[override]
+        raise ValueError(_EIGHT_BIT_MOVE)
+
+    def cuda(self, *args: object, **kwargs: object) -> nn.Module:  # type: ignore[override]
+        raise ValueError(_EIGHT_BIT_MOVE.replace("`.to`", "`.cuda`"))
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm_head.weight.device
+
+    def generate(self, input_ids: torch.Tensor, max_new_tokens: int = 1) -> torch.Tensor:
+        for _ in range(max_new_tokens):
+            logits = self.lm_head(self.embed_tokens(input_ids))
+            input_ids = torch.cat([input_ids, logits[:, -1:].argmax(-1)], dim=1)
+        return input_ids
+
+
+def _eight_bit(kwargs: dict[str, object]) -> bool:
+    config = kwargs.get("quantization_config")
+    return bool(kwargs.get("load_in_8bit")) or bool(getattr(config, "load_in_8bit", False))
+
+
 class AutoModelForCausalLM:
     @classmethod
     def from_pretrained(cls, name: str, device_map: object = None, **kwargs: object) -> nn.Module:
+        if _eight_bit(kwargs):
+            eight_bit = _EightBitCausalLM()
+            # bitsandbytes puts the weights on the current GPU when no map places them
+            placed = _placement(0 if device_map is None else device_map)
+            nn.Module.to(eight_bit, placed)
+            eight_bit.hf_device_map = {"": placed}  # type: ignore[assignment]
+            return eight_bit
         model = _TinyCausalLM()
         if device_map is not None:
             placed = _placement(device_map)
@@ -103,3 +143,17 @@ class Trainer:
                 loss.backward()
                 optimizer.step()
         return float(loss)
+
+
+class _Encoding(dict):  # type: ignore[type-arg]
+    def to(self, device: object) -> _Encoding:
+        return _Encoding({key: value.to(device) for key, value in self.items()})
+
+
+class AutoTokenizer:
+    @classmethod
+    def from_pretrained(cls, name: str) -> AutoTokenizer:
+        return cls()
+
+    def __call__(self, text: str, return_tensors: str | None = None) -> _Encoding:
+        return _Encoding(input_ids=torch.tensor([[ord(c) % 32 for c in text]]))

@@ -1006,3 +1006,62 @@ def test_a_helper_handed_the_stored_device_with_several_inputs_is_reported() -> 
         """,
         reason="no single tensor argument tells which",
     )
+
+
+def test_a_method_choosing_its_own_gpu_in_a_local_follows_the_tensor_its_moves_meet() -> None:
+    # The local is bound once, from `torch.cuda.is_available()`: it names the default GPU
+    # whatever device the emissions are on (a replica's, or the CPU after `model.cpu()`).
+    assert_fix(
+        "DF102",
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def decode(self, emissions):
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+                best = torch.zeros(emissions.size(0), dtype=torch.long).to(device)
+                steps = torch.ones(emissions.size(0), dtype=torch.long).to(device)
+                return best + steps * emissions.argmax(-1)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def decode(self, emissions):
+                device = emissions.device
+                best = torch.zeros(emissions.size(0), dtype=torch.long).to(device)
+                steps = torch.ones(emissions.size(0), dtype=torch.long).to(device)
+                return best + steps * emissions.argmax(-1)
+        """,
+        unsafe=True,
+    )
+
+
+def test_a_local_gpu_choice_made_before_the_tensor_exists_is_fixed_at_each_move() -> None:
+    findings = assert_fix(
+        "DF102",
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def decode(self, tokens):
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                scores = self.emit(tokens)
+                return scores + torch.zeros(scores.shape[0], 1).to(device)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def decode(self, tokens):
+                device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+                scores = self.emit(tokens)
+                return scores + torch.zeros(scores.shape[0], 1).to(scores.device)
+        """,
+        unsafe=True,
+    )
+    assert "chooses its own device" not in findings[0].message
