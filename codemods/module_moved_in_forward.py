@@ -110,6 +110,18 @@ class ModuleMovedInForward(DevicePass):
                 ),
             )
             return
+        dispatched = self.facts.modules.dispatched_in_init(classdef, f"{self_var}.{attr}")
+        if dispatched is not None:
+            self.report(
+                call,
+                message=(
+                    f"`{shown}` moves a submodule at every call, but `{dispatched}` placed "
+                    f"`{self_var}.{attr}` in `__init__`, a part of a model spread over devices: "
+                    "moving its input instead would change the device its output (and a loss "
+                    "made from it) lands on, which a `Trainer` checks, so it is not rewritten"
+                ),
+            )
+            return
         device = self.facts.modules.layer_parameter_device(classdef, attr, self_var)
         if device is None:
             self.report(

@@ -742,6 +742,28 @@ class ModuleFacts(Analysis):
                 return self.constructed_module(node.value)
         return None
 
+    def dispatched_in_init(self, classdef: cst.ClassDef, attribute: str) -> str | None:
+        """`dispatch_model(self.head, device_map=...)` in the class's `__init__`: the submodule
+        `attribute` (`self.head`) was placed on purpose as a part of a model spread over
+        devices. The name of the call as written, or None."""
+        init = next(
+            (
+                member
+                for member in classdef.body.body
+                if isinstance(member, cst.FunctionDef) and member.name.value == "__init__"
+            ),
+            None,
+        )
+        if init is None:
+            return None
+        for call in self.context.of_type(init.body, cst.Call):
+            qualified = self.names.qualified_name(call.func) or ""
+            if qualified.rsplit(".", 1)[-1] != "dispatch_model" or not call.args:
+                continue
+            if dotted_name(call.args[0].value) == attribute:
+                return code_of(call.func)
+        return None
+
     def submodule_moved(
         self, move: cst.Call
     ) -> tuple[str, str, cst.FunctionDef, cst.ClassDef] | None:

@@ -6,8 +6,13 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import remove_argument
-from devfix.codemods.analysis.names import call_tail, keyword_argument
-from devfix.codemods.device_map_in_distributed_training.facts import ShardedModel
+from devfix.codemods.analysis.names import keyword_argument
+from devfix.codemods.device_map_in_distributed_training.facts import (
+    ShardedModel,
+    quantized_load,
+    spreading_risk,
+)
+from devfix.codemods.device_map_in_distributed_training.wrapped import WrappedDeviceMaps
 from devfix.types import Applicability, Edit
 
 #: Names whose presence means a library places the model on the process's device itself.
@@ -89,6 +94,7 @@ class DeviceMapInDistributedTraining(DevicePass):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"):
+            self._check_wrapper(node)
             return
         arg = keyword_argument(node, "device_map")
         if arg is None:
@@ -110,28 +116,21 @@ class DeviceMapInDistributedTraining(DevicePass):
         sharded = self.facts.own(ShardedModel)
         if sharded.one_process_reason() is not None:
             return  # a notebook is one process: the map places its one copy of the model
-        if self._self_contained_use(node):
+        if sharded.self_contained_use(node):
             return  # a reload to merge, export or evaluate after training: one model, one map
         model_name = self.facts.scopes.assigned_name(node)
-        if model_name is not None and sharded.declares_model_parallelism(model_name):
-            return  # `model.model_parallel = True`: split over the GPUs of one process on purpose
-        quantized = any(
-            keyword_argument(node, name) is not None
-            for name in ("load_in_4bit", "load_in_8bit", "quantization_config")
-        )
+        if model_name is not None and (
+            sharded.declares_model_parallelism(model_name)
+            or self.facts.own(WrappedDeviceMaps).wrapped(model_name)
+        ):
+            # `model.model_parallel = True`, or a wrapper handed to Trainer that gets the map:
+            # split over the GPUs of one process on purpose
+            return
+        quantized = quantized_load(node)
         shown = self.context.module.code_for_node(arg.value)
         spread = kind == "spread"
         applicability = Applicability.UNSAFE if spread else Applicability.SAFE
-        risk = (
-            "; without it the model must fit on one GPU (use FSDP or DeepSpeed ZeRO-3 otherwise)"
-            if spread
-            else ""
-        )
-        if spread and evidence == "Trainer":
-            risk += (
-                "; `Trainer` treats a model spread over several GPUs as model-parallel (no "
-                "DataParallel, one copy): started with plain `python`, the map may be on purpose"
-            )
+        risk = spreading_risk(evidence) if spread else ""
         placed_by_library = evidence in ("Trainer", "accelerate") or (
             model_name is not None and sharded.moved_after(model_name, node)
         )
@@ -167,28 +166,16 @@ class DeviceMapInDistributedTraining(DevicePass):
             applicability=applicability,
         )
 
-    def _self_contained_use(self, node: cst.Call) -> bool:
-        """The load is in a function that neither trains nor hands a model back (`merge()`:
-        load the base with `device_map="auto"`, merge the adapter, save): what it loads is
-        used there and then, by one process's one copy, so a map over the GPUs is right."""
-        function = self.facts.scopes.enclosing_function(node)
-        if function is None:
-            return False
-        flow = self.facts.flow
-        if flow.calls_backward(function.body):
-            return False
-        for inner in self.facts.scopes.nodes(function.body):
-            if isinstance(inner, cst.Return) and inner.value is not None:
-                return False
-            if isinstance(inner, (cst.Yield, cst.Global, cst.Nonlocal)):
-                return False
-            if isinstance(inner, cst.Call) and (
-                flow.builds_optimizer(inner)
-                or (call_tail(inner.func) or "").endswith(("Trainer", "prepare", "train", "fit"))
-            ):
-                return False
-            if isinstance(inner, cst.Assign) and any(
-                not isinstance(target.target, cst.Name) for target in inner.targets
-            ):
-                return False  # `self.model = ...`: kept for later
-        return True
+    def _check_wrapper(self, trainer: cst.Call) -> None:
+        """`Trainer(model=Wrapper(encoder))` where `encoder` is spread over GPUs by its device
+        map: the wrapper needs the map, or Trainer takes it for a model on one device."""
+        hidden = self.facts.own(WrappedDeviceMaps).hidden_map(trainer)
+        if hidden is not None:
+            edit = Edit(hidden.statement, cst.FlattenSentinel([hidden.statement, hidden.line()]))
+            self.report(
+                hidden.statement,
+                message=hidden.message(),
+                fix_title=f"Insert `{hidden.code}`",
+                edits=[edit],
+                applicability=Applicability.UNSAFE,
+            )

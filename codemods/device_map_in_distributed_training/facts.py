@@ -8,7 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.names import call_tail, dotted_name
+from devfix.codemods.analysis.names import call_tail, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import ACCELERATOR_CLASSES
 from devfix.types import ImportSpec
 
@@ -37,6 +37,32 @@ class ShardedModel(Analysis):
         return bool(choices) and all(
             (self.names.qualified_name(choice) or "").startswith(_LIBRARIES) for choice in choices
         )
+
+    def self_contained_use(self, node: cst.Call) -> bool:
+        """The load is in a function that neither trains nor hands a model back (`merge()`:
+        load the base with `device_map="auto"`, merge the adapter, save): what it loads is
+        used there and then, by one process's one copy, so a map over the GPUs is right."""
+        function = self.facts.scopes.enclosing_function(node)
+        if function is None:
+            return False
+        flow = self.facts.flow
+        if flow.calls_backward(function.body):
+            return False
+        for inner in self.facts.scopes.nodes(function.body):
+            if isinstance(inner, cst.Return) and inner.value is not None:
+                return False
+            if isinstance(inner, (cst.Yield, cst.Global, cst.Nonlocal)):
+                return False
+            if isinstance(inner, cst.Call) and (
+                flow.builds_optimizer(inner)
+                or (call_tail(inner.func) or "").endswith(("Trainer", "prepare", "train", "fit"))
+            ):
+                return False
+            if isinstance(inner, cst.Assign) and any(
+                not isinstance(target.target, cst.Name) for target in inner.targets
+            ):
+                return False  # `self.model = ...`: kept for later
+        return True
 
     def one_process_reason(self) -> str | None:
         """Why the file runs as a single process whatever it imports, or None: a notebook is one
@@ -112,3 +138,23 @@ class ShardedModel(Analysis):
                 ):
                     return name
         return None
+
+
+def spreading_risk(evidence: str) -> str:
+    """What removing a spreading map (`"auto"`) risks, for the message of a script that trains
+    with `evidence` (torchrun, accelerate, `Trainer`)."""
+    risk = "; without it the model must fit on one GPU (use FSDP or DeepSpeed ZeRO-3 otherwise)"
+    if evidence == "Trainer":
+        risk += (
+            "; `Trainer` treats a model spread over several GPUs as model-parallel (no "
+            "DataParallel, one copy): started with plain `python`, the map may be on purpose"
+        )
+    return risk
+
+
+def quantized_load(call: cst.Call) -> bool:
+    """`from_pretrained(..., load_in_4bit=True)` / `load_in_8bit=` / `quantization_config=`."""
+    return any(
+        keyword_argument(call, name) is not None
+        for name in ("load_in_4bit", "load_in_8bit", "quantization_config")
+    )

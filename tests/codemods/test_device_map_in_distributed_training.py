@@ -366,3 +366,68 @@ def test_a_quantized_load_in_an_accelerate_script_gets_the_accelerators_process_
         """,
         unsafe=True,
     )
+
+
+def test_a_wrapper_handed_to_trainer_gets_the_map_of_the_spread_model_it_holds() -> None:
+    findings = assert_fix(
+        "DF305",
+        """
+        import torch.nn as nn
+        from transformers import AutoModel, Trainer
+
+        class Scorer(nn.Module):
+            def __init__(self, backbone, width):
+                super().__init__()
+                self.backbone = backbone
+                self.out = nn.Linear(width, 1)
+
+            def forward(self, input_ids, labels=None):
+                return self.out(self.backbone(input_ids).last_hidden_state[:, 0])
+
+        body = AutoModel.from_pretrained("org/encoder", device_map="balanced")
+        Trainer(model=Scorer(width=64, backbone=body), args=args, train_dataset=rows).train()
+        """,
+        """
+        import torch.nn as nn
+        from transformers import AutoModel, Trainer
+
+        class Scorer(nn.Module):
+            def __init__(self, backbone, width):
+                super().__init__()
+                self.backbone = backbone
+                self.hf_device_map = backbone.hf_device_map
+                self.out = nn.Linear(width, 1)
+
+            def forward(self, input_ids, labels=None):
+                return self.out(self.backbone(input_ids).last_hidden_state[:, 0])
+
+        body = AutoModel.from_pretrained("org/encoder", device_map="balanced")
+        Trainer(model=Scorer(width=64, backbone=body), args=args, train_dataset=rows).train()
+        """,
+        unsafe=True,
+    )
+    assert "takes it for a model on one device" in findings[0].message
+    # One device, or a wrapper that already says it is model-parallel: nothing to add.
+    assert_noop(
+        "DF305",
+        """
+        import torch.nn as nn
+        from transformers import AutoModel, Trainer
+
+        class Scorer(nn.Module):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+                self.is_parallelizable = True
+
+        class Plain(nn.Module):
+            def __init__(self, backbone):
+                super().__init__()
+                self.backbone = backbone
+
+        spread = AutoModel.from_pretrained("org/encoder", device_map={"embed": 0, "layers": 1})
+        whole = AutoModel.from_pretrained("org/encoder")
+        Trainer(model=Scorer(spread), args=args).train()
+        Trainer(model=Plain(whole), args=args).train()
+        """,
+    )

@@ -190,3 +190,25 @@ def test_noops() -> None:
             return model.head.to(x.device)(x)
         """,
     )
+
+
+def test_a_part_the_module_dispatched_itself_is_reported_not_rewritten() -> None:
+    assert_declined(
+        "DF105",
+        """
+        import torch.nn as nn
+        from accelerate import dispatch_model
+
+        class Head(nn.Module):
+            def __init__(self, body):
+                super().__init__()
+                self.body = body
+                self.proj = nn.Linear(16, 2)
+                dispatch_model(self.proj, device_map={"": 1})
+
+            def forward(self, x):
+                h = self.body(x)
+                return self.proj.to(h.device)(h)
+        """,
+        reason="`dispatch_model` placed `self.proj` in `__init__`",
+    )

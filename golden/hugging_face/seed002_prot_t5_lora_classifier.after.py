@@ -5,10 +5,12 @@
 # tiny_checkpoints.py next to this file. Run with plain `python` on 2 GPUs: the wrapper has no
 # `hf_device_map`, so Trainer moves the whole model to cuda:0 (the shard on cuda:1 with it) and
 # wraps it in DataParallel, while accelerate's hooks still send block 1's activations to cuda:1.
+# The fix gives the wrapper the encoder's `hf_device_map`: Trainer then neither moves nor wraps
+# it and trains it as model-parallel. The classifier's move in `forward` is reported, not
+# rewritten: it brings the classifier to the encoder's output, where Trainer wants the loss.
 # devfix-flags: --unsafe-fixes
+# devfix-expect: DF305 DF106 DF105
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:0,cuda:1"
-import os
-import sys
 import tempfile
 
 import torch
@@ -18,14 +20,14 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoTokenizer, T5EncoderModel, Trainer, TrainingArguments
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "hugging_face"))
-import tiny_checkpoints  # noqa: E402  (golden/hugging_face/tiny_checkpoints.py)
+import tiny_checkpoints
 
 
 class ProtT5ForClassification(nn.Module):
     def __init__(self, encoder, device_map):
         super().__init__()
         self.encoder = encoder  # already sharded
+        self.hf_device_map = encoder.hf_device_map
         hidden = self.encoder.config.d_model
 
         # create classifier but don’t push it to a device yet
@@ -33,7 +35,7 @@ class ProtT5ForClassification(nn.Module):
 
         # dispatch classifier to follow the encoder device map
         # simplest: put it entirely on the last shard (cuda:1 here)
-        dispatch_model(self.classifier, device_map={"" : "cuda:1"})
+        dispatch_model(self.classifier, device_map={"" : list(device_map.values())[-1]})
 
         self.loss_fn = nn.BCEWithLogitsLoss()
 
@@ -53,13 +55,13 @@ class ProtT5ForClassification(nn.Module):
         loss = None
         if labels is not None:
             labels = labels.float().view(-1)
-            loss = self.loss_fn(logits, labels)
+            loss = self.loss_fn(logits, labels.to(logits.device))
 
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
 checkpoint = tiny_checkpoints.prot_t5()  # stands in for "Rostlab/prot_t5_xl_uniref50"
-device_map = {
+two_shards = {
     "shared": 0,
     "encoder.embed_tokens": 0,
     "encoder.block.0": 0,
@@ -67,6 +69,7 @@ device_map = {
     "encoder.final_layer_norm": 1,
     "encoder.dropout": 1,
 }
+device_map = two_shards if torch.cuda.device_count() > 1 else {"": "cpu"}
 tokenizer = AutoTokenizer.from_pretrained(checkpoint)
 encoder = T5EncoderModel.from_pretrained(checkpoint, device_map=device_map, dtype=torch.float16)
 lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q", "v"], lora_dropout=0.0)
