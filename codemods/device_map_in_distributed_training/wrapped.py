@@ -69,6 +69,8 @@ class WrappedDeviceMaps(Analysis):
         return held if held is not None and not held.marked else None
 
     def _held(self, trainer: cst.Call) -> HiddenDeviceMap | None:
+        if call_tail(trainer.func) not in _TRAINER_TAILS:
+            return None  # most calls: no name to resolve
         if self.names.qualified_name(trainer.func) not in SELF_MOVING_TRAINERS:
             return None
         model = keyword_argument(trainer, "model")
