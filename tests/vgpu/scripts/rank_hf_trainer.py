@@ -7,19 +7,9 @@ import tempfile
 import hf_tiny
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+from transformers import Trainer, TrainingArguments
 
-config = LlamaConfig(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=64,
-    pad_token_id=0,
-)
-torch.manual_seed(0)
-model = LlamaForCausalLM(config)
+model = hf_tiny.llama()
 args = TrainingArguments(
     output_dir=tempfile.mkdtemp(prefix="trainer-"),
     per_device_train_batch_size=2,
