@@ -54,7 +54,12 @@ def test_trainer_wraps_the_model_in_data_parallel(tmp_path: Path) -> None:
 def test_dispatch_model_hooks_and_offload(tmp_path: Path) -> None:
     done = _run(SCRIPTS / "hf_dispatch.py", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    for line in ("dispatch: {", "cpu_offload: loss on cpu", "disk offload: loss"):
+    for line in (
+        "dispatch: {",
+        "cpu_offload: loss on cpu",
+        "disk offload: loss",
+        "inputs off the embedding's GPU: loss on cuda:0 generate on cuda:0",
+    ):
         assert line in done.stdout, (line, done.stdout)
 
 

@@ -70,3 +70,20 @@ out = loaded(input_ids=ids.to(0), labels=ids.to(0))
 plain = LlamaForCausalLM.from_pretrained(checkpoint)(input_ids=ids, labels=ids)
 assert torch.allclose(out.loss.cpu(), plain.loss, atol=1e-5), (out.loss, plain.loss)
 print("disk offload: loss", round(out.loss.item(), 4))
+
+# 4. Inputs on a GPU of the map other than the embedding's: the embedding's hook moves them,
+# so `model.device` (the first parameter's) serves as the inputs' device even where the first
+# parameter is not the embedding's.
+split_map = {
+    "model.embed_tokens": 1,
+    "model.rotary_emb": 0,
+    "model.layers": 0,
+    "model.norm": 0,
+    "lm_head": 0,
+}
+split = LlamaForCausalLM.from_pretrained(checkpoint, device_map=split_map)
+assert split.get_input_embeddings().weight.device == torch.device("cuda", 1)
+out = split(input_ids=ids.to(0), labels=ids.to(0))
+assert torch.allclose(out.loss.cpu(), plain.loss, atol=1e-5), (out.loss, plain.loss)
+generated = split.generate(input_ids=ids.to(0), max_new_tokens=2, do_sample=False)
+print("inputs off the embedding's GPU: loss on", out.loss.device, "generate on", generated.device)
