@@ -16,6 +16,7 @@ One analysis, `ScriptFlow` (`facts.flow`), composed of one part per concept, eac
 - `training`: optimizers, training objects, the script's role and its output.
 - `model_calls`: the model calls values are fed to, and token-id tensors.
 - `checkpoints`: what `torch.load` reads and where it goes.
+- `ranks`: global ranks and the local GPU index of a process.
 
 A part asks the parts it builds on through `self` (each part's base classes are the parts it
 uses), so the composed class answers every question in one place.
@@ -26,8 +27,9 @@ from __future__ import annotations
 from devfix.codemods.analysis.flow.checkpoints import Checkpoints
 from devfix.codemods.analysis.flow.model_calls import ModelCalls
 from devfix.codemods.analysis.flow.pipeline import DataPipelines
+from devfix.codemods.analysis.flow.ranks import ProcessRanks
 from devfix.codemods.analysis.flow.training import TrainingCode
 
 
-class ScriptFlow(DataPipelines, ModelCalls, TrainingCode, Checkpoints):
+class ScriptFlow(DataPipelines, ModelCalls, TrainingCode, Checkpoints, ProcessRanks):
     """Where models are moved, what loops iterate and feed, of one file; built on first use."""

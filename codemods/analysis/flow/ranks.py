@@ -1,0 +1,157 @@
+"""Process ranks: which values are a process's global rank (`dist.get_rank()`, the `RANK`
+variable a launcher sets) and which its GPU on this machine (`LOCAL_RANK`,
+`rank % torch.cuda.device_count()`, `torch.cuda.current_device()`).
+
+On one machine the two are equal, so code that indexes GPUs by the global rank works until
+the job spans a second node, where rank 8 of 16 names a GPU the machine does not have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+import libcst as cst
+
+from devfix.codemods.analysis.flow.calls import CallSites
+from devfix.codemods.analysis.names import call_tail, code_of, is_constant
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
+
+RankKind = Literal["global", "local"]
+
+_ENVIRONMENT_READS = frozenset({"os.environ.get", "os.getenv"})
+_GLOBAL_RANK_CALLS = frozenset({"torch.distributed.get_rank"})
+_LOCAL_RANK_CALLS = frozenset(
+    {"torch.cuda.current_device", "torch.distributed.get_node_local_rank"}
+)
+_SPAWN_CALLS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+
+
+@dataclass(frozen=True)
+class Rank:
+    """What a value is, and the expression that makes it so (`dist.get_rank()`,
+    `os.environ["RANK"]`), for messages."""
+
+    kind: RankKind
+    origin: cst.BaseExpression
+
+
+class ProcessRanks(CallSites):
+    """Global and local ranks of one file."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        self._spawns: bool | None = None
+
+    def rank_of(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> Rank | None:
+        """Whether `value`, read at `at`, is the process's global rank or its local GPU
+        index; None when it is neither or not known. A name counts when every value it is
+        assigned before `at` is of the same kind."""
+        if (
+            isinstance(value, cst.Call)
+            and call_tail(value.func) == "int"
+            and value.args
+            and self.names.qualified_name(value.func) in (None, "builtins.int", "int")
+        ):
+            return self._environment_rank(value.args[0].value) or self.rank_of(
+                value.args[0].value, at, depth
+            )
+        if isinstance(value, cst.Call):
+            name = self.names.qualified_name(value.func)
+            if name in _GLOBAL_RANK_CALLS and not value.args:
+                return Rank("global", value)
+            if name in _LOCAL_RANK_CALLS:
+                return Rank("local", value)
+            return None
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo):
+            right = value.right
+            if (
+                isinstance(right, cst.Call)
+                and self.names.qualified_name(right.func) == "torch.cuda.device_count"
+            ):
+                return Rank("local", value)
+            return None
+        if isinstance(value, cst.IfExp):
+            return self._same_kind([value.body, value.orelse], depth)
+        if isinstance(value, cst.Name) and depth < 3:
+            return self._same_kind(self.scopes.assigned_before(value.value, at), depth)
+        return None
+
+    def _same_kind(self, values: list[cst.BaseExpression], depth: int) -> Rank | None:
+        """The kind every value is, constants aside (`0`, `"cpu"`: a one-process fallback,
+        where a rank of 0 is both); None when one is of no kind or they disagree."""
+        ranks = [self.rank_of(v, v, depth + 1) for v in values if not is_constant(v)]
+        kinds = {rank.kind if rank is not None else None for rank in ranks}
+        if len(kinds) == 1 and None not in kinds:
+            return ranks[-1]
+        return None
+
+    def _environment_rank(self, read: cst.BaseExpression) -> Rank | None:
+        """`os.environ["RANK"]`, `os.environ.get("LOCAL_RANK", 0)`, `os.getenv("RANK")`."""
+        key: cst.BaseExpression | None = None
+        if isinstance(read, cst.Subscript) and len(read.slice) == 1:
+            index = read.slice[0].slice
+            if (
+                isinstance(index, cst.Index)
+                and self.names.qualified_name(read.value) == "os.environ"
+            ):
+                key = index.value
+        elif (
+            isinstance(read, cst.Call)
+            and read.args
+            and self.names.qualified_name(read.func) in _ENVIRONMENT_READS
+        ):
+            key = read.args[0].value
+        if not isinstance(key, cst.SimpleString):
+            return None
+        variable = key.evaluated_value
+        if variable == "RANK":
+            return Rank("global", read)
+        if variable == "LOCAL_RANK":
+            return Rank("local", read)
+        return None
+
+    def global_rank_index(self, value: cst.BaseExpression, at: cst.CSTNode) -> Rank | None:
+        """`value` used as a GPU index at `at` is the global rank of a launch that can span
+        machines: read from `RANK` (torchrun, Slurm wrappers), or `dist.get_rank()` in a
+        script that `torch.multiprocessing.spawn` does not start (there the rank is whatever
+        the script hands `init_process_group`, usually the spawn index)."""
+        rank = self.rank_of(value, at)
+        if rank is None or rank.kind != "global":
+            return None
+        if isinstance(rank.origin, cst.Call) and self._spawns_processes():
+            return None
+        return rank
+
+    def local_rank_name(self, at: cst.CSTNode) -> str | None:
+        """A name bound before `at`, visible there, that holds the process's GPU on this
+        machine (`local_rank = int(os.environ["LOCAL_RANK"])`, `device = rank %
+        torch.cuda.device_count()`); one with "local" in its name first."""
+        function = self.scopes.enclosing_function(at)
+        candidates = set(self.scopes.names_bound(self.context.module))
+        if function is not None:
+            candidates |= self.scopes.names_bound(function)
+        found = [
+            name
+            for name in sorted(candidates, key=lambda n: ("local" not in n, n))
+            if self.scopes.visible_name(name, at)
+            and (rank := self.rank_of(cst.Name(name), at)) is not None
+            and rank.kind == "local"
+        ]
+        return found[0] if found else None
+
+    def _spawns_processes(self) -> bool:
+        if self._spawns is None:
+            self._spawns = "spawn" in self.context.text and any(
+                call_tail(call.func) in ("spawn", "start_processes")
+                and self.names.qualified_name(call.func) in _SPAWN_CALLS
+                for call in self.context.of_type(self.context.module, cst.Call)
+            )
+        return self._spawns
+
+
+def shown(rank: Rank) -> str:
+    """The rank's origin as a message shows it."""
+    return code_of(rank.origin)

@@ -1,0 +1,146 @@
+"""DF309: a process's global rank used as the index of a GPU on its machine."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.flow.ranks import shown
+from devfix.codemods.analysis.names import call_tail, keyword_argument, parsed_expression
+from devfix.codemods.analysis.torch_names import DISTRIBUTED_DATA_PARALLEL
+from devfix.types import Applicability, Edit
+
+_DEVICE_SELECTORS = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+
+
+class GlobalRankAsDevice(DevicePass):
+    """A process's global rank used as the index of a GPU on its machine.
+
+    ## What it does
+    Finds the global rank of a launch, `dist.get_rank()` or the `RANK` variable torchrun sets
+    (`int(os.environ["RANK"])`, or a name bound to either), where a GPU of this machine is
+    meant: `DistributedDataParallel(..., device_ids=[rank], output_device=rank)`,
+    `torch.cuda.set_device(rank)`, `torch.cuda.device(rank)`, `torch.device("cuda", rank)`,
+    `f"cuda:{rank}"`, `"cuda:" + str(rank)`, `.to(rank)` and `.cuda(rank)`. The fix uses
+    the process's local GPU index: a name the code already binds to it (`local_rank =
+    int(os.environ["LOCAL_RANK"])`, `device = rank % torch.cuda.device_count()`), else
+    `rank % torch.cuda.device_count()`.
+
+    ## Why is this bad?
+    On one machine the global rank and the GPU index are the same number, so the script
+    works, until the job spans a second node. There rank 8 of a 2×8 launch asks for `cuda:8`
+    on a machine with GPUs 0-7: `RuntimeError: CUDA error: invalid device ordinal`, or with
+    `device_ids=[rank]` on a model moved to the right GPU, DistributedDataParallel's
+    "device_ids and output_device arguments only work with single-device/multiple-device GPU
+    modules". This is a latent hazard of every torchrun script that indexes GPUs by `RANK`.
+
+    ## Example
+    ```python
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    device = rank % torch.cuda.device_count()
+    model = DDP(model.to(device), device_ids=[rank])
+    ```
+
+    ## Use instead
+    ```python
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    device = rank % torch.cuda.device_count()
+    model = DDP(model.to(device), device_ids=[device])
+    ```
+
+    ## Fix safety
+    Safe: wherever the script worked, the global rank was a GPU of the machine, so it was
+    below `torch.cuda.device_count()` and equal to the local rank (one node); the fix changes
+    nothing there. Left alone: `dist.get_rank()` in a script started by
+    `torch.multiprocessing.spawn`, whose rank is what the script hands `init_process_group`
+    (usually the spawn index, a GPU of the machine), and a rank the function receives as a
+    parameter.
+
+    ## References
+    - PyTorch, "Getting Started with Distributed Data Parallel" (multi-node: `device_ids`
+      is the local rank) and torchrun's environment variables (`LOCAL_RANK`, `RANK`).
+    """
+
+    CODE = "DF309"
+    NAME = "global-rank-as-device"
+    MESSAGE = "the global rank is used as a GPU index of this machine"
+    FIX_TITLE = "Use the process's local GPU index"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = ("RANK", "get_rank")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        tail = call_tail(node.func)
+        if tail in ("to", "cuda") and isinstance(node.func, cst.Attribute):
+            argument = node.args[0] if node.args and node.args[0].keyword is None else None
+            argument = argument or keyword_argument(node, "device")
+            if argument is not None:
+                self._check_index(argument.value, node)
+            return
+        if tail == "str":
+            return
+        for keyword in ("device_ids", "output_device"):
+            argument = keyword_argument(node, keyword)
+            if argument is None:
+                continue
+            if self.qualified_name(node.func) not in DISTRIBUTED_DATA_PARALLEL:
+                return
+            value = argument.value
+            if isinstance(value, (cst.List, cst.Tuple)):
+                for element in value.elements:
+                    self._check_index(element.value, node)
+            else:
+                self._check_index(value, node)
+        if tail in ("set_device", "device") and node.args:
+            name = self.qualified_name(node.func)
+            if name in _DEVICE_SELECTORS:
+                self._check_index(node.args[0].value, node)
+            elif name == "torch.device" and len(node.args) == 2:
+                self._check_index(node.args[1].value, node)
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        parts = node.parts
+        for before, part in zip(parts, parts[1:]):
+            if (
+                isinstance(before, cst.FormattedStringText)
+                and before.value.endswith("cuda:")
+                and isinstance(part, cst.FormattedStringExpression)
+            ):
+                self._check_index(part.expression, node)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        right = node.right
+        if (
+            isinstance(node.operator, cst.Add)
+            and isinstance(node.left, cst.SimpleString)
+            and str(node.left.evaluated_value).endswith("cuda:")
+            and isinstance(right, cst.Call)
+            and call_tail(right.func) == "str"
+            and right.args
+        ):
+            self._check_index(right.args[0].value, node)
+
+    def _check_index(self, value: cst.BaseExpression, at: cst.CSTNode) -> None:
+        rank = self.facts.flow.global_rank_index(value, at)
+        if rank is None:
+            return
+        local = self.facts.flow.local_rank_name(at)
+        if local is None:
+            torch, imports = self.facts.names.torch_spelling()
+            replacement = f"{self._code(value)} % {torch}.cuda.device_count()"
+        else:
+            replacement, imports = local, []
+        code = self._code(value)
+        origin = "" if shown(rank) == code else f" (`{shown(rank)}`)"
+        self.report(
+            value,
+            message=f"`{code}` is the global rank{origin}: on a second node it names a GPU "
+            "this machine does not have",
+            fix_title=f"Use the local GPU index `{replacement}`",
+            edits=[Edit(value, parsed_expression(replacement))],
+            imports=imports,
+        )
+
+    def _code(self, value: cst.BaseExpression) -> str:
+        return self.context.module.code_for_node(value)

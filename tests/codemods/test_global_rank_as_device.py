@@ -1,0 +1,179 @@
+"""DF309 global-rank-as-device."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_fix, assert_noop
+
+RULE = "DF309"
+
+
+def test_device_ids_take_the_local_index_the_script_already_computed() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def main(args):
+            dist.init_process_group("nccl")
+            rank = dist.get_rank()
+            device = rank % torch.cuda.device_count()
+            torch.cuda.set_device(device)
+            model = build(args).to(device)
+            model = DDP(model, device_ids=[rank])  # wrap
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def main(args):
+            dist.init_process_group("nccl")
+            rank = dist.get_rank()
+            device = rank % torch.cuda.device_count()
+            torch.cuda.set_device(device)
+            model = build(args).to(device)
+            model = DDP(model, device_ids=[device])  # wrap
+        """,
+    )
+    assert [f.applicability for f in findings] == [Applicability.SAFE]
+    assert "`rank` is the global rank (`dist.get_rank()`)" in findings[0].message
+
+
+def test_rank_read_from_the_environment_prefers_a_local_rank_name() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+        from torch import nn
+
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        global_rank = int(os.environ["RANK"])
+        torch.cuda.set_device(global_rank)
+        net = nn.parallel.DistributedDataParallel(
+            net.cuda(global_rank), device_ids=[global_rank], output_device=global_rank
+        )
+        """,
+        """
+        import os
+        import torch
+        from torch import nn
+
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        global_rank = int(os.environ["RANK"])
+        torch.cuda.set_device(local_rank)
+        net = nn.parallel.DistributedDataParallel(
+            net.cuda(local_rank), device_ids=[local_rank], output_device=local_rank
+        )
+        """,
+    )
+
+
+def test_without_a_local_index_the_rank_is_taken_modulo_the_gpus() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch as T
+        from torch.distributed import get_rank
+
+        def setup():
+            rank = int(os.getenv("RANK", "0"))
+            device = T.device("cuda", rank)
+            name = f"cuda:{get_rank()}"
+            other = "cuda:" + str(rank)
+            return device, name, other
+        """,
+        """
+        import os
+        import torch as T
+        from torch.distributed import get_rank
+
+        def setup():
+            rank = int(os.getenv("RANK", "0"))
+            device = T.device("cuda", rank % T.cuda.device_count())
+            name = f"cuda:{get_rank() % T.cuda.device_count()}"
+            other = "cuda:" + str(rank % T.cuda.device_count())
+            return device, name, other
+        """,
+    )
+
+
+def test_tensor_moves_by_rank() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch.distributed as D
+
+        rank = D.get_rank()
+        batch = batch.to(rank, non_blocking=True)
+        model.cuda(device=rank)
+        """,
+        """
+        import torch
+        import torch.distributed as D
+
+        rank = D.get_rank()
+        batch = batch.to(rank % torch.cuda.device_count(), non_blocking=True)
+        model.cuda(device=rank % torch.cuda.device_count())
+        """,
+    )
+
+
+def test_local_indices_spawn_ranks_and_parameters_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import os
+        import torch
+        import torch.distributed as dist
+
+        local_rank = int(os.environ["LOCAL_RANK"])
+        rank = int(os.environ["RANK"])
+        model = DDP(model.to(local_rank), device_ids=[local_rank])
+        gpu = dist.get_rank() % torch.cuda.device_count()
+        torch.cuda.set_device(gpu)
+        x = x.to(f"cuda:{torch.cuda.current_device()}")
+        sampler = DistributedSampler(data, rank=rank)  # the global rank, where it belongs
+
+        def worker(rank, world_size):
+            torch.cuda.set_device(rank)
+            return DDP(model.to(rank), device_ids=[rank])
+        """,
+    )
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+        def worker(index, world_size):
+            dist.init_process_group("nccl", rank=index, world_size=world_size)
+            rank = dist.get_rank()
+            model = DDP(net.to(rank), device_ids=[rank])
+
+        mp.spawn(worker, args=(torch.cuda.device_count(),), nprocs=torch.cuda.device_count())
+        """,
+    )
+
+
+def test_a_name_that_is_not_always_the_rank_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import os
+        import torch.distributed as dist
+
+        if distributed:
+            gpu = dist.get_rank()
+        else:
+            gpu = args.gpu
+        model = model.to(gpu)
+        rank = 0
+        model = DDP(model, device_ids=[rank])
+        """,
+    )
