@@ -219,6 +219,9 @@ class DeviceInference(Analysis):
             return Named(
                 "the module's own `device` property", proof=False, name=f"{_self(function)}.device"
             )
+        shared = self._factories_device(function)
+        if shared is not None:
+            return shared
         shaped = self._shape_source(value, function)
         if shaped is not None:
             return shaped
@@ -344,6 +347,34 @@ class DeviceInference(Analysis):
             ) or (isinstance(node, (cst.For, cst.CompFor)) and dotted_name(node.iter) == text):
                 return True
         return False
+
+    def _factories_device(self, function: FunctionInfo) -> Device | None:
+        """`device=targets.device` given to the function's other factories, the same input's
+        each time and at least twice: the author's own choice of where its tensors live (a
+        judgement: this one may be needed elsewhere). An input of the function only (a
+        parameter), never `self`'s attributes."""
+        parameters = {p.name.value for p in function.node.params.params} - {_self(function)}
+        chosen: set[str] = set()
+        count = 0
+        for call in self.context.of_type(function.node, cst.Call):
+            argument = keyword_argument(call, "device")
+            if argument is None or self.names.qualified_name(call.func) not in TENSOR_FACTORIES:
+                continue
+            device = argument.value
+            if not (
+                isinstance(device, cst.Attribute)
+                and device.attr.value == "device"
+                and isinstance(device.value, cst.Name)
+            ):
+                return None
+            chosen.add(device.value.value)
+            count += 1
+        if count < 2 or len(chosen) != 1 or not chosen <= parameters:
+            return None
+        name = next(iter(chosen))
+        return SameAs(
+            f"the function makes its other tensors on `{name}.device`", proof=False, name=name
+        )
 
     def _shape_source(self, value: cst.BaseExpression, function: FunctionInfo) -> Device | None:
         """`torch.zeros(x.shape[0], n)`, `torch.zeros(X.size(0), n)` (also inside a

@@ -1317,3 +1317,64 @@ def test_sizes_unpacked_from_an_inputs_shape_give_it_the_device() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_the_device_the_function_gives_its_other_factories_beats_a_shape() -> None:
+    """A loss helper that makes its tensors on `targets.device` twice: a third factory, sized
+    after a module attribute that may sit elsewhere, goes there too."""
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def match(preds, targets, priors):
+            gain = torch.ones(6, device=targets.device)
+            offsets = torch.zeros(4, 2, device=targets.device)
+            count = priors.shape[0]
+            index = torch.arange(count).view(count, 1)
+            keep = (targets[None, :, 4:6] / priors[:, None]).max(2)[0] < 4.0
+            return index[keep], gain, offsets
+        """,
+        """
+        import torch
+
+        def match(preds, targets, priors):
+            gain = torch.ones(6, device=targets.device)
+            offsets = torch.zeros(4, 2, device=targets.device)
+            count = priors.shape[0]
+            index = torch.arange(count, device=targets.device).view(count, 1)
+            keep = (targets[None, :, 4:6] / priors[:, None]).max(2)[0] < 4.0
+            return index[keep], gain, offsets
+        """,
+        unsafe=True,
+    )
+    assert "makes its other tensors on `targets.device`" in findings[0].message
+
+
+def test_factories_on_several_devices_choose_nothing_for_the_others() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def match(preds, targets, priors):
+            gain = torch.ones(6, device=targets.device)
+            offsets = torch.zeros(4, 2, device=preds.device)
+            count = priors.shape[0]
+            index = torch.arange(count).view(count, 1)
+            keep = (targets[None, :, 4:6] / priors[:, None]).max(2)[0] < 4.0
+            return index[keep], gain, offsets
+        """,
+        """
+        import torch
+
+        def match(preds, targets, priors):
+            gain = torch.ones(6, device=targets.device)
+            offsets = torch.zeros(4, 2, device=preds.device)
+            count = priors.shape[0]
+            index = torch.arange(count, device=priors.device).view(count, 1)
+            keep = (targets[None, :, 4:6] / priors[:, None]).max(2)[0] < 4.0
+            return index[keep], gain, offsets
+        """,
+        unsafe=True,
+    )
