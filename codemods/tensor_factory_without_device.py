@@ -84,7 +84,10 @@ class TensorFactoryWithoutDevice(DevicePass):
     ## Fix safety
     Safe when the tensor provably meets the device it is given (the fix is a no-op on CPU and
     removes the error on GPUs). Unsafe when the only evidence is that the function has a tensor
-    argument: the fix then uses the first such argument's device, and when a module's method
+    argument: the fix then uses the first such argument's device; when the function gives its
+    other factories `device=` of one of its inputs (`torch.ones(6, device=targets.device)`, at
+    least twice), that input's device, before the device of a tensor the new one is shaped
+    after (which may be a module attribute left elsewhere); and when a module's method
     has nothing else to go by: the device of one of the module's own layers
     (`self.conv.weight.device`), since its work runs where its parameters are, in each replica
     and after `model.to()` (never in a module that puts its layers on devices by hand). When
