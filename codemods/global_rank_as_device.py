@@ -125,7 +125,7 @@ class GlobalRankAsDevice(DevicePass):
         rank = self.facts.flow.global_rank_index(value, at)
         if rank is None:
             return
-        local = self.facts.flow.local_rank_name(at)
+        local = self.facts.flow.local_rank_name(at, value)
         if local is None:
             torch, imports = self.facts.names.torch_spelling()
             replacement = f"{self._code(value)} % {torch}.cuda.device_count()"

@@ -54,7 +54,9 @@ class NumpyOfDeviceTensor(DevicePass):
     calls are no-ops. `torch.stack(...).mean()` is unsafe: it returns a 0-dim tensor (on the
     device, still attached to autograd) instead of a NumPy float; formatting and arithmetic
     work the same, but code that needs a Python float should call `.item()`. Tensors whose
-    device is unknown (function arguments, values from unknown calls) are left alone.
+    device is unknown (function arguments, values from unknown calls) are left alone, and so
+    is a conversion that runs only where a CUDA check said no (`preds.numpy() if not
+    train_on_gpu else preds.cpu().numpy()`, the `else` of `if torch.cuda.is_available():`).
 
     ## References
     - PyTorch docs, `torch.Tensor.numpy` ("the tensor must be on the CPU").
@@ -110,7 +112,10 @@ class NumpyOfDeviceTensor(DevicePass):
         )
 
     def _origin(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
-        """Why `expr` is a tensor on a device, or None when that is not known."""
+        """Why `expr` is a tensor on a device, or None when that is not known (or when `at`
+        runs only where a CUDA check said no: `x.numpy() if not use_cuda else x.cpu().numpy()`)."""
+        if self.facts.flow.runs_without_cuda(at):
+            return None
         placed = self.facts.devices.placed(expr, at)
         return placed.evidence if placed is not None else None
 

@@ -376,7 +376,9 @@ class DeviceInference(Analysis):
             f"the function makes its other tensors on `{name}.device`", proof=False, name=name
         )
 
-    def _shape_source(self, value: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+    def _shape_source(
+        self, value: cst.BaseExpression, function: FunctionInfo, depth: int = 0
+    ) -> Device | None:
         """`torch.zeros(x.shape[0], n)`, `torch.zeros(X.size(0), n)` (also inside a
         comprehension over `X`): the tensor whose sizes size the new one, a judgement of
         where it is needed. Only a name, or a name subscripted with a literal key."""
@@ -387,6 +389,17 @@ class DeviceInference(Analysis):
             and isinstance(factory.func.value, cst.Call)
         ):
             factory = factory.func.value  # `torch.zeros(...).to(device)`
+        if (
+            depth == 0
+            and isinstance(factory, cst.Call)
+            and isinstance(factory.func, cst.Attribute)
+            and factory.func.attr.value in MOVE_METHODS
+            and isinstance(factory.func.value, cst.Name)
+        ):
+            # `lengths = torch.LongTensor([steps] * x.size(0))` ... `lengths = lengths.cuda()`:
+            # the moved tensor is the one the name's current value made.
+            made = self.scopes.value_at(factory.func.value.value, factory)
+            return self._shape_source(made, function, 1) if made is not None else None
         if not isinstance(factory, cst.Call):
             return None
         for arg in factory.args:

@@ -22,7 +22,12 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
 )
 from devfix.codemods.analysis.scopes import all_params
-from devfix.codemods.analysis.torch_names import ACCELERATORS, DEVICE_TYPES, MODEL_WRAPPERS
+from devfix.codemods.analysis.torch_names import (
+    ACCELERATORS,
+    DEVICE_TYPES,
+    LIBRARY_MOVE_HELPERS,
+    MODEL_WRAPPERS,
+)
 
 #: The helper DF304 inserts once per script; the other passes treat it as a device source.
 SELECT_DEVICE = "select_device"
@@ -263,10 +268,12 @@ class Moves(Analysis):
     def moved_by_helper(self, arg: cst.Arg) -> bool:
         """`to_var(torch.randn(n))`: the first argument of the file's own move helper, a
         function or a lambda bound at module level (`Variable = lambda *a: V(*a).cuda() if
-        USE_CUDA else V(*a)`)."""
+        USE_CUDA else V(*a)`), or of a library's (`move_device_like(torch.arange(n), x)`)."""
         call = self.context.parent(arg)
         if not (isinstance(call, cst.Call) and call.args and call.args[0] is arg):
             return False
+        if len(call.args) > 1 and self.names.qualified_name(call.func) in LIBRARY_MOVE_HELPERS:
+            return True
         if not isinstance(call.func, cst.Name):
             return False
         helper = self.scopes.module_functions().get(call.func.value)

@@ -465,6 +465,32 @@ class Scopes:
             child = ancestor
         return False
 
+    def bound_beside(self, name: str, other: str, node: cst.CSTNode) -> bool:
+        """Every binding of `other` in `node`'s function follows one of `name` in the same
+        block (`local_rank = ...`, then `rank = ...`, under one `if`): wherever `other` holds
+        a value at `node`, so does `name`."""
+        function = self.enclosing_function(node)
+        if function is None:
+            return False
+        binders = self._binders(function)
+        names = [n for n in binders if self.binds(n, name)]
+        placed = [n for n in binders if self.binds(n, other)]
+        return bool(placed) and all(
+            any(
+                self._block_of(n) is self._block_of(binding)
+                and self.statement_start(n) < self.statement_start(binding)
+                for n in names
+            )
+            for binding in placed
+        )
+
+    def _block_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The block (`IndentedBlock`, module) whose statement holds `node`."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                return ancestor
+        return None
+
     def _binds_on_every_path(self, statement: cst.CSTNode, name: str) -> bool:
         """Whether every path through `statement` that goes on past it binds `name`."""
         if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
@@ -752,6 +778,24 @@ class Scopes:
         if any(b.kind != "assign" or b.value is None for b in bindings):
             return []
         return [b.value for b in bindings if b.value is not None]
+
+    def value_at(self, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:
+        """The value `name` holds at `at` when the last binding before it is `name = value`
+        in a block that holds `at` (it ran, and nothing rebound the name since: a parameter
+        reassigned under `if lengths is None:` counts); None otherwise. Loops aside."""
+        table, _ = self.lookup(name, self.enclosing_function(at))
+        # Statement order: `lengths = lengths.cuda()` reads the value bound before it.
+        position = self.statement_start(at)
+        earlier = [b for b in table.bindings.get(name, []) if b.position < position]
+        if not earlier:
+            return None
+        last = max(earlier, key=lambda b: b.position)
+        if last.kind != "assign" or last.value is None:
+            return None
+        block = self._block_of(last.value)
+        if block is None or not any(a is block for a in self.context.ancestors(at)):
+            return None
+        return last.value
 
     def assigned_before(self, name: str, at: cst.CSTNode) -> list[cst.BaseExpression]:
         """What :meth:`assigned_values` finds, less the assignments that come after `at`

@@ -278,6 +278,17 @@ SAME_DEVICE_FUNCTIONS = frozenset(
 LEAVES_DEVICE_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 #: Calls that state a device explicitly; a factory already moved by them is not DF101's business.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
+#: Library functions that return their first argument on the device of the second:
+#: detectron2's trace-friendly `move_device_like(src, dst)`, accelerate's
+#: `send_to_device(tensor, device)`.
+LIBRARY_MOVE_HELPERS = frozenset(
+    {
+        "detectron2.layers.wrappers.move_device_like",
+        "detectron2.layers.move_device_like",
+        "accelerate.utils.send_to_device",
+        "accelerate.utils.operations.send_to_device",
+    }
+)
 #: Tensor members whose value is not a tensor (sizes, metadata, Python numbers).
 NON_TENSOR_MEMBERS = _TENSOR_METADATA | frozenset(
     {

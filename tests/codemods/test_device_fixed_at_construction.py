@@ -1065,3 +1065,41 @@ def test_a_local_gpu_choice_made_before_the_tensor_exists_is_fixed_at_each_move(
         unsafe=True,
     )
     assert "chooses its own device" not in findings[0].message
+
+
+def test_a_cuda_move_of_a_name_follows_the_tensor_its_current_value_was_shaped_after() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Masked(nn.Module):
+            def forward(self, seq, lengths=None):
+                if lengths is None:
+                    lengths = torch.full((seq.size(0),), seq.size(1), dtype=torch.long, device=seq.device)
+                    if self.on_gpu:
+                        lengths = lengths.cuda()
+                steps = torch.arange(8)
+                if self.on_gpu:
+                    steps = steps.cuda()
+                return seq, lengths, steps
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Masked(nn.Module):
+            def forward(self, seq, lengths=None):
+                if lengths is None:
+                    lengths = torch.full((seq.size(0),), seq.size(1), dtype=torch.long, device=seq.device)
+                    if self.on_gpu:
+                        lengths = lengths.to(seq.device)
+                steps = torch.arange(8)
+                if self.on_gpu:
+                    steps = steps.cuda()
+                return seq, lengths, steps
+        """,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings if f.edits] == [Applicability.UNSAFE]

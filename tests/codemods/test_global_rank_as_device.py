@@ -177,3 +177,63 @@ def test_a_name_that_is_not_always_the_rank_is_left_alone() -> None:
         model = DDP(model, device_ids=[rank])
         """,
     )
+
+
+def test_a_local_index_bound_with_the_rank_under_one_condition_is_used_where_the_rank_is() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+
+        def launch(cfg):
+            if cfg.multi_node:
+                gpu = int(os.environ["LOCAL_RANK"])
+                node_rank = int(os.environ["RANK"])
+            if torch.distributed.is_initialized():
+                torch.cuda.set_device(node_rank)
+        """,
+        """
+        import os
+        import torch
+
+        def launch(cfg):
+            if cfg.multi_node:
+                gpu = int(os.environ["LOCAL_RANK"])
+                node_rank = int(os.environ["RANK"])
+            if torch.distributed.is_initialized():
+                torch.cuda.set_device(gpu)
+        """,
+    )
+
+
+def test_a_local_index_bound_after_the_rank_or_in_another_branch_is_not_used() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+
+        def launch(cfg):
+            if cfg.multi_node:
+                node_rank = int(os.environ["RANK"])
+                gpu = int(os.environ["LOCAL_RANK"])
+            else:
+                node_rank = int(os.environ["RANK"])
+            if torch.distributed.is_initialized():
+                torch.cuda.set_device(node_rank)
+        """,
+        """
+        import os
+        import torch
+
+        def launch(cfg):
+            if cfg.multi_node:
+                node_rank = int(os.environ["RANK"])
+                gpu = int(os.environ["LOCAL_RANK"])
+            else:
+                node_rank = int(os.environ["RANK"])
+            if torch.distributed.is_initialized():
+                torch.cuda.set_device(node_rank % torch.cuda.device_count())
+        """,
+    )

@@ -213,3 +213,69 @@ def test_tensors_on_a_device_handed_to_a_scikit_learn_metric() -> None:
         ).replace("f1(y_true=y,", "f1(y_true=y.detach().cpu().numpy(),"),
     )
     assert len(findings) == 3 and "scikit-learn converts it with NumPy" in findings[0].message
+
+
+def test_a_conversion_that_runs_only_without_cuda_is_left_and_its_gpu_twin_is_fixed() -> None:
+    assert_fix(
+        RULE,
+        """
+        import numpy as np
+        import torch as T
+
+        has_gpu = T.cuda.is_available()
+        classifier = Classifier()
+        if has_gpu:
+            classifier.cuda()
+        scores = classifier(batch)
+        top = scores.argmax(1)
+        hits = np.squeeze(top.numpy()) if not has_gpu else np.squeeze(top.cpu().numpy())
+        if T.cuda.is_available():
+            seen = top.numpy()
+        else:
+            seen = top.numpy()
+        if not has_gpu:
+            kept = top.numpy()
+        elif verbose:
+            kept = top.numpy()
+        """,
+        """
+        import numpy as np
+        import torch as T
+
+        has_gpu = T.cuda.is_available()
+        classifier = Classifier()
+        if has_gpu:
+            classifier.cuda()
+        scores = classifier(batch)
+        top = scores.argmax(1)
+        hits = np.squeeze(top.numpy()) if not has_gpu else np.squeeze(top.cpu().numpy())
+        if T.cuda.is_available():
+            seen = top.detach().cpu().numpy()
+        else:
+            seen = top.numpy()
+        if not has_gpu:
+            kept = top.numpy()
+        elif verbose:
+            kept = top.detach().cpu().numpy()
+        """,
+    )
+
+
+def test_a_test_that_only_mentions_cuda_among_other_things_does_not_count_as_without_cuda() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        net = Net().cuda()
+        out = net(x)
+        value = out.numpy() if not (torch.cuda.is_available() and debug) else None
+        """,
+        """
+        import torch
+
+        net = Net().cuda()
+        out = net(x)
+        value = out.detach().cpu().numpy() if not (torch.cuda.is_available() and debug) else None
+        """,
+    )

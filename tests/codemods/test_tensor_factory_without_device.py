@@ -1378,3 +1378,37 @@ def test_factories_on_several_devices_choose_nothing_for_the_others() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_a_factory_handed_to_a_library_move_helper_is_placed_by_it() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from detectron2.layers import move_device_like as like
+        from accelerate.utils import send_to_device
+
+        class Grid(nn.Module):
+            def forward(self, feature, stride):
+                xs = like(torch.arange(feature.shape[-1], dtype=torch.float32), feature) * stride
+                ys = like(torch.arange(feature.shape[-2], dtype=torch.float32), feature)
+                zs = send_to_device(torch.arange(feature.shape[-3]), feature.device)
+                ws = place(torch.arange(feature.shape[-1]), feature)
+                return feature + xs + ys[:, None] + zs[:, None, None] + ws
+        """,
+        """
+        import torch
+        from torch import nn
+        from detectron2.layers import move_device_like as like
+        from accelerate.utils import send_to_device
+
+        class Grid(nn.Module):
+            def forward(self, feature, stride):
+                xs = like(torch.arange(feature.shape[-1], dtype=torch.float32), feature) * stride
+                ys = like(torch.arange(feature.shape[-2], dtype=torch.float32), feature)
+                zs = send_to_device(torch.arange(feature.shape[-3]), feature.device)
+                ws = place(torch.arange(feature.shape[-1], device=feature.device), feature)
+                return feature + xs + ys[:, None] + zs[:, None, None] + ws
+        """,
+    )

@@ -198,6 +198,25 @@ class ProcessTopology(CallSites):
             current = ancestor
         return False
 
+    def runs_without_cuda(self, node: cst.CSTNode) -> bool:
+        """`node` runs only when a CUDA check says no: the `else` of `if torch.cuda.is_available()`
+        (or of a flag bound to it), the body of `if not use_cuda`, either way in an `if`
+        statement or a conditional expression."""
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.If, cst.IfExp)):
+                negated = isinstance(ancestor.test, cst.UnaryOperation) and isinstance(
+                    ancestor.test.operator, cst.Not
+                )
+                test = ancestor.test.expression if negated else ancestor.test  # type: ignore[attr-defined]
+                if _is_plain_check(test) and self._mentions_cuda_check(test):
+                    in_body = current is ancestor.body
+                    in_else = current is ancestor.orelse
+                    if (negated and in_body) or (not negated and in_else):
+                        return True
+            current = ancestor
+        return False
+
     def _mentions_cuda_check(self, test: cst.CSTNode, depth: int = 0) -> bool:
         for inner in self.context.subtree(test):
             if isinstance(inner, (cst.Attribute, cst.Name)) and call_tail(inner) in (
@@ -266,3 +285,9 @@ class ProcessTopology(CallSites):
                 not self.facts.modules.is_generic_pretrained_base(base) for base in bases
             ) or (bool(bases) and self.facts.modules.declares_no_split_modules(node))
         return False
+
+
+def _is_plain_check(test: cst.BaseExpression) -> bool:
+    """A test that is the check itself (`use_cuda`, `torch.cuda.is_available()`), not one
+    combined with something else, whose negation would say nothing."""
+    return isinstance(test, (cst.Name, cst.Attribute, cst.Call))

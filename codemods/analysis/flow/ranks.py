@@ -125,10 +125,15 @@ class ProcessRanks(CallSites):
             return None
         return rank
 
-    def local_rank_name(self, at: cst.CSTNode) -> str | None:
+    def local_rank_name(
+        self, at: cst.CSTNode, rank: cst.BaseExpression | None = None
+    ) -> str | None:
         """A name bound before `at`, visible there, that holds the process's GPU on this
         machine (`local_rank = int(os.environ["LOCAL_RANK"])`, `device = rank %
-        torch.cuda.device_count()`); one with "local" in its name first."""
+        torch.cuda.device_count()`); one with "local" in its name first. A name bound beside
+        each binding of the `rank` name it replaces (both under `if args.distributed:`) is
+        visible wherever that rank is."""
+        beside = rank.value if isinstance(rank, cst.Name) else None
         function = self.scopes.enclosing_function(at)
         candidates = set(self.scopes.names_bound(self.context.module))
         if function is not None:
@@ -136,9 +141,12 @@ class ProcessRanks(CallSites):
         found = [
             name
             for name in sorted(candidates, key=lambda n: ("local" not in n, n))
-            if self.scopes.visible_name(name, at)
-            and (rank := self.rank_of(cst.Name(name), at)) is not None
-            and rank.kind == "local"
+            if (
+                self.scopes.visible_name(name, at)
+                or (beside is not None and self.scopes.bound_beside(name, beside, at))
+            )
+            and (found_rank := self.rank_of(cst.Name(name), at)) is not None
+            and found_rank.kind == "local"
         ]
         return found[0] if found else None
 
