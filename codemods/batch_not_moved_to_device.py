@@ -15,7 +15,10 @@ class BatchNotMovedToDevice(DevicePass):
     ## What it does
     Finds `for` loops over a `torch.utils.data.DataLoader` (directly, through `enumerate(...)`
     or `tqdm(...)`, through a name, or through a function parameter whose every caller passes
-    a DataLoader) that pass batch tensors to a model the script moved with `.to(device)` or
+    a DataLoader), or over what a call of a library the file only imports returns
+    (`train_loader, valid_loader = processer.data_processer()`: nothing in the file says what
+    it yields, and a batch already on the device is not copied by the move), that pass batch
+    tensors to a model the script moved with `.to(device)` or
     `.cuda()` (or that meet the model's output, as targets do in `criterion(model(x), y)`),
     without moving them. The fix moves them at the head of the loop body, in the batch's own
     shape: `x, y = x.to(device), y.to(device)` for unpacked batches (also after a leading
@@ -60,7 +63,9 @@ class BatchNotMovedToDevice(DevicePass):
     When the model's device cannot be written inside the loop, or the batch's shape is unclear,
     the finding has no fix and says why. Hugging Face `Trainer`, Lightning and
     `accelerator.prepare`d loaders move batches themselves; a loader rebound from
-    `accelerator.prepare(...)` is not a DataLoader call and is not touched.
+    `accelerator.prepare(...)` is not a DataLoader call and is not touched; nor is what a
+    library call returns when it is handed a DataLoader or a device (a wrapper that may move
+    the batches), or what an in-place move such as PyG's `batch.to(device)` already placed.
 
     ## References
     - PyTorch tutorial "Training a Classifier", section "Training on GPU".

@@ -681,3 +681,96 @@ evaluate(model, loader)
         ),
         unsafe=True,
     )
+
+
+def test_batches_from_a_library_the_file_only_calls_are_moved_unless_moved_in_place() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from project.data import build_loaders
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        regressor = nn.GRU(13, 32, batch_first=True).to(device)
+        fit_loader, graph_loader = build_loaders("config.yaml")
+        for step, pair in enumerate(fit_loader, 1):
+            series, target = pair
+            prediction, _ = regressor(series)
+        for graphs in graph_loader:
+            graphs.to(device)
+            prediction, _ = regressor(graphs)
+        for row in [torch.randn(4, 5, 13)]:
+            prediction, _ = regressor(row)
+        """,
+        """
+        import torch
+        from torch import nn
+        from project.data import build_loaders
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        regressor = nn.GRU(13, 32, batch_first=True).to(device)
+        fit_loader, graph_loader = build_loaders("config.yaml")
+        for step, pair in enumerate(fit_loader, 1):
+            series, target = pair
+            series = series.to(device)
+            prediction, _ = regressor(series)
+        for graphs in graph_loader:
+            graphs.to(device)
+            prediction, _ = regressor(graphs)
+        for row in [torch.randn(4, 5, 13)]:
+            prediction, _ = regressor(row)
+        """,
+        unsafe=True,
+    )
+
+
+def test_batches_from_the_files_own_function_or_a_parameter_are_not_guessed() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        device = "cuda"
+        net = nn.Linear(3, 1).to(device)
+
+        def batches():
+            for _ in range(4):
+                yield torch.randn(2, 3, device=device)
+
+        def evaluate(stream):
+            for x in stream:
+                net(x)
+
+        val_loader = batches()
+        for x in val_loader:
+            net(x)
+        """,
+        unsafe=True,
+    )
+
+
+def test_a_library_call_handed_the_loader_or_a_device_may_move_what_it_yields() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import DataLoader
+        from helpers import DeviceLoader, wrap
+
+        device = torch.device("cuda")
+        net = Net().to(device)
+        raw_loader = DataLoader(dataset, batch_size=4)
+        on_device = DeviceLoader(raw_loader, device)
+        wrapped = wrap(raw_loader)
+        placed = DeviceLoader(files, device=device)
+        for x in on_device:
+            net(x)
+        for x in wrapped:
+            net(x)
+        for x in placed:
+            net(x)
+        """,
+        unsafe=True,
+    )

@@ -5,6 +5,7 @@ and the statement that moves them, or why none can be written.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, cast
@@ -20,6 +21,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     keyword_argument,
+    receiver_root,
 )
 from devfix.codemods.analysis.scopes import Binding, ScopeTable
 from devfix.codemods.analysis.torch_names import (
@@ -61,6 +63,20 @@ class LoopPlan:
     #: their values reach needs them there (`analysis.cpu_only`).
     kept: dict[str, str] = field(default_factory=dict)
     cpu_keys: dict[str, str] = field(default_factory=dict)
+
+
+#: Libraries whose iterables devfix knows: torch's and NumPy's own, and the trainers and
+#: launchers that place batches themselves (`accelerator.prepare`, Lightning, `Trainer`).
+_YIELDS_KNOWN = (
+    "torch.",
+    "numpy.",
+    "builtins.",
+    "accelerate.",
+    "lightning.",
+    "pytorch_lightning.",
+    "transformers.",
+    "ignite.",
+)
 
 
 def tensor_roots(expr: cst.BaseExpression) -> set[str]:
@@ -287,8 +303,15 @@ class BatchLoops(ModelPlacement):
         loaders = self.dataloader_calls(loop.iter, function)
         if loaders and all(self.yields_device_batches(loader) for loader in loaders):
             return None
-        # A loop over something not known to be a DataLoader counts only by its own moves.
-        untyped = not loaders and not self._typed_loader(loop.iter, function)
+        # A loop over something not known to be a DataLoader counts only by its own moves,
+        # unless what it iterates comes from a library the file only calls: there is nothing to
+        # read, and a move of a batch already on the device is the same tensor.
+        outside = (
+            not loaders
+            and not self._typed_loader(loop.iter, function)
+            and self._from_outside(loop.iter, function)
+        )
+        untyped = not loaders and not outside and not self._typed_loader(loop.iter, function)
         target = self._batch_target(loop)
         if target is None:
             return None
@@ -336,7 +359,15 @@ class BatchLoops(ModelPlacement):
             fed, plan.model, plan.move, plan.helper = sibling
         nodes = list(self._scope_nodes(loop.body))
         bound = self._device_bound(nodes, names, fed, torch_calls_only=untyped)
-        plan.unmoved = [n for n in names if n in bound and not self._is_moved(loop.body, n)]
+        plan.unmoved = [
+            n
+            for n in names
+            if n in bound
+            and not self._is_moved(loop.body, n)
+            # What a library yields may move in place (PyG's `batch.to(device)`); a tensor's
+            # discarded move is DF206's.
+            and not (outside and self._moved_in_place(loop.body, n))
+        ]
         self._keep_on_cpu(plan, loop.body, fed, single)
         if one_line and not plan.reason:
             plan.reason = "the loop body is on the `for` line"
@@ -533,6 +564,52 @@ class BatchLoops(ModelPlacement):
             return plan
         plan.edit = Edit(line, cst.FlattenSentinel([line, new_line]))
         return plan
+
+    def _from_outside(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
+        """`expr` (through `enumerate`/`tqdm`) is a name every binding of which is the result of
+        a call of code the file does not hold (`train_loader, valid_loader =
+        processer.data_processer()`, `loader = make_loader(cfg)` imported): not a parameter, a
+        literal or a comprehension the file builds, nor a call of torch, NumPy or a builtin."""
+        while (
+            isinstance(expr, cst.Call)
+            and expr.args
+            and (
+                self.names.qualified_name(expr.func) in ITERATION_WRAPPERS
+                or _names_an_iterator(expr.func)
+            )
+        ):
+            expr = expr.args[0].value
+        if not isinstance(expr, cst.Name):
+            return False
+        table, _ = self.scopes.lookup(expr.value, function)
+        bindings = table.bindings.get(expr.value, [])
+        return bool(bindings) and all(
+            b.kind in ("assign", "unpack")
+            and isinstance(b.value, cst.Call)
+            and self._calls_outside(b.value, function)
+            for b in bindings
+        )
+
+    def _calls_outside(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+        """A call of code the file does not hold that is not handed a DataLoader or a device:
+        a wrapper such as `accelerator.prepare(loader)` or `DeviceLoader(loader, device=d)`
+        may move what it yields."""
+        root = receiver_root(call.func)
+        if root is None or root in ("self", "cls"):
+            return False
+        for arg in call.args:
+            if (arg.keyword is not None and arg.keyword.value == "device") or (
+                self.dataloader_calls(arg.value, function)
+            ):
+                return False
+        if isinstance(call.func, cst.Name) and (
+            call.func.value in self.scopes.module_functions()
+            or call.func.value in self.scopes.module_classes()
+            or hasattr(builtins, call.func.value)
+        ):
+            return False
+        qualified = self.names.qualified_name(call.func) or ""
+        return not qualified.startswith(_YIELDS_KNOWN)
 
     def _typed_loader(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """`expr` is a parameter annotated as a DataLoader (`loader: DataLoader`), or an
@@ -999,6 +1076,18 @@ class BatchLoops(ModelPlacement):
         if move.expression is not None:
             return self._root_names(move.expression)
         return set()
+
+    def _moved_in_place(self, body: cst.CSTNode, name: str) -> bool:
+        """The loop moves `name` with a statement of its own whose result it drops
+        (`batch.to(device)`)."""
+        return any(
+            isinstance(node, cst.Expr)
+            and isinstance(node.value, cst.Call)
+            and isinstance(node.value.func, cst.Attribute)
+            and node.value.func.attr.value in MOVES
+            and _moved_whole(node.value.func.value, name)
+            for node in self._scope_nodes(body)
+        )
 
     def _is_moved(self, body: cst.CSTNode, name: str) -> bool:
         """Whether the loop moves `name` itself (`.to`, `.cuda`, a device helper, a comprehension)
