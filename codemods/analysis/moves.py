@@ -66,6 +66,21 @@ def is_move_call(node: cst.BaseExpression) -> bool:
     )
 
 
+def literal_gpu_move(call: cst.Call) -> str | None:
+    """`x.cuda()`, `x.cuda(1)`, `x.to("cuda:0")`: the GPU it names, as a message shows it;
+    None for any other call."""
+    func = call.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    if func.attr.value == "cuda" and (
+        not call.args or (len(call.args) == 1 and isinstance(call.args[0].value, cst.Integer))
+    ):
+        return "`.cuda()`" if not call.args else f"`.cuda({code_of(call.args[0].value)})`"
+    if func.attr.value == "to" and len(call.args) == 1 and cuda_string(call.args[0].value):
+        return code_of(call.args[0].value)
+    return None
+
+
 def device_argument(call: cst.Call) -> cst.BaseExpression | None:
     """The device of `x.to(device, ...)` / `x.to(device=...)` (or a dtype: ask `is_dtype`)."""
     return argument(call, "device")

@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_call, moved_items
+from devfix.codemods.analysis.moves import literal_gpu_move
 from devfix.codemods.analysis.names import code_of, keyword_argument
 from devfix.codemods.tokenizer_output_not_moved.facts import TokenizerOutputs
 from devfix.types import Applicability, Edit
@@ -40,6 +41,12 @@ class TokenizerOutputNotMoved(DevicePass):
     `.to()`); one whose result is not known declines with that reason. Declined: an
     unannotated model parameter (nothing says it has a `.device`), and a model the file itself
     leaves on the CPU.
+    Tokenizer output (or a field of it, `inputs.input_ids`) sent to a literal GPU
+    (`.to("cuda:0")`, `.cuda()`) for a model loaded with a `device_map` the caller chooses (a
+    parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`
+    instead: the map may have put the first layer on another GPU (`device_map={"": 1}`) or,
+    on a host without one, on the CPU. A map the code spells (`"auto"` in a one-GPU notebook)
+    is left with its literal GPU.
 
     ## Why is this bad?
     Tokenizers always return CPU tensors. The embedding layer of a model on the GPU then fails
@@ -70,10 +77,13 @@ class TokenizerOutputNotMoved(DevicePass):
     tensors"): that move is dropped.
 
     ## Fix safety
-    Safe: on a CPU model nothing fires, and the move is a no-op when the tensors are already
-    there. When the model was moved to a device that cannot be written at the tokenizer call
-    (a local variable of another function) and the model has no `.device`, the finding has no
-    fix and says why.
+    The literal-GPU rewrite is unsafe: where the caller's map put the first layer on that very
+    GPU nothing changes, but where it did not, later code that counted on the literal GPU
+    sees the model's device instead.
+    The rest is safe: on a CPU model nothing fires, and the move is a no-op when the tensors
+    are already there. When the model was moved to a device that cannot be written at the
+    tokenizer call (a local variable of another function) and the model has no `.device`, the
+    finding has no fix and says why.
 
     ## References
     - huggingface/transformers#11165, #16359 (`BatchEncoding.to`); PR#19468 (the `generate`
@@ -89,6 +99,7 @@ class TokenizerOutputNotMoved(DevicePass):
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check_move_to_an_offloaded_model(node)
+        self._check_move_to_a_literal_gpu(node)
         argument = keyword_argument(node, "return_tensors")
         if argument is None:
             if not self.facts.flow.token_id_tensor(node):
@@ -178,6 +189,43 @@ class TokenizerOutputNotMoved(DevicePass):
             ),
             fix_title="Drop the move",
             edits=[self._drop_move(move, func.value)],
+        )
+
+    def _check_move_to_a_literal_gpu(self, move: cst.Call) -> None:
+        """`tokenizer(...).to("cuda:0")`, `inputs.input_ids.cuda()` (tokenizer output, or a
+        field of it) fed to a model loaded with a device map its caller chooses: that choice
+        decides the device, which a literal GPU need not be (`device_map={"": 1}`, a map that
+        keeps the model on the CPU of a host without a GPU)."""
+        func = move.func
+        if not isinstance(func, cst.Attribute):
+            return
+        literal = literal_gpu_move(move)
+        if literal is None:
+            return
+        receiver = func.value
+        output = receiver.value if isinstance(receiver, cst.Attribute) else receiver
+        if not self.facts.own(TokenizerOutputs).is_tokenizer_output(output, move):
+            return
+        found = self.facts.flow.model_call_fed(move)
+        if found is None:
+            return
+        model_call, model = found
+        if model.move is not None or not model.pretrained:
+            return
+        if not self.facts.own(TokenizerOutputs).map_chosen_elsewhere(model.model, move):
+            return  # a map the code spells (`"auto"` on a one-GPU notebook) has its GPU
+        device = f"{model.model}.device"
+        line = self.context.position(model_call).start.line
+        self.report(
+            move,
+            message=(
+                f"tokenizer output moved to {literal} for `{model.model}` (line {line}), which "
+                f"its loading placed (`from_pretrained`), not this code: its inputs go to "
+                f"`{device}`"
+            ),
+            fix_title=f"Move it to `{device}`",
+            edits=[Edit(move, method_call(receiver, "to", cst.parse_expression(device)))],
+            applicability=Applicability.UNSAFE,
         )
 
     def _drop_move(self, move: cst.Call, receiver: cst.BaseExpression) -> Edit:

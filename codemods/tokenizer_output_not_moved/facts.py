@@ -9,6 +9,10 @@ import libcst as cst
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method
 from devfix.codemods.analysis.names import code_of, keyword_argument
+from devfix.codemods.analysis.scopes import all_params
+
+#: Methods a loaded model is often chained with that leave its placement as it was.
+_KEEPS_PLACEMENT = frozenset({"eval", "train", "half", "float", "bfloat16", "requires_grad_"})
 
 
 class TokenizerOutputs(Analysis):
@@ -82,9 +86,14 @@ class TokenizerOutputs(Analysis):
         )
 
     def is_tokenizer_output(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """A call with `return_tensors="pt"`, or a plain name last bound to one before `at`."""
+        """A call with `return_tensors="pt"`, or a plain name last bound to one before `at` (a
+        parameter too, rebound to one: `inputs = tokenizer(inputs, return_tensors="pt")`)."""
         if isinstance(value, cst.Name):
-            value = self.scopes.latest_binding(value.value, at) or value
+            value = (
+                self.scopes.latest_binding(value.value, at)
+                or self.scopes.value_at(value.value, at)
+                or value
+            )
         if not isinstance(value, cst.Call):
             return False
         argument = keyword_argument(value, "return_tensors")
@@ -128,6 +137,47 @@ class TokenizerOutputs(Analysis):
         if any(map(any, offloaded)) or keyword_argument(call, "offload_folder") is not None:
             return "some"
         return None
+
+    def map_chosen_elsewhere(self, model: str, at: cst.CSTNode) -> bool:
+        """`model` was loaded with a `device_map` the code does not spell (a parameter, an
+        option read as `kwargs.get("device_map", "auto")`), or else is a model the caller
+        handed over (`self.model = model`): where its first layer lands is the caller's
+        choice either way."""
+        table, _ = self.scopes.lookup(model, self.scopes.enclosing_function(at))
+        loaded = False
+        for binding in table.bindings.get(model, []):
+            value = binding.value
+            if binding.kind != "assign" or value is None:
+                return False
+            if isinstance(value, cst.Name) and self._is_parameter(value):
+                continue
+            while (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in _KEEPS_PLACEMENT
+                and isinstance(value.func.value, cst.Call)
+            ):
+                value = value.func.value  # `from_pretrained(...).eval()`
+            if not (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "from_pretrained"
+            ):
+                return False
+            device_map = keyword_argument(value, "device_map")
+            chosen = self._literal(device_map.value, value) if device_map is not None else None
+            if device_map is None or isinstance(
+                chosen, (cst.SimpleString, cst.Dict, cst.Integer, cst.Name)
+            ):
+                return False
+            loaded = True
+        return loaded
+
+    def _is_parameter(self, name: cst.Name) -> bool:
+        function = self.scopes.enclosing_function(name)
+        return function is not None and name.value in {
+            p.name.value for p in all_params(function.params)
+        }
 
     def _literal(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.BaseExpression | None:
         """`value`, or the value a plain name was last bound to before `at`."""

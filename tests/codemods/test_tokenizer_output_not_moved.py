@@ -672,3 +672,70 @@ def test_inputs_of_a_model_whose_device_map_offloads_layers_stay_on_the_cpu() ->
         print(big.generate(**tok("hi", return_tensors="pt").to(big.device)))
         """,
     )
+
+
+def test_tokenizer_output_sent_to_a_literal_gpu_follows_a_model_its_loading_placed() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        class Summarizer:
+            def __init__(self, name, placement="auto"):
+                self.tok = AutoTokenizer.from_pretrained(name)
+                self.lm = AutoModelForSeq2SeqLM.from_pretrained(name, device_map=placement)
+
+            def __call__(self, text):
+                text = self.tok(text, return_tensors="pt")
+                first = self.lm.generate(text.input_ids.cuda(), max_new_tokens=20)
+                batch = self.tok([text], return_tensors="pt").to("cuda:1")
+                return first, self.lm.generate(**batch)
+        """,
+        """
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        class Summarizer:
+            def __init__(self, name, placement="auto"):
+                self.tok = AutoTokenizer.from_pretrained(name)
+                self.lm = AutoModelForSeq2SeqLM.from_pretrained(name, device_map=placement)
+
+            def __call__(self, text):
+                text = self.tok(text, return_tensors="pt")
+                first = self.lm.generate(text.input_ids.to(self.lm.device), max_new_tokens=20)
+                batch = self.tok([text], return_tensors="pt").to(self.lm.device)
+                return first, self.lm.generate(**batch)
+        """,
+        unsafe=True,
+    )
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+
+
+def test_a_literal_gpu_for_a_model_the_code_moved_itself_is_not_this_rule() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("bert-base-uncased")
+        encoder = AutoModel.from_pretrained("bert-base-uncased").to("cuda")
+        batch = tok(["a"], return_tensors="pt").to("cuda")
+        hidden = encoder(**batch)
+        """,
+        unsafe=True,
+    )
+
+
+def test_a_literal_gpu_beside_a_map_the_code_spells_is_left() -> None:
+    assert_noop(
+        RULE,
+        """
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained("gpt2")
+        lm = AutoModelForCausalLM.from_pretrained("gpt2", device_map="auto").eval()
+        ids = tok("hello", return_tensors="pt").input_ids.cuda()
+        out = lm.generate(ids, max_new_tokens=5)
+        """,
+        unsafe=True,
+    )
