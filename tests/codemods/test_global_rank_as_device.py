@@ -237,3 +237,33 @@ def test_a_local_index_bound_after_the_rank_or_in_another_branch_is_not_used() -
                 torch.cuda.set_device(node_rank % torch.cuda.device_count())
         """,
     )
+
+
+def test_deepspeed_comm_ranks_count_as_torch_distributed_ones() -> None:
+    assert_fix(
+        RULE,
+        """
+        import deepspeed
+        import torch
+        from deepspeed import comm as ds_comm
+
+        deepspeed.init_distributed()
+        torch.cuda.set_device(ds_comm.get_rank())
+
+        def place(engine):
+            gpu = ds_comm.get_local_rank()
+            return engine.to(f"cuda:{ds_comm.get_rank()}"), gpu
+        """,
+        """
+        import deepspeed
+        import torch
+        from deepspeed import comm as ds_comm
+
+        deepspeed.init_distributed()
+        torch.cuda.set_device(ds_comm.get_rank() % torch.cuda.device_count())
+
+        def place(engine):
+            gpu = ds_comm.get_local_rank()
+            return engine.to(f"cuda:{gpu}"), gpu
+        """,
+    )

@@ -22,9 +22,14 @@ if TYPE_CHECKING:
 RankKind = Literal["global", "local"]
 
 _ENVIRONMENT_READS = frozenset({"os.environ.get", "os.getenv"})
-_GLOBAL_RANK_CALLS = frozenset({"torch.distributed.get_rank"})
+#: DeepSpeed's `deepspeed.comm` mirrors `torch.distributed` (`from deepspeed import comm as dist`).
+_GLOBAL_RANK_CALLS = frozenset({"torch.distributed.get_rank", "deepspeed.comm.get_rank"})
 _LOCAL_RANK_CALLS = frozenset(
-    {"torch.cuda.current_device", "torch.distributed.get_node_local_rank"}
+    {
+        "torch.cuda.current_device",
+        "torch.distributed.get_node_local_rank",
+        "deepspeed.comm.get_local_rank",
+    }
 )
 _SPAWN_CALLS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 
