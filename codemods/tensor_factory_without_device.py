@@ -6,10 +6,10 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword, method_call
-from devfix.codemods.analysis.devices import Unknown
+from devfix.codemods.analysis.devices import Unknown, instance_name
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.moves import states_device
-from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
@@ -42,10 +42,14 @@ class TensorFactoryWithoutDevice(DevicePass):
     directly, through one of the model's submodules (`vae.decoder(z)`), or through a method of
     an object that hands it to a model it holds (`agent.act(obs)` with `return
     self.q_net(obs)`, the model moved as `agent.q_net.to(args.device)` where the function's
-    caller can see it). A loss's targets and lengths are not model input and are left alone,
-    as are lengths that reach `pack_padded_sequence` (even through `.to("cpu")`), and tensors
-    that meet a host copy (`probs = logits.softmax(-1).cpu()` then `probs * torch.linspace(...)`):
-    the CPU is where they are needed. A module-level lambda that moves its argument (`Variable =
+    caller can see it). A tensor such an object stores (`self.action_scale =
+    torch.FloatTensor(...)`) that meets, in any of its methods, the output of a model it moved
+    as it built it (`self.policy = Policy().to(self.device)`, then `mean * self.action_scale`)
+    gets that device where it is made, once the device is set there. A loss's targets and
+    lengths are not model input and are left alone, as are lengths that reach
+    `pack_padded_sequence` (even through `.to("cpu")`), and tensors that meet a host copy
+    (`probs = logits.softmax(-1).cpu()` then `probs * torch.linspace(...)`): the CPU is where
+    they are needed. A module-level lambda that moves its argument (`Variable =
     lambda *a: autograd.Variable(*a).cuda() if USE_CUDA else autograd.Variable(*a)`) is the
     script's move helper, like a `def`.
 
@@ -198,6 +202,68 @@ class TensorFactoryWithoutDevice(DevicePass):
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
+    def _check_attribute_tensor(self, node: cst.Call, qualified: str, *, moved: bool) -> None:
+        """`self.action_scale = torch.FloatTensor(...)` in a class that drives models, met in
+        another method by a tensor on the models' device (`mean * self.action_scale`)."""
+        function = self.facts.modules.enclosing_function(node)
+        assign = self.context.parent(node)
+        if function is None or function.owner is None or not isinstance(assign, cst.Assign):
+            return
+        if len(assign.targets) != 1 or assign.value is not node:
+            return
+        target = dotted_name(assign.targets[0].target)
+        self_name = instance_name(function)
+        if target is None or not target.startswith(f"{self_name}."):
+            return
+        attribute = target[len(self_name) + 1 :]
+        needed = self.facts.devices.attribute_meets(function, attribute)
+        expression = needed.expression() if needed is not None else None
+        if needed is None or expression is None:
+            return
+        if not self._attribute_ready(expression, function, assign):
+            self.report(
+                node,
+                message=f"`{qualified}` creates a CPU tensor for `{target}`, which meets tensors "
+                f"on `{expression}` ({needed.evidence}); no fix: `{expression}` is not set "
+                "where it is made",
+            )
+            return
+        device = cst.parse_expression(expression)
+        fix = f"`.to({expression})`" if moved else f"`device={expression}`"
+        self.report(
+            node,
+            message=f"`{qualified}` creates a CPU tensor for `{target}`, which meets tensors on "
+            f"`{expression}` ({needed.evidence}); it needs {fix}",
+            fix_title=f"Use {fix}",
+            edits=[
+                Edit(
+                    node,
+                    method_call(node, "to", device)
+                    if moved
+                    else append_keyword(node, "device", device),
+                )
+            ],
+            applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
+        )
+
+    def _attribute_ready(
+        self, expression: str, function: FunctionInfo, statement: cst.CSTNode
+    ) -> bool:
+        """`expression` (`self.device`, `device`) can be read at `statement`: its names are
+        visible, and a `self.<attr>` it reads is assigned earlier in this method."""
+        if not self.facts.moves.visible_at(expression, statement):
+            return False
+        root = dotted_name(cst.parse_expression(expression))
+        if root is None or not root.startswith(f"{instance_name(function)}."):
+            return True
+        attribute = "self." + root.split(".")[1]
+        assert function.owner is not None
+        start = self.facts.scopes.statement_start(statement)
+        first, last = self.context.order(function.node)
+        bindings = self.facts.scopes.table(function.owner.node).bindings.get(attribute, [])
+        # Set earlier in this method, or in another one (which runs first: `__init__`).
+        return any(not first <= b.position <= last or b.position < start for b in bindings)
+
     def _check_script_tensor(self, node: cst.Call, qualified: str, *, moved: bool = False) -> None:
         """Script code (a notebook cell, a module-level loop): a new tensor (`torch.randn(n, z)`)
         fed straight to a model the script moved to a GPU, through `Variable(...)` at most."""
@@ -206,6 +272,7 @@ class TensorFactoryWithoutDevice(DevicePass):
         value = self.facts.names.through_variable(node)
         found = self.facts.flow.model_call_fed(value, submodules=True)
         if found is None:
+            self._check_attribute_tensor(node, qualified, moved=moved)
             return
         model_call, model = found
         if self._is_a_loss(model_call):

@@ -376,6 +376,44 @@ class DeviceInference(Analysis):
             f"the function makes its other tensors on `{name}.device`", proof=False, name=name
         )
 
+    def attribute_meets(self, function: FunctionInfo, attribute: str) -> Device | None:
+        """Where `self.<attribute>` is needed: the device of a tensor it meets in arithmetic in
+        any method of the class (`torch.tanh(mean) * self.action_scale` with `mean` the output
+        of a policy moved to `self.device`); None when no operand it meets is known to be on a
+        device."""
+        owner = function.owner
+        if owner is None:
+            return None
+        wanted = f"{_self(function)}.{attribute}"
+        for operation in self.context.of_type(owner.node, cst.BinaryOperation):
+            for mine, other in (
+                (operation.left, operation.right),
+                (operation.right, operation.left),
+            ):
+                if dotted_name(mine) != wanted:
+                    continue
+                placed = self.placed(other, operation)
+                if isinstance(placed, ParamsOf) and placed.expression() is None:
+                    placed = self._moved_as_assigned(owner.node, placed)
+                if placed is not None and placed.expression() is not None:
+                    return placed
+        return None
+
+    def _moved_as_assigned(self, classdef: cst.ClassDef, params: ParamsOf) -> Device | None:
+        """`self.policy = Policy(...).to(self.device)`, the one binding of the module whose
+        output it is: the device it was moved to (`self.device`)."""
+        bindings = self.scopes.table(classdef).bindings.get(params.module, [])
+        if len(bindings) != 1 or not isinstance(bindings[0].value, cst.Call):
+            return None
+        move = bindings[0].value
+        func = move.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "to" and move.args):
+            return None
+        device = dotted_name(move.args[0].value)
+        if device is None or move.args[0].keyword is not None:
+            return None
+        return Named(f"{params.evidence}, moved to `{device}`", proof=params.proof, name=device)
+
     def _shape_source(
         self, value: cst.BaseExpression, function: FunctionInfo, depth: int = 0
     ) -> Device | None:
@@ -1710,6 +1748,11 @@ class DeviceInference(Analysis):
                 return None
             return found.move if found.move is not None else found.reason
         return None
+
+
+def instance_name(function: FunctionInfo) -> str:
+    """The name of a method's instance parameter (`self`, usually)."""
+    return _self(function)
 
 
 def _self(function: FunctionInfo) -> str:

@@ -220,9 +220,21 @@ _MODEL_METHODS = frozenset({"parameters", "train", "eval", "state_dict", "load_s
 
 
 def _moves_models_it_trains(context: FileContext, classdef: cst.ClassDef) -> bool:
-    """`self.G.to(self.device)` (or `.cuda()`) and `self.G.parameters()` in one class."""
+    """`self.G.to(self.device)` (or `.cuda()`, or `self.G = Net(...).to(self.device)`) and
+    `self.G.parameters()` in one class."""
     moved: set[str] = set()
     used: set[str] = set()
+    for target in context.of_type(classdef.body, cst.AssignTarget):
+        assign = context.parent(target)
+        value = assign.value if isinstance(assign, cst.Assign) else None
+        attr = self_attribute(target.target)
+        if (
+            attr is not None
+            and isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("to", "cuda")
+        ):
+            moved.add(attr)
     for node in context.of_type(classdef.body, cst.Call):
         func = node.func
         if not isinstance(func, cst.Attribute):

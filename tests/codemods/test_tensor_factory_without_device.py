@@ -1412,3 +1412,71 @@ def test_a_factory_handed_to_a_library_move_helper_is_placed_by_it() -> None:
                 return feature + xs + ys[:, None] + zs[:, None, None] + ws
         """,
     )
+
+
+def test_an_agents_tensor_attribute_follows_the_policy_output_it_scales() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import optim
+
+        class Agent:
+            def __init__(self, env, device):
+                self.device = torch.device(device)
+                self.actor = Actor(env.obs_dim, env.act_dim).to(self.device)
+                self.actor_opt = optim.Adam(self.actor.parameters(), lr=3e-4)
+                self.bound = torch.tensor(env.action_bound, dtype=torch.float32)
+                self.offset = torch.FloatTensor(env.action_offset)
+                self.spare = torch.tensor(env.action_bound)
+
+            def act(self, obs):
+                return torch.tanh(self.actor(obs)) * self.bound + self.offset
+
+            def describe(self):
+                return self.spare.numpy()
+        """,
+        """
+        import torch
+        from torch import optim
+
+        class Agent:
+            def __init__(self, env, device):
+                self.device = torch.device(device)
+                self.actor = Actor(env.obs_dim, env.act_dim).to(self.device)
+                self.actor_opt = optim.Adam(self.actor.parameters(), lr=3e-4)
+                self.bound = torch.tensor(env.action_bound, dtype=torch.float32, device=self.device)
+                self.offset = torch.FloatTensor(env.action_offset).to(self.device)
+                self.spare = torch.tensor(env.action_bound)
+
+            def act(self, obs):
+                return torch.tanh(self.actor(obs)) * self.bound + self.offset
+
+            def describe(self):
+                return self.spare.numpy()
+        """,
+    )
+    assert len(findings) == 2
+
+
+def test_an_agents_tensor_attribute_made_before_the_device_is_set_is_reported_without_a_fix() -> (
+    None
+):
+    finding = assert_declined(
+        RULE,
+        """
+        import torch
+
+        class Agent:
+            def __init__(self, env, device):
+                self.bound = torch.FloatTensor(env.action_bound)
+                self.device = device
+                self.actor = Actor().to(self.device)
+                self.opt = torch.optim.SGD(self.actor.parameters(), lr=0.1)
+
+            def act(self, obs):
+                return self.actor(obs) * self.bound
+        """,
+        reason="not set where it is made",
+    )
+    assert "`self.bound`" in finding.message
