@@ -25,6 +25,7 @@ from devfix.codemods.device_fixed_at_construction.facts import (
     layer_called,
     legacy_factory,
 )
+from devfix.codemods.device_fixed_at_construction.globals import ImportTimeTensors
 from devfix.codemods.device_fixed_at_construction.local_choice import LocalDeviceChoices
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit
@@ -59,6 +60,11 @@ class DeviceFixedAtConstruction(DevicePass):
     built around a model) is rewritten too; where nothing the value meets names a device, the
     device the class reads elsewhere (`self.model.device`, or `targets.device` for a tensor
     argument the method takes too) is used, as an unsafe fix.
+    A tensor made once at import (`CORNERS = torch.tensor(..., device="cuda")`, or a CPU
+    constant such as `MEAN = torch.tensor([...])` read in a module's method) that model code
+    combines with its own tensors (`index.unsqueeze(1) + CORNERS`) gets `.to(index.device)`
+    where it is read; where the other operand is not known to be a tensor of the function, the
+    finding says so and has no fix.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -147,6 +153,40 @@ class DeviceFixedAtConstruction(DevicePass):
                 fix_title=f"Use `.to({device})`",
                 edits=[Edit(value, move_to(value, cst.parse_expression(device)))],
             )
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """A tensor made at import (`OFFSETS = torch.tensor(..., device="cuda")`) met by model
+        code's own tensors: it follows them with `.to(x.device)` where it is read."""
+        for mine, other in ((node.left, node.right), (node.right, node.left)):
+            if not isinstance(mine, cst.Name):
+                continue
+            function = self.facts.modules.enclosing_function(node)
+            if function is None or not function.is_model_code:
+                return
+            tensors = self.facts.own(ImportTimeTensors)
+            made = tensors.made_at_import(mine, function)
+            if made is None or self.facts.flow.in_data_pipeline(function.node):
+                continue
+            named_gpu = tensors.on_a_named_gpu(made)
+            if not named_gpu and not (function.owner is not None and function.owner.is_module):
+                continue  # a CPU constant in a helper may meet CPU tensors only
+            where = "a GPU named at import" if named_gpu else "the CPU, made at import"
+            met = tensors.tensor_met(other, function)
+            problem = f"`{function.name}` reads the global tensor `{mine.value}`, on {where}"
+            if met is None:
+                self.report(
+                    mine,
+                    message=f"{problem}; no tensor it meets tells which device it should follow",
+                )
+                return
+            device = f"{met}.device"
+            self.report(
+                mine,
+                message=f"{problem}; it meets `{met}`: use `{mine.value}.to({device})`",
+                fix_title=f"Use `{mine.value}.to({device})`",
+                edits=[Edit(mine, method_call(mine, "to", cst.parse_expression(device)))],
+            )
+            return
 
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)

@@ -1103,3 +1103,67 @@ def test_a_cuda_move_of_a_name_follows_the_tensor_its_current_value_was_shaped_a
         unsafe=True,
     )
     assert [f.applicability for f in findings if f.edits] == [Applicability.UNSAFE]
+
+
+def test_a_tensor_made_at_import_follows_the_model_tensor_it_meets() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as th
+        from torch import nn
+
+        PIXEL_MEAN = th.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+        CORNERS = th.tensor([[0, 0], [0, 1], [1, 0], [1, 1]], device="cuda")
+        SCALE = th.tensor(2.0)
+
+        def corner_indices(cells: th.Tensor) -> th.Tensor:
+            base = cells.floor().long()
+            return base.unsqueeze(1) + CORNERS
+
+        def halve(cells: th.Tensor) -> th.Tensor:
+            return cells / SCALE
+
+        class Backbone(nn.Module):
+            def forward(self, images):
+                return (images - PIXEL_MEAN) * 2
+        """,
+        """
+        import torch as th
+        from torch import nn
+
+        PIXEL_MEAN = th.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+        CORNERS = th.tensor([[0, 0], [0, 1], [1, 0], [1, 1]], device="cuda")
+        SCALE = th.tensor(2.0)
+
+        def corner_indices(cells: th.Tensor) -> th.Tensor:
+            base = cells.floor().long()
+            return base.unsqueeze(1) + CORNERS.to(base.device)
+
+        def halve(cells: th.Tensor) -> th.Tensor:
+            return cells / SCALE
+
+        class Backbone(nn.Module):
+            def forward(self, images):
+                return (images - PIXEL_MEAN.to(images.device)) * 2
+        """,
+    )
+
+
+def test_a_global_tensor_shadowed_or_met_by_nothing_known_is_not_rewritten() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        TABLE = torch.arange(10, device="cuda")
+
+        class Lookup(nn.Module):
+            def forward(self, x):
+                TABLE = torch.arange(10, device=x.device)
+                return x + TABLE
+
+        def offset(x, k):
+            return x + k * 0 + TABLE[k] if False else x
+        """,
+    )
