@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.devices import Current, Literal, Named
+from devfix.codemods.analysis.held_models import HeldModels, SiblingMove
 from devfix.codemods.analysis.modules import strip_module_methods
 from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import MODEL_WRAPPERS
@@ -35,6 +36,12 @@ class ModelNotMovedToDevice(DevicePass):
     `ids = ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)` or
     `enc = {k: v.to(device) for k, v in enc.items()}`), and adds the
     same move for the model right after it is built: `model.to(device)`.
+    An agent or trainer class (not a module itself) that builds several networks in one method
+    (`self.actor = Actor(...)`, `self.critic = Critic(...)`), moves some of them and never
+    another that it runs and optimizes (`self.critic(...)`, `Adam(self.critic.parameters())`)
+    gets that one moved the same way: `self.critic.cuda()` next to `self.actor.cuda()` (under
+    the same `if self.use_cuda:`), or `.to(self.device)` on its construction when its sibling
+    is built that way.
 
     ## Why is this bad?
     The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
@@ -61,10 +68,12 @@ class ModelNotMovedToDevice(DevicePass):
     ```
 
     ## Fix safety
-    Safe: where the device is the CPU both moves are no-ops, and where it is a GPU the script
-    failed at the model's first layer. The move goes right after the model is built, with the
-    device its inputs are moved to, when that device can be named there; otherwise the finding
-    says so and has no fix. A model moved anywhere, loaded with `device_map`, handed to another
+    The sibling-network move is unsafe (a judgement: the class places the networks it runs
+    together); a network handed elsewhere (an EMA, a wrapper) or never run is left alone.
+    The rest is safe: where the device is the CPU both moves are no-ops, and where it is a GPU
+    the script failed at the model's first layer. The move goes right after the model is
+    built, with the device its inputs are moved to, when that device can be named there;
+    otherwise the finding says so and has no fix. A model moved anywhere, loaded with `device_map`, handed to another
     call (`accelerator.prepare(model)`, `nn.DataParallel(model)`, `train(model)`) or stored
     elsewhere is left alone: its device is decided there; so is a model loaded in 4 or 8 bits
     (`load_in_8bit`, `quantization_config`), which is placed as it loads and refuses `.to()`.
@@ -76,6 +85,52 @@ class ModelNotMovedToDevice(DevicePass):
     FIX_TITLE = "Move the model where its inputs go"
     APPLICABILITY = Applicability.SAFE
     REQUIRED_WORDS = ("torch",)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        """A network an agent or trainer builds beside one it moves, and never moves."""
+        info = self.facts.modules.class_info(node)
+        if info.is_module or info.is_dataset:
+            return
+        for left in self.facts.own(HeldModels).left_behind(node):
+            self._report_left_behind(left)
+
+    def _report_left_behind(self, left: SiblingMove) -> None:
+        mine = cst.parse_expression(f"self.{left.attribute}")
+        func = left.move.func
+        assert isinstance(func, cst.Attribute)
+        moved = left.move.with_changes(func=func.with_changes(value=mine))
+        shown = code_of(moved)
+        problem = (
+            f"`self.{left.attribute}` stays on the CPU, but `self.{left.sibling}`, built beside "
+            f"it, is moved with `{code_of(left.move)[len(code_of(func.value)) :]}` and both are "
+            "run by this object"
+        )
+        order = self.context.order
+        if left.statement is not None:
+            if order(left.built)[0] > order(left.statement)[0]:
+                self.report(left.built, message=f"{problem}; no fix: it is built after that move")
+                return
+            added = cst.SimpleStatementLine([cst.Expr(moved)])
+            self.report(
+                left.built,
+                message=f"{problem}; move it there too: `{shown}`",
+                fix_title=f"Add `{shown}`",
+                edits=[Edit(left.statement, cst.FlattenSentinel([left.statement, added]))],
+                applicability=Applicability.UNSAFE,
+            )
+            return
+        if order(left.built)[0] < order(left.move)[0]:
+            self.report(left.built, message=f"{problem}; no fix: it is built before that move")
+            return
+        value = left.built.value
+        placed = left.move.with_changes(func=func.with_changes(value=value))
+        self.report(
+            left.built,
+            message=f"{problem}; build it on that device too: `{code_of(placed)}`",
+            fix_title="Move it as it is built",
+            edits=[Edit(value, placed)],
+            applicability=Applicability.UNSAFE,
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):

@@ -215,6 +215,8 @@ class TensorFactoryWithoutDevice(DevicePass):
         self_name = instance_name(function)
         if target is None or not target.startswith(f"{self_name}."):
             return
+        if qualified in DATA_FACTORIES and not self.facts.devices.makes_data_tensor(node, function):
+            return  # a 0-dim scalar: legal next to CUDA tensors
         attribute = target[len(self_name) + 1 :]
         needed = self.facts.devices.attribute_meets(function, attribute)
         expression = needed.expression() if needed is not None else None

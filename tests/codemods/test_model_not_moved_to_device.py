@@ -272,3 +272,92 @@ def test_elements_moved_to_a_device_of_their_own_name_no_device_for_the_model() 
             return tagger(*moved)
         """,
     )
+
+
+def test_a_network_an_agent_builds_beside_one_it_moves_is_moved_with_it() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.optim import Adam
+        from nets import Critic, Policy
+
+        class ActorCritic:
+            def __init__(self, obs_dim, n_actions, gpu=True):
+                self.gpu = gpu and torch.cuda.is_available()
+                self.pi = Policy(obs_dim, n_actions)
+                self.vf = Critic(obs_dim)
+                self.opt = Adam(list(self.pi.parameters()) + list(self.vf.parameters()))
+                if self.gpu:
+                    self.pi.cuda()
+
+            def update(self, obs):
+                return self.pi(obs), self.vf(obs)
+
+        class Learner:
+            def __init__(self, cfg, device):
+                self.device = torch.device(device)
+                self.q = Critic(cfg.obs).to(self.device)
+                self.target = Critic(cfg.obs)
+                self.opt = Adam(self.q.parameters())
+                self.target_opt = Adam(self.target.parameters())
+
+            def step(self, obs):
+                return self.q(obs) - self.target.forward(obs)
+        """,
+        """
+        import torch
+        from torch.optim import Adam
+        from nets import Critic, Policy
+
+        class ActorCritic:
+            def __init__(self, obs_dim, n_actions, gpu=True):
+                self.gpu = gpu and torch.cuda.is_available()
+                self.pi = Policy(obs_dim, n_actions)
+                self.vf = Critic(obs_dim)
+                self.opt = Adam(list(self.pi.parameters()) + list(self.vf.parameters()))
+                if self.gpu:
+                    self.pi.cuda()
+                    self.vf.cuda()
+
+            def update(self, obs):
+                return self.pi(obs), self.vf(obs)
+
+        class Learner:
+            def __init__(self, cfg, device):
+                self.device = torch.device(device)
+                self.q = Critic(cfg.obs).to(self.device)
+                self.target = Critic(cfg.obs).to(self.device)
+                self.opt = Adam(self.q.parameters())
+                self.target_opt = Adam(self.target.parameters())
+
+            def step(self, obs):
+                return self.q(obs) - self.target.forward(obs)
+        """,
+        unsafe=True,
+    )
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+
+
+def test_a_held_network_handed_elsewhere_or_never_run_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from nets import Critic, Policy
+
+        class Runner:
+            def __init__(self, device):
+                self.pi = Policy().to(device)
+                self.shadow = Critic()
+                self.frozen = Critic()
+                self.pi_opt = torch.optim.SGD(self.pi.parameters(), lr=0.1)
+                self.shadow_opt = torch.optim.SGD(self.shadow.parameters(), lr=0.1)
+                self.frozen_opt = torch.optim.SGD(self.frozen.parameters(), lr=0.1)
+                self.ema = EMA(self.shadow)
+
+            def act(self, obs):
+                return self.pi(obs), self.shadow(obs)
+        """,
+        unsafe=True,
+    )

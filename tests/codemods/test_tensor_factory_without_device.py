@@ -1426,12 +1426,13 @@ def test_an_agents_tensor_attribute_follows_the_policy_output_it_scales() -> Non
                 self.device = torch.device(device)
                 self.actor = Actor(env.obs_dim, env.act_dim).to(self.device)
                 self.actor_opt = optim.Adam(self.actor.parameters(), lr=3e-4)
-                self.bound = torch.tensor(env.action_bound, dtype=torch.float32)
+                self.bound = torch.tensor(list(env.action_bound), dtype=torch.float32)
+                self.unit = torch.tensor(1.0)
                 self.offset = torch.FloatTensor(env.action_offset)
                 self.spare = torch.tensor(env.action_bound)
 
             def act(self, obs):
-                return torch.tanh(self.actor(obs)) * self.bound + self.offset
+                return torch.tanh(self.actor(obs)) * self.bound * self.unit + self.offset
 
             def describe(self):
                 return self.spare.numpy()
@@ -1445,12 +1446,13 @@ def test_an_agents_tensor_attribute_follows_the_policy_output_it_scales() -> Non
                 self.device = torch.device(device)
                 self.actor = Actor(env.obs_dim, env.act_dim).to(self.device)
                 self.actor_opt = optim.Adam(self.actor.parameters(), lr=3e-4)
-                self.bound = torch.tensor(env.action_bound, dtype=torch.float32, device=self.device)
+                self.bound = torch.tensor(list(env.action_bound), dtype=torch.float32, device=self.device)
+                self.unit = torch.tensor(1.0)
                 self.offset = torch.FloatTensor(env.action_offset).to(self.device)
                 self.spare = torch.tensor(env.action_bound)
 
             def act(self, obs):
-                return torch.tanh(self.actor(obs)) * self.bound + self.offset
+                return torch.tanh(self.actor(obs)) * self.bound * self.unit + self.offset
 
             def describe(self):
                 return self.spare.numpy()

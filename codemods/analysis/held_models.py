@@ -1,0 +1,132 @@
+"""Models an object holds as attributes, and which of them it places.
+
+An agent or trainer (`class A2C:`) builds its networks in one method (`self.actor =
+Actor(...)`, `self.critic = Critic(...)`), hands their parameters to optimizers, and moves
+some of them (`if self.use_cuda: self.actor.cuda()`, `self.q1 = QNet(...).to(self.device)`).
+A network built beside a moved one and never moved itself stays on the CPU while the object
+feeds it the same device tensors it feeds its siblings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import self_attribute
+
+#: Uses of a held network that neither move it nor hand it elsewhere.
+_KEEPS_PLACE = frozenset(
+    {"parameters", "named_parameters", "state_dict", "load_state_dict", "eval", "train",
+     "zero_grad", "forward", "requires_grad_"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SiblingMove:
+    """`attribute` is built by `built` and never moved; `move` moves a network built in the
+    same method: a statement (`self.actor.cuda()`), or the construction's own `.to(...)`."""
+
+    attribute: str
+    built: cst.Assign
+    sibling: str
+    move: cst.Call
+    #: The move is a statement of its own (`self.actor.cuda()`), not part of a construction.
+    statement: cst.SimpleStatementLine | None
+
+
+class HeldModels(Analysis):
+    """The networks a class that is not a module holds, moves and leaves behind."""
+
+    def left_behind(self, classdef: cst.ClassDef) -> list[SiblingMove]:
+        """Networks built in a method next to a sibling that method (or the class) moves,
+        used only as networks (called, asked for their parameters), never moved."""
+        methods = [m for m in classdef.body.body if isinstance(m, cst.FunctionDef)]
+        found: list[SiblingMove] = []
+        moves = self._moves(classdef) if methods else []
+        for method in methods:
+            built = self._built(method)
+            movers = [(attr, call, line) for attr, call, line in moves if attr in built]
+            if not movers:
+                continue
+            for attribute, assign in built.items():
+                if any(attr == attribute for attr, _, _ in moves):
+                    continue
+                if not self._used_as_network(classdef, attribute):
+                    continue
+                sibling, move, line = self._best_mover(assign, movers)
+                found.append(SiblingMove(attribute, assign, sibling, move, line))
+        return found
+
+    def _best_mover(
+        self,
+        built: cst.Assign,
+        movers: list[tuple[str, cst.Call, cst.SimpleStatementLine | None]],
+    ) -> tuple[str, cst.Call, cst.SimpleStatementLine | None]:
+        """The sibling move a fix can copy: a move statement after `built` (the network
+        exists there), else a construction's move before it (its device is set there), else
+        the last move."""
+        at = self.context.order(built)[0]
+        after = [m for m in movers if m[2] is not None and self.context.order(m[2])[0] > at]
+        before = [m for m in movers if m[2] is None and self.context.order(m[1])[0] < at]
+        return after[0] if after else before[-1] if before else movers[-1]
+
+    def _built(self, method: cst.FunctionDef) -> dict[str, cst.Assign]:
+        """`self.<attr> = Something(...)` statements of `method`, one per attribute."""
+        built: dict[str, cst.Assign] = {}
+        for assign in self.scopes.find(method.body, cst.Assign, own_scope=True):
+            if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+                continue
+            attribute = self_attribute(assign.targets[0].target)
+            if attribute is not None:
+                if attribute in built:
+                    built.pop(attribute)
+                    continue
+                built[attribute] = assign
+        return built
+
+    def _moves(
+        self, classdef: cst.ClassDef
+    ) -> list[tuple[str, cst.Call, cst.SimpleStatementLine | None]]:
+        """Every move of a held attribute in the class: `self.x.cuda()` / `self.x =
+        self.x.to(d)` statements, and constructions ending in `.to(d)` / `.cuda()`."""
+        moves: list[tuple[str, cst.Call, cst.SimpleStatementLine | None]] = []
+        for call in self.scopes.find(classdef.body, cst.Call):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")):
+                continue
+            attribute = self_attribute(func.value)
+            parent = self.context.parent(call)
+            line = self.context.parent(parent) if parent is not None else None
+            if attribute is not None:
+                statement = line if isinstance(line, cst.SimpleStatementLine) else None
+                moves.append((attribute, call, statement))
+            elif isinstance(parent, cst.Assign) and len(parent.targets) == 1:
+                target = self_attribute(parent.targets[0].target)
+                if target is not None and isinstance(func.value, cst.Call):
+                    moves.append((target, call, None))
+        return moves
+
+    def _used_as_network(self, classdef: cst.ClassDef, attribute: str) -> bool:
+        """`self.<attribute>` is called and asked for its parameters, and used no other way
+        (not handed to a call, wrapped, stored or read for its attributes)."""
+        called = parameters = False
+        for node in self.scopes.find(classdef.body, cst.Attribute):
+            if self_attribute(node) != attribute:
+                continue
+            parent = self.context.parent(node)
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            if isinstance(parent, cst.Call) and parent.func is node:
+                called = True
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                grand = self.context.parent(parent)
+                method = parent.attr.value
+                if method in _KEEPS_PLACE and isinstance(grand, cst.Call) and grand.func is parent:
+                    called |= method == "forward"
+                    parameters |= method in ("parameters", "named_parameters")
+                    continue
+            return False
+        return called and parameters
