@@ -73,10 +73,11 @@ class ModelNotMovedToDevice(DevicePass):
     The rest is safe: where the device is the CPU both moves are no-ops, and where it is a GPU
     the script failed at the model's first layer. The move goes right after the model is
     built, with the device its inputs are moved to, when that device can be named there;
-    otherwise the finding says so and has no fix. A model moved anywhere, loaded with `device_map`, handed to another
-    call (`accelerator.prepare(model)`, `nn.DataParallel(model)`, `train(model)`) or stored
-    elsewhere is left alone: its device is decided there; so is a model loaded in 4 or 8 bits
-    (`load_in_8bit`, `quantization_config`), which is placed as it loads and refuses `.to()`.
+    otherwise the finding says so and has no fix. A model moved anywhere, loaded with
+    `device_map`, handed to another call (`accelerator.prepare(model)`,
+    `nn.DataParallel(model)`, `train(model)`) or stored elsewhere is left alone: its device is
+    decided there; so is a model loaded in 4 or 8 bits (`load_in_8bit`,
+    `quantization_config`), which is placed as it loads and refuses `.to()`.
     """
 
     CODE = "DF207"
