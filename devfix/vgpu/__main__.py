@@ -104,8 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_script_here(script, args)
 
 
+#: What a finished script left (its globals, the exception that ended it), kept until the
+#: process exits without teardown (:func:`exit_without_teardown`, the only way out of both
+#: callers of :func:`run_script_here`). Freeing a script's DDP model drops its gloo process
+#: group with the GIL held (pybind frees the Reducer so), and the group's destructor joins a
+#: worker thread that may be waiting for the GIL to drop the Python state a finished
+#: collective captured: a deadlock (seen in this runtime, whose device modes are such state).
+_KEPT: list[object] = []
+
+
 def run_script_here(script: str, args: Sequence[str], *, virtual: bool = True) -> int:
-    """Run ``script`` as ``__main__`` in this interpreter; return its exit status.
+    """Run ``script`` as ``__main__`` in this interpreter; return its exit status. What the
+    script made stays alive (``_KEPT``): the caller exits without teardown.
 
     With ``virtual`` (the GPUs are installed), a death prints the traceback without the
     runtime's frames and, for a device mismatch, the diagnosis; without, the plain traceback.
@@ -116,8 +126,9 @@ def run_script_here(script: str, args: Sequence[str], *, virtual: bool = True) -
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        runpy.run_path(script, run_name="__main__")
+        _KEPT.append(runpy.run_path(script, run_name="__main__"))
     except SystemExit as e:
+        _KEPT.append(e)
         code = e.code
         if code is None:
             return 0
@@ -126,6 +137,7 @@ def run_script_here(script: str, args: Sequence[str], *, virtual: bool = True) -
         print(code, file=sys.stderr)
         return 1
     except BaseException as e:
+        _KEPT.append(e)  # its traceback holds the script's frames, and so its objects
         if not virtual:
             traceback.print_exception(type(e), e, e.__traceback__)
             return 130 if isinstance(e, KeyboardInterrupt) else 1

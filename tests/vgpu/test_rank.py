@@ -190,3 +190,31 @@ def test_a_model_mapped_over_both_gpus_is_refused_by_accelerate(tmp_path: Path) 
     tail = done.stderr.strip().splitlines()
     assert tail[-1].startswith(f"ValueError: {refusal}"), tail[-3:]
     assert "in prepare_model" in tail[-3], tail[-3:]
+
+
+KEEPS_ITS_OBJECTS = """
+import weakref
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+model = DistributedDataParallel(nn.Linear(2, 1))
+model(torch.ones(3, 2)).sum().backward()
+dist.destroy_process_group()
+weakref.finalize(model, print, "model freed").atexit = False  # when it is freed, not at exit
+print("done")
+"""
+
+
+def test_a_finished_script_keeps_its_ddp_model_until_the_process_exits(tmp_path: Path) -> None:
+    # Freeing the model frees its gloo group with the GIL held, which can deadlock with the
+    # group's worker thread (it hung this suite once): the runner keeps what the script made.
+    for ending in ("", "raise RuntimeError('after training')\n"):
+        script = tmp_path / "keeps.py"
+        script.write_text(KEEPS_ITS_OBJECTS + ending)
+        done = _run(script, tmp_path)
+        assert done.stdout == "done\n", done.stderr[-2000:]
+        assert done.returncode == (1 if ending else 0)
