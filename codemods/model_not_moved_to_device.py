@@ -9,7 +9,7 @@ from devfix.codemods.analysis.devices import Current, Literal, Named
 from devfix.codemods.analysis.held_models import HeldModels, SiblingMove
 from devfix.codemods.analysis.modules import strip_module_methods
 from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
-from devfix.codemods.analysis.torch_names import MODEL_WRAPPERS
+from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE, MODEL_WRAPPERS
 from devfix.types import Applicability, Edit
 
 #: Calls that build a model: a module class, or a pretrained checkpoint.
@@ -18,11 +18,6 @@ _LOADERS = frozenset({"from_pretrained", "from_config"})
 _PLACED_AS_LOADED = ("device_map", "load_in_8bit", "load_in_4bit", "quantization_config")
 #: Methods of a model that run it on its inputs.
 _RUNS = frozenset({"generate", "forward"})
-#: Methods of a model that neither move it nor hand it elsewhere.
-_KEEPS_PLACE = frozenset(
-    {"eval", "train", "parameters", "named_parameters", "state_dict", "load_state_dict",
-     "requires_grad_", "zero_grad", "modules", "children", "config", "half", "float"}
-)  # fmt: skip
 
 
 class ModelNotMovedToDevice(DevicePass):
@@ -280,7 +275,7 @@ class ModelNotMovedToDevice(DevicePass):
                 if method in _RUNS and isinstance(call, cst.Call) and call.func is parent:
                     runs.append(call)
                     continue
-                if method in _KEEPS_PLACE:
+                if method in MODEL_MEMBERS_KEEPING_PLACE:
                     continue
             return None  # moved, wrapped, handed to a call, stored: decided elsewhere
         for call in runs:

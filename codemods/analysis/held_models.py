@@ -15,12 +15,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import self_attribute
-
-#: Uses of a held network that neither move it nor hand it elsewhere.
-_KEEPS_PLACE = frozenset(
-    {"parameters", "named_parameters", "state_dict", "load_state_dict", "eval", "train",
-     "zero_grad", "forward", "requires_grad_"}
-)  # fmt: skip
+from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
 
 
 @dataclass(frozen=True)
@@ -124,7 +119,8 @@ class HeldModels(Analysis):
             if isinstance(parent, cst.Attribute) and parent.value is node:
                 grand = self.context.parent(parent)
                 method = parent.attr.value
-                if method in _KEEPS_PLACE and isinstance(grand, cst.Call) and grand.func is parent:
+                keeps = method in MODEL_MEMBERS_KEEPING_PLACE or method == "forward"
+                if keeps and isinstance(grand, cst.Call) and grand.func is parent:
                     called |= method == "forward"
                     parameters |= method in ("parameters", "named_parameters")
                     continue

@@ -278,6 +278,11 @@ SAME_DEVICE_FUNCTIONS = frozenset(
 LEAVES_DEVICE_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 #: Calls that state a device explicitly; a factory already moved by them is not DF101's business.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
+#: Members of a model that neither move it nor hand it elsewhere.
+MODEL_MEMBERS_KEEPING_PLACE = frozenset(
+    {"eval", "train", "parameters", "named_parameters", "state_dict", "load_state_dict",
+     "requires_grad_", "zero_grad", "modules", "children", "config", "half", "float"}
+)  # fmt: skip
 #: Library functions that return their first argument on the device of the second:
 #: detectron2's trace-friendly `move_device_like(src, dst)`, accelerate's
 #: `send_to_device(tensor, device)`.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.flow.calls import MOVES
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.moves import cuda_string
 from devfix.codemods.analysis.names import dotted_name, keyword_argument
@@ -20,9 +21,6 @@ from devfix.codemods.analysis.torch_names import (
     SAME_DEVICE_METHODS,
     TENSOR_FACTORIES,
 )
-
-#: The moves a global may be made with.
-MOVES = ("to", "cuda")
 
 
 class ImportTimeTensors(Analysis):

@@ -46,7 +46,7 @@ class TokenizerOutputNotMoved(DevicePass):
     parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`
     instead: the map may have put the first layer on another GPU (`device_map={"": 1}`) or,
     on a host without one, on the CPU. A map the code spells (`"auto"` in a one-GPU notebook)
-    is left with its literal GPU.
+    is left with its literal GPU, reported without a fix.
 
     ## Why is this bad?
     Tokenizers always return CPU tensors. The embedding layer of a model on the GPU then fails
@@ -212,10 +212,20 @@ class TokenizerOutputNotMoved(DevicePass):
         model_call, model = found
         if model.move is not None or not model.pretrained:
             return
-        if not self.facts.own(TokenizerOutputs).map_chosen_elsewhere(model.model, move):
-            return  # a map the code spells (`"auto"` on a one-GPU notebook) has its GPU
         device = f"{model.model}.device"
         line = self.context.position(model_call).start.line
+        if not self.facts.own(TokenizerOutputs).map_chosen_elsewhere(model.model, move):
+            # A map the code spells (`"auto"` in a one-GPU notebook) puts the first layer on
+            # that GPU: right as written, and left so.
+            self.report(
+                move,
+                message=(
+                    f"tokenizer output moved to {literal} for `{model.model}` (line {line}), "
+                    f"which its loading placed; no fix: right while the placement the code spells "
+                    f"keeps its first layer there (`{device}` follows any placement)"
+                ),
+            )
+            return
         self.report(
             move,
             message=(

@@ -726,8 +726,8 @@ def test_a_literal_gpu_for_a_model_the_code_moved_itself_is_not_this_rule() -> N
     )
 
 
-def test_a_literal_gpu_beside_a_map_the_code_spells_is_left() -> None:
-    assert_noop(
+def test_a_literal_gpu_beside_a_map_the_code_spells_is_reported_and_left() -> None:
+    assert_declined(
         RULE,
         """
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -737,5 +737,5 @@ def test_a_literal_gpu_beside_a_map_the_code_spells_is_left() -> None:
         ids = tok("hello", return_tensors="pt").input_ids.cuda()
         out = lm.generate(ids, max_new_tokens=5)
         """,
-        unsafe=True,
+        reason="right while the placement the code spells keeps its first layer there",
     )
