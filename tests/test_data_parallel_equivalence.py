@@ -6,29 +6,34 @@ on the CPU (gloo, two processes with B // 2 each). Both write their final weight
 `$CHECKPOINT`; the DataParallel checkpoint's `module.` prefix is stripped before comparing.
 The plain runs, and `torchrun` itself (the launcher, as the `torchrun` command calls it:
 `torch.distributed.run.main()`), are forked from a warm process (devfix.vgpu.warm); the two
-workers it starts are fresh interpreters, as under the real command. Workers forked from a
-process that had imported torch hung now and then at exit (the DDP reducer's process group,
-destroyed with the GIL held, joined a gloo thread that waited for the GIL); fresh ones did not
-in 60 runs under load.
+workers it starts are fresh interpreters that run the script as devfix runs scripts
+(tests/torchrun_worker.py, their `PYTHON_EXEC`). Workers forked from a process that had
+imported torch hung now and then at exit (the DDP reducer's process group, destroyed with the
+GIL held, joined a gloo thread that waited for the GIL), and fresh ones ended by the
+interpreter's own teardown aborted now and then ("terminate called without an active
+exception").
 
 Each `before` also runs under 2 virtual GPUs, where `nn.DataParallel` really replicates the
 model and splits the batch: a script that runs there must train to the CPU run's weights; one
 that dies must die inside a replica, of the error its golden header declares (the bug the
 conversion removes).
 
-Nothing is retried: a converted script that crashes at exit (the gloo shutdown abort the
-conversion's `dist.barrier()` before `destroy_process_group()` avoids) fails the test.
+Nothing is retried: a converted script that crashes in `destroy_process_group()` (the gloo
+shutdown abort the conversion's `dist.barrier()` before it avoids) or in an atexit handler
+fails the test.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import torchrun_worker
 from tests.warm_servers import warm_run
 
 torch = pytest.importorskip("torch")
@@ -71,11 +76,14 @@ def _python(script: Path, cwd: Path, **extra: str) -> None:
 
 def _torchrun(script: Path, cwd: Path, **extra: str) -> None:
     """`torchrun --standalone --nproc_per_node=2 script` (a free rendezvous port of its own:
-    two at once do not meet)."""
+    two at once do not meet), its workers started by tests/torchrun_worker.py."""
     launcher = cwd / "torchrun.py"
     launcher.write_text(TORCHRUN)
+    worker = cwd / "torchrun-python"
+    worker.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{torchrun_worker.__file__}" "$@"\n')
+    worker.chmod(0o755)
     args = ("--standalone", "--nproc_per_node=2", str(script))
-    completed = _warm(launcher, cwd, 0, args, **extra)
+    completed = _warm(launcher, cwd, 0, args, PYTHON_EXEC=str(worker), **extra)
     assert completed.returncode == 0, (
         f"torchrun {' '.join(args)} exited {completed.returncode}\n{completed.stderr[-4000:]}"
     )
