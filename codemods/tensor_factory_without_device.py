@@ -26,9 +26,10 @@ class TensorFactoryWithoutDevice(DevicePass):
 
     ## What it does
     Finds `torch.arange`, `zeros`, `ones`, `full`, `empty`, `eye`, `linspace`, `logspace`,
-    `rand`, `randn`, `randint`, `randperm`, `tensor`, `as_tensor` and the legacy constructors
-    (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...) called without
-    `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
+    `rand`, `randn`, `randint`, `randperm`, `tensor`, `as_tensor`, the signal windows
+    (`hann_window`, `hamming_window`, ...), `tril_indices`/`triu_indices` and the legacy
+    constructors (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...)
+    called without `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
     `init_hidden`, mask builders, loss modules; OpenMMLab models, whose `forward` is in their
     base class, with `forward_train` / `forward_test` and parts built from config registries),
     the loss and prediction steps of a Hugging Face / TRL `Trainer` subclass (`compute_loss`,

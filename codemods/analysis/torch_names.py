@@ -15,6 +15,15 @@ def tails(*tables: Iterable[str]) -> frozenset[str]:
 
 #: The factories that draw random numbers (`torch.<name>`); RANDOM_FUNCTIONS takes them too.
 _RANDOM_FACTORIES = ("rand", "randn", "randint", "randperm")
+#: Signal windows (`torch.hann_window(n_fft)`): made on the CPU unless given `device=`, like any
+#: factory, and often stored by spectrogram and STFT layers.
+_WINDOW_FACTORIES = (
+    "hann_window",
+    "hamming_window",
+    "blackman_window",
+    "bartlett_window",
+    "kaiser_window",
+)
 #: `torch.<name>_like` factories: a new tensor shaped (and placed) like their argument.
 _LIKE_FACTORIES = (
     "zeros_like",
@@ -42,6 +51,9 @@ TENSOR_FACTORIES = frozenset(
         *_RANDOM_FACTORIES,
         "tensor",
         "as_tensor",
+        *_WINDOW_FACTORIES,
+        "tril_indices",
+        "triu_indices",
     )
 )
 #: Factories whose first argument is data, where a non-container argument is a 0-dim scalar.
@@ -389,6 +401,22 @@ TENSOR_FUNCTIONS = frozenset(
         "norm",
         "topk",
         "argmax",
+        "argsort",
+        "sort",
+        "cumprod",
+        "logsumexp",
+        "maximum",
+        "minimum",
+        "dot",
+        "cdist",
+        "diag",
+        "lerp",
+        "addmm",
+        "baddbmm",
+        "bucketize",
+        "searchsorted",
+        "stft",
+        "istft",
         *_LIKE_FACTORIES,
     )
 )

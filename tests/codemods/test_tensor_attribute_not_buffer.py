@@ -617,3 +617,34 @@ def test_a_list_repeating_one_tensor_per_level_is_reported() -> None:
         """,
         reason="holds tensors in a plain container",
     )
+
+
+def test_a_signal_window_stored_by_a_spectrogram_layer_becomes_a_buffer() -> None:
+    assert_fix(
+        RULE,
+        """
+        from torch import hamming_window, nn, stft
+
+        class MelFrontend(nn.Module):
+            def __init__(self, n_fft: int = 400) -> None:
+                super().__init__()
+                self.n_fft = n_fft
+                self.taper = hamming_window(n_fft, periodic=False)
+
+            def forward(self, audio):
+                return stft(audio, self.n_fft, window=self.taper, return_complex=True).abs()
+        """,
+        """
+        from torch import hamming_window, nn, stft
+
+        class MelFrontend(nn.Module):
+            def __init__(self, n_fft: int = 400) -> None:
+                super().__init__()
+                self.n_fft = n_fft
+                self.register_buffer("taper", hamming_window(n_fft, periodic=False), persistent=False)
+
+            def forward(self, audio):
+                return stft(audio, self.n_fft, window=self.taper, return_complex=True).abs()
+        """,
+        unsafe=True,
+    )

@@ -1482,3 +1482,35 @@ def test_an_agents_tensor_attribute_made_before_the_device_is_set_is_reported_wi
         reason="not set where it is made",
     )
     assert "`self.bound`" in finding.message
+
+
+def test_a_window_made_in_forward_takes_the_device_of_the_signal_it_tapers() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch as th
+
+        class Denoiser(th.nn.Module):
+            def __init__(self, hop):
+                super().__init__()
+                self.hop = hop
+
+            def forward(self, noisy):
+                win = th.blackman_window(4 * self.hop)
+                spec = th.stft(noisy, 4 * self.hop, self.hop, window=win, return_complex=True)
+                return spec.abs()
+        """,
+        """
+        import torch as th
+
+        class Denoiser(th.nn.Module):
+            def __init__(self, hop):
+                super().__init__()
+                self.hop = hop
+
+            def forward(self, noisy):
+                win = th.blackman_window(4 * self.hop, device=noisy.device)
+                spec = th.stft(noisy, 4 * self.hop, self.hop, window=win, return_complex=True)
+                return spec.abs()
+        """,
+    )
