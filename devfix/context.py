@@ -177,6 +177,8 @@ class _NameTable:
     def __init__(self, tables: TreeTables) -> None:
         self.imports: dict[str, set[str]] = {}
         self.bound: set[str] = set()
+        #: The modules of `from m import *` (a leading "." for a relative one).
+        self.star_modules: set[str] = set()
         # Only the binding nodes, from the file's per-class index (the order does not matter).
         nodes = tables.nodes
         bind = self.bound.add
@@ -196,6 +198,9 @@ class _NameTable:
 
     def _add_import(self, statement: cst.Import | cst.ImportFrom) -> None:
         relative = isinstance(statement, cst.ImportFrom) and bool(statement.relative)
+        if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+            module = dotted_name(statement.module) if statement.module is not None else ""
+            self.star_modules.add("." * len(statement.relative) + (module or ""))
         for binding in import_bindings(statement):
             if relative:
                 self.bound.add(binding.name)  # relative imports: resolved scope by scope
@@ -231,6 +236,12 @@ class _NameTable:
             return {QualifiedName(dotted, QualifiedNameSource.LOCAL)}
         if root in _BUILTINS:
             return {QualifiedName(f"builtins.{dotted}", QualifiedNameSource.BUILTIN)}
+        if len(self.star_modules) == 1:
+            # `from torch import *` and nothing else star-imported: a name the file never binds
+            # comes from torch (`Tensor(n)`); with two star imports it could come from either.
+            (module,) = self.star_modules
+            if module == "torch" or module.startswith("torch."):
+                return {QualifiedName(f"{module}.{dotted}", QualifiedNameSource.IMPORT)}
         return ()
 
 

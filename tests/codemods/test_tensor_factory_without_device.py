@@ -1514,3 +1514,51 @@ def test_a_window_made_in_forward_takes_the_device_of_the_signal_it_tapers() -> 
                 return spec.abs()
         """,
     )
+
+
+def test_a_constructor_star_imported_from_torch_is_torchs() -> None:
+    assert_fix(
+        RULE,
+        """
+        from torch import *
+        from torch.nn import Module, Parameter
+
+        class ChainScorer(Module):
+            def __init__(self, tags):
+                super().__init__()
+                self.transitions = Parameter(randn(tags, tags))
+
+            def forward(self, emissions):
+                total = LongTensor(emissions.size(0)).zero_()
+                return emissions.sum(-1) + total
+        """,
+        """
+        from torch import *
+        from torch.nn import Module, Parameter
+
+        class ChainScorer(Module):
+            def __init__(self, tags):
+                super().__init__()
+                self.transitions = Parameter(randn(tags, tags))
+
+            def forward(self, emissions):
+                total = LongTensor(emissions.size(0)).to(emissions.device).zero_()
+                return emissions.sum(-1) + total
+        """,
+    )
+
+
+def test_a_name_two_star_imports_could_bind_is_nobodys() -> None:
+    assert_noop(
+        RULE,
+        """
+        from torch import *
+        from torch.nn import Module
+        from mylib.layers import *
+
+        class ChainScorer(Module):
+            def forward(self, emissions):
+                total = LongTensor(emissions.size(0)).zero_()
+                return emissions.sum(-1) + total
+        """,
+    )
