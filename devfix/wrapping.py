@@ -182,7 +182,7 @@ def _wrapped(
     ]
     if any("\n" in argument for argument in arguments):
         return None
-    inner = indent + "    "
+    inner = indent + ("\t" if "\t" in indent else "    ")  # a tab-indented file stays so
     one_line = [head, inner + ", ".join(arguments), tail]
     if all(len(part) <= limit for part in one_line):
         return one_line

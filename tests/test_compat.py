@@ -63,6 +63,17 @@ def test_wrapping_never_splits_a_call_inside_an_fstring() -> None:
     assert '\n    f"{len(loader)} batches",\n' in wrapped
 
 
+def test_wrapping_a_tab_indented_line_indents_its_arguments_with_a_tab() -> None:
+    before = "def f(x, n):\n\tpass\n"
+    after = "def f(x, n):\n\tpacked = pack_padded_sequence(x_embedded_here, n.cpu(), batch_first=True)\n"
+    wrapped = wrap_long_lines(before, after, 60)
+    assert wrapped.splitlines()[1:] == [
+        "\tpacked = pack_padded_sequence(",
+        "\t\tx_embedded_here, n.cpu(), batch_first=True",
+        "\t)",
+    ]
+
+
 def _project(tmp_path: Path, requires: str | None) -> Path:
     table = f'[project]\nname = "p"\nrequires-python = "{requires}"\n' if requires else ""
     (tmp_path / "pyproject.toml").write_text(table)

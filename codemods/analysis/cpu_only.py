@@ -20,12 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.moves import copies_to_host
-from devfix.codemods.analysis.names import argument_of
+from devfix.codemods.analysis.names import argument_of, call_tail, keyword_argument
+from devfix.codemods.analysis.torch_names import (
+    CPU_SOURCES,
+    SAME_DEVICE_METHODS,
+    TENSOR_FUNCTIONS,
+)
 
 #: Callee (qualified) -> its CPU-only arguments: (position, keyword, why it must stay there).
 CPU_ONLY_ARGUMENTS: dict[str, tuple[tuple[int, str, str], ...]] = {
@@ -43,6 +49,27 @@ CPU_ONLY_METHODS = {"numpy": "reads host memory"}
 _SAME_TENSOR = frozenset(
     {"long", "int", "short", "view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous"}
 )
+
+
+#: Where a tensor is: in host memory, on a device, or a tensor the code does not place.
+Placement = Literal["host", "device", "tensor"]
+_MAX_DEPTH = 8
+#: Methods whose result lives on the host (or is no tensor at all).
+_HOST_RESULTS = frozenset({"tolist", "numpy", "item"})
+#: Calls that return a tuple of tensors on their input's device (`values, order = x.sort()`).
+_TUPLE_OF_TENSORS = frozenset({"sort", "topk", "max", "min", "median", "mode", "kthvalue"})
+
+
+def _is_cpu_literal(node: cst.BaseExpression) -> bool:
+    """`"cpu"` or `torch.device("cpu")`."""
+    if isinstance(node, cst.Call) and node.args:
+        node = node.args[0].value
+    return isinstance(node, cst.SimpleString) and node.evaluated_value == "cpu"
+
+
+def _returns_tensors(value: cst.BaseExpression) -> bool:
+    """`torch.sort(x)` / `x.sort()`: unpacking gives tensors."""
+    return isinstance(value, cst.Call) and call_tail(value.func) in _TUPLE_OF_TENSORS
 
 
 @dataclass(frozen=True)
@@ -93,14 +120,102 @@ class CpuOnlyArguments(Analysis):
                         f"`.{node.func.attr.value}()` {why}, so it stays on the CPU",
                     )
                 continue
-            qualified = self.names.qualified_name(node.func)
-            for position, keyword, why in CPU_ONLY_ARGUMENTS.get(qualified or "", ()):
-                argument = argument_of(node, keyword, position)
-                if argument is not None:
-                    short = (qualified or "").rsplit(".", 1)[-1]
-                    yield CpuOnlyUse(
-                        argument.value, f"it feeds `{short}`'s `{keyword}`, which {why}"
-                    )
+            yield from self.arguments(node)
+
+    def arguments(self, call: cst.Call) -> list[CpuOnlyUse]:
+        """The arguments of `call` that torch needs on the CPU (`pack_padded_sequence`'s
+        `lengths`, a sampler's `weights`)."""
+        qualified = self.names.qualified_name(call.func)
+        found: list[CpuOnlyUse] = []
+        for position, keyword, why in CPU_ONLY_ARGUMENTS.get(qualified or "", ()):
+            argument = argument_of(call, keyword, position)
+            if argument is not None:
+                short = (qualified or "").rsplit(".", 1)[-1]
+                found.append(
+                    CpuOnlyUse(argument.value, f"it feeds `{short}`'s `{keyword}`, which {why}")
+                )
+        return found
+
+    def placement(self, value: cst.BaseExpression, depth: int = 0) -> Placement | None:
+        """Where the tensor `value` is, as far as the code at hand shows: on the host (a CPU
+        factory, `.cpu()`, `.tolist()`), on a device (`device=d`, `.to(d)`, `.cuda()`, a sort
+        or a method of such a tensor), a tensor somewhere (an input judged a tensor, or one that
+        every module of this file calling this `forward` hands a tensor), or None (not
+        provably a tensor: a list, a number, an unknown call)."""
+        if depth > _MAX_DEPTH:
+            return None
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.BaseNumber)):
+            return None
+        if isinstance(value, (cst.Subscript, cst.UnaryOperation)):
+            inner = value.value if isinstance(value, cst.Subscript) else value.expression
+            return self.placement(inner, depth + 1)
+        if isinstance(value, (cst.BinaryOperation, cst.Comparison)):
+            operands = (
+                [value.left, value.right]
+                if isinstance(value, cst.BinaryOperation)
+                else [value.left, *(c.comparator for c in value.comparisons)]
+            )
+            found = {self.placement(operand, depth + 1) for operand in operands} - {None}
+            kinds: tuple[Placement, ...] = ("device", "tensor", "host")
+            return next((kind for kind in kinds if kind in found), None)
+        if isinstance(value, cst.Call):
+            return self._call_placement(value, depth)
+        if isinstance(value, cst.Name):
+            return self._name_placement(value, depth)
+        return None
+
+    def _call_placement(self, call: cst.Call, depth: int) -> Placement | None:
+        if copies_to_host(call):
+            return "host"
+        func = call.func
+        qualified = self.names.qualified_name(func)
+        if qualified in CPU_SOURCES:
+            device = keyword_argument(call, "device")
+            if device is None:
+                return "host"
+            return "host" if _is_cpu_literal(device.value) else "device"
+        if qualified in TENSOR_FUNCTIONS:
+            first = argument_of(call, "input", 0)
+            return self.placement(first.value, depth + 1) if first is not None else None
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        if method in _HOST_RESULTS:
+            return "host"
+        if method == "cuda":
+            return "device"
+        if method == "to":
+            target = argument_of(call, "device", 0)
+            if target is None or self.names.is_dtype(target.value):
+                return self.placement(func.value, depth + 1)
+            return "host" if _is_cpu_literal(target.value) else "device"
+        if method in _SAME_TENSOR or method in SAME_DEVICE_METHODS or method in _TUPLE_OF_TENSORS:
+            return self.placement(func.value, depth + 1)
+        return None
+
+    def _name_placement(self, name: cst.Name, depth: int) -> Placement | None:
+        binding = self.scopes.binding_before(name.value, name, statement=True)
+        if (
+            binding is not None
+            and binding[1] is not None
+            and self.context.order(binding[1])[0] > self.context.order(name)[0]
+        ):
+            binding = None  # only bound later: what it holds here is the parameter
+        function = self.facts.modules.enclosing_function(name)
+        kind, value = binding if binding is not None else ("", None)
+        if kind in ("assign", "unpack") and value is not None:
+            if kind == "unpack" and not _returns_tensors(value):
+                return None
+            return self.placement(value, depth + 1)
+        if function is None or (binding is not None and binding[0] != "param"):
+            return None
+        if name.value in function.tensor_params:
+            return "tensor"
+        handed = self.facts.modules.handed_by_callers(function.node, name.value)
+        places = {self.placement(value, depth + 1) for value, _caller in handed}
+        if handed and None not in places:
+            return "device" if "device" in places else "tensor" if "tensor" in places else "host"
+        return None
 
     def _uses_through_model(self, call: cst.Call) -> Iterator[CpuOnlyUse]:
         found = self._forward_of(call)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.names import Names, call_tail, code_of, dotted_name
+from devfix.codemods.analysis.names import Names, argument_of, call_tail, code_of, dotted_name
 from devfix.codemods.analysis.scopes import ASSIGNING_NODES, Scopes, bound_by, target_names
 from devfix.codemods.analysis.torch_names import (
     BASES_WITH_DEVICE_PROPERTY,
@@ -753,6 +753,35 @@ class ModuleFacts(Analysis):
             if any(self_attribute(t.target, self_var) == attr for t in node.targets):
                 return self.constructed_module(node.value)
         return None
+
+    def handed_by_callers(
+        self, forward: cst.FunctionDef, parameter: str
+    ) -> list[tuple[cst.BaseExpression, FunctionInfo]]:
+        """What the other modules of this file hand `parameter` of a module's `forward`: the
+        arguments of `self.<attr>(...)` in their methods, where `__init__` builds `self.<attr>`
+        from this class (`self.encoder = Encoder(...)`; `self.encoder(embedded, lengths)`),
+        each with the method it is in."""
+        owner = self.enclosing_class(forward)
+        params = [p.name.value for p in forward.params.params][1:]
+        if owner is None or forward.name.value != "forward" or parameter not in params:
+            return []
+        index = params.index(parameter)
+        found: list[tuple[cst.BaseExpression, FunctionInfo]] = []
+        for classdef in self.context.of_type(self.context.module, cst.ClassDef):
+            if classdef is owner:
+                continue
+            for function in self.context.of_type(classdef, cst.FunctionDef):
+                self_var = self_name(function)
+                for call in self.context.of_type(function.body, cst.Call):
+                    attr = self_attribute(call.func, self_var) if self_var else None
+                    if attr is None or self.submodule_class(classdef, attr) != owner.name.value:
+                        continue
+                    if any(arg.star for arg in call.args):
+                        continue
+                    argument = argument_of(call, parameter, index)
+                    if argument is not None:
+                        found.append((argument.value, self.function_info(function)))
+        return found
 
     def dispatched_in_init(self, classdef: cst.ClassDef, attribute: str) -> str | None:
         """`dispatch_model(self.head, device_map=...)` in the class's `__init__`: the submodule

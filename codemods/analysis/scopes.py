@@ -824,15 +824,16 @@ class Scopes:
         return calls
 
     def binding_before(
-        self, name: str, at: cst.CSTNode
+        self, name: str, at: cst.CSTNode, *, statement: bool = False
     ) -> tuple[str, cst.BaseExpression | None] | None:
-        """(kind, value) of the last binding of `name` before `at` in its scope (any binding if
-        the scope is an enclosing one)."""
+        """(kind, value) of the last binding of `name` before `at` (with `statement`: before
+        the statement that holds `at`, so `n, i = n.sort()` reads the `n` bound earlier) in its
+        scope (any binding if the scope is an enclosing one)."""
         function = self.enclosing_function(at)
         table, table_function = self.lookup(name, function)
         bindings = table.bindings.get(name, [])
         if table_function is function and not name.startswith("self."):
-            position = self.context.order(at)[0]
+            position = self.statement_start(at) if statement else self.context.order(at)[0]
             bindings = [b for b in bindings if b.position < position] or bindings
         if not bindings:
             return None

@@ -410,7 +410,6 @@ TENSOR_FUNCTIONS = frozenset(
         "dot",
         "cdist",
         "diag",
-        "lerp",
         "addmm",
         "baddbmm",
         "bucketize",

@@ -351,6 +351,51 @@ def test_a_resume_api_whose_save_and_load_take_the_path_from_their_callers_is_fi
     )
 
 
+def test_a_resume_api_that_builds_the_path_from_its_callers_step_is_fixed() -> None:
+    # `save(self, step)` / `restore(self, step)`: the same template, but each caller names the
+    # step, and a resumed run may read one another machine wrote; the object's own folder
+    # (`self.out`) alone would not make it the caller's file.
+    assert_fix(
+        "DF302",
+        """
+        import os
+        import torch
+
+        class Runner:
+            def save(self, step):
+                torch.save({"net": self.net.state_dict()}, os.path.join(self.out, "step-%d.pt" % step))
+
+            def restore(self, step):
+                blob = torch.load(os.path.join(self.out, "step-%d.pt" % step))
+                self.net.load_state_dict(blob["net"])
+
+            def snapshot(self):
+                torch.save(self.net.state_dict(), self.out + "/last.pt")
+
+            def reload(self):
+                self.net.load_state_dict(torch.load(self.out + "/last.pt"))
+        """,
+        """
+        import os
+        import torch
+
+        class Runner:
+            def save(self, step):
+                torch.save({"net": self.net.state_dict()}, os.path.join(self.out, "step-%d.pt" % step))
+
+            def restore(self, step):
+                blob = torch.load(os.path.join(self.out, "step-%d.pt" % step), map_location="cpu")
+                self.net.load_state_dict(blob["net"])
+
+            def snapshot(self):
+                torch.save(self.net.state_dict(), self.out + "/last.pt")
+
+            def reload(self):
+                self.net.load_state_dict(torch.load(self.out + "/last.pt"))
+        """,
+    )
+
+
 def test_the_best_of_the_per_epoch_files_the_run_wrote_is_its_own_save() -> None:
     assert_noop(
         "DF302",

@@ -88,19 +88,19 @@ class Checkpoints(CallSites):
 
     def _same_file(self, saved: cst.BaseExpression, loaded: cst.BaseExpression) -> bool:
         """`_same_path`, but a parameter names the file its caller chooses: the same name in
-        two functions (`save(self, path)`, `load(self, path)`: a resume API) is two files;
-        and one file-name template in one scope (`"{}.pkl".format(epoch)`, then
-        `.format(best_epoch)`) is the file the run wrote."""
+        two functions (`save(self, path)`, `load(self, path)`: a resume API), or a path built
+        from one (`f"model-{milestone}.pt"` in `save(self, milestone)` and in `load(self,
+        milestone)`), is two files; and one file-name template in one scope
+        (`"{}.pkl".format(epoch)`, then `.format(best_epoch)`) is the file the run wrote."""
         saved_in = self.scopes.enclosing_function(saved)
         loaded_in = self.scopes.enclosing_function(loaded)
-        if (
-            isinstance(saved, cst.Name)
-            and isinstance(loaded, cst.Name)
-            and saved_in is not loaded_in
+        if saved_in is not loaded_in and any(
+            function is not None
             and any(
-                function is not None and _is_parameter(function, node.value)
-                for function, node in ((saved_in, saved), (loaded_in, loaded))
+                _is_parameter(function, name.value) and name.value not in ("self", "cls")
+                for name in self.context.of_type(node, cst.Name)
             )
+            for function, node in ((saved_in, saved), (loaded_in, loaded))
         ):
             return False
         if saved_in is loaded_in and _template(saved) is not None:

@@ -1,0 +1,90 @@
+"""DF107: a tensor that may be on a GPU handed to an argument torch reads on the CPU."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import method_chain
+from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.types import Applicability, Edit
+
+_CONSUMERS = frozenset({"pack_padded_sequence", "WeightedRandomSampler"})
+
+
+class CpuArgumentOnDevice(DevicePass):
+    """Sequence lengths (or sampler weights) on a GPU, where torch needs them on the CPU.
+
+    ## What it does
+    Finds the `lengths` of `pack_padded_sequence(input, lengths)` (and the `weights` of
+    `WeightedRandomSampler`) when they are a tensor that is, or may be, on a device: made with
+    `device=` or moved with `.to(device)` / `.cuda()` (sorted, cast or indexed after that), or a
+    tensor the function receives (an input it uses as one, or one that every module of the file
+    calling this `forward` hands it), and appends `.cpu()` there. Lists and tensors the code
+    makes on the CPU are left alone, and so is a value the code already brings back
+    (`lengths.cpu()`, `.to("cpu")`, `.tolist()`).
+
+    ## Why is this bad?
+    Since PyTorch 1.7, `pack_padded_sequence` raises `RuntimeError: 'lengths' argument should
+    be a 1D CPU int64 tensor, but got 1D cuda:0 Long tensor`: the lengths decide the packed
+    layout on the host. Code that sorts its lengths on the GPU to permute the batch
+    (`lengths, order = lengths.sort(descending=True)`), or a training loop that moves a whole
+    batch to the device, lengths included, hands it CUDA lengths. A lengths input whose device
+    the model does not choose is a latent hazard: the caller's batch move decides.
+
+    ## Example
+    ```python
+    def forward(self, tokens, lengths):
+        lengths, order = lengths.sort(descending=True)
+        packed = pack_padded_sequence(self.embed(tokens[order]), lengths, batch_first=True)
+    ```
+
+    ## Use instead
+    ```python
+    def forward(self, tokens, lengths):
+        lengths, order = lengths.sort(descending=True)
+        packed = pack_padded_sequence(self.embed(tokens[order]), lengths.cpu(), batch_first=True)
+    ```
+    Only the argument is copied back: the device lengths stay where the rest of the code uses
+    them (to permute or mask the batch).
+
+    ## Fix safety
+    Safe: `.cpu()` returns the tensor itself when it is on the CPU already, so nothing changes
+    where the code worked; on a GPU it is the copy torch asks for. A value that is not
+    provably a tensor (a list of lengths, the result of an unknown call) is not touched.
+
+    ## References
+    - PyTorch docs, `torch.nn.utils.rnn.pack_padded_sequence` ("lengths ... must be on the
+      CPU if provided as a tensor"); pytorch/pytorch#43227.
+    """
+
+    CODE = "DF107"
+    NAME = "cpu-argument-on-device"
+    MESSAGE = "a tensor that may be on a GPU is passed where torch reads it on the CPU"
+    FIX_TITLE = "Pass a CPU copy (`.cpu()`)"
+    APPLICABILITY = Applicability.SAFE
+    TRIGGER_WORDS = tuple(_CONSUMERS)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if call_tail(node.func) not in _CONSUMERS and not (
+            isinstance(node.func, cst.Name)
+            and node.func.value in self.facts.names.imported_aliases("torch")
+        ):
+            return
+        for use in self.facts.cpu_only.arguments(node):
+            placement = self.facts.cpu_only.placement(use.expr)
+            if placement not in ("device", "tensor"):
+                continue
+            shown = code_of(use.expr)
+            where = (
+                "is on a device"
+                if placement == "device"
+                else "is a tensor whose device the caller chooses (a batch moved whole puts it "
+                "on the GPU)"
+            )
+            self.report(
+                use.expr,
+                message=f"`{shown}` {where}, but {use.reason.removeprefix('it ')}",
+                fix_title=f"Pass `{shown}.cpu()`",
+                edits=[Edit(use.expr, method_chain(use.expr, "cpu"))],
+            )

@@ -1,0 +1,199 @@
+"""DF107 cpu-argument-on-device: inline cases."""
+
+from __future__ import annotations
+
+from devfix.types import Applicability
+from tests.helpers import assert_fix, assert_noop
+
+RULE = "DF107"
+
+
+def test_lengths_sorted_on_the_device_are_packed_from_a_host_copy() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from torch.nn.utils.rnn import pack_padded_sequence as pack
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        class Reader(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(8, 8, batch_first=True)
+
+            def forward(self, embedded, sizes):
+                sizes = torch.as_tensor(sizes, device=DEVICE)
+                sizes, order = torch.sort(sizes, descending=True)
+                packed = pack(embedded.index_select(0, order), sizes, batch_first=True)  # packed
+                return self.gru(packed)
+        """,
+        """
+        import torch
+        from torch import nn
+        from torch.nn.utils.rnn import pack_padded_sequence as pack
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        class Reader(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gru = nn.GRU(8, 8, batch_first=True)
+
+            def forward(self, embedded, sizes):
+                sizes = torch.as_tensor(sizes, device=DEVICE)
+                sizes, order = torch.sort(sizes, descending=True)
+                packed = pack(embedded.index_select(0, order), sizes.cpu(), batch_first=True)  # packed
+                return self.gru(packed)
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert "is on a device" in findings[0].message
+
+
+def test_lengths_counted_from_the_tokens_are_packed_from_a_host_copy() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch.nn as nn
+        import torch.nn.utils.rnn as rnn_utils
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(100, 8)
+
+            def forward(self, tokens, pad):
+                n = (tokens != pad).long().sum(dim=1)
+                return rnn_utils.pack_padded_sequence(self.emb(tokens), lengths=n, enforce_sorted=False)
+        """,
+        """
+        import torch.nn as nn
+        import torch.nn.utils.rnn as rnn_utils
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(100, 8)
+
+            def forward(self, tokens, pad):
+                n = (tokens != pad).long().sum(dim=1)
+                return rnn_utils.pack_padded_sequence(self.emb(tokens), lengths=n.cpu(), enforce_sorted=False)
+        """,
+    )
+
+
+def test_a_lengths_input_another_module_hands_as_a_tensor_is_packed_from_a_host_copy() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Rnn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 4, batch_first=True)
+
+            def forward(self, x, seq_len):
+                out, _ = self.lstm(nn.utils.rnn.pack_padded_sequence(x, seq_len, batch_first=True))
+                return out
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = Rnn()
+
+            def forward(self, x, seq_len):
+                steps = torch.arange(x.size(1), device=seq_len.device)
+                mask = steps[None, :] < seq_len.unsqueeze(1)
+                return self.body(x * mask[..., None], seq_len)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Rnn(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 4, batch_first=True)
+
+            def forward(self, x, seq_len):
+                out, _ = self.lstm(nn.utils.rnn.pack_padded_sequence(x, seq_len.cpu(), batch_first=True))
+                return out
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = Rnn()
+
+            def forward(self, x, seq_len):
+                steps = torch.arange(x.size(1), device=seq_len.device)
+                mask = steps[None, :] < seq_len.unsqueeze(1)
+                return self.body(x * mask[..., None], seq_len)
+        """,
+    )
+    assert "the caller chooses" in findings[0].message
+
+
+def test_sampler_weights_computed_on_the_gpu_are_drawn_from_a_host_copy() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import WeightedRandomSampler
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        labels = torch.randint(0, 2, (90,))
+        class_weights = torch.tensor([0.2, 0.8], device=device)
+        sampler = WeightedRandomSampler(class_weights[labels], num_samples=90)
+        """,
+        """
+        import torch
+        from torch.utils.data import WeightedRandomSampler
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        labels = torch.randint(0, 2, (90,))
+        class_weights = torch.tensor([0.2, 0.8], device=device)
+        sampler = WeightedRandomSampler(class_weights[labels].cpu(), num_samples=90)
+        """,
+    )
+
+
+def test_lengths_on_the_host_or_not_provably_tensors_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Encoder(nn.Module):
+            def forward(self, x, lengths, extra):
+                a = pack_padded_sequence(x, [len(s) for s in extra])
+                b = pack_padded_sequence(x, torch.tensor([len(s) for s in extra]))
+                c = pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False)
+                d = pack_padded_sequence(x, lengths.to("cpu").long())
+                e = pack_padded_sequence(x, extra)
+                ordered, _ = lengths.tolist(), None
+                f = pack_padded_sequence(x, ordered)
+                return a, b, c, d, e, f
+        """,
+    )
+
+
+def test_a_lengths_parameter_bound_again_later_is_the_parameter_where_it_is_packed() -> None:
+    assert_noop(
+        RULE,
+        """
+        from torch import nn
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Encoder(nn.Module):
+            def forward(self, x, lengths):
+                packed = pack_padded_sequence(x, lengths, batch_first=True)
+                lengths = x.new_tensor(lengths)
+                return packed, lengths
+        """,
+    )
