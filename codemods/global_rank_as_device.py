@@ -18,7 +18,9 @@ class GlobalRankAsDevice(DevicePass):
 
     ## What it does
     Finds the global rank of a launch, `dist.get_rank()` or the `RANK` variable torchrun sets
-    (`int(os.environ["RANK"])`, or a name bound to either), where a GPU of this machine is
+    (`int(os.environ["RANK"])`, or a name bound to either, also unpacked from a function or
+    method of this file that returns one: `world, rank = self.dist_info()`), where a GPU of
+    this machine is
     meant: `DistributedDataParallel(..., device_ids=[rank], output_device=rank)`,
     `torch.cuda.set_device(rank)`, `torch.cuda.device(rank)`, `torch.device("cuda", rank)`,
     `f"cuda:{rank}"`, `"cuda:" + str(rank)`, `.to(rank)` and `.cuda(rank)`. The fix uses

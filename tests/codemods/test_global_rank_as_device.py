@@ -267,3 +267,73 @@ def test_deepspeed_comm_ranks_count_as_torch_distributed_ones() -> None:
             return engine.to(f"cuda:{gpu}"), gpu
         """,
     )
+
+
+def test_a_rank_unpacked_from_a_helper_or_a_method_that_returns_it_is_the_rank() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+
+        def dist_info():
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank(), dist.get_world_size()
+            return 0, 1
+
+        class Halo(torch.nn.Module):
+            def shape(self):
+                world, me = 1, 0
+                if dist.is_initialized():
+                    world, me = dist.get_world_size(), dist.get_rank()
+                return world, me
+
+            def forward(self, x):
+                world, me = self.shape()
+                sizes = torch.zeros(world, device=torch.device("cuda", me))
+                return x, sizes
+
+        rank, world_size = dist_info()
+        torch.cuda.set_device(rank)
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+
+        def dist_info():
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank(), dist.get_world_size()
+            return 0, 1
+
+        class Halo(torch.nn.Module):
+            def shape(self):
+                world, me = 1, 0
+                if dist.is_initialized():
+                    world, me = dist.get_world_size(), dist.get_rank()
+                return world, me
+
+            def forward(self, x):
+                world, me = self.shape()
+                sizes = torch.zeros(world, device=torch.device("cuda", me % torch.cuda.device_count()))
+                return x, sizes
+
+        rank, world_size = dist_info()
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        """,
+    )
+
+
+def test_a_helper_returning_something_else_at_that_place_gives_no_rank() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+
+        def dist_info():
+            return dist.get_rank(), dist.get_world_size()
+
+        world_size, rank = dist_info()
+        torch.cuda.set_device(rank)
+        """,
+    )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 import libcst as cst
 
 from devfix.codemods.analysis.flow.calls import CallSites
+from devfix.codemods.analysis.modules import method
 from devfix.codemods.analysis.names import call_tail, code_of, is_constant
 
 if TYPE_CHECKING:
@@ -81,7 +82,63 @@ class ProcessRanks(CallSites):
         if isinstance(value, cst.IfExp):
             return self._same_kind([value.body, value.orelse], depth)
         if isinstance(value, cst.Name) and depth < 3:
+            unpacked = self._unpacked_from_call(value, at)
+            if unpacked is not None:
+                return self._same_kind(unpacked, depth)
             return self._same_kind(self.scopes.assigned_before(value.value, at), depth)
+        return None
+
+    def _unpacked_from_call(
+        self, name: cst.Name, at: cst.CSTNode
+    ) -> list[cst.BaseExpression] | None:
+        """`world_size, rank = self.dist_info()` (a method of the class, or a function of this
+        file, returning `world_size, rank`): the values its returns put where `name` is
+        unpacked (or the element of a tuple unpacked in place); None when `name` is not
+        unpacked from such a call."""
+        binding = self.scopes.binding_before(name.value, at)
+        if binding is None or binding[0] != "unpack" or binding[1] is None:
+            return None
+        call = binding[1]
+        statement = self.context.parent(call)
+        if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1):
+            return None
+        target = statement.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return None
+        index = next(
+            (
+                i
+                for i, element in enumerate(target.elements)
+                if isinstance(element.value, cst.Name) and element.value.value == name.value
+            ),
+            None,
+        )
+        if index is None:
+            return None
+        if isinstance(call, (cst.Tuple, cst.List)):  # `world, me = size(), dist.get_rank()`
+            return [call.elements[index].value] if index < len(call.elements) else None
+        callee = self._callee(call) if isinstance(call, cst.Call) else None
+        if callee is None:
+            return None
+        returned: list[cst.BaseExpression] = []
+        for exit_ in self.scopes.find(callee.body, cst.Return, own_scope=True):
+            value = exit_.value
+            if not isinstance(value, (cst.Tuple, cst.List)) or len(value.elements) <= index:
+                return None
+            returned.append(value.elements[index].value)
+        return returned or None
+
+    def _callee(self, call: cst.Call) -> cst.FunctionDef | None:
+        """The method of the enclosing class (`self.m()`) or the function of this file
+        (`m()`) that `call` calls."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.scopes.module_functions().get(func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            function = self.scopes.enclosing_function(call)
+            classdef = self.scopes.class_of(function) if function is not None else None
+            if classdef is not None and func.value.value == "self":
+                return method(classdef, func.attr.value)
         return None
 
     def _same_kind(self, values: list[cst.BaseExpression], depth: int) -> Rank | None:
