@@ -18,11 +18,15 @@ class CpuArgumentOnDevice(DevicePass):
     ## What it does
     Finds the `lengths` of `pack_padded_sequence(input, lengths)` (and the `weights` of
     `WeightedRandomSampler`) when they are a tensor that is, or may be, on a device: made with
-    `device=` or moved with `.to(device)` / `.cuda()` (sorted, cast or indexed after that), or a
-    tensor the function receives (an input it uses as one, or one that every module of the file
-    calling this `forward` hands it), and appends `.cpu()` there. Lists and tensors the code
-    makes on the CPU are left alone, and so is a value the code already brings back
-    (`lengths.cpu()`, `.to("cpu")`, `.tolist()`).
+    `device=` or moved with `.to(device)` / `.cuda()` (sorted, cast or indexed after that,
+    or a field of a batch moved whole: `{k: v.to(device) for k, v in batch.items()}`), and
+    appends `.cpu()` there. For an input of `forward`, what the file's own calls hand it
+    decides (a parent module's `self.encoder(x, lengths)`, the script's `model(x, lengths)`):
+    one that may be on a device is copied back, and where every call hands it a CPU value
+    or a DataLoader's field, nothing is reported; where the file has no such call, an input
+    the function uses as a tensor is a latent hazard, copied back the same way. Lists and
+    tensors the code makes on the CPU are left alone, and so is a value the code already
+    brings back (`lengths.cpu()`, `.to("cpu")`, `.tolist()`).
 
     ## Why is this bad?
     Since PyTorch 1.7, `pack_padded_sequence` raises `RuntimeError: 'lengths' argument should

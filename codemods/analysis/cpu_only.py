@@ -54,6 +54,8 @@ _SAME_TENSOR = frozenset(
 #: Where a tensor is: in host memory, on a device, or a tensor the code does not place.
 Placement = Literal["host", "device", "tensor"]
 _MAX_DEPTH = 8
+#: The placements that call for a copy to the host, the surer first.
+_MOVABLE: tuple[Placement, ...] = ("device", "tensor")
 #: Methods whose result lives on the host (or is no tensor at all).
 _HOST_RESULTS = frozenset({"tolist", "numpy", "item"})
 #: Calls that return a tuple of tensors on their input's device (`values, order = x.sort()`).
@@ -146,6 +148,8 @@ class CpuOnlyArguments(Analysis):
             return None
         if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.BaseNumber)):
             return None
+        if isinstance(value, cst.DictComp):  # `{k: v.to(device) for k, v in batch.items()}`
+            return self.placement(value.value, depth + 1)
         if isinstance(value, (cst.Subscript, cst.UnaryOperation)):
             inner = value.value if isinstance(value, cst.Subscript) else value.expression
             return self.placement(inner, depth + 1)
@@ -209,13 +213,38 @@ class CpuOnlyArguments(Analysis):
             return self.placement(value, depth + 1)
         if function is None or (binding is not None and binding[0] != "param"):
             return None
-        if name.value in function.tensor_params:
-            return "tensor"
-        handed = self.facts.modules.handed_by_callers(function.node, name.value)
-        places = {self.placement(value, depth + 1) for value, _caller in handed}
-        if handed and None not in places:
-            return "device" if "device" in places else "tensor" if "tensor" in places else "host"
-        return None
+        # What the file's own calls hand the parameter decides; only without any does the
+        # function's use of it as a tensor (whose device its callers choose) count.
+        handed = [
+            value
+            for value, _caller in self.facts.modules.handed_by_callers(function.node, name.value)
+        ]
+        handed += self._handed_by_model_calls(function.node, name.value)
+        if handed:
+            places = {self.placement(value, depth + 1) for value in handed}
+            return next((kind for kind in _MOVABLE if kind in places), None)
+        return "tensor" if name.value in function.tensor_params else None
+
+    def _handed_by_model_calls(
+        self, forward: cst.FunctionDef, parameter: str
+    ) -> list[cst.BaseExpression]:
+        """What the calls of this file that run `forward`'s model (`tagger(tokens, lengths)`)
+        hand `parameter`."""
+        if forward.name.value != "forward":
+            return []
+        params = [p.name.value for p in forward.params.params][1:]
+        if parameter not in params:
+            return []
+        index = params.index(parameter)
+        found: list[cst.BaseExpression] = []
+        for call in self.scopes.find(self.context.module, cst.Call):
+            target = self._forward_of(call)
+            if target is None or target[1] is not forward or any(a.star for a in call.args):
+                continue
+            argument = argument_of(call, parameter, index)
+            if argument is not None:
+                found.append(argument.value)
+        return found
 
     def _uses_through_model(self, call: cst.Call) -> Iterator[CpuOnlyUse]:
         found = self._forward_of(call)

@@ -343,6 +343,26 @@ class Moves(Analysis):
             return None
         return call.func.value.value if self.move_of(call) is not None else None
 
+    def moved_there_already(self, move: cst.Call) -> str | None:
+        """`batch = window.to(device)` then `batch.cuda()`: the device variable (or parameter)
+        the moved name was sent to just before, in a block that holds `move`; None otherwise.
+        A move to a named device, not to a literal or `self.<attr>`: that one is the choice of
+        the code at hand."""
+        if not isinstance(move.func, cst.Attribute) or not isinstance(move.func.value, cst.Name):
+            return None
+        value = self.scopes.value_at(move.func.value.value, move)
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "to"
+            and len(value.args) == 1
+        ):
+            return None
+        device = device_argument(value)
+        if not isinstance(device, cst.Name) or self.names.is_dtype(device):
+            return None
+        return device.value
+
     def moved_module(self, call: cst.Call) -> tuple[str, bool] | None:
         """The plain name a device move moves, and whether the move wraps it first:
         `model.to(device)` -> ("model", False); `nn.DataParallel(net).cuda()` -> ("net", True)

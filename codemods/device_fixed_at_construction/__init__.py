@@ -64,7 +64,10 @@ class DeviceFixedAtConstruction(DevicePass):
     constant such as `MEAN = torch.tensor([...])` read in a module's method) that model code
     combines with its own tensors (`index.unsqueeze(1) + CORNERS`) gets `.to(index.device)`
     where it is read; where the other operand is not known to be a tensor of the function, the
-    finding says so and has no fix.
+    finding says so and has no fix. A bare `.cuda()` of a name the function has just moved to
+    a device it was given (`batch = ids.to(device)`, then `model(batch.cuda())`) is dropped:
+    the tensor is where the caller asked for it (an unsafe fix: the model is on that device
+    only if the caller put it there too).
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -392,6 +395,18 @@ class DeviceFixedAtConstruction(DevicePass):
                 f"`{layer}` returned, already on that layer's device: drop the move",
                 fix_title="Drop the move",
                 edits=[Edit(node, receiver)],
+            )
+            return
+        already = self.facts.moves.moved_there_already(node) if target is None else None
+        if already is not None and not node.args:
+            receiver = node.func.value if isinstance(node.func, cst.Attribute) else node
+            self.report(
+                node,
+                message=f"`{function.name}` moves a tensor to {fixed}; `{code_of(receiver)}` "
+                f"is already on `{already}`, where it was moved before: drop the move",
+                fix_title="Drop the move",
+                edits=[Edit(node, receiver)],
+                applicability=Applicability.UNSAFE,
             )
             return
         guard = guarded_by_is_cuda(node, self.context.ancestors(node))

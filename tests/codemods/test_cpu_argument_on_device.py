@@ -197,3 +197,47 @@ def test_a_lengths_parameter_bound_again_later_is_the_parameter_where_it_is_pack
                 return packed, lengths
         """,
     )
+
+
+def test_what_the_files_own_calls_hand_the_model_decides_where_its_lengths_are() -> None:
+    model = """
+        import torch
+        from torch import nn
+
+        class Speller(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.chars = nn.Embedding(40, 8)
+                self.lstm = nn.LSTM(8, 8, batch_first=True)
+
+            def forward(self, chars, n_chars):
+                packed = nn.utils.rnn.pack_padded_sequence(
+                    self.chars(chars), n_chars.long(), batch_first=True, enforce_sorted=False
+                )
+                return self.lstm(packed)[1][0]
+
+        net = Speller().to("cuda")
+        """
+    assert_noop(
+        RULE,
+        model
+        + """
+        for chars, n_chars in batches:
+            net(chars.cuda(), n_chars)
+        """,
+    )
+    assert_fix(
+        RULE,
+        model
+        + """
+        for batch in batches:
+            batch = {key: value.cuda() for key, value in batch.items()}
+            net(batch["chars"], n_chars=batch["n_chars"])
+        """,
+        model.replace("n_chars.long(), batch_first", "n_chars.long().cpu(), batch_first")
+        + """
+        for batch in batches:
+            batch = {key: value.cuda() for key, value in batch.items()}
+            net(batch["chars"], n_chars=batch["n_chars"])
+        """,
+    )

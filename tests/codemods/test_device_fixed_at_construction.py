@@ -1167,3 +1167,35 @@ def test_a_global_tensor_shadowed_or_met_by_nothing_known_is_not_rewritten() -> 
             return x + k * 0 + TABLE[k] if False else x
         """,
     )
+
+
+def test_a_cuda_move_of_a_tensor_already_sent_to_the_callers_device_is_dropped() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        @torch.no_grad()
+        def score(model, ids, device, window=512):
+            losses = []
+            for start in range(0, ids.size(1), window):
+                chunk = ids[:, start : start + window].to(device)
+                out = model(chunk.cuda(), labels=chunk.cuda())
+                losses.append(out.loss)
+            return torch.stack(losses).mean()
+        """,
+        """
+        import torch
+
+        @torch.no_grad()
+        def score(model, ids, device, window=512):
+            losses = []
+            for start in range(0, ids.size(1), window):
+                chunk = ids[:, start : start + window].to(device)
+                out = model(chunk, labels=chunk)
+                losses.append(out.loss)
+            return torch.stack(losses).mean()
+        """,
+        unsafe=True,
+    )
+    assert "already on `device`" in findings[0].message
