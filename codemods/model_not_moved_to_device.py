@@ -36,7 +36,11 @@ class ModelNotMovedToDevice(DevicePass):
     another that it runs and optimizes (`self.critic(...)`, `Adam(self.critic.parameters())`)
     gets that one moved the same way: `self.critic.cuda()` next to `self.actor.cuda()` (under
     the same `if self.use_cuda:`), or `.to(self.device)` on its construction when its sibling
-    is built that way.
+    is built that way. An object that moves none of its networks, but runs one on a tensor it
+    moves to a device it holds (`self.q(obs)` after `obs = torch.tensor(o).to(self.device)`),
+    gets that network built on that device (`self.q = make_q(spec).to(self.device)`, or the
+    value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
+    network made after it follows it.
 
     ## Why is this bad?
     The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
@@ -87,8 +91,32 @@ class ModelNotMovedToDevice(DevicePass):
         info = self.facts.modules.class_info(node)
         if info.is_module or info.is_dataset:
             return
-        for left in self.facts.own(HeldModels).left_behind(node):
+        held = self.facts.own(HeldModels)
+        for left in held.left_behind(node):
             self._report_left_behind(left)
+        for unplaced in held.never_placed(node):
+            problem = (
+                f"`self.{unplaced.attribute}` is never moved, but this object runs it on "
+                f"`{unplaced.fed}`, which it moves to `{unplaced.device_attribute}`"
+            )
+            if unplaced.device is None:
+                self.report(
+                    unplaced.built,
+                    message=f"{problem}; no fix: that device cannot be named where it is built",
+                )
+                continue
+            value = unplaced.built.value
+            placed = cst.Call(
+                func=cst.Attribute(value=value, attr=cst.Name("to")),
+                args=[cst.Arg(cst.parse_expression(unplaced.device))],
+            )
+            self.report(
+                unplaced.built,
+                message=f"{problem}; build it there: `{code_of(placed)}`",
+                fix_title="Move it as it is built",
+                edits=[Edit(value, placed)],
+                applicability=Applicability.UNSAFE,
+            )
 
     def _report_left_behind(self, left: SiblingMove) -> None:
         mine = cst.parse_expression(f"self.{left.attribute}")

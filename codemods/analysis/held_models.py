@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.modules import self_attribute
+from devfix.codemods.analysis.modules import names_a_device, self_attribute
+from devfix.codemods.analysis.names import code_of
 from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
 
 
@@ -31,8 +32,78 @@ class SiblingMove:
     statement: cst.SimpleStatementLine | None
 
 
+@dataclass(frozen=True)
+class UnplacedNetwork:
+    """`attribute`, built by `built`, is moved nowhere, and the object feeds it `fed`, a
+    tensor it moved to `device_attribute`; `device` names that device where `built` runs
+    (None when it cannot be named there)."""
+
+    attribute: str
+    built: cst.Assign
+    fed: str
+    device_attribute: str
+    device: str | None
+
+
 class HeldModels(Analysis):
     """The networks a class that is not a module holds, moves and leaves behind."""
+
+    def never_placed(self, classdef: cst.ClassDef) -> list[UnplacedNetwork]:
+        """Networks of an object that moves none of them, though it runs them on tensors it
+        moves to a device it holds (`self.q(obs)` after `obs = torch.tensor(o).to(self.device)`).
+        A network copied with `copy.deepcopy(self.q)` still counts: the copy follows it."""
+        if self._moves(classdef):
+            return []  # `left_behind`'s: the object places some network itself
+        found: list[UnplacedNetwork] = []
+        for method in (m for m in classdef.body.body if isinstance(m, cst.FunctionDef)):
+            for attribute, assign in self._built(method).items():
+                if not self._used_as_network(classdef, attribute, copies=True):
+                    continue
+                fed = self._fed_moved_input(classdef, attribute)
+                if fed is None:
+                    continue
+                name, device_attribute = fed
+                device = self._device_at(method, device_attribute, assign)
+                found.append(UnplacedNetwork(attribute, assign, name, device_attribute, device))
+        return found
+
+    def _fed_moved_input(self, classdef: cst.ClassDef, attribute: str) -> tuple[str, str] | None:
+        """(input, `self.<device>`) for a call `self.<attribute>(x)` whose first argument `x`
+        the calling method moved to a device the object holds."""
+        for call in self.scopes.find(classdef.body, cst.Call):
+            if self_attribute(call.func) != attribute or not call.args:
+                continue
+            argument = call.args[0].value
+            value = (
+                self.scopes.value_at(argument.value, call)
+                if isinstance(argument, cst.Name)
+                else argument
+            )
+            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if value.func.attr.value == "to" and value.args:
+                    target = value.args[0].value
+                    device = self_attribute(target)
+                    if device is not None and names_a_device(device):
+                        return code_of(argument), f"self.{device}"
+                value = value.func.value
+        return None
+
+    def _device_at(self, method: cst.FunctionDef, device: str, built: cst.Assign) -> str | None:
+        """`device` where `built` runs: itself when the method sets it before (or another
+        method does), else the value the method assigns it later when that can be written at
+        `built` (`self.device = torch.device(device)` gives `torch.device(device)`)."""
+        attribute = device.removeprefix("self.")
+        assigned = [
+            assign
+            for assign in self.scopes.find(method.body, cst.Assign, own_scope=True)
+            if len(assign.targets) == 1 and self_attribute(assign.targets[0].target) == attribute
+        ]
+        if not assigned or any(
+            self.context.order(a)[0] < self.context.order(built)[0] for a in assigned
+        ):
+            return device
+        later = code_of(assigned[0].value)
+        return later if self.facts.moves.visible_at(later, built) else None
 
     def left_behind(self, classdef: cst.ClassDef) -> list[SiblingMove]:
         """Networks built in a method next to a sibling that method (or the class) moves,
@@ -103,9 +174,12 @@ class HeldModels(Analysis):
                     moves.append((target, call, None))
         return moves
 
-    def _used_as_network(self, classdef: cst.ClassDef, attribute: str) -> bool:
+    def _used_as_network(
+        self, classdef: cst.ClassDef, attribute: str, *, copies: bool = False
+    ) -> bool:
         """`self.<attribute>` is called and asked for its parameters, and used no other way
-        (not handed to a call, wrapped, stored or read for its attributes)."""
+        (not handed to a call, wrapped, stored or read for its attributes; with `copies`,
+        `copy.deepcopy(self.<attribute>)` aside)."""
         called = parameters = False
         for node in self.scopes.find(classdef.body, cst.Attribute):
             if self_attribute(node) != attribute:
@@ -113,6 +187,13 @@ class HeldModels(Analysis):
             parent = self.context.parent(node)
             if isinstance(parent, cst.AssignTarget):
                 continue
+            if copies and isinstance(parent, cst.Arg):
+                call = self.context.parent(parent)
+                if (
+                    isinstance(call, cst.Call)
+                    and self.names.qualified_name(call.func) == "copy.deepcopy"
+                ):
+                    continue
             if isinstance(parent, cst.Call) and parent.func is node:
                 called = True
                 continue

@@ -361,3 +361,85 @@ def test_a_held_network_handed_elsewhere_or_never_run_is_left_alone() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_an_agent_that_moves_none_of_its_networks_but_feeds_them_device_tensors_moves_them() -> (
+    None
+):
+    findings = assert_fix(
+        RULE,
+        """
+        import copy
+        import torch
+        from mylib.nets import make_policy
+
+        class Learner:
+            def __init__(self, spec, lr, args):
+                self.policy = make_policy(spec)
+                self.frozen = copy.deepcopy(self.policy)
+                self.opt = torch.optim.SGD(self.policy.parameters(), lr=lr)
+                self.dev = args.device
+
+            def act(self, obs):
+                obs = torch.as_tensor(obs).float().to(self.dev)
+                return self.policy(obs).argmax(-1)
+
+        class Critic:
+            def __init__(self, spec, device):
+                self.device = torch.device(device)
+                self.value = make_policy(spec)
+                self.opt = torch.optim.Adam(self.value.parameters())
+
+            def estimate(self, states):
+                return self.value(torch.stack(states).to(self.device))
+        """,
+        """
+        import copy
+        import torch
+        from mylib.nets import make_policy
+
+        class Learner:
+            def __init__(self, spec, lr, args):
+                self.policy = make_policy(spec).to(args.device)
+                self.frozen = copy.deepcopy(self.policy)
+                self.opt = torch.optim.SGD(self.policy.parameters(), lr=lr)
+                self.dev = args.device
+
+            def act(self, obs):
+                obs = torch.as_tensor(obs).float().to(self.dev)
+                return self.policy(obs).argmax(-1)
+
+        class Critic:
+            def __init__(self, spec, device):
+                self.device = torch.device(device)
+                self.value = make_policy(spec).to(self.device)
+                self.opt = torch.optim.Adam(self.value.parameters())
+
+            def estimate(self, states):
+                return self.value(torch.stack(states).to(self.device))
+        """,
+        unsafe=True,
+    )
+    assert "runs it on `obs`, which it moves to `self.dev`" in findings[0].message
+
+
+def test_an_agents_network_whose_device_is_chosen_after_it_is_built_is_reported_only() -> None:
+    finding = assert_declined(
+        RULE,
+        """
+        import torch
+        from mylib.nets import make_policy
+
+        class Learner:
+            def __init__(self, spec):
+                self.policy = make_policy(spec)
+                self.opt = torch.optim.SGD(self.policy.parameters(), lr=0.1)
+                chosen = "cuda" if torch.cuda.is_available() else "cpu"
+                self.device = chosen
+
+            def act(self, obs):
+                return self.policy(torch.as_tensor(obs).to(self.device))
+        """,
+        reason="cannot be named where it is built",
+    )
+    assert finding.line == 7
