@@ -40,7 +40,10 @@ class ModelNotMovedToDevice(DevicePass):
     moves to a device it holds (`self.q(obs)` after `obs = torch.tensor(o).to(self.device)`),
     gets that network built on that device (`self.q = make_q(spec).to(self.device)`, or the
     value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
-    network made after it follows it.
+    network made after it follows it. A module that runs itself (`self(x)`, `self.forward(x)`)
+    on tensors it makes on a device it sets in `__init__` (`torch.tensor(obs,
+    device=self.device)`), and that neither it nor this file moves, gets `self.to(self.device)`
+    in `__init__`, before its parameters are read (an optimizer, `copy.deepcopy(self)`).
 
     ## Why is this bad?
     The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
@@ -89,9 +92,12 @@ class ModelNotMovedToDevice(DevicePass):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         """A network an agent or trainer builds beside one it moves, and never moves."""
         info = self.facts.modules.class_info(node)
-        if info.is_module or info.is_dataset:
-            return
         held = self.facts.own(HeldModels)
+        if info.is_module:
+            self._module_never_moved(node, held)
+            return
+        if info.is_dataset:
+            return
         for left in held.left_behind(node):
             self._report_left_behind(left)
         for unplaced in held.never_placed(node):
@@ -117,6 +123,36 @@ class ModelNotMovedToDevice(DevicePass):
                 edits=[Edit(value, placed)],
                 applicability=Applicability.UNSAFE,
             )
+
+    def _module_never_moved(self, node: cst.ClassDef, held: HeldModels) -> None:
+        """A module that runs itself on tensors it puts on `self.device`, never moved."""
+        found = held.unmoved_module_input(node)
+        if found is None:
+            return
+        fed, device, init = found
+        body = init.body.body if isinstance(init.body, cst.IndentedBlock) else ()
+        problem = (
+            f"`{node.name.value}` runs itself on `{fed}`, which it puts on `{device}`, but "
+            "nothing moves the module there"
+        )
+        point = held.move_point(init, device)
+        if point is None:
+            return
+        set_at, at = point
+        if set_at >= at:
+            self.report(
+                body[set_at], message=f"{problem}; no fix: `{device}` is set after it is used"
+            )
+            return
+        moved = cst.parse_statement(f"self.to({device})\n")
+        anchor = body[at - 1]
+        self.report(
+            body[set_at],
+            message=f"{problem}; move it as `__init__` builds it: `self.to({device})`",
+            fix_title=f"Add `self.to({device})`",
+            edits=[Edit(anchor, cst.FlattenSentinel([anchor, moved]))],
+            applicability=Applicability.UNSAFE,
+        )
 
     def _report_left_behind(self, left: SiblingMove) -> None:
         mine = cst.parse_expression(f"self.{left.attribute}")

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import method as method_named
 from devfix.codemods.analysis.modules import names_a_device, self_attribute
-from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
 
 
@@ -67,11 +68,100 @@ class HeldModels(Analysis):
                 found.append(UnplacedNetwork(attribute, assign, name, device_attribute, device))
         return found
 
-    def _fed_moved_input(self, classdef: cst.ClassDef, attribute: str) -> tuple[str, str] | None:
-        """(input, `self.<device>`) for a call `self.<attribute>(x)` whose first argument `x`
-        the calling method moved to a device the object holds."""
+    def unmoved_module_input(
+        self, classdef: cst.ClassDef
+    ) -> tuple[str, str, cst.FunctionDef] | None:
+        """(input, `self.<device>`, `__init__`) for a module that runs itself (`self(x)`,
+        `self.forward(x)`) on a tensor it makes on or moves to a device it holds, sets that
+        device in `__init__` and never moves itself (`self.to(...)`, `self.cuda()`) nor is
+        moved where this file builds it (`Agent(...).to(device)`)."""
+        init = method_named(classdef, "__init__")
+        if init is None:
+            return None
         for call in self.scopes.find(classdef.body, cst.Call):
-            if self_attribute(call.func) != attribute or not call.args:
+            func = call.func
+            if self_attribute(func) in ("to", "cuda"):
+                return None
+        instances = {
+            name.value
+            for assign in self.scopes.find(self.context.module, cst.Assign)
+            if isinstance(assign.value, cst.Call)
+            and dotted_name(assign.value.func) == classdef.name.value
+            for target in assign.targets
+            if isinstance(name := target.target, cst.Name)
+        }
+        for call in self.scopes.find(self.context.module, cst.Call):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda")):
+                continue
+            built = func.value
+            if (isinstance(built, cst.Call) and dotted_name(built.func) == classdef.name.value) or (
+                isinstance(built, cst.Name) and built.value in instances
+            ):
+                return None  # `Agent(...).to(device)`, `agent = Agent(...); agent.cuda()`
+        fed = self._fed_moved_input(classdef, None)
+        if fed is None or self._set_in(init, fed[1]) is None:
+            return None
+        return fed[0], fed[1], init
+
+    def move_point(self, init: cst.FunctionDef, device: str) -> tuple[int, int] | None:
+        """Where `__init__` can move its module to `device`: (the index of the statement of
+        its body that sets `device`, the index of the first one that reads the parameters:
+        `self.parameters()`, `copy.deepcopy(self)`; the body's length when none does)."""
+        body = init.body.body if isinstance(init.body, cst.IndentedBlock) else ()
+        assigned = self._set_in(init, device)
+        holds = [i for i, s in enumerate(body) if assigned is not None and self._holds(s, assigned)]
+        if not holds:
+            return None
+        uses = (i for i, statement in enumerate(body) if self._reads_parameters(statement))
+        return holds[0], next(uses, len(body))
+
+    def _holds(self, statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+        return any(a is statement for a in self.context.ancestors(node)) or statement is node
+
+    def _reads_parameters(self, statement: cst.CSTNode) -> bool:
+        for call in self.scopes.find(statement, cst.Call):
+            func = call.func
+            if self_attribute(func) in ("parameters", "named_parameters"):
+                return True
+            if (
+                self.names.qualified_name(func) == "copy.deepcopy"
+                and call.args
+                and isinstance(call.args[0].value, cst.Name)
+                and call.args[0].value.value == "self"
+            ):
+                return True
+        return False
+
+    def _set_in(self, function: cst.FunctionDef, device: str) -> cst.Assign | None:
+        attribute = device.removeprefix("self.")
+        return next(
+            (
+                assign
+                for assign in self.scopes.find(function.body, cst.Assign, own_scope=True)
+                if len(assign.targets) == 1
+                and self_attribute(assign.targets[0].target) == attribute
+            ),
+            None,
+        )
+
+    def _fed_moved_input(
+        self, classdef: cst.ClassDef, attribute: str | None
+    ) -> tuple[str, str] | None:
+        """(input, `self.<device>`) for a call `self.<attribute>(x)` (with None: `self(x)` or
+        `self.forward(x)`) whose first argument `x` the calling method moved to, or made on, a
+        device the object holds."""
+        for call in self.scopes.find(classdef.body, cst.Call):
+            callee = self_attribute(call.func)
+            if attribute is None:
+                runs_itself = callee == "forward" or (
+                    isinstance(call.func, cst.Name) and call.func.value == "self"
+                )
+                if not runs_itself:
+                    continue
+            elif callee != attribute:
+                continue
+            if not call.args:
                 continue
             argument = call.args[0].value
             value = (
@@ -79,12 +169,15 @@ class HeldModels(Analysis):
                 if isinstance(argument, cst.Name)
                 else argument
             )
-            while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-                if value.func.attr.value == "to" and value.args:
-                    target = value.args[0].value
-                    device = self_attribute(target)
-                    if device is not None and names_a_device(device):
-                        return code_of(argument), f"self.{device}"
+            while isinstance(value, cst.Call):
+                target = keyword_argument(value, "device")
+                if isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+                    target = target or (value.args[0] if value.args else None)
+                device = self_attribute(target.value) if target is not None else None
+                if device is not None and names_a_device(device):
+                    return code_of(argument), f"self.{device}"
+                if not isinstance(value.func, cst.Attribute):
+                    break
                 value = value.func.value
         return None
 

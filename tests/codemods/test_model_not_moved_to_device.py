@@ -443,3 +443,41 @@ def test_an_agents_network_whose_device_is_chosen_after_it_is_built_is_reported_
         reason="cannot be named where it is built",
     )
     assert finding.line == 7
+
+
+AGENT_MODULE = """
+import torch
+from torch import nn
+
+class Agent(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.dev = cfg.device
+        self.body = nn.Sequential(nn.Linear(cfg.obs, 64), nn.Tanh())
+        self.head = nn.Linear(64, cfg.actions)
+        self.optimizer = torch.optim.Adam(self.parameters(), lr=cfg.lr)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+    def act(self, obs):
+        x = torch.tensor(obs, dtype=torch.float32, device=self.dev).unsqueeze(0)
+        return self(x).argmax(-1).item()
+"""
+
+
+def test_a_module_that_runs_itself_on_tensors_it_puts_on_its_device_moves_itself_there() -> None:
+    findings = assert_fix(
+        RULE,
+        AGENT_MODULE,
+        AGENT_MODULE.replace(
+            "        self.optimizer =", "        self.to(self.dev)\n        self.optimizer ="
+        ),
+        unsafe=True,
+    )
+    assert "`Agent` runs itself on `x`, which it puts on `self.dev`" in findings[0].message
+
+
+def test_a_module_the_file_moves_where_it_builds_it_is_left_alone() -> None:
+    assert_noop(RULE, AGENT_MODULE + "\nagent = Agent(cfg)\nagent.to(cfg.device)\n")
+    assert_noop(RULE, AGENT_MODULE + "\nagent = Agent(cfg).cuda()\n")
