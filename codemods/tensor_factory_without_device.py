@@ -28,9 +28,11 @@ class TensorFactoryWithoutDevice(DevicePass):
     Finds `torch.arange`, `zeros`, `ones`, `full`, `empty`, `eye`, `linspace`, `logspace`,
     `rand`, `randn`, `randint`, `randperm`, `tensor`, `as_tensor`, the signal windows
     (`hann_window`, `hamming_window`, ...), `tril_indices`/`triu_indices` and the legacy
-    constructors (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...)
-    called without `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
-    `init_hidden`, mask builders, loss modules; OpenMMLab models, whose `forward` is in their
+    constructors (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...),
+    also through an attribute `__init__` stores them in (`self.win = torch.hann_window`, then
+    `self.win(n)`), called without `device=` inside model code: every method of an `nn.Module`
+    subclass (`forward`, `init_hidden`, mask builders, loss modules; OpenMMLab models, whose
+    `forward` is in their
     base class, with `forward_train` / `forward_test` and parts built from config registries),
     the loss and prediction steps of a Hugging Face / TRL `Trainer` subclass (`compute_loss`,
     `prediction_step`, `training_step`: what they make meets the outputs of the model the
@@ -117,12 +119,17 @@ class TensorFactoryWithoutDevice(DevicePass):
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if call_tail(node.func) not in _CANDIDATE_TAILS and not (
+        qualified: str | None
+        if call_tail(node.func) in _CANDIDATE_TAILS or (
             isinstance(node.func, cst.Name)
             and node.func.value in self.facts.names.imported_aliases("torch")
         ):
-            return
-        qualified = self.qualified_name(node.func)
+            qualified = self.qualified_name(node.func)
+        else:
+            # `self.win = torch.hann_window` in `__init__`, then `self.win(n)`.
+            qualified = self.facts.modules.stored_function(node)
+            if qualified is None:
+                return
         if qualified in TENSOR_FACTORIES:
             self._check(node, qualified, legacy=False)
         elif qualified in LEGACY_CONSTRUCTORS:

@@ -754,6 +754,34 @@ class ModuleFacts(Analysis):
                 return self.constructed_module(node.value)
         return None
 
+    def stored_function(self, call: cst.Call) -> str | None:
+        """`self.win(n)` where `__init__` stores a function of a library (`self.win =
+        torch.hann_window`): that function's qualified name; None otherwise."""
+        attr = self_attribute(call.func)
+        if attr is None:
+            return None
+        classdef = self.enclosing_class(call)
+        if classdef is None:
+            return None
+        key = f"modules.stored_functions.{id(classdef)}"
+        cached = self.context.shared.get(key)
+        table: dict[str, str] = cached if isinstance(cached, dict) else {}
+        if not isinstance(cached, dict):
+            init = method(classdef, "__init__")
+            self_var = self_name(init) if init is not None else None
+            for assign in (
+                self.scopes.find(init.body, cst.Assign, own_scope=True)
+                if init is not None and self_var is not None
+                else ()
+            ):
+                stored = self_attribute(assign.targets[-1].target, self_var or "self")
+                if stored is not None and isinstance(assign.value, (cst.Name, cst.Attribute)):
+                    qualified = self.names.qualified_name(assign.value)
+                    if qualified is not None and "." in qualified:
+                        table[stored] = qualified
+            self.context.shared[key] = table
+        return table.get(attr)
+
     def handed_by_callers(
         self, forward: cst.FunctionDef, parameter: str
     ) -> list[tuple[cst.BaseExpression, FunctionInfo]]:

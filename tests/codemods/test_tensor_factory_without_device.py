@@ -1562,3 +1562,47 @@ def test_a_name_two_star_imports_could_bind_is_nobodys() -> None:
                 return emissions.sum(-1) + total
         """,
     )
+
+
+def test_a_factory_the_module_stores_as_an_attribute_is_called_with_the_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class SpectralLoss(nn.Module):
+            def __init__(self, sizes=(256, 1024)):
+                super().__init__()
+                self.sizes = sizes
+                self.window_fn = torch.hamming_window
+                self.name = "spectral"
+
+            def forward(self, fake, real):
+                total = 0.0
+                for n in self.sizes:
+                    a = torch.stft(fake, n, window=self.window_fn(n), return_complex=True)
+                    b = torch.stft(real, n, window=self.window_fn(n), return_complex=True)
+                    total = total + (a.abs() - b.abs()).pow(2).mean()
+                return total
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class SpectralLoss(nn.Module):
+            def __init__(self, sizes=(256, 1024)):
+                super().__init__()
+                self.sizes = sizes
+                self.window_fn = torch.hamming_window
+                self.name = "spectral"
+
+            def forward(self, fake, real):
+                total = 0.0
+                for n in self.sizes:
+                    a = torch.stft(fake, n, window=self.window_fn(n, device=fake.device), return_complex=True)
+                    b = torch.stft(real, n, window=self.window_fn(n, device=real.device), return_complex=True)
+                    total = total + (a.abs() - b.abs()).pow(2).mean()
+                return total
+        """,
+    )
