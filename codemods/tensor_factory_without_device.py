@@ -30,9 +30,9 @@ class TensorFactoryWithoutDevice(DevicePass):
     (`hann_window`, `hamming_window`, ...), `tril_indices`/`triu_indices` and the legacy
     constructors (`torch.Tensor(...)`, `torch.FloatTensor(...)`, `torch.LongTensor(...)`, ...),
     also through an attribute `__init__` stores them in (`self.win = torch.hann_window`, then
-    `self.win(n)`), called without `device=` inside model code: every method of an `nn.Module`
-    subclass (`forward`, `init_hidden`, mask builders, loss modules; OpenMMLab models, whose
-    `forward` is in their
+    `self.win(n)`; `self.Tensor = tensor` for a parameter `tensor=torch.FloatTensor`), called
+    without `device=` inside model code: every method of an `nn.Module` subclass (`forward`,
+    `init_hidden`, mask builders, loss modules; OpenMMLab models, whose `forward` is in their
     base class, with `forward_train` / `forward_test` and parts built from config registries),
     the loss and prediction steps of a Hugging Face / TRL `Trainer` subclass (`compute_loss`,
     `prediction_step`, `training_step`: what they make meets the outputs of the model the
@@ -119,13 +119,13 @@ class TensorFactoryWithoutDevice(DevicePass):
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified: str | None
+        qualified: str | None = None
         if call_tail(node.func) in _CANDIDATE_TAILS or (
             isinstance(node.func, cst.Name)
             and node.func.value in self.facts.names.imported_aliases("torch")
         ):
             qualified = self.qualified_name(node.func)
-        else:
+        if qualified is None or not qualified.startswith("torch."):
             # `self.win = torch.hann_window` in `__init__`, then `self.win(n)`.
             qualified = self.facts.modules.stored_function(node)
             if qualified is None:

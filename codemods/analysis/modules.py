@@ -124,6 +124,15 @@ def methods(classdef: cst.ClassDef) -> list[cst.FunctionDef]:
     return [s for s in classdef.body.body if isinstance(s, cst.FunctionDef)]
 
 
+def _parameter_default(function: cst.FunctionDef, name: str) -> cst.BaseExpression | None:
+    """The default value of parameter `name` of `function`, if it has one."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param.default
+    return None
+
+
 def method(classdef: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return next((m for m in methods(classdef) if m.name.value == name), None)
 
@@ -775,8 +784,12 @@ class ModuleFacts(Analysis):
                 else ()
             ):
                 stored = self_attribute(assign.targets[-1].target, self_var or "self")
-                if stored is not None and isinstance(assign.value, (cst.Name, cst.Attribute)):
-                    qualified = self.names.qualified_name(assign.value)
+                value = assign.value
+                if init is not None and isinstance(value, cst.Name):
+                    # `def __init__(self, tensor=torch.FloatTensor): self.Tensor = tensor`
+                    value = _parameter_default(init, value.value) or value
+                if stored is not None and isinstance(value, (cst.Name, cst.Attribute)):
+                    qualified = self.names.qualified_name(value)
                     if qualified is not None and "." in qualified:
                         table[stored] = qualified
             self.context.shared[key] = table

@@ -1606,3 +1606,39 @@ def test_a_factory_the_module_stores_as_an_attribute_is_called_with_the_device()
                 return total
         """,
     )
+
+
+def test_a_tensor_type_taken_as_a_parameter_with_a_cpu_default_makes_cpu_targets() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        class AdversarialLoss(nn.Module):
+            def __init__(self, real=1.0, tensor_type=torch.FloatTensor):
+                super().__init__()
+                self.real = real
+                self.make = tensor_type
+                self.mse = nn.MSELoss()
+
+            def forward(self, prediction):
+                target = self.make(prediction.size()).fill_(self.real)
+                return self.mse(prediction, target)
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        class AdversarialLoss(nn.Module):
+            def __init__(self, real=1.0, tensor_type=torch.FloatTensor):
+                super().__init__()
+                self.real = real
+                self.make = tensor_type
+                self.mse = nn.MSELoss()
+
+            def forward(self, prediction):
+                target = self.make(prediction.size()).to(prediction.device).fill_(self.real)
+                return self.mse(prediction, target)
+        """,
+    )
