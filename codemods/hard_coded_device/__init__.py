@@ -54,7 +54,10 @@ class HardCodedDevice(DevicePass):
     `[tool.devfix.hard-coded-device]` sets it. Uses after a device variable read that variable;
     a script without one gets `device = ...` once, after its imports. `torch` reached through
     `from utils import *` counts as torch.
-    Shapes with a fix of their own: a selection that falls back but pins another GPU
+    Shapes with a fix of their own: a function that takes a device parameter it never reads
+    (`def infer(model, prompt, device):`) and moves to a CUDA literal instead uses that
+    parameter, in any program (an unsafe fix: the caller names the device); a selection that
+    falls back but pins another GPU
     (`"cuda:1" if torch.cuda.is_available() else "cpu"`) keeps its fallback and loses the index
     (`"cuda"`); `torch.load(..., map_location="cuda:0")` loads to the script's device variable,
     else to the CPU; `x.to(f"cuda:{self.gpu_id}")` where the file treats `gpu_id` as possibly
@@ -250,6 +253,17 @@ class HardCodedDevice(DevicePass):
     # -- the rewrite ---------------------------------------------------------------------------
 
     def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
+        ignored = self.facts.own(ScriptDevice).ignored_device_parameter(anchor)
+        if ignored is not None:
+            self.report(
+                target,
+                message=f"{shown}: {self.MESSAGE}, though the function takes `{ignored}`, "
+                f"which it never reads; use `{ignored}`",
+                fix_title=f"Use `{ignored}`",
+                edits=[Edit(target, cst.Name(ignored))],
+                applicability=Applicability.UNSAFE,
+            )
+            return
         index = gpu_index(target)
         if self._offloads_to_other_gpu(anchor, index, shown, target) or not self._in_scope(anchor):
             return

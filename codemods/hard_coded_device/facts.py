@@ -14,7 +14,8 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.flow.calls import MOVES
-from devfix.codemods.analysis.moves import cuda_string, string_device
+from devfix.codemods.analysis.modules import names_a_device
+from devfix.codemods.analysis.moves import cuda_string, free_names, string_device
 from devfix.codemods.analysis.names import call_tail, dotted_name
 
 #: Module-level calls a library module makes as well as a script (not work of its own).
@@ -50,6 +51,22 @@ class ScriptDevice(Analysis):
             if isinstance(ancestor, cst.ClassDef) and code.class_info(ancestor).is_module:
                 return False
         return not flow.in_data_pipeline(node)
+
+    def ignored_device_parameter(self, node: cst.CSTNode) -> str | None:
+        """`def infer(model, prompt, device):` that never reads `device` but moves to a CUDA
+        literal at `node`: the parameter its callers name the device with."""
+        info = self.facts.modules.enclosing_function(node)
+        if info is None or info.is_model_code:
+            return None  # model code is DF102's
+        function = info.node
+        params = function.params
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            name = param.name.value
+            if not names_a_device(name):
+                continue
+            read = any(found.value == name for found in free_names(function.body))
+            return None if read else name
+        return None
 
     def assignment_of(self, value: cst.CSTNode) -> cst.Assign | None:
         """`name = <value>`: the assignment of `value` to a single plain name."""

@@ -717,3 +717,32 @@ def test_with_torch_2_6_an_inline_use_defines_the_device_after_the_imports() -> 
         """,
         torch_version="2.7",
     )
+
+
+def test_a_function_that_ignores_the_device_it_is_given_uses_it() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def evaluate(net, loader, dev):
+            with torch.no_grad():
+                return [net(batch.to("cuda")) for batch in loader]
+
+        def evaluate_on(net, loader, dev):
+            return [net(batch.to(dev)) for batch in loader]
+        """,
+        """
+        import torch
+
+        def evaluate(net, loader, dev):
+            with torch.no_grad():
+                return [net(batch.to(dev)) for batch in loader]
+
+        def evaluate_on(net, loader, dev):
+            return [net(batch.to(dev)) for batch in loader]
+        """,
+        unsafe=True,
+    )
+    assert "takes `dev`, which it never reads" in findings[0].message
+    assert findings[0].applicability is Applicability.UNSAFE
