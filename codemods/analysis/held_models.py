@@ -78,6 +78,9 @@ class HeldModels(Analysis):
         init = method_named(classdef, "__init__")
         if init is None:
             return None
+        fed = self._fed_moved_input(classdef, None)
+        if fed is None or self._set_in(init, fed[1]) is None:
+            return None  # checked first: the rest reads the whole file
         for call in self.scopes.find(classdef.body, cst.Call):
             func = call.func
             if self_attribute(func) in ("to", "cuda"):
@@ -99,9 +102,6 @@ class HeldModels(Analysis):
                 isinstance(built, cst.Name) and built.value in instances
             ):
                 return None  # `Agent(...).to(device)`, `agent = Agent(...); agent.cuda()`
-        fed = self._fed_moved_input(classdef, None)
-        if fed is None or self._set_in(init, fed[1]) is None:
-            return None
         return fed[0], fed[1], init
 
     def move_point(self, init: cst.FunctionDef, device: str) -> tuple[int, int] | None:
