@@ -200,15 +200,17 @@ class ProcessRanks(CallSites):
         candidates = set(self.scopes.names_bound(self.context.module))
         if function is not None:
             candidates |= self.scopes.names_bound(function)
+        # What a name holds is a table look-up; whether it is visible at `at` walks the
+        # function's paths, so that is asked only of the local ranks.
         found = [
             name
             for name in sorted(candidates, key=lambda n: ("local" not in n, n))
-            if (
+            if (found_rank := self.rank_of(cst.Name(name), at)) is not None
+            and found_rank.kind == "local"
+            and (
                 self.scopes.visible_name(name, at)
                 or (beside is not None and self.scopes.bound_beside(name, beside, at))
             )
-            and (found_rank := self.rank_of(cst.Name(name), at)) is not None
-            and found_rank.kind == "local"
         ]
         return found[0] if found else None
 
