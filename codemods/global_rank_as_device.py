@@ -19,10 +19,11 @@ class GlobalRankAsDevice(DevicePass):
     ## What it does
     Finds the global rank of a launch, `dist.get_rank()` or the `RANK` variable torchrun sets
     (`int(os.environ["RANK"])`, or a name bound to either, also unpacked from a function or
-    method of this file that returns one: `world, rank = self.dist_info()`), where a GPU of
-    this machine is
-    meant: `DistributedDataParallel(..., device_ids=[rank], output_device=rank)`,
-    `torch.cuda.set_device(rank)`, `torch.cuda.device(rank)`, `torch.device("cuda", rank)`,
+    method of this file that returns one: `world, rank = self.dist_info()`), or a
+    configuration's `global_rank` field (`self.args.global_rank`), where a GPU of this
+    machine is meant: `DistributedDataParallel(..., device_ids=[rank], output_device=rank)`,
+    `torch.cuda.set_device(rank)`, DeepSpeed's `get_accelerator().set_device(rank)`,
+    `torch.cuda.device(rank)`, `torch.device("cuda", rank)`,
     `f"cuda:{rank}"`, `"cuda:" + str(rank)`, `.to(rank)` and `.cuda(rank)`. The fix uses
     the process's local GPU index: a name the code already binds to it (`local_rank =
     int(os.environ["LOCAL_RANK"])`, `device = rank % torch.cuda.device_count()`), else
@@ -70,7 +71,7 @@ class GlobalRankAsDevice(DevicePass):
     MESSAGE = "the global rank is used as a GPU index of this machine"
     FIX_TITLE = "Use the process's local GPU index"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = ("RANK", "get_rank")
+    TRIGGER_WORDS = ("RANK", "get_rank", "global_rank")
 
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)
@@ -96,10 +97,20 @@ class GlobalRankAsDevice(DevicePass):
                 self._check_index(value, node)
         if tail in ("set_device", "device") and node.args:
             name = self.qualified_name(node.func)
-            if name in _DEVICE_SELECTORS:
+            if name in _DEVICE_SELECTORS or self._accelerator_selection(node):
                 self._check_index(node.args[0].value, node)
             elif name == "torch.device" and len(node.args) == 2:
                 self._check_index(node.args[1].value, node)
+
+    def _accelerator_selection(self, node: cst.Call) -> bool:
+        """`get_accelerator().set_device(i)`: DeepSpeed's accelerator picks a GPU."""
+        func = node.func
+        return (
+            isinstance(func, cst.Attribute)
+            and func.attr.value == "set_device"
+            and isinstance(func.value, cst.Call)
+            and self.qualified_name(func.value.func) == "deepspeed.accelerator.get_accelerator"
+        )
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         parts = node.parts

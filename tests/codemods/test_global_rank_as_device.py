@@ -337,3 +337,35 @@ def test_a_helper_returning_something_else_at_that_place_gives_no_rank() -> None
         torch.cuda.set_device(rank)
         """,
     )
+
+
+def test_a_global_rank_field_handed_to_deepspeeds_accelerator_is_the_rank() -> None:
+    assert_fix(
+        RULE,
+        """
+        import deepspeed
+        import torch
+        from deepspeed.accelerator import get_accelerator
+
+        class Launch:
+            def setup(self):
+                get_accelerator().set_device(self.cfg.global_rank)
+                deepspeed.init_distributed()
+
+            def place(self, model):
+                return model.to(self.cfg.local_rank)
+        """,
+        """
+        import deepspeed
+        import torch
+        from deepspeed.accelerator import get_accelerator
+
+        class Launch:
+            def setup(self):
+                get_accelerator().set_device(self.cfg.global_rank % torch.cuda.device_count())
+                deepspeed.init_distributed()
+
+            def place(self, model):
+                return model.to(self.cfg.local_rank)
+        """,
+    )

@@ -32,6 +32,8 @@ _LOCAL_RANK_CALLS = frozenset(
         "deepspeed.comm.get_local_rank",
     }
 )
+#: Fields of a configuration or trainer object that name a rank by kind.
+_RANK_FIELDS: dict[str, RankKind] = {"global_rank": "global", "local_rank": "local"}
 _SPAWN_CALLS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 
 
@@ -81,6 +83,9 @@ class ProcessRanks(CallSites):
             return None
         if isinstance(value, cst.IfExp):
             return self._same_kind([value.body, value.orelse], depth)
+        if isinstance(value, cst.Attribute) and value.attr.value in _RANK_FIELDS:
+            # `self.global_rank`, `args.local_rank`: a launcher's configuration names its ranks.
+            return Rank(_RANK_FIELDS[value.attr.value], value)
         if isinstance(value, cst.Name) and depth < 3:
             unpacked = self._unpacked_from_call(value, at)
             if unpacked is not None:
