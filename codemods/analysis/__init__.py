@@ -18,7 +18,8 @@ Layers, each built on first use and kept for the file (`FileFacts.of(context)`):
 - `devices`: device inference, a small symbolic value with its evidence (CPU, ParamsOf, SameAs,
   Named, Literal, Current, OneOf, Unknown).
 - `cpu_only`: the arguments that must stay on the CPU (`pack_padded_sequence`'s lengths,
-  sampler weights, `.numpy()` receivers), which every move of batches or labels leaves alone.
+  sampler weights, `.numpy()` receivers), which every move of batches or labels leaves alone,
+  and where a tensor handed to one is (host, device, or a tensor its callers place).
 
 A fact only one rule needs lives with that rule (`codemods/<rule>/facts.py`, reached as
 `self.facts.own(TheirAnalysis)`): DF102's one-device script, DF103's tensor attributes, DF104's
