@@ -116,13 +116,7 @@ class ModelNotMovedToDevice(DevicePass):
                 func=cst.Attribute(value=value, attr=cst.Name("to")),
                 args=[cst.Arg(cst.parse_expression(unplaced.device))],
             )
-            self.report(
-                unplaced.built,
-                message=f"{problem}; build it there: `{code_of(placed)}`",
-                fix_title="Move it as it is built",
-                edits=[Edit(value, placed)],
-                applicability=Applicability.UNSAFE,
-            )
+            self._build_placed(unplaced.built, placed, f"{problem}; build it there")
 
     def _module_never_moved(self, node: cst.ClassDef, held: HeldModels) -> None:
         """A module that runs itself on tensors it puts on `self.device`, never moved."""
@@ -182,13 +176,17 @@ class ModelNotMovedToDevice(DevicePass):
         if order(left.built)[0] < order(left.move)[0]:
             self.report(left.built, message=f"{problem}; no fix: it is built before that move")
             return
-        value = left.built.value
-        placed = left.move.with_changes(func=func.with_changes(value=value))
+        placed = left.move.with_changes(func=func.with_changes(value=left.built.value))
+        self._build_placed(left.built, placed, f"{problem}; build it on that device too")
+
+    def _build_placed(self, built: cst.Assign, placed: cst.Call, problem: str) -> None:
+        """Report `built` with its value replaced by `placed`, the value moved as it is built
+        (a judgement about where the object runs its networks: unsafe)."""
         self.report(
-            left.built,
-            message=f"{problem}; build it on that device too: `{code_of(placed)}`",
+            built,
+            message=f"{problem}: `{code_of(placed)}`",
             fix_title="Move it as it is built",
-            edits=[Edit(value, placed)],
+            edits=[Edit(built.value, placed)],
             applicability=Applicability.UNSAFE,
         )
 

@@ -374,6 +374,25 @@ class DeviceFixedAtConstruction(DevicePass):
 
     # -- deciding --------------------------------------------------------------------------
 
+    def _drop_move(
+        self,
+        move: cst.Call,
+        why: str,
+        function: FunctionInfo,
+        fixed: str,
+        *,
+        applicability: Applicability = Applicability.SAFE,
+    ) -> None:
+        """Report a move whose tensor is already where it is needed, with the move dropped."""
+        receiver = move.func.value if isinstance(move.func, cst.Attribute) else move
+        self.report(
+            move,
+            message=f"`{function.name}` moves a tensor to {fixed}; {why}: drop the move",
+            fix_title="Drop the move",
+            edits=[Edit(move, receiver)],
+            applicability=applicability,
+        )
+
     def _fix(
         self,
         node: cst.Call,
@@ -386,26 +405,23 @@ class DeviceFixedAtConstruction(DevicePass):
     ) -> None:
         if self._moved_on(node):
             return
+        receiver = node.func.value if isinstance(node.func, cst.Attribute) else node
         layer = layer_called(node, function)
         if layer is not None and target is None:
-            receiver = node.func.value if isinstance(node.func, cst.Attribute) else node
-            self.report(
+            self._drop_move(
                 node,
-                message=f"`{function.name}` moves a tensor to {fixed}; it is what "
-                f"`{layer}` returned, already on that layer's device: drop the move",
-                fix_title="Drop the move",
-                edits=[Edit(node, receiver)],
+                f"it is what `{layer}` returned, already on that layer's device",
+                function,
+                fixed,
             )
             return
         already = self.facts.moves.moved_there_already(node) if target is None else None
         if already is not None and not node.args:
-            receiver = node.func.value if isinstance(node.func, cst.Attribute) else node
-            self.report(
+            self._drop_move(
                 node,
-                message=f"`{function.name}` moves a tensor to {fixed}; `{code_of(receiver)}` "
-                f"is already on `{already}`, where it was moved before: drop the move",
-                fix_title="Drop the move",
-                edits=[Edit(node, receiver)],
+                f"`{code_of(receiver)}` is already on `{already}`, where it was moved before",
+                function,
+                fixed,
                 applicability=Applicability.UNSAFE,
             )
             return
