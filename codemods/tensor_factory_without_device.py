@@ -45,10 +45,12 @@ class TensorFactoryWithoutDevice(DevicePass):
     directly, through one of the model's submodules (`vae.decoder(z)`), or through a method of
     an object that hands it to a model it holds (`agent.act(obs)` with `return
     self.q_net(obs)`, the model moved as `agent.q_net.to(args.device)` where the function's
-    caller can see it). A tensor such an object stores (`self.action_scale =
-    torch.FloatTensor(...)`) that meets, in any of its methods, the output of a model it moved
-    as it built it (`self.policy = Policy().to(self.device)`, then `mean * self.action_scale`)
-    gets that device where it is made, once the device is set there. A loss's targets and
+    caller can see it), or that meets that model's output there (`agent.learn(s, a, r)` with
+    `self.q(s).gather(1, a.unsqueeze(1))` and `r + gamma * next_q`). A tensor such an object
+    stores (`self.action_scale = torch.FloatTensor(...)`) that meets, in any of its methods,
+    the output of a model it moved as it built it (`self.policy = Policy().to(self.device)`,
+    then `mean * self.action_scale`) gets that device where it is made, once the device is set
+    there. A loss's targets and
     lengths are not model input and are left alone, as are lengths that reach
     `pack_padded_sequence` (even through `.to("cpu")`), and tensors that meet a host copy
     (`probs = logits.softmax(-1).cpu()` then `probs * torch.linspace(...)`): the CPU is where

@@ -1642,3 +1642,46 @@ def test_a_tensor_type_taken_as_a_parameter_with_a_cpu_default_makes_cpu_targets
                 return self.mse(prediction, target)
         """,
     )
+
+
+def test_a_replay_batch_that_meets_a_held_networks_output_in_a_method_takes_its_device() -> None:
+    agent = """
+        import torch
+        from torch import nn
+
+        class ActorCritic:
+            def __init__(self, n_obs, n_act):
+                self.pi = nn.Linear(n_obs, n_act)
+                self.v = nn.Linear(n_obs, 1)
+
+            def update(self, obs, act, ret, mask):
+                logp = self.pi(obs).log_softmax(-1).gather(1, act.long().unsqueeze(1))
+                values = self.v(obs).squeeze(1)
+                advantage = ret - values * mask
+                return -(logp.squeeze(1) * advantage.detach()).mean() + advantage.pow(2).mean()
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        agent = ActorCritic(4, 2)
+        agent.pi.to(device)
+        agent.v.to(device)
+        for o, a, r, m in batches:
+    """
+    assert_fix(
+        RULE,
+        agent
+        + """
+            obs = torch.tensor(o, device=device)
+            act = torch.tensor(a)
+            ret = torch.tensor(r)
+            m = torch.tensor(m)
+            agent.update(obs, act, ret, m).backward()
+        """,
+        agent
+        + """
+            obs = torch.tensor(o, device=device)
+            act = torch.tensor(a, device=device)
+            ret = torch.tensor(r, device=device)
+            m = torch.tensor(m, device=device)
+            agent.update(obs, act, ret, m).backward()
+        """,
+    )

@@ -21,6 +21,7 @@ from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
     MODULE_SELF_METHODS,
+    SAME_DEVICE_METHODS,
     TOKEN_ID_METHODS,
 )
 
@@ -204,16 +205,91 @@ class ModelCalls(ModelPlacement):
             return None
         param = params[index + 1]
         held = self.facts.modules.held_modules(owner)
-        for inner in self.context.of_type(method.body, cst.Call):
-            attr = self_attribute(inner.func)
-            if attr is None or attr not in held:
-                continue
-            if any(is_name(a.value, param) for a in inner.args if not a.star):
-                target = cst.parse_expression(f"{dotted_name(func.value)}.{attr}")
-                model = flow.model_device(target, call)
-                if model is not None and (model.move is not None or model.pretrained):
-                    return call, dataclasses.replace(model, model=code_of(target))
+        attrs = [
+            attr
+            for inner in self.context.of_type(method.body, cst.Call)
+            if (attr := self_attribute(inner.func)) is not None
+            and attr in held
+            and any(is_name(a.value, param) for a in inner.args if not a.star)
+        ]
+        attrs += self._meeting_held_output(method, param, held)
+        for attr in attrs:
+            target = cst.parse_expression(f"{dotted_name(func.value)}.{attr}")
+            model = flow.model_device(target, call)
+            if model is not None and (model.move is not None or model.pretrained):
+                return call, dataclasses.replace(model, model=code_of(target))
         return None
+
+    def _meeting_held_output(
+        self, method: cst.FunctionDef, param: str, held: frozenset[str]
+    ) -> list[str]:
+        """The held modules whose output `param` meets in `method`: an argument of a method
+        of that output (`self.q(s).gather(1, actions.unsqueeze(1))`), or an operand beside it
+        (`rewards + gamma * next_q` with `next_q = self.target(s2).max(1)[0]`)."""
+        found: list[str] = []
+        for use in self.context.of_type(method.body, cst.Name):
+            if use.value != param:
+                continue
+            value: cst.BaseExpression = use
+            parent = self.context.parent(value)
+            # `actions.unsqueeze(1)`, `dones.float()`: the same tensor, reshaped or cast.
+            while (
+                isinstance(parent, cst.Attribute)
+                and parent.value is value
+                and parent.attr.value in SAME_DEVICE_METHODS
+                and isinstance(call := self.context.parent(parent), cst.Call)
+            ):
+                value = call
+                parent = self.context.parent(value)
+            others: list[cst.BaseExpression] = []
+            if isinstance(parent, cst.Arg):
+                call = self.context.parent(parent)
+                if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute):
+                    others = [call.func.value]
+            elif isinstance(parent, cst.BinaryOperation):
+                # `r + gamma * next_q * (1 - done)`: the whole arithmetic the value is part of.
+                while isinstance(grand := self.context.parent(parent), cst.BinaryOperation):
+                    parent = grand
+                others = [parent]
+            for other in others:
+                attr = self._held_output(other, method, held)
+                if attr is not None:
+                    found.append(attr)
+        return found
+
+    def _held_output(
+        self,
+        node: cst.BaseExpression,
+        method: cst.FunctionDef,
+        held: frozenset[str],
+        depth: int = 0,
+    ) -> str | None:
+        """The held module whose output `node` is computed from (through methods, subscripts,
+        arithmetic and the locals of `method` bound to such values)."""
+        if depth > 4:
+            return None
+        while True:
+            if isinstance(node, cst.Call):
+                attr = self_attribute(node.func)
+                if attr is not None and attr in held:
+                    return attr
+                if not isinstance(node.func, cst.Attribute):
+                    return None
+                node = node.func.value
+            elif isinstance(node, (cst.Subscript, cst.Attribute)):
+                node = node.value
+            elif isinstance(node, cst.BinaryOperation):
+                return self._held_output(node.left, method, held, depth + 1) or self._held_output(
+                    node.right, method, held, depth + 1
+                )
+            elif isinstance(node, cst.Name):
+                binding = self.scopes.binding_before(node.value, node, statement=True)
+                value = binding[1] if binding and binding[0] in ("assign", "unpack") else None
+                if value is None or self.scopes.enclosing_function(value) is not method:
+                    return None
+                return self._held_output(value, method, held, depth + 1)
+            else:
+                return None
 
     def _as_direct_model_call(
         self, call: cst.Call, flow: ModelCalls, submodules: bool = False
