@@ -6,10 +6,13 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_chain
+from devfix.codemods.analysis.cpu_only import CPU_ONLY_ARGUMENTS
 from devfix.codemods.analysis.names import call_tail, code_of
+from devfix.codemods.analysis.torch_names import tails
 from devfix.types import Applicability, Edit
 
-_CONSUMERS = frozenset({"pack_padded_sequence", "WeightedRandomSampler"})
+#: The callees' last names: the cheap check before a call's name is resolved.
+_CONSUMERS = tails(CPU_ONLY_ARGUMENTS)
 
 
 class CpuArgumentOnDevice(DevicePass):
@@ -67,7 +70,7 @@ class CpuArgumentOnDevice(DevicePass):
     MESSAGE = "a tensor that may be on a GPU is passed where torch reads it on the CPU"
     FIX_TITLE = "Pass a CPU copy (`.cpu()`)"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = tuple(_CONSUMERS)
+    TRIGGER_WORDS = tuple(sorted(_CONSUMERS))
 
     def visit_Call(self, node: cst.Call) -> None:
         if call_tail(node.func) not in _CONSUMERS and not (

@@ -25,6 +25,7 @@ from typing import Literal
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import forward_parameter_index
 from devfix.codemods.analysis.moves import copies_to_host
 from devfix.codemods.analysis.names import argument_of, call_tail, keyword_argument
 from devfix.codemods.analysis.torch_names import (
@@ -215,10 +216,7 @@ class CpuOnlyArguments(Analysis):
             return None
         # What the file's own calls hand the parameter decides; only without any does the
         # function's use of it as a tensor (whose device its callers choose) count.
-        handed = [
-            value
-            for value, _caller in self.facts.modules.handed_by_callers(function.node, name.value)
-        ]
+        handed = self.facts.modules.handed_by_callers(function.node, name.value)
         handed += self._handed_by_model_calls(function.node, name.value)
         if handed:
             places = {self.placement(value, depth + 1) for value in handed}
@@ -230,12 +228,9 @@ class CpuOnlyArguments(Analysis):
     ) -> list[cst.BaseExpression]:
         """What the calls of this file that run `forward`'s model (`tagger(tokens, lengths)`)
         hand `parameter`."""
-        if forward.name.value != "forward":
+        index = forward_parameter_index(forward, parameter)
+        if index is None:
             return []
-        params = [p.name.value for p in forward.params.params][1:]
-        if parameter not in params:
-            return []
-        index = params.index(parameter)
         found: list[cst.BaseExpression] = []
         for call in self.scopes.find(self.context.module, cst.Call):
             target = self._forward_of(call)

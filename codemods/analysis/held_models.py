@@ -15,7 +15,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method as method_named
-from devfix.codemods.analysis.modules import names_a_device, self_attribute
+from devfix.codemods.analysis.modules import methods, names_a_device, self_attribute
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
 
@@ -56,7 +56,7 @@ class HeldModels(Analysis):
         if self._moves(classdef):
             return []  # `left_behind`'s: the object places some network itself
         found: list[UnplacedNetwork] = []
-        for method in (m for m in classdef.body.body if isinstance(m, cst.FunctionDef)):
+        for method in methods(classdef):
             for attribute, assign in self._built(method).items():
                 if not self._used_as_network(classdef, attribute, copies=True):
                     continue
@@ -134,16 +134,16 @@ class HeldModels(Analysis):
         return False
 
     def _set_in(self, function: cst.FunctionDef, device: str) -> cst.Assign | None:
+        """The first `self.<device> = ...` of `function`."""
+        return next(iter(self._assignments(function, device)), None)
+
+    def _assignments(self, function: cst.FunctionDef, device: str) -> list[cst.Assign]:
         attribute = device.removeprefix("self.")
-        return next(
-            (
-                assign
-                for assign in self.scopes.find(function.body, cst.Assign, own_scope=True)
-                if len(assign.targets) == 1
-                and self_attribute(assign.targets[0].target) == attribute
-            ),
-            None,
-        )
+        return [
+            assign
+            for assign in self.scopes.find(function.body, cst.Assign, own_scope=True)
+            if len(assign.targets) == 1 and self_attribute(assign.targets[0].target) == attribute
+        ]
 
     def _fed_moved_input(
         self, classdef: cst.ClassDef, attribute: str | None
@@ -185,12 +185,7 @@ class HeldModels(Analysis):
         """`device` where `built` runs: itself when the method sets it before (or another
         method does), else the value the method assigns it later when that can be written at
         `built` (`self.device = torch.device(device)` gives `torch.device(device)`)."""
-        attribute = device.removeprefix("self.")
-        assigned = [
-            assign
-            for assign in self.scopes.find(method.body, cst.Assign, own_scope=True)
-            if len(assign.targets) == 1 and self_attribute(assign.targets[0].target) == attribute
-        ]
+        assigned = self._assignments(method, device)
         if not assigned or any(
             self.context.order(a)[0] < self.context.order(built)[0] for a in assigned
         ):
@@ -201,10 +196,10 @@ class HeldModels(Analysis):
     def left_behind(self, classdef: cst.ClassDef) -> list[SiblingMove]:
         """Networks built in a method next to a sibling that method (or the class) moves,
         used only as networks (called, asked for their parameters), never moved."""
-        methods = [m for m in classdef.body.body if isinstance(m, cst.FunctionDef)]
+        members = methods(classdef)
         found: list[SiblingMove] = []
-        moves = self._moves(classdef) if methods else []
-        for method in methods:
+        moves = self._moves(classdef) if members else []
+        for method in members:
             built = self._built(method)
             movers = [(attr, call, line) for attr, call, line in moves if attr in built]
             if not movers:

@@ -133,6 +133,15 @@ def _parameter_default(function: cst.FunctionDef, name: str) -> cst.BaseExpressi
     return None
 
 
+def forward_parameter_index(forward: cst.FunctionDef, parameter: str) -> int | None:
+    """The position of `parameter` among the arguments a call of a module hands its
+    `forward` (after `self`); None when `forward` is not one or has no such parameter."""
+    params = [p.name.value for p in forward.params.params][1:]
+    if forward.name.value != "forward" or parameter not in params:
+        return None
+    return params.index(parameter)
+
+
 def method(classdef: cst.ClassDef, name: str) -> cst.FunctionDef | None:
     return next((m for m in methods(classdef) if m.name.value == name), None)
 
@@ -774,40 +783,36 @@ class ModuleFacts(Analysis):
             return None
         key = f"modules.stored_functions.{id(classdef)}"
         cached = self.context.shared.get(key)
-        table: dict[str, str] = cached if isinstance(cached, dict) else {}
-        if not isinstance(cached, dict):
-            init = method(classdef, "__init__")
-            self_var = self_name(init) if init is not None else None
-            for assign in (
-                self.scopes.find(init.body, cst.Assign, own_scope=True)
-                if init is not None and self_var is not None
-                else ()
-            ):
-                stored = self_attribute(assign.targets[-1].target, self_var or "self")
+        if isinstance(cached, dict):
+            return cached.get(attr)
+        table: dict[str, str] = {}
+        init = method(classdef, "__init__")
+        self_var = self_name(init) if init is not None else None
+        if init is not None and self_var is not None:
+            for assign in self.scopes.find(init.body, cst.Assign, own_scope=True):
+                stored = self_attribute(assign.targets[-1].target, self_var)
                 value = assign.value
-                if init is not None and isinstance(value, cst.Name):
+                if isinstance(value, cst.Name):
                     # `def __init__(self, tensor=torch.FloatTensor): self.Tensor = tensor`
                     value = _parameter_default(init, value.value) or value
                 if stored is not None and isinstance(value, (cst.Name, cst.Attribute)):
                     qualified = self.names.qualified_name(value)
                     if qualified is not None and "." in qualified:
                         table[stored] = qualified
-            self.context.shared[key] = table
+        self.context.shared[key] = table
         return table.get(attr)
 
     def handed_by_callers(
         self, forward: cst.FunctionDef, parameter: str
-    ) -> list[tuple[cst.BaseExpression, FunctionInfo]]:
+    ) -> list[cst.BaseExpression]:
         """What the other modules of this file hand `parameter` of a module's `forward`: the
         arguments of `self.<attr>(...)` in their methods, where `__init__` builds `self.<attr>`
-        from this class (`self.encoder = Encoder(...)`; `self.encoder(embedded, lengths)`),
-        each with the method it is in."""
+        from this class (`self.encoder = Encoder(...)`; `self.encoder(embedded, lengths)`)."""
         owner = self.enclosing_class(forward)
-        params = [p.name.value for p in forward.params.params][1:]
-        if owner is None or forward.name.value != "forward" or parameter not in params:
+        index = forward_parameter_index(forward, parameter)
+        if owner is None or index is None:
             return []
-        index = params.index(parameter)
-        found: list[tuple[cst.BaseExpression, FunctionInfo]] = []
+        found: list[cst.BaseExpression] = []
         for classdef in self.context.of_type(self.context.module, cst.ClassDef):
             if classdef is owner:
                 continue
@@ -821,7 +826,7 @@ class ModuleFacts(Analysis):
                         continue
                     argument = argument_of(call, parameter, index)
                     if argument is not None:
-                        found.append((argument.value, self.function_info(function)))
+                        found.append(argument.value)
         return found
 
     def dispatched_in_init(self, classdef: cst.ClassDef, attribute: str) -> str | None:
