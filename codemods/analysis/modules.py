@@ -321,6 +321,7 @@ class ModuleFacts(Analysis):
         self._construction: dict[int, frozenset[str]] = {}
         self._returns_tensor: dict[int, bool] = {}
         self._tensor_attrs: dict[int, frozenset[str]] = {}
+        self._called: dict[int, frozenset[str]] = {}
 
     # -- classes ---------------------------------------------------------------------------
 
@@ -445,12 +446,35 @@ class ModuleFacts(Analysis):
                 self.builds_parts_from_registries(node)
             )
         construction = self.construction_methods(node)
-        return any(
-            (self.constructed_module(value) or "").startswith("torch.nn.")
+        built = [
+            value
             for function in methods(node)
             if function.name.value in construction
             for value in self._self_attribute_values(function)
+        ]
+        if any((self.constructed_module(value) or "").startswith("torch.nn.") for value in built):
+            return True
+        # Parts of types from elsewhere (a star import) that the class moves as it builds them
+        # and then calls: only modules are both moved and callable.
+        called = self.called_attributes(node)
+        return any(
+            value is not strip_module_methods(value)
+            and isinstance(assign := self.context.parent(value), cst.Assign)
+            and self_attribute(assign.targets[0].target) in called
+            for value in built
         )
+
+    def called_attributes(self, classdef: cst.ClassDef) -> frozenset[str]:
+        """The attributes the class calls (`self.head(x)`): layers or other callables, never
+        tensors."""
+        found = self._called.get(id(classdef))
+        if found is None:
+            found = self._called[id(classdef)] = frozenset(
+                attribute
+                for call in self.context.of_type(classdef.body, cst.Call)
+                if (attribute := self_attribute(call.func)) is not None
+            )
+        return found
 
     def _self_attribute_values(self, function: cst.FunctionDef) -> Iterator[cst.BaseExpression]:
         """The values a method assigns to `self.<attr>` (one target each)."""

@@ -26,6 +26,7 @@ from devfix.codemods.device_fixed_at_construction.facts import (
     legacy_factory,
 )
 from devfix.codemods.device_fixed_at_construction.globals import ImportTimeTensors
+from devfix.codemods.device_fixed_at_construction.layers import LayersBuiltOnAGpu
 from devfix.codemods.device_fixed_at_construction.local_choice import LocalDeviceChoices
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit
@@ -67,7 +68,11 @@ class DeviceFixedAtConstruction(DevicePass):
     finding says so and has no fix. A bare `.cuda()` of a name the function has just moved to
     a device it was given (`batch = ids.to(device)`, then `model(batch.cuda())`) is dropped:
     the tensor is where the caller asked for it (an unsafe fix: the model is on that device
-    only if the caller put it there too).
+    only if the caller put it there too). In a module's `__init__`, a layer built straight onto
+    a literal GPU (`self.head = Head(dims).to("cuda")`, `.cuda()`) is built in place instead: a
+    layer is a known module class or an attribute the class calls (`self.head(x)`), so layers
+    of a star import count; `__init__` placing layers on two GPUs is model parallelism, left
+    alone, and so is a layer moved to a device the constructor is given.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -114,8 +119,11 @@ class DeviceFixedAtConstruction(DevicePass):
     (`BeamSearch(..., device=self.device)`) gets the device of the method's one tensor
     argument (unsafe), or is reported when several could be meant. A move under
     `if x.is_cuda:` goes to `x.device` (safe: the branch runs only when `x` is on a GPU, and it
-    is that one). `t.type(x.type())` to `t.to(x)`: safe, the same dtype, and the same device
-    wherever `x` is on the current CUDA device or the CPU.
+    is that one). A layer built in place instead of on a literal GPU is unsafe: nothing changes
+    where the caller moves the model (`model.to(device)` places every layer), but a caller that
+    relied on the constructor's move now finds that layer on the CPU. `t.type(x.type())` to
+    `t.to(x)`: safe, the same dtype, and the same device wherever `x` is on the current CUDA
+    device or the CPU.
 
     ## References
     - `torch.nn.DataParallel` docs ("any updates to the running module in forward will be lost").
@@ -194,6 +202,8 @@ class DeviceFixedAtConstruction(DevicePass):
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)
         if tail in ("to", "cuda") and isinstance(node.func, cst.Attribute):
+            if self._check_layer_built_on_a_gpu(node):
+                return
             # Moving modules (`self.head.to(...)`, `Net(...).cuda()`) is DF105's business; a
             # move whose result is thrown away (`t.cuda()` as a statement) changes nothing.
             if self.facts.modules.is_module_expression(node.func.value) or isinstance(
@@ -220,6 +230,27 @@ class DeviceFixedAtConstruction(DevicePass):
             self._check_type_of_other(node, node.func)
         else:
             self._check_helper_device(node)
+
+    def _check_layer_built_on_a_gpu(self, node: cst.Call) -> bool:
+        """`self.head = Head(dims).to("cuda")` in a module's `__init__`: built in place
+        instead, for the caller's `model.to(device)` to place with the rest."""
+        layer = self.facts.own(LayersBuiltOnAGpu).placed(node)
+        if layer is None:
+            return False
+        gpu = layer.gpu if layer.gpu.startswith("`") else f"`{layer.gpu}`"
+        self.report(
+            node,
+            message=(
+                f"`__init__` builds `self.{layer.attribute}` on {gpu}: the module cannot be "
+                "built without that GPU, and its layers may sit on different devices until "
+                "its caller moves it; build the layer in place and let `model.to(device)` "
+                "place every layer"
+            ),
+            fix_title="Drop the move",
+            edits=[Edit(node, layer.built)],
+            applicability=Applicability.UNSAFE,
+        )
+        return True
 
     def _check_helper_device(self, node: cst.Call) -> None:
         """`Beam(..., device=self.device)` in `forward`: a helper handed the device stored at

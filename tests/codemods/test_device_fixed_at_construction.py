@@ -1199,3 +1199,78 @@ def test_a_cuda_move_of_a_tensor_already_sent_to_the_callers_device_is_dropped()
         unsafe=True,
     )
     assert "already on `device`" in findings[0].message
+
+
+def test_layer_of_a_star_import_built_on_the_gpu_in_init_is_built_in_place() -> None:
+    # `Block` comes from a star import: that `forward` calls `self.block` makes it a layer.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from blocks import *
+
+        class Forecaster(nn.Module):
+            def __init__(self, dims):
+                super().__init__()
+                self.block = Block(dims, hidden=2 * dims).to('cuda:0')
+                self.scale = torch.ones(dims).to('cuda:0')
+
+            def forward(self, x):
+                return self.block(x) * self.scale.to(x.device)
+        """,
+        """
+        import torch
+        from torch import nn
+        from blocks import *
+
+        class Forecaster(nn.Module):
+            def __init__(self, dims):
+                super().__init__()
+                self.block = Block(dims, hidden=2 * dims)
+                self.scale = torch.ones(dims).to('cuda:0')
+
+            def forward(self, x):
+                return self.block(x) * self.scale.to(x.device)
+        """,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings] == [Applicability.UNSAFE]
+    assert "`__init__` builds `self.block` on `'cuda:0'`" in findings[0].message
+
+
+def test_layers_built_on_two_gpus_by_hand_are_model_parallelism() -> None:
+    source = textwrap.dedent(
+        """
+        from torch import nn
+
+        class TwoStage(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.first = nn.Linear(8, 8).to("cuda:0")
+                self.second = nn.Linear(8, 2).cuda(1)
+
+            def forward(self, x):
+                return self.second(self.first(x.to("cuda:0")).to("cuda:1"))
+        """
+    )
+    findings = check_source(source, options=Options(select=(RULE,), unsafe_fixes=True))
+    assert not [f for f in findings if f.line in (7, 8)], [f.message for f in findings]
+
+
+def test_layer_moved_to_a_device_parameter_in_init_is_left() -> None:
+    # The caller names the device: the layer goes where the rest of the model is sent.
+    assert_noop(
+        RULE,
+        """
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self, dims, device):
+                super().__init__()
+                self.proj = nn.Linear(dims, 2).to(device)
+
+            def forward(self, x):
+                return self.proj(x)
+        """,
+    )
