@@ -8,8 +8,14 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.devices import Current, Literal, Named
 from devfix.codemods.analysis.held_models import HeldModels, SiblingMove
 from devfix.codemods.analysis.modules import strip_module_methods
+from devfix.codemods.analysis.moves import cuda_type
 from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
-from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE, MODEL_WRAPPERS
+from devfix.codemods.analysis.torch_names import (
+    MODEL_MEMBERS_KEEPING_PLACE,
+    MODEL_WRAPPERS,
+    MODULE_SELF_METHODS,
+    MOVE_METHODS,
+)
 from devfix.types import Applicability, Edit
 
 #: Calls that build a model: a module class, or a pretrained checkpoint.
@@ -44,6 +50,14 @@ class ModelNotMovedToDevice(DevicePass):
     on tensors it makes on a device it sets in `__init__` (`torch.tensor(obs,
     device=self.device)`), and that neither it nor this file moves, gets `self.to(self.device)`
     in `__init__`, before its parameters are read (an optimizer, `copy.deepcopy(self)`).
+    A model a function is handed (`def fit(X, y, net, criterion, optimizer):`) and runs on
+    inputs it moves to a device it chooses itself (`device = torch.device("cuda:0" if ...)`,
+    bound once in the function's own body) gets `net.to(device)` right after that choice:
+    the caller cannot have known the device. The current GPU (`torch.device("cuda")`, which
+    the caller picks with `torch.cuda.set_device(rank)`) is the caller's choice and is left
+    alone; so is a parameter the function moves, rebinds, wraps or hands to another call, and
+    one run on what a model returned (a loss or a metric: `criterion(net(x), y)`); reading
+    its attributes and returning it are fine.
 
     ## Why is this bad?
     The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
@@ -189,6 +203,134 @@ class ModelNotMovedToDevice(DevicePass):
             edits=[Edit(built.value, placed)],
             applicability=Applicability.UNSAFE,
         )
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        """A model the caller hands in, run on inputs this function moves to a device it
+        chooses itself, and never moved: the caller cannot know that device."""
+        params = node.params
+        names = [
+            param.name.value
+            for param in (*params.posonly_params, *params.params, *params.kwonly_params)
+        ]
+        for name in names:
+            if name in ("self", "cls"):
+                continue
+            runs = self._parameter_runs(name, node)
+            if runs and any(self._fed_output_of(run, names) for run in runs):
+                continue  # a loss or a metric, run on what a model returned
+            found = next(
+                (
+                    (run, chosen)
+                    for run in runs or ()
+                    if (chosen := self._chosen_here(run, node)) is not None
+                ),
+                None,
+            )
+            if found is None:
+                continue
+            run, (device, binding) = found
+            move = f"{name}.to({device})"
+            added = cst.parse_statement(move + "\n", config=self.context.module.config_for_parsing)
+            self.report(
+                run,
+                message=(
+                    f"`{name}`, handed in by the caller, is never moved, but `{node.name.value}` "
+                    f"runs it on inputs it moves to `{device}`, a device it chooses itself (line "
+                    f"{self.facts.scopes.line_of(binding)}); move it there too: `{move}`"
+                ),
+                fix_title=f"Add `{move}`",
+                edits=[Edit(binding, cst.FlattenSentinel([binding, added]))],
+            )
+
+    def _parameter_runs(self, name: str, function: cst.FunctionDef) -> list[cst.Call] | None:
+        """The calls that run the model parameter `name`, when the function neither moves,
+        rebinds, wraps nor hands it on (reading its attributes and returning it are fine)."""
+        runs: list[cst.Call] = []
+        for use in self.facts.scopes.find(function, cst.Name):
+            if use.value != name:
+                continue
+            parent = self.context.parent(use)
+            if isinstance(parent, cst.Param):
+                continue
+            if isinstance(parent, cst.Call) and parent.func is use:
+                runs.append(parent)
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is use:
+                call = self.context.parent(parent)
+                method = parent.attr.value
+                if method in MOVE_METHODS or method in MODULE_SELF_METHODS - {"eval", "train"}:
+                    return None
+                if method in _RUNS and isinstance(call, cst.Call) and call.func is parent:
+                    runs.append(call)
+                continue
+            if not self._returned(use):
+                return None  # rebound, wrapped, handed to a call, stored: decided elsewhere
+        return runs
+
+    def _fed_output_of(self, run: cst.Call, params: list[str]) -> bool:
+        """An argument of `run` holds what a model returned: a call of one of `params` or of
+        a local (`criterion(net(x), y)`), or a name bound to one (`out = model(x)`, then
+        `criterion(out.view(-1), y)`); a loss or a metric, not a model."""
+        values: list[cst.CSTNode] = [arg.value for arg in run.args]
+        for arg in run.args:
+            values.extend(
+                value
+                for name in self.context.of_type(arg.value, cst.Name)
+                for value in self.facts.scopes.assigned_values(name.value, run)
+            )
+        return any(
+            isinstance(call.func, cst.Name)
+            and (
+                call.func.value in params
+                or self.facts.scopes.assigned_values(call.func.value, call) != []
+            )
+            for value in values
+            for call in self.context.of_type(value, cst.Call)
+        )
+
+    def _returned(self, use: cst.Name) -> bool:
+        """`return model` or `return {"model": model, ...}`: handed back, not placed."""
+        node: cst.CSTNode = use
+        while True:
+            parent = self.context.parent(node)
+            if isinstance(parent, cst.Return):
+                return True
+            if not isinstance(
+                parent, (cst.Dict, cst.DictElement, cst.Tuple, cst.List, cst.Element)
+            ):
+                return False
+            node = parent
+
+    def _chosen_here(
+        self, run: cst.Call, function: cst.FunctionDef
+    ) -> tuple[str, cst.SimpleStatementLine] | None:
+        """(device, the statement of `function`'s own body that binds it) when an input of
+        `run` is moved to a local device variable bound there, before the run."""
+        device = self._input_device(run)
+        name = dotted_name(device[0]) if device is not None and device[0] is not None else None
+        if name is None or "." in name:
+            return None
+        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+        at = self.context.order(run)[0]
+        bindings = [
+            statement
+            for statement in body
+            if isinstance(statement, cst.SimpleStatementLine)
+            and name in self.facts.scopes.names_bound(statement)
+            and self.context.order(statement)[1] < at
+        ]
+        bound_elsewhere = [
+            target
+            for target in self.facts.scopes.find(function, cst.Name)
+            if target.value == name and isinstance(self.context.parent(target), cst.AssignTarget)
+        ]
+        if len(bindings) != 1 or len(bound_elsewhere) != 1:
+            return None
+        value = self.context.parent(bound_elsewhere[0])
+        chosen = self.context.parent(value) if isinstance(value, cst.AssignTarget) else None
+        if isinstance(chosen, cst.Assign) and _current_gpu(chosen.value):
+            return None  # `torch.device("cuda")`: the GPU the caller made current
+        return name, bindings[0]
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
@@ -360,3 +502,11 @@ class ModelNotMovedToDevice(DevicePass):
                 if text is not None:
                     return (cst.parse_expression(text),)
         return None
+
+
+def _current_gpu(value: cst.BaseExpression) -> bool:
+    """`"cuda"` or `torch.device("cuda")`: whichever GPU the process made current (a caller's
+    `torch.cuda.set_device(rank)`), not a choice of this function."""
+    if isinstance(value, cst.Call) and call_tail(value.func) == "device" and len(value.args) == 1:
+        value = value.args[0].value
+    return cuda_type(value)

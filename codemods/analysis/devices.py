@@ -1451,10 +1451,31 @@ class DeviceInference(Analysis):
         """The value of the binding `at` reads, else a sum built up in the scope."""
         binding = self._reaching(name.value, at)
         if binding is not None and binding[0] in ("assign", "unpack") and binding[1]:
-            found = self.placed(binding[1], at, depth + 1)
+            value = binding[1]
+            if binding[0] == "unpack":
+                value = self._unpacked_element(name.value, value) or value
+            found = self.placed(value, at, depth + 1)
             if found is not None:
                 return found
         return self._accumulated(name.value, at, depth)
+
+    def _unpacked_element(self, name: str, value: cst.BaseExpression) -> cst.BaseExpression | None:
+        """`x, y = x.to(device), y.to(device)`: the element of the tuple that `name` takes."""
+        assign = self.context.parent(value)
+        if not isinstance(value, (cst.Tuple, cst.List)) or not isinstance(assign, cst.Assign):
+            return None
+        for target in assign.targets:
+            names = target.target
+            if not isinstance(names, (cst.Tuple, cst.List)) or len(names.elements) != len(
+                value.elements
+            ):
+                continue
+            for bound, element in zip(names.elements, value.elements):
+                if isinstance(element, cst.StarredElement):
+                    return None
+                if isinstance(bound.value, cst.Name) and bound.value.value == name:
+                    return element.value
+        return None
 
     def _placed_attribute(self, expr: cst.Attribute, at: cst.CSTNode, depth: int) -> Device | None:
         if expr.attr.value in NON_TENSOR_MEMBERS or (dotted_name(expr) or "").startswith("self."):

@@ -481,3 +481,72 @@ def test_a_module_that_runs_itself_on_tensors_it_puts_on_its_device_moves_itself
 def test_a_module_the_file_moves_where_it_builds_it_is_left_alone() -> None:
     assert_noop(RULE, AGENT_MODULE + "\nagent = Agent(cfg)\nagent.to(cfg.device)\n")
     assert_noop(RULE, AGENT_MODULE + "\nagent = Agent(cfg).cuda()\n")
+
+
+def test_model_parameter_of_an_evaluation_function_moved_where_it_moves_the_inputs() -> None:
+    # The inputs go to a device the function chooses itself; the model returned by name.
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def evaluate(encoder, batches):
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+            encoder.eval()
+            scores = []
+            for ids, mask in batches:
+                ids, mask = ids.to(dev), mask.to(dev)
+                scores.append(encoder.forward(ids, mask).mean())
+            return encoder, scores
+        """,
+        """
+        import torch
+
+        def evaluate(encoder, batches):
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+            encoder.to(dev)
+            encoder.eval()
+            scores = []
+            for ids, mask in batches:
+                ids, mask = ids.to(dev), mask.to(dev)
+                scores.append(encoder.forward(ids, mask).mean())
+            return encoder, scores
+        """,
+    )
+
+
+def test_model_parameter_left_where_the_caller_decides() -> None:
+    # A device the caller passes (it may have moved the model there), a model the function
+    # moves or hands on, and a loss fed the model's output are all left alone.
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def train(net, loader, device, loss_fn):
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                loss_fn(net(x), y).backward()
+
+        def train_moved(net, loader):
+            device = torch.device("cuda")
+            net = net.to(device)
+            for x, y in loader:
+                net(x.to(device)).sum().backward()
+
+        def validate(net, loader):
+            # The current GPU: the process's own after its launcher's `set_device(rank)`.
+            device = torch.device("cuda")
+            for x, y in loader:
+                x = x.to(device)
+                print(net(x).argmax(1).eq(y.to(device)).float().mean())
+
+        def train_wrapped(net, loader, loss_fn):
+            device = torch.device("cuda")
+            model = torch.nn.DataParallel(net)
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                out = model(x)
+                loss_fn(out, y).backward()
+        """,
+    )
