@@ -10,7 +10,19 @@ from devfix.codemods.analysis.names import call_tail, keyword_argument, parsed_e
 from devfix.codemods.analysis.torch_names import DISTRIBUTED_DATA_PARALLEL
 from devfix.types import Applicability, Edit
 
-_DEVICE_SELECTORS = frozenset({"torch.cuda.set_device", "torch.cuda.device"})
+#: The device modules of torch and of its out-of-tree backends (`torch_npu`, `torch_mlu`,
+#: `torch_musa` register `torch.npu`, `torch.mlu`, `torch.musa`), which select a device by
+#: its index on this machine, like CUDA.
+_BACKENDS = ("cuda", "xpu", "npu", "mlu", "musa", "hpu")
+#: A selector's qualified name -> the module whose `device_count()` bounds its index.
+_DEVICE_SELECTORS = {
+    **{
+        f"torch.{backend}.{call}": backend
+        for backend in _BACKENDS
+        for call in ("set_device", "device")
+    },
+    "torch.accelerator.set_device_index": "accelerator",
+}
 
 
 class GlobalRankAsDevice(DevicePass):
@@ -22,12 +34,14 @@ class GlobalRankAsDevice(DevicePass):
     method of this file that returns one: `world, rank = self.dist_info()`), or a
     configuration's `global_rank` field (`self.args.global_rank`), where a GPU of this
     machine is meant: `DistributedDataParallel(..., device_ids=[rank], output_device=rank)`,
-    `torch.cuda.set_device(rank)`, DeepSpeed's `get_accelerator().set_device(rank)`,
+    `torch.cuda.set_device(rank)` (and the same selector of another backend: `torch.xpu`,
+    Ascend's `torch.npu`, `torch.mlu`, `torch.musa`, `torch.hpu`, or
+    `torch.accelerator.set_device_index`), DeepSpeed's `get_accelerator().set_device(rank)`,
     `torch.cuda.device(rank)`, `torch.device("cuda", rank)`,
     `f"cuda:{rank}"`, `"cuda:" + str(rank)`, `.to(rank)` and `.cuda(rank)`. The fix uses
     the process's local GPU index: a name the code already binds to it (`local_rank =
     int(os.environ["LOCAL_RANK"])`, `device = rank % torch.cuda.device_count()`), else
-    `rank % torch.cuda.device_count()`.
+    `rank % torch.cuda.device_count()` (that backend's `device_count()`).
 
     ## Why is this bad?
     On one machine the global rank and the GPU index are the same number, so the script
@@ -95,9 +109,11 @@ class GlobalRankAsDevice(DevicePass):
                     self._check_index(element.value, node)
             else:
                 self._check_index(value, node)
-        if tail in ("set_device", "device") and node.args:
-            name = self.qualified_name(node.func)
-            if name in _DEVICE_SELECTORS or self._accelerator_selection(node):
+        if tail in ("set_device", "device", "set_device_index") and node.args:
+            name = self.qualified_name(node.func) or ""
+            if name in _DEVICE_SELECTORS:
+                self._check_index(node.args[0].value, node, _DEVICE_SELECTORS[name])
+            elif self._accelerator_selection(node):
                 self._check_index(node.args[0].value, node)
             elif name == "torch.device" and len(node.args) == 2:
                 self._check_index(node.args[1].value, node)
@@ -134,14 +150,17 @@ class GlobalRankAsDevice(DevicePass):
         ):
             self._check_index(right.args[0].value, node)
 
-    def _check_index(self, value: cst.BaseExpression, at: cst.CSTNode) -> None:
+    def _check_index(
+        self, value: cst.BaseExpression, at: cst.CSTNode, backend: str = "cuda"
+    ) -> None:
+        """`value` names a device of `backend` on this machine (`torch.<backend>`)."""
         rank = self.facts.flow.global_rank_index(value, at)
         if rank is None:
             return
         local = self.facts.flow.local_rank_name(at, value)
         if local is None:
             torch, imports = self.facts.names.torch_spelling()
-            replacement = f"{self._code(value)} % {torch}.cuda.device_count()"
+            replacement = f"{self._code(value)} % {torch}.{backend}.device_count()"
         else:
             replacement, imports = local, []
         code = self._code(value)

@@ -369,3 +369,29 @@ def test_a_global_rank_field_handed_to_deepspeeds_accelerator_is_the_rank() -> N
                 return model.to(self.cfg.local_rank)
         """,
     )
+
+
+def test_set_device_of_another_backend_is_bounded_by_its_own_device_count() -> None:
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+        import torch_npu
+        import torch.distributed as dist
+
+        dist.init_process_group("hccl")
+        torch.npu.set_device(int(os.environ["RANK"]))
+        torch.accelerator.set_device_index(dist.get_rank())
+        """,
+        """
+        import os
+        import torch
+        import torch_npu
+        import torch.distributed as dist
+
+        dist.init_process_group("hccl")
+        torch.npu.set_device(int(os.environ["RANK"]) % torch.npu.device_count())
+        torch.accelerator.set_device_index(dist.get_rank() % torch.accelerator.device_count())
+        """,
+    )
