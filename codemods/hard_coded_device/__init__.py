@@ -24,6 +24,7 @@ from devfix.codemods.hard_coded_device.facts import (
     literal_cuda_device,
     release_at_least,
 )
+from devfix.codemods.hard_coded_device.handed_model import HandedModels
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -62,6 +63,17 @@ class HardCodedDevice(DevicePass):
     (`"cuda"`); `torch.load(..., map_location="cuda:0")` loads to the script's device variable,
     else to the CPU; `x.to(f"cuda:{self.gpu_id}")` where the file treats `gpu_id` as possibly
     None goes to the device of the model the class moved to that id.
+    Inputs sent to a literal GPU (`ids = ids.to("cuda")`, `.cuda()`, `.cuda(0)`) for a model
+    the code was handed, in any program, library code included: a parameter
+    (`def generate(model, tokenizer, prompt):`) or `self.model` set from the constructor's
+    parameter, run on them directly (`model(ids)`, `self.model.generate(ids)`,
+    `model.predict(batch["input_ids"])`) or through a helper of the file handed both, go to
+    that model's device instead: `model.device` for a model that generates (Hugging Face),
+    else `next(model.parameters()).device` (an unsafe fix). The code must treat the callable
+    as a model (a run method, `model.eval()`, a field of a model output such as `.logits`);
+    left alone are a model a caller in the file placed itself (moved, or loaded with a
+    `device_map`), a callable run on a model's output (a loss, a metric), a device variable
+    (`.cuda(local_rank)`), and a bare GPU in a script that sets the current device.
     `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
     device is portable, DF308 makes them follow `device.type`.
 
@@ -232,6 +244,11 @@ class HardCodedDevice(DevicePass):
 
     def _check_cuda_method(self, node: cst.Call, func: cst.Attribute) -> None:
         index = argument_of(node, "device")
+        literal = index is None or isinstance(index.value, cst.Integer)
+        if literal and self._moved_for_a_handed_model(
+            node, index.value if index is not None else None
+        ):
+            return
         if index is None or not isinstance(index.value, cst.Integer):
             return  # a bare `.cuda()` is "the current device"; DF102/DF201 judge it
         shown = f"`.cuda({self._code(index.value)})`"
@@ -252,8 +269,47 @@ class HardCodedDevice(DevicePass):
 
     # -- the rewrite ---------------------------------------------------------------------------
 
+    def _moved_for_a_handed_model(self, move: cst.Call, device: cst.BaseExpression | None) -> bool:
+        """`ids = ids.to("cuda")` / `.cuda()` for a model the code was handed (a parameter,
+        or `self.model` from the constructor): the inputs go where the caller put the model."""
+        if not isinstance(move.func, cst.Attribute):
+            return False
+        if (device is None or not gpu_index(device)) and self.facts.flow.sets_current_device():
+            return False  # the current GPU is the process's own, the model's under DDP
+        handed = self.facts.own(HandedModels).fed_by(move)
+        if handed is None:
+            return False
+        method = call_tail(move.func)
+        shown = f"`.{method}({self._code(device) if device is not None else ''})`"
+        moved = [arg for arg in move.args if device is None or arg.value is not device]
+        new = rebuilt_call(
+            move,
+            move.func.with_changes(attr=cst.Name("to")),
+            [cst.Arg(cst.parse_expression(handed.device))],
+            moved,
+        )
+        line = self.facts.scopes.line_of(handed.run)
+        self.report(
+            move,
+            message=(
+                f"{shown} sends the inputs of `{handed.model}` (line {line}) to the current GPU, "
+                f"but the caller chose that model's device; use `{handed.device}`"
+            ),
+            fix_title=f"Use `.to({handed.device})`",
+            edits=[Edit(move, new)],
+            applicability=Applicability.UNSAFE,
+        )
+        return True
+
     def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
         ignored = self.facts.own(ScriptDevice).ignored_device_parameter(anchor)
+        if (
+            ignored is None
+            and isinstance(anchor, cst.Call)
+            and call_tail(anchor.func) == "to"
+            and self._moved_for_a_handed_model(anchor, target)
+        ):
+            return
         if ignored is not None:
             self.report(
                 target,

@@ -746,3 +746,85 @@ def test_a_function_that_ignores_the_device_it_is_given_uses_it() -> None:
     )
     assert "takes `dev`, which it never reads" in findings[0].message
     assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_inputs_sent_to_a_literal_gpu_for_a_model_the_class_was_handed() -> None:
+    # A pipeline class keeps the model its constructor is given; `generate` makes it a model
+    # that has `.device`. The prompt ids reach a model through a helper of the file, too, which
+    # reads its output's `logits`.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def sample(net, ids, steps):
+            for _ in range(steps):
+                ids = torch.cat([ids, net(ids).logits.argmax(-1)[:, -1:]], dim=1)
+            return ids
+
+        class Pipeline:
+            def __init__(self, model, tokenizer):
+                self.model = model
+                self.tokenizer = tokenizer
+
+            def __call__(self, text):
+                ids = self.tokenizer(text, return_tensors="pt").input_ids.to("cuda:0")
+                return self.model.generate(ids, max_new_tokens=8)
+
+        def complete(model, ids):
+            ids = ids.cuda()
+            return sample(model, ids, steps=4)
+        """,
+        """
+        import torch
+
+        def sample(net, ids, steps):
+            for _ in range(steps):
+                ids = torch.cat([ids, net(ids).logits.argmax(-1)[:, -1:]], dim=1)
+            return ids
+
+        class Pipeline:
+            def __init__(self, model, tokenizer):
+                self.model = model
+                self.tokenizer = tokenizer
+
+            def __call__(self, text):
+                ids = self.tokenizer(text, return_tensors="pt").input_ids.to(self.model.device)
+                return self.model.generate(ids, max_new_tokens=8)
+
+        def complete(model, ids):
+            ids = ids.to(next(model.parameters()).device)
+            return sample(model, ids, steps=4)
+        """,
+        unsafe=True,
+    )
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+    assert "the caller chose that model's device" in findings[0].message
+
+
+def test_literal_gpu_inputs_left_where_the_file_places_the_model_or_feeds_no_model() -> None:
+    # The file moves the model it hands over; a loss and an augmentation are no models; a
+    # device variable is not a literal GPU.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        def evaluate(model, loader, criterion, device_index):
+            for images, labels in loader:
+                images = images.cuda(non_blocking=True)
+                labels = labels.cuda(non_blocking=True)
+                output = model(images)
+                print(criterion(output, labels).item())
+                print(model(images.cuda(device_index)).shape)
+
+        def augment(mixup_fn, images, labels):
+            images, labels = images.cuda(), labels.cuda()
+            return mixup_fn(images, labels)
+
+        net = nn.Linear(4, 2)
+        net.cuda()
+        evaluate(net, [], nn.CrossEntropyLoss(), 0)
+        """,
+    )

@@ -1,0 +1,315 @@
+"""Inputs sent to a literal GPU for a model that the code was handed.
+
+`input_ids = input_ids.to("cuda")` (or `.cuda()`) in a function that then runs a model it
+received, as a parameter (`def generate(model, tokenizer, prompt):`) or from its constructor
+(`self.model = model`), puts the inputs on the current GPU whatever device the caller chose for
+the model: a model the caller kept on the CPU, put on another GPU or sharded with a device map
+then meets inputs on `cuda:0`. The model's own device is the one meant: `model.device` for a
+model that generates (a Hugging Face model), else `next(model.parameters()).device`.
+
+The inputs reach the model when the name the move is bound to (`ids = ids.cuda()`, `batch =
+{k: v.cuda() for ...}`), or the move itself, is an argument of a call that runs the model
+(`model(ids)`, `model.generate(ids)`, `model.predict(batch["input_ids"])`) or of a helper of
+the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from devfix.codemods.analysis.base import Analysis
+from devfix.codemods.analysis.modules import self_attribute
+from devfix.codemods.analysis.names import dotted_name
+from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
+
+#: Methods only a model has.
+_MODEL_MEMBERS = MODEL_MEMBERS_KEEPING_PLACE | {"generate", "forward"}
+#: Fields of the outputs of Hugging Face models (`ModelOutput`).
+_OUTPUT_FIELDS = frozenset(
+    {"logits", "loss", "last_hidden_state", "past_key_values", "hidden_states", "attentions"}
+)
+#: Methods of a model that run it on the inputs they are given.
+_RUNS = frozenset({"generate", "forward", "predict", "sample", "encode", "decode"})
+
+
+@dataclass(frozen=True)
+class HandedModel:
+    #: `model`, `self.model`: how the function reaches the model.
+    model: str
+    #: `model.device` or `next(model.parameters()).device`.
+    device: str
+    #: The call that runs the model on the moved inputs.
+    run: cst.Call
+
+
+class HandedModels(Analysis):
+    """The model a move to a literal GPU feeds, when the code was handed that model."""
+
+    def fed_by(self, move: cst.Call) -> HandedModel | None:
+        function = self.scopes.enclosing_function(move)
+        if function is None:
+            return None
+        info = self.facts.modules.function_info(function)
+        if info.is_model_code or self.facts.flow.in_data_pipeline(move):
+            return None  # DF102's and DF201's
+        fed = self._fed_names(move)
+        start = self.context.order(move)[0]
+        for call in self.context.of_type(function.body, cst.Call):
+            holds = self._holds(call, move)
+            if self.context.order(call)[0] < start and not holds:
+                continue
+            if not (holds or any(self._passes(call, name) for name in fed)):
+                continue
+            found = self._run_model(call, function)
+            if found is None or self._fed_output(call, move, fed, function):
+                continue
+            model, generates = found
+            device = f"{model}.device" if generates else f"next({model}.parameters()).device"
+            return HandedModel(model=model, device=device, run=call)
+        return None
+
+    def _fed_output(
+        self, run: cst.Call, move: cst.Call, fed: set[str], function: cst.FunctionDef
+    ) -> bool:
+        """`criterion(output, labels)` after `output = model(images)`: besides the moved
+        inputs, `run` is handed what a callable the function was given returned (a loss or a
+        metric, not a model)."""
+        params = set(_parameters(function))
+        values: list[cst.CSTNode] = []
+        for arg in run.args:
+            if self._holds_move(arg, move) or self._passes_name(arg, fed):
+                continue
+            values.append(arg.value)
+            values.extend(
+                value
+                for name in self.context.of_type(arg.value, cst.Name)
+                for value in self.scopes.assigned_values(name.value, run)
+            )
+        return any(
+            dotted_name(call.func) in params
+            for value in values
+            for call in self.context.of_type(value, cst.Call)
+        )
+
+    def _treated_as_model(self, model: str, function: cst.FunctionDef) -> bool:
+        """`function` treats `model` as a model: a member only models have (`model.eval()`,
+        `model.generate(...)`), or a field of a model's output read from what it returned
+        (`model(ids).logits`, `out = model(ids)` then `out.past_key_values`)."""
+        outputs: set[str] = set()
+        for call in self.context.of_type(function.body, cst.Call):
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and dotted_name(func.value) == model
+                and func.attr.value in _MODEL_MEMBERS
+            ):
+                return True
+            if dotted_name(func) != model:
+                continue
+            parent = self.context.parent(call)
+            if isinstance(parent, cst.Attribute) and parent.attr.value in _OUTPUT_FIELDS:
+                return True
+            name = self.scopes.assigned_name(call)
+            if name is not None:
+                outputs.add(name)
+        return any(
+            isinstance(node.value, cst.Name)
+            and node.value.value in outputs
+            and node.attr.value in _OUTPUT_FIELDS
+            for node in self.context.of_type(function.body, cst.Attribute)
+        )
+
+    def _fed_names(self, move: cst.Call) -> set[str]:
+        """The plain names the moved value is bound to: `ids = ids.cuda()`, or a dict or list
+        built of such moves (`batch = {k: v.cuda() for k, v in batch.items()}`)."""
+        node: cst.CSTNode = move
+        parent = self.context.parent(node)
+        while isinstance(parent, (cst.DictComp, cst.ListComp, cst.DictElement, cst.Element)):
+            node, parent = parent, self.context.parent(parent)
+        if isinstance(parent, (cst.Dict, cst.List, cst.Tuple)):
+            node, parent = parent, self.context.parent(parent)
+        if not isinstance(parent, cst.Assign) or parent.value is not node:
+            return set()
+        return {
+            target.target.value for target in parent.targets if isinstance(target.target, cst.Name)
+        }
+
+    def _holds(self, call: cst.Call, move: cst.Call) -> bool:
+        return any(self._holds_move(arg, move) for arg in call.args)
+
+    def _holds_move(self, arg: cst.Arg, move: cst.Call) -> bool:
+        return any(move is node for node in self.context.subtree(arg.value))
+
+    def _passes(self, call: cst.Call, name: str) -> bool:
+        """`name` (or a field of it: `batch["ids"]`, `enc.input_ids`, `**batch`) is an
+        argument of `call`."""
+        return any(self._passes_name(arg, {name}) for arg in call.args)
+
+    def _passes_name(self, arg: cst.Arg, names: set[str]) -> bool:
+        value = arg.value
+        while isinstance(value, (cst.Subscript, cst.Attribute)):
+            value = value.value
+        return isinstance(value, cst.Name) and value.value in names
+
+    def _run_model(self, call: cst.Call, function: cst.FunctionDef) -> tuple[str, bool] | None:
+        """(the model, whether it generates) when `call` runs a model the code was handed:
+        directly (`model(x)`, `self.model.generate(x)`), or through a helper of the file it is
+        handed to beside the inputs."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _RUNS:
+            func = func.value
+        model = dotted_name(func)
+        if model is not None and self._handed_in(model, function):
+            if self._placed_by_the_file(model, function) or not (
+                func is not call.func or self._treated_as_model(model, function)
+            ):
+                return None  # placed by this file, or nothing says it is a model
+            return model, self._generates(model, function)
+        helper = self._helper(call)
+        if helper is None:
+            return None
+        for index, arg in enumerate(call.args):
+            name = dotted_name(arg.value)
+            if arg.keyword is not None or arg.star or name is None:
+                continue
+            if not self._handed_in(name, function) or self._placed_by_the_file(name, function):
+                continue
+            inner = _parameter(helper, index)
+            if (
+                inner is not None
+                and self._runs(inner, helper)
+                and (
+                    self._treated_as_model(inner, helper) or self._treated_as_model(name, function)
+                )
+            ):
+                return name, self._generates(inner, helper)
+        return None
+
+    def _handed_in(self, model: str, function: cst.FunctionDef) -> bool:
+        """`model` is a parameter of `function` (not `self`), or `self.<attr>` set in the
+        class's `__init__` from one of its parameters."""
+        params = _parameters(function)
+        if model in params[1:] or (model in params and params[0] not in ("self", "cls")):
+            return True
+        attribute = self_attribute(cst.parse_expression(model)) if "." in model else None
+        classdef = self.scopes.class_of(function)
+        if attribute is None or classdef is None:
+            return False
+        init = next(
+            (
+                member
+                for member in classdef.body.body
+                if isinstance(member, cst.FunctionDef) and member.name.value == "__init__"
+            ),
+            None,
+        )
+        if init is None:
+            return False
+        values = [
+            assign.value
+            for assign in self.context.of_type(init.body, cst.Assign)
+            if len(assign.targets) == 1 and self_attribute(assign.targets[0].target) == attribute
+        ]
+        return len(values) == 1 and dotted_name(values[0]) in _parameters(init)[1:]
+
+    def _placed_by_the_file(self, model: str, function: cst.FunctionDef) -> bool:
+        """A caller in this file hands `function` a model it placed itself (moved, or loaded
+        with a `device_map`): the literal GPU is then the file's own choice, which DF304
+        leaves to the script."""
+        params = _parameters(function)
+        if model not in params:
+            return False
+        index = params.index(model)
+        for call, caller in self.facts.flow.call_sites(function):
+            positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+            passed = [arg.value for arg in call.args if arg.keyword and arg.keyword.value == model]
+            if index < len(positional):
+                passed.append(positional[index].value)
+            for value in passed:
+                name = dotted_name(value) or ""
+                table, _ = self.scopes.lookup(name, caller)
+                if any(self._placing(binding.value) for binding in table.bindings.get(name, [])):
+                    return True
+                if any(
+                    _is_move(self.context.parent(parent))
+                    for use in self.scopes.names_in(caller or self.context.module, name)
+                    if (parent := self.context.parent(use)) is not None
+                ):
+                    return True  # `model.cuda()` as a statement: moved in place
+        return False
+
+    def _placing(self, value: cst.BaseExpression | None) -> bool:
+        """`Model(...).to(device)`, `model.cuda()`, `from_pretrained(..., device_map=...)`,
+        or a helper of the file that returns what it moved (`model, loss = set_model(opt)`)."""
+        if not isinstance(value, cst.Call):
+            return False
+        if _is_move(value) or any(
+            arg.keyword is not None and arg.keyword.value == "device_map" for arg in value.args
+        ):
+            return True
+        helper = self._helper(value)
+        if helper is None:
+            return False
+        returned = {
+            name.value
+            for ret in self.context.of_type(helper.body, cst.Return)
+            if ret.value is not None
+            for name in self.context.of_type(ret.value, cst.Name)
+        }
+        return any(
+            _is_move(call)
+            and isinstance(call.func, cst.Attribute)
+            and dotted_name(call.func.value) in returned
+            for call in self.context.of_type(helper.body, cst.Call)
+        )
+
+    def _helper(self, call: cst.Call) -> cst.FunctionDef | None:
+        if not isinstance(call.func, cst.Name):
+            return None
+        defined = [
+            node
+            for node in self.context.module.body
+            if isinstance(node, cst.FunctionDef) and node.name.value == call.func.value
+        ]
+        return defined[0] if len(defined) == 1 else None
+
+    def _runs(self, model: str, function: cst.FunctionDef) -> bool:
+        """`function` calls `model` (or one of its running methods)."""
+        for call in self.context.of_type(function.body, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _RUNS:
+                func = func.value
+            if dotted_name(func) == model:
+                return True
+        return False
+
+    def _generates(self, model: str, function: cst.FunctionDef) -> bool:
+        """`model.generate(...)` in `function`: a Hugging Face model, which has `.device`."""
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "generate"
+            and dotted_name(call.func.value) == model
+            for call in self.context.of_type(function.body, cst.Call)
+        )
+
+
+def _parameters(function: cst.FunctionDef) -> list[str]:
+    params = function.params
+    return [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+
+
+def _parameter(function: cst.FunctionDef, index: int) -> str | None:
+    """The name of the positional parameter at `index`."""
+    positional = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    return positional[index] if index < len(positional) else None
+
+
+def _is_move(node: cst.CSTNode | None) -> bool:
+    """`<value>.to(...)` or `<value>.cuda(...)`."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in ("to", "cuda")
+    )
