@@ -54,6 +54,7 @@ from devfix.codemods.analysis.torch_names import (
     NON_TENSOR_MEMBERS,
     RECURRENT_LAYERS,
     SAME_DEVICE_FUNCTIONS,
+    SAME_DEVICE_METHODS,
     SHAPE_ARGUMENT_METHODS,
     TENSOR_FACTORIES,
 )
@@ -943,6 +944,13 @@ class DeviceInference(Analysis):
             return name
         if bound_lines and min(bound_lines) < line and self._is_local_tensor(name, function):
             return name
+        if len(bound_lines) == 1:
+            # `h_t = h[idx, t].squeeze(1)`, bound only after `line`: on the device of `h`,
+            # which can be named there.
+            values = self.scopes.assigned_values(name, function.node.body)
+            root = _same_device_root(values[0]) if len(values) == 1 else None
+            if root is not None and root != name:
+                return self._tensor_origin(root, function, line, seen)
         return None
 
     def _is_local_tensor(
@@ -1837,3 +1845,21 @@ def _given_a_device(call: cst.Call) -> bool:
     return device is not None and not (
         isinstance(device.value, cst.Name) and device.value.value == "None"
     )
+
+
+def _same_device_root(value: cst.BaseExpression) -> str | None:
+    """The name `value` is indexed or reshaped from (`h[idx, t].squeeze(1)` -> "h"), with no
+    call on the way that could change the device."""
+    while True:
+        if isinstance(value, cst.Name):
+            return value.value
+        if isinstance(value, cst.Subscript):
+            value = value.value
+        elif (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in SAME_DEVICE_METHODS
+        ):
+            value = value.func.value
+        else:
+            return None

@@ -119,7 +119,8 @@ class DeviceFixedAtConstruction(DevicePass):
     (`BeamSearch(..., device=self.device)`) gets the device of the method's one tensor
     argument (unsafe), or is reported when several could be meant. A move under
     `if x.is_cuda:` goes to `x.device` (safe: the branch runs only when `x` is on a GPU, and it
-    is that one). A layer built in place instead of on a literal GPU is unsafe: nothing changes
+    is that one). A move under a flag (`mask.cuda() if self.use_gpu else mask`) replaces the
+    whole conditional: the tensor's device is right whether the flag is set or not. A layer built in place instead of on a literal GPU is unsafe: nothing changes
     where the caller moves the model (`model.to(device)` places every layer), but a caller that
     relied on the constructor's move now finds that layer on the CPU. `t.type(x.type())` to
     `t.to(x)`: safe, the same dtype, and the same device wherever `x` is on the current CUDA
@@ -481,6 +482,25 @@ class DeviceFixedAtConstruction(DevicePass):
             node,
             message=f"{moves}; use `{expression}` ({needed.evidence})",
             fix_title=f"Use `{expression}`",
-            edits=[Edit(target or node, rebuild(cst.parse_expression(expression)))],
+            edits=[
+                Edit(
+                    self._flagged_move(target or node),
+                    rebuild(cst.parse_expression(expression)),
+                )
+            ],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
+
+    def _flagged_move(self, move: cst.BaseExpression) -> cst.BaseExpression:
+        """`mask.cuda() if self.use_gpu else mask`: the whole conditional, which the move to
+        the tensor's device replaces (right with the flag set or not); else `move` itself."""
+        parent = self.context.parent(move)
+        func = move.func if isinstance(move, cst.Call) else None
+        if (
+            isinstance(parent, cst.IfExp)
+            and parent.body is move
+            and isinstance(func, cst.Attribute)
+            and parent.orelse.deep_equals(func.value)
+        ):
+            return parent
+        return move

@@ -1274,3 +1274,45 @@ def test_layer_moved_to_a_device_parameter_in_init_is_left() -> None:
                 return self.proj(x)
         """,
     )
+
+
+def test_flagged_gpu_move_of_a_mask_follows_the_tensor_it_meets_later() -> None:
+    # `x.cuda() if flag else x`: the whole conditional goes (the move to the emissions'
+    # device is right with the flag set or not); the emissions' slice is bound only after the
+    # mask, but it is on the device of `emissions`, which the mask statement can name.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def __init__(self, labels, use_gpu):
+                super().__init__()
+                self.transitions = nn.Parameter(torch.randn(labels, labels))
+                self.use_gpu = use_gpu
+
+            def _step(self, emissions, mask, t):
+                mask_t = mask[:, t]
+                mask_t = mask_t.cuda() if self.use_gpu else mask_t
+                score_t = emissions[:, t].sum(-1)
+                return score_t * mask_t
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Tagger(nn.Module):
+            def __init__(self, labels, use_gpu):
+                super().__init__()
+                self.transitions = nn.Parameter(torch.randn(labels, labels))
+                self.use_gpu = use_gpu
+
+            def _step(self, emissions, mask, t):
+                mask_t = mask[:, t]
+                mask_t = mask_t.to(emissions.device)
+                score_t = emissions[:, t].sum(-1)
+                return score_t * mask_t
+        """,
+        unsafe=True,
+    )
