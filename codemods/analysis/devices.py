@@ -1005,7 +1005,11 @@ class DeviceInference(Analysis):
         """A layer of the module, a tensor method of a tensor, or a torch function given one."""
         layer_attr = self_attribute(call.func)
         if layer_attr is not None:
-            return function.owner is not None and layer_attr in function.owner.layers
+            owner = function.owner
+            return owner is not None and (
+                layer_attr in owner.layers
+                or layer_attr in self.facts.modules.torch_layers(owner.node)
+            )
         if isinstance(call.func, cst.Attribute):
             if call.func.attr.value in NON_TENSOR_MEMBERS:
                 return False

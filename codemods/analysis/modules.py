@@ -322,6 +322,7 @@ class ModuleFacts(Analysis):
         self._returns_tensor: dict[int, bool] = {}
         self._tensor_attrs: dict[int, frozenset[str]] = {}
         self._called: dict[int, frozenset[str]] = {}
+        self._torch_layers: dict[int, frozenset[str]] = {}
 
     # -- classes ---------------------------------------------------------------------------
 
@@ -667,6 +668,21 @@ class ModuleFacts(Analysis):
                 if attr is not None:
                     found.add(attr)
         return frozenset(found)
+
+    def torch_layers(self, classdef: cst.ClassDef) -> frozenset[str]:
+        """The attributes `__init__` sets to a `torch.nn` layer, with parameters or without
+        (`self.act = nn.LogSoftmax(dim=1)`): calling one returns a tensor."""
+        found = self._torch_layers.get(id(classdef))
+        if found is None:
+            init = method(classdef, "__init__")
+            found = self._torch_layers[id(classdef)] = frozenset(
+                attr
+                for assign in (self.context.of_type(init.body, cst.Assign) if init else ())
+                if (self.constructed_module(assign.value) or "").startswith("torch.nn.")
+                for target in assign.targets
+                if (attr := self_attribute(target.target)) is not None
+            )
+        return found
 
     def is_module_expression(self, node: cst.BaseExpression) -> bool:
         """`self`, `self.head` or a constructed module (`Net(...)`, `nn.Linear(...).cuda()`): a

@@ -120,9 +120,10 @@ class DeviceFixedAtConstruction(DevicePass):
     argument (unsafe), or is reported when several could be meant. A move under
     `if x.is_cuda:` goes to `x.device` (safe: the branch runs only when `x` is on a GPU, and it
     is that one). A move under a flag (`mask.cuda() if self.use_gpu else mask`) replaces the
-    whole conditional: the tensor's device is right whether the flag is set or not. A layer built in place instead of on a literal GPU is unsafe: nothing changes
-    where the caller moves the model (`model.to(device)` places every layer), but a caller that
-    relied on the constructor's move now finds that layer on the CPU. `t.type(x.type())` to
+    whole conditional: the tensor's device is right whether the flag is set or not. A layer
+    built in place instead of on a literal GPU is unsafe: nothing changes where the caller
+    moves the model (`model.to(device)` places every layer), but a caller that relied on the
+    constructor's move now finds that layer on the CPU. `t.type(x.type())` to
     `t.to(x)`: safe, the same dtype, and the same device wherever `x` is on the current CUDA
     device or the CPU.
 

@@ -1316,3 +1316,46 @@ def test_flagged_gpu_move_of_a_mask_follows_the_tensor_it_meets_later() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_gpu_move_meets_the_output_of_a_layer_without_parameters() -> None:
+    # `nn.LogSoftmax` holds no parameters, but what it returns is a tensor on the input's
+    # device: the smoothed targets follow it.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class SmoothedLoss(nn.Module):
+            def __init__(self, classes, eps=0.1):
+                super().__init__()
+                self.classes, self.eps = classes, eps
+                self.log_softmax = nn.LogSoftmax(dim=1)
+
+            def forward(self, logits, labels):
+                log_probs = self.log_softmax(logits)
+                onehot = torch.zeros(log_probs.size()).scatter_(1, labels.unsqueeze(1).cpu(), 1)
+                onehot = onehot.cuda()
+                onehot = (1 - self.eps) * onehot + self.eps / self.classes
+                return (-onehot * log_probs).sum(1).mean()
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class SmoothedLoss(nn.Module):
+            def __init__(self, classes, eps=0.1):
+                super().__init__()
+                self.classes, self.eps = classes, eps
+                self.log_softmax = nn.LogSoftmax(dim=1)
+
+            def forward(self, logits, labels):
+                log_probs = self.log_softmax(logits)
+                onehot = torch.zeros(log_probs.size()).scatter_(1, labels.unsqueeze(1).cpu(), 1)
+                onehot = onehot.to(log_probs.device)
+                onehot = (1 - self.eps) * onehot + self.eps / self.classes
+                return (-onehot * log_probs).sum(1).mean()
+        """,
+        unsafe=True,
+    )
