@@ -65,14 +65,19 @@ class DeviceFixedAtConstruction(DevicePass):
     constant such as `MEAN = torch.tensor([...])` read in a module's method) that model code
     combines with its own tensors (`index.unsqueeze(1) + CORNERS`) gets `.to(index.device)`
     where it is read; where the other operand is not known to be a tensor of the function, the
-    finding says so and has no fix. A bare `.cuda()` of a name the function has just moved to
-    a device it was given (`batch = ids.to(device)`, then `model(batch.cuda())`) is dropped:
-    the tensor is where the caller asked for it (an unsafe fix: the model is on that device
-    only if the caller put it there too). In a module's `__init__`, a layer built straight onto
-    a literal GPU (`self.head = Head(dims).to("cuda")`, `.cuda()`) is built in place instead: a
-    layer is a known module class or an attribute the class calls (`self.head(x)`), so layers
-    of a star import count; `__init__` placing layers on two GPUs is model parallelism, left
-    alone, and so is a layer moved to a device the constructor is given.
+    finding says so and has no fix. A plain object (a loss or a sampler, not a module or a
+    dataset) that makes a CPU tensor in its `__init__` (`self.quantiles =
+    torch.Tensor(levels)`, its one assignment in the class) and combines it with the tensors a
+    method is given (`self.quantiles * err`) gets `self.quantiles.to(err.device)` there: no
+    `model.to()` moves a plain object's tensors. A 0-dim scalar is left alone. A bare `.cuda()`
+    of a name the function has just moved to a device it was given (`batch = ids.to(device)`,
+    then `model(batch.cuda())`) is dropped: the tensor is where the caller asked for it (an
+    unsafe fix: the model is on that device only if the caller put it there too). In a module's
+    `__init__`, a layer built straight onto a literal GPU (`self.head = Head(dims).to("cuda")`,
+    `.cuda()`) is built in place instead: a layer is a known module class or an attribute the
+    class calls (`self.head(x)`), so layers of a star import count; `__init__` placing layers on
+    two GPUs is model parallelism, left alone, and so is a layer moved to a device the
+    constructor is given.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -171,6 +176,9 @@ class DeviceFixedAtConstruction(DevicePass):
         """A tensor made at import (`OFFSETS = torch.tensor(..., device="cuda")`) met by model
         code's own tensors: it follows them with `.to(x.device)` where it is read."""
         for mine, other in ((node.left, node.right), (node.right, node.left)):
+            if isinstance(mine, cst.Attribute):
+                self._check_attribute_made_at_construction(node, mine, other)
+                continue
             if not isinstance(mine, cst.Name):
                 continue
             function = self.facts.modules.enclosing_function(node)
@@ -200,6 +208,47 @@ class DeviceFixedAtConstruction(DevicePass):
                 edits=[Edit(mine, method_call(mine, "to", cst.parse_expression(device)))],
             )
             return
+
+    def _check_attribute_made_at_construction(
+        self, node: cst.BinaryOperation, mine: cst.Attribute, other: cst.BaseExpression
+    ) -> None:
+        """`self.quantiles * err` in a plain object's method, with `self.quantiles =
+        torch.Tensor(levels)` made in `__init__`: it follows `err` with `.to(err.device)`."""
+        function = self.facts.modules.enclosing_function(node)
+        if function is None or not function.tensor_params:
+            return
+        tensors = self.facts.own(ImportTimeTensors)
+        if tensors.made_at_construction(mine, function) is None or self.facts.flow.in_data_pipeline(
+            function.node
+        ):
+            return
+        # `(1 - self.q) * err`: a constant beside it says nothing; the operation it is part of
+        # meets `err`.
+        operation: cst.CSTNode = node
+        met = tensors.tensor_met(other, function)
+        while met is None and isinstance(
+            grand := self.context.parent(operation), cst.BinaryOperation
+        ):
+            other = grand.right if grand.left is operation else grand.left
+            operation = grand
+            met = tensors.tensor_met(other, function)
+        shown = code_of(mine)
+        problem = (
+            f"`{function.name}` reads `{shown}`, a tensor the object made on the CPU in "
+            "`__init__` (no `model.to()` moves a plain object's tensors)"
+        )
+        if met is None:
+            self.report(
+                mine, message=f"{problem}; no tensor it meets tells which device it should follow"
+            )
+            return
+        device = f"{met}.device"
+        self.report(
+            mine,
+            message=f"{problem}; it meets `{met}`: use `{shown}.to({device})`",
+            fix_title=f"Use `{shown}.to({device})`",
+            edits=[Edit(mine, method_call(mine, "to", cst.parse_expression(device)))],
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)

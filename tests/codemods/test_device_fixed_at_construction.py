@@ -1359,3 +1359,70 @@ def test_gpu_move_meets_the_output_of_a_layer_without_parameters() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_cpu_tensor_a_plain_loss_object_makes_in_init_follows_what_it_meets() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        class PinballLoss:
+            def __init__(self, taus):
+                self.taus = torch.tensor(taus)
+
+            def __call__(self, pred, target):
+                diff = target.unsqueeze(-1) - pred
+                under = self.taus * diff
+                return torch.max(under, (self.taus - 1) * diff)
+        """,
+        """
+        import torch
+
+        class PinballLoss:
+            def __init__(self, taus):
+                self.taus = torch.tensor(taus)
+
+            def __call__(self, pred, target):
+                diff = target.unsqueeze(-1) - pred
+                under = self.taus.to(diff.device) * diff
+                return torch.max(under, (self.taus.to(diff.device) - 1) * diff)
+        """,
+    )
+    assert {f.applicability for f in findings} == {Applicability.SAFE}
+
+
+def test_plain_object_tensors_left_when_scalar_moved_by_the_object_or_a_dataset() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+        class MarginLoss:
+            def __init__(self):
+                self.margin = torch.tensor(0.5)
+
+            def __call__(self, pos, neg):
+                return (self.margin - pos + neg).clamp(min=0).mean()
+
+        class Scaler:
+            def __init__(self, scale):
+                self.scale = torch.tensor(scale)
+
+            def to(self, device):
+                self.scale = self.scale.to(device)
+                return self
+
+            def __call__(self, x):
+                return x * self.scale
+
+        class Normalized(Dataset):
+            def __init__(self, images):
+                self.images = images
+                self.mean = torch.tensor([0.5, 0.5, 0.5])
+
+            def __getitem__(self, i):
+                return self.images[i] - self.mean
+        """,
+    )
