@@ -53,7 +53,16 @@ class LabelsNotOnLogitsDevice(DevicePass):
     `_no_split_modules`: transformers refuses `device_map="auto"` without it); for a gather
     helper it is enough that the file already moves a loss target to its logits' device
     somewhere (`labels = labels.to(logits.device)`: the placement is chosen in another file).
-    Elsewhere labels and logits share the model's one device and the finding would be noise.
+    Elsewhere labels and logits share the model's one device and the finding would be noise,
+    except for a language model scored on its own inputs, in any file: the logits come from a
+    model the function is given or its object holds (`model(ids).logits`, `out["logits"]`,
+    `self.model(**{k: v.to(self.device) for k, v in enc.items()})`) and the labels are cut
+    from what that call was given (`enc["input_ids"]`, `torch.where(mask, ids, -100)`): under
+    a `device_map` the logits leave the last GPU, and labels taken from the unmoved encoding
+    stay on the CPU. Where the labels' variable is read again (`valid = (labels !=
+    pad).sum(-1)`, divided into the loss later), they are moved where they are taken from the
+    inputs, after the logits exist (`labels = enc["input_ids"].to(logits.device)`), so that
+    everything computed from them follows.
 
     ## Why is this bad?
     Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
@@ -105,9 +114,9 @@ class LabelsNotOnLogitsDevice(DevicePass):
     def wakes_on(cls, text: str) -> bool:
         # The pass reports only in files that place a model over several devices, that
         # already move a loss target to its logits' device (`.device`), or that score a
-        # language model's `.logits`.
+        # language model's logits (`.logits`, `out["logits"]`).
         return super().wakes_on(text) and any(
-            word in text for word in (*PLACEMENT_WORDS, ".device", ".logits")
+            word in text for word in (*PLACEMENT_WORDS, ".device", "logits")
         )
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -252,6 +261,26 @@ class LabelsNotOnLogitsDevice(DevicePass):
                 ),
             )
             return
+        source = (
+            self.facts.own(AlignedTargets).source_move(node)
+            if wanted == [target_arg] and self.facts.own(AlignedTargets).scores_model_inputs(node)
+            else None
+        )
+        if source is not None:
+            value, logits_name = source
+            device = f"{logits_name}.device"
+            shown = code_of(value)
+            self.report(
+                node,
+                message=(
+                    f"{names} may be on another device than the logits: they are cut from the "
+                    f"model's inputs (`{shown}`), and what else is computed from them meets "
+                    f"the logits too; move them there to `{device}`"
+                ),
+                fix_title=f"Move `{shown}` to `{device}`",
+                edits=[Edit(value, move_to(value, cst.parse_expression(device)))],
+            )
+            return
         device = f"{code_of(logits)}.device"
         device_node = cst.parse_expression(device)
         edits = [
@@ -287,6 +316,9 @@ class LabelsNotOnLogitsDevice(DevicePass):
         return not (
             isinstance(root, cst.Name)
             and self._bound_moved(root.value, function, call, logits_name)
+        ) and not (
+            isinstance(logits, cst.BaseExpression)
+            and self.facts.own(AlignedTargets).moved_to_logits_on_the_way(value, logits, call)
         )
 
     def _bound_moved(

@@ -52,18 +52,85 @@ class AlignedTargets(Analysis):
         model_call = self._model_output(positional[0], loss)
         if model_call is None or not self._handed_in(model_call.func, loss):
             return False
-        fed = {
-            root
-            for arg in model_call.args
-            if not arg.star and (root := receiver_root(arg.value)) is not None
-        }
+        fed = {root for arg in model_call.args if (root := _fed_root(arg)) is not None}
         return self._cut_from(positional[1], loss, fed)
 
+    def source_move(self, loss: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+        """Where a language model's labels are better moved than in the loss call: when the
+        labels' variable is read elsewhere too (`valid = (shift_labels != pad).sum(-1)`, later
+        divided into the loss), the earliest binding on their way from the model's inputs
+        that a logits variable is bound before (`label = inputs["input_ids"]` after `logits =
+        out["logits"]`), and that variable: moving there makes every tensor computed from the
+        labels follow. None where the loss call is the one use."""
+        positional = [arg.value for arg in loss.args if arg.keyword is None and not arg.star]
+        if len(positional) < 2:
+            return None
+        chain = self._bindings_of(positional[1], loss)
+        logits = self._bindings_of(positional[0], loss)
+        function = self.scopes.enclosing_function(loss)
+        if not chain or function is None:
+            return None
+        reads = [
+            use
+            for use in self.scopes.names_in(function, chain[0][0])
+            if not isinstance(self.context.parent(use), cst.AssignTarget)
+        ]
+        if len(reads) < 2:
+            return None
+        for _name, value in reversed(chain):  # earliest first
+            start = self.context.order(value)[0]
+            bound_before = [
+                logit for logit, logit_value in logits if self.context.order(logit_value)[1] < start
+            ]
+            if bound_before:
+                return value, bound_before[0]
+        return None
+
+    def moved_to_logits_on_the_way(
+        self, node: cst.BaseExpression, logits: cst.BaseExpression, at: cst.CSTNode
+    ) -> bool:
+        """A binding on the way to `node` moves it to the device of the logits or of a tensor
+        they are cut from (`label = ids.to(logit.device)`, then `shift = label[:, 1:]`)."""
+        sources = {name for name, _value in self._bindings_of(logits, at)}
+        sources.add(receiver_root(logits) or "")
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "to"
+            and isinstance(device := argument(call, "device"), cst.Attribute)
+            and device.attr.value == "device"
+            and receiver_root(device.value) in sources
+            for _name, value in self._bindings_of(node, at)
+            for call in self.context.of_type(value, cst.Call)
+        )
+
+    def _bindings_of(
+        self, node: cst.BaseExpression, at: cst.CSTNode
+    ) -> list[tuple[str, cst.BaseExpression]]:
+        """The plain names a tensor is cut from, latest first, with the values bound to them
+        (`shift_labels.view(-1)` -> shift_labels = labels[:, 1:], labels = inputs["ids"])."""
+        found: list[tuple[str, cst.BaseExpression]] = []
+        while len(found) <= _MAX_BINDINGS:
+            if isinstance(node, cst.IfExp):
+                node = node.body
+            root = receiver_root(node)
+            value = self._assigned(root, at) if root is not None else None
+            if root is None or value is None:
+                break
+            found.append((root, value))
+            node, at = value, value
+        return found
+
     def _handed_in(self, model: cst.BaseExpression, at: cst.CSTNode) -> bool:
-        """The model is a parameter of the function (`def ppl(model, ids)`): loaded elsewhere,
-        maybe with a `device_map`. One the function loads and moves itself is on one device."""
+        """The model is a parameter of the function (`def ppl(model, ids)`) or an attribute of
+        its object (`self.model`): loaded elsewhere, maybe with a `device_map`, and fed copies
+        of the inputs it was moved with. One the function loads and moves itself is on one
+        device."""
         function = self.scopes.enclosing_function(at)
-        if function is None or not isinstance(model, cst.Name):
+        if function is None:
+            return False
+        if isinstance(model, cst.Attribute):
+            return isinstance(model.value, cst.Name) and model.value.value == "self"
+        if not isinstance(model, cst.Name):
             return False
         bound = self.scopes.binding_before(model.value, at)
         return bound is not None and bound[0] == "param"
@@ -74,13 +141,21 @@ class AlignedTargets(Analysis):
         """The model call whose `.logits` the tensor `node` is cut from, through slices,
         methods and plain names."""
         while not (isinstance(node, cst.Attribute) and node.attr.value == "logits"):
-            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if _logits_field(node):
+                assert isinstance(node, cst.Subscript)
+                node = cst.Attribute(value=node.value, attr=cst.Name("logits"))
+                break
+            if isinstance(node, cst.IfExp):  # `out["logits"] if isinstance(out, dict) else ...`
+                node = node.body
+            elif isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
                 node = node.func.value
             elif isinstance(node, (cst.Subscript, cst.Attribute)):
                 node = node.value
             elif isinstance(node, cst.Name) and depth < _MAX_BINDINGS:
+                # The binding before `at`; one it reads itself from (`logit = logit[:, :-1]`)
+                # is followed from its own position.
                 value = self._assigned(node.value, at)
-                return None if value is None else self._model_output(value, at, depth + 1)
+                return None if value is None else self._model_output(value, value, depth + 1)
             else:
                 return None
         owner = node.value
@@ -92,16 +167,23 @@ class AlignedTargets(Analysis):
         self, node: cst.BaseExpression, at: cst.CSTNode, fed: set[str], depth: int = 0
     ) -> bool:
         """`node` is a tensor cut (slices, methods, plain names) from one of the names `fed`."""
+        if isinstance(node, cst.Call) and (self.names.qualified_name(node.func) or "").startswith(
+            "torch."
+        ):
+            # `torch.where(mask, input_ids, ignore_index)`: cut from what it is given.
+            return any(self._cut_from(arg.value, at, fed, depth + 1) for arg in node.args)
         root = receiver_root(node)
         if root is None:
             return False
         if root in fed:
             return True
         value = self._assigned(root, at) if depth < _MAX_BINDINGS else None
-        return value is not None and self._cut_from(value, at, fed, depth + 1)
+        return value is not None and self._cut_from(value, value, fed, depth + 1)
 
     def _assigned(self, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:
-        bound = self.scopes.binding_before(name, at)
+        """The value of the binding of `name` that `at` reads: one before the statement that
+        holds `at` (`logit = logit[:, :-1]` reads the earlier `logit`)."""
+        bound = self.scopes.binding_before(name, at, statement=True)
         return bound[1] if bound is not None and bound[0] == "assign" else None
 
     def _target_moved_to_input(self, call: cst.Call) -> bool:
@@ -121,3 +203,26 @@ class AlignedTargets(Analysis):
             and receiver_root(device.value) == source
             for node in self.context.subtree(target)
         )
+
+
+def _fed_root(arg: cst.Arg) -> str | None:
+    """The name a model call's argument hands it: `ids[:, :-1]` -> "ids"; for
+    `**{k: v.to(device) for k, v in inputs.items()}`, the moved copies' source, "inputs"
+    (labels taken from it stay where it is). A plain `**inputs` hands no one tensor."""
+    value = arg.value
+    if arg.star == "**" and isinstance(value, cst.DictComp):
+        iterable = value.for_in.iter
+        return receiver_root(iterable)
+    return None if arg.star else receiver_root(value)
+
+
+def _logits_field(node: cst.BaseExpression) -> bool:
+    """`outputs["logits"]`."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
+        return False
+    index = node.slice[0].slice
+    return (
+        isinstance(index, cst.Index)
+        and isinstance(index.value, cst.SimpleString)
+        and index.value.evaluated_value == "logits"
+    )

@@ -537,3 +537,56 @@ def test_a_model_the_scoring_function_loads_and_moves_itself_is_on_one_device() 
             return torch.nn.functional.cross_entropy(logits.transpose(1, 2), labels).exp()
         """,
     )
+
+
+def test_labels_selected_from_the_inputs_of_a_handed_model_move_in_the_loss_call() -> None:
+    # A `Trainer` loss callable: the logits come from `outputs["logits"]` (or the first
+    # element), the labels from `torch.where` over the input ids, read once: moved in the call.
+    # Labels already moved to the logits' device where they are taken are left alone.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class TargetLoss:
+            def __init__(self, ignore_index):
+                self.ignore_index = ignore_index
+                self.loss_fn = nn.CrossEntropyLoss(ignore_index=ignore_index)
+
+            def __call__(self, model, inputs):
+                ids = inputs["input_ids"]
+                outputs = model(input_ids=ids, attention_mask=inputs["attention_mask"])
+                logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
+                labels = torch.where(inputs["target_mask"] == 1, ids, self.ignore_index)
+                return self.loss_fn(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
+
+        def nll(model, ids):
+            logits = model(ids).logits
+            labels = ids.to(logits.device)
+            shifted = labels[:, 1:]
+            return nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), shifted.flatten())
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class TargetLoss:
+            def __init__(self, ignore_index):
+                self.ignore_index = ignore_index
+                self.loss_fn = nn.CrossEntropyLoss(ignore_index=ignore_index)
+
+            def __call__(self, model, inputs):
+                ids = inputs["input_ids"]
+                outputs = model(input_ids=ids, attention_mask=inputs["attention_mask"])
+                logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
+                labels = torch.where(inputs["target_mask"] == 1, ids, self.ignore_index)
+                return self.loss_fn(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(logits[:, :-1].device))
+
+        def nll(model, ids):
+            logits = model(ids).logits
+            labels = ids.to(logits.device)
+            shifted = labels[:, 1:]
+            return nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), shifted.flatten())
+        """,
+    )
