@@ -69,7 +69,11 @@ class DeviceFixedAtConstruction(DevicePass):
     dataset) that makes a CPU tensor in its `__init__` (`self.quantiles =
     torch.Tensor(levels)`, its one assignment in the class) and combines it with the tensors a
     method is given (`self.quantiles * err`) gets `self.quantiles.to(err.device)` there: no
-    `model.to()` moves a plain object's tensors. A 0-dim scalar is left alone. A bare `.cuda()`
+    `model.to()` moves a plain object's tensors. A 0-dim scalar is left alone. Such a table
+    (also one computed from others there: `self.alpha_bars = torch.cumprod(1 - self.betas,
+    0)`) indexed by a value (`self.alpha_bars[t]`) in a method that is given a tensor becomes
+    `self.alpha_bars.to(images.device)[t]` (unsafe, a judgement: the tensor the method is
+    given), since a CPU table indexed on a GPU fails. A bare `.cuda()`
     of a name the function has just moved to a device it was given (`batch = ids.to(device)`,
     then `model(batch.cuda())`) is dropped: the tensor is where the caller asked for it (an
     unsafe fix: the model is on that device only if the caller put it there too). In a module's
@@ -208,6 +212,43 @@ class DeviceFixedAtConstruction(DevicePass):
                 edits=[Edit(mine, method_call(mine, "to", cst.parse_expression(device)))],
             )
             return
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """`self.alpha_bars[t]` in a plain object's method, with the table made on the CPU in
+        `__init__`: indexing it with `t` on a GPU fails, so it moves to the device of a tensor
+        the method is given first."""
+        table = node.value
+        if not isinstance(table, cst.Attribute) or len(node.slice) != 1:
+            return
+        index = node.slice[0].slice
+        if not isinstance(index, cst.Index) or _number(index.value):
+            return
+        function = self.facts.modules.enclosing_function(node)
+        if function is None or not function.tensor_params:
+            return
+        tensors = self.facts.own(ImportTimeTensors)
+        if tensors.made_at_construction(table, function) is None or (
+            self.facts.flow.in_data_pipeline(function.node)
+        ):
+            return
+        read = self.facts.scopes.names_read(index.value)
+        inputs = [name for name in function.tensor_params if name not in read]
+        if not read or not inputs:
+            return
+        shown = code_of(table)
+        device = f"{inputs[0]}.device"
+        self.report(
+            table,
+            message=(
+                f"`{function.name}` indexes `{shown}`, a table the object made on the CPU in "
+                f'`__init__`, with `{code_of(index.value)}`: an index on a GPU fails ("indices '
+                f'should be either on cpu or on the same device"); move the table to '
+                f"`{device}` (a judgement: the tensor the method is given)"
+            ),
+            fix_title=f"Use `{shown}.to({device})`",
+            edits=[Edit(table, method_call(table, "to", cst.parse_expression(device)))],
+            applicability=Applicability.UNSAFE,
+        )
 
     def _check_attribute_made_at_construction(
         self, node: cst.BinaryOperation, mine: cst.Attribute, other: cst.BaseExpression
@@ -554,3 +595,10 @@ class DeviceFixedAtConstruction(DevicePass):
         ):
             return parent
         return move
+
+
+def _number(node: cst.BaseExpression) -> bool:
+    """`3`, `-1`: a plain index."""
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))

@@ -112,37 +112,63 @@ class ImportTimeTensors(Analysis):
 
     def made_at_construction(
         self, attribute: cst.Attribute, function: FunctionInfo
-    ) -> cst.Call | None:
-        """The factory call a plain object (not a module or a dataset) binds `self.<attr>` to
-        in `__init__` without a device, when that is the attribute's one assignment in the
-        class: `self.quantiles = torch.Tensor(levels)` in a loss object."""
+    ) -> cst.BaseExpression | None:
+        """The value a plain object (not a module or a dataset) binds `self.<attr>` to in
+        `__init__`, when `__init__` is the only method that assigns it and every value is a
+        CPU tensor: a factory without a device (`self.quantiles = torch.Tensor(levels)`), or
+        computed by torch or arithmetic from such attributes (`self.alphas = 1. -
+        self.betas`, `self.bar = torch.cumprod(self.alphas, 0)`)."""
         owner = function.owner
         attr = self_attribute(attribute)
         if owner is None or owner.is_module or owner.is_dataset or attr is None:
             return None
+        return self._cpu_attribute(owner.node, attr, 0)
+
+    def _cpu_attribute(
+        self, classdef: cst.ClassDef, attr: str, depth: int
+    ) -> cst.BaseExpression | None:
         assigned = [
             (assign, method)
-            for method in methods(owner.node)
+            for method in methods(classdef)
             for assign in self.context.of_type(method.body, (cst.Assign, cst.AugAssign))
             if any(self_attribute(target) == attr for target in _targets(assign))
         ]
-        if not assigned:
+        if not assigned or depth > 4:
             return None
-        if any(
-            method.name.value != "__init__" or not isinstance(assign, cst.Assign)
-            for assign, method in assigned
-        ):
-            return None
-        values = [assign.value for assign, _ in assigned if isinstance(assign, cst.Assign)]
-        made = [value for value in values if isinstance(value, cst.Call)]
-        if len(made) != len(values) or any(
-            self.names.qualified_name(value.func) not in CPU_SOURCES
-            or keyword_argument(value, "device") is not None
-            or (value.args and _number(value.args[0].value))
-            for value in made
-        ):
-            return None  # a 0-dim scalar (`torch.tensor(0.5)`) meets tensors on any device
-        return made[0]
+        values: list[cst.BaseExpression] = []
+        for assign, method in assigned:
+            # Set in `__init__` only (each branch of a choice there), never moved later.
+            if method.name.value != "__init__" or not isinstance(assign, cst.Assign):
+                return None
+            if not self._cpu_value(assign.value, classdef, depth):
+                return None
+            values.append(assign.value)
+        return values[0]
+
+    def _cpu_value(self, value: cst.BaseExpression, classdef: cst.ClassDef, depth: int) -> bool:
+        """`value`, computed in `__init__`, is a tensor on the CPU (not a 0-dim scalar:
+        `torch.tensor(0.5)` meets tensors on any device)."""
+        if isinstance(value, (cst.BinaryOperation, cst.UnaryOperation)):
+            operands = (
+                [value.left, value.right]
+                if isinstance(value, cst.BinaryOperation)
+                else [value.expression]
+            )
+            tensors = [o for o in operands if not _number(o)]
+            return bool(tensors) and all(self._cpu_value(o, classdef, depth) for o in tensors)
+        attr = self_attribute(value)
+        if attr is not None:
+            return self._cpu_attribute(classdef, attr, depth + 1) is not None
+        if not isinstance(value, cst.Call) or keyword_argument(value, "device") is not None:
+            return False
+        qualified = self.names.qualified_name(value.func) or ""
+        if qualified in CPU_SOURCES:
+            return not (value.args and _number(value.args[0].value))
+        if qualified.startswith("torch.") and qualified not in TENSOR_FACTORIES:
+            # `torch.cumprod(self.alphas, 0)`: on the device of the tensor it is given.
+            first = value.args[0].value if value.args else None
+            return first is not None and self._cpu_value(first, classdef, depth)
+        return False
 
 
 def _number(node: cst.BaseExpression) -> bool:

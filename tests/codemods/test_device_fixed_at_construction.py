@@ -1426,3 +1426,23 @@ def test_plain_object_tensors_left_when_scalar_moved_by_the_object_or_a_dataset(
                 return self.images[i] - self.mean
         """,
     )
+
+
+def test_cpu_table_indexed_with_a_literal_or_without_tensors_at_hand_is_left() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        class Schedule:
+            def __init__(self, steps):
+                self.betas = torch.linspace(1e-4, 0.02, steps)
+                self.alphas = 1 - self.betas
+
+            def first(self, x):
+                return self.alphas[0] * x.new_ones(())
+
+            def at(self, step):
+                return self.alphas[step].item()
+        """,
+    )
