@@ -71,3 +71,5 @@ def test_labels_pass_needs_a_model_over_several_devices() -> None:
     single = "import torch\nloss = F.cross_entropy(logits, labels)\n"
     assert not wakes(single)
     assert wakes(single + "model = AutoModel.from_pretrained(name, device_map='auto')\n")
+    # A language model scored on its own inputs, its logits read by name.
+    assert wakes(single.replace("(logits,", '(out["logits"],'))

@@ -11,7 +11,13 @@ from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
 from devfix.codemods.analysis.devices import Literal, Named, Unknown
 from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.names import argument_of, call_tail, code_of, keyword_argument
+from devfix.codemods.analysis.names import (
+    argument_of,
+    call_tail,
+    code_of,
+    dotted_name,
+    keyword_argument,
+)
 from devfix.codemods.analysis.torch_names import (
     CUDA_LEGACY_CONSTRUCTORS,
     LEGACY_DTYPES,
@@ -381,12 +387,36 @@ class DeviceFixedAtConstruction(DevicePass):
         """`torch.cuda.FloatTensor(n, c)` allocates on the current CUDA device: a factory with
         the dtype and the device of the tensor it meets instead."""
         qualified = self.qualified_name(node.func)
+        tested = None
+        if qualified not in CUDA_LEGACY_CONSTRUCTORS and isinstance(node.func, cst.Name):
+            # `FloatTensor = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor`: the
+            # type follows `x`, and so does the factory that replaces it.
+            chosen = self._type_chosen_by_is_cuda(node.func, node)
+            if chosen is not None:
+                qualified, tested = chosen
         if qualified not in CUDA_LEGACY_CONSTRUCTORS:
             return
         function = self.facts.modules.model_code_after_construction(node)
         if function is None or any(arg.keyword or arg.star for arg in node.args):
             return
         factory = legacy_factory(self.context, node)
+        if factory is not None and tested is not None:
+            name, target = factory
+            torch, _ = self.facts.names.torch_spelling()
+            dtype = cst.parse_expression(f"{torch}.{LEGACY_DTYPES[qualified.rsplit('.', 1)[1]]}")
+            device = cst.parse_expression(f"{tested}.device")
+            replacement = as_call_of(node, f"{torch}.{name}", dtype=dtype, device=device)
+            self.report(
+                node,
+                message=(
+                    f"`{code_of(node.func)}` is `{qualified}` when `{tested}.is_cuda`: the "
+                    f"current CUDA device, not necessarily `{tested}`'s; use `{torch}.{name}` "
+                    f"with `device={tested}.device`"
+                ),
+                fix_title=f"Use `{torch}.{name}(..., device={tested}.device)`",
+                edits=[Edit(target, replacement)],
+            )
+            return
         if factory is None:
             where = f"`{qualified}` allocates on the current CUDA device in `{function.name}`"
             rewrite = "its arguments may be sizes or data, so it is left for you to rewrite"
@@ -402,6 +432,24 @@ class DeviceFixedAtConstruction(DevicePass):
             lambda device: as_call_of(node, f"{torch}.{name}", dtype=dtype, device=device),
             target,
         )
+
+    def _type_chosen_by_is_cuda(self, name: cst.Name, at: cst.CSTNode) -> tuple[str, str] | None:
+        """(the CUDA type, the tensor tested) for a local bound once to
+        `torch.cuda.XTensor if x.is_cuda else torch.XTensor`."""
+        values = self.facts.scopes.assigned_values(name.value, at)
+        if len(values) != 1 or not isinstance(values[0], cst.IfExp):
+            return None
+        choice = values[0]
+        test = choice.test
+        cuda_type = self.qualified_name(choice.body)
+        if (
+            cuda_type not in CUDA_LEGACY_CONSTRUCTORS
+            or self.qualified_name(choice.orelse) != cuda_type.replace("torch.cuda.", "torch.")
+            or not (isinstance(test, cst.Attribute) and test.attr.value == "is_cuda")
+        ):
+            return None
+        tested = dotted_name(test.value)
+        return (cuda_type, tested) if tested is not None else None
 
     def _check_type_of_other(self, node: cst.Call, method: cst.Attribute) -> None:
         """`t.type(x.type())`: the type's name (`torch.cuda.FloatTensor`) holds no GPU index, so

@@ -116,7 +116,8 @@ class LabelsNotOnLogitsDevice(DevicePass):
         # already move a loss target to its logits' device (`.device`), or that score a
         # language model's logits (`.logits`, `out["logits"]`).
         return super().wakes_on(text) and any(
-            word in text for word in (*PLACEMENT_WORDS, ".device", "logits")
+            word in text
+            for word in (*PLACEMENT_WORDS, ".device", ".logits", '"logits"', "'logits'")
         )
 
     def visit_Call(self, node: cst.Call) -> None:

@@ -1446,3 +1446,33 @@ def test_cpu_table_indexed_with_a_literal_or_without_tensors_at_hand_is_left() -
                 return self.alphas[step].item()
         """,
     )
+
+
+def test_legacy_type_chosen_by_is_cuda_becomes_a_factory_on_that_tensors_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, x):
+                LongTensor = torch.cuda.LongTensor if x.is_cuda else torch.LongTensor
+                FloatTensor = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor
+                boxes = FloatTensor(x.shape[0], 4)
+                order = LongTensor([2, 0, 1])
+                return boxes.zero_() + x[:, order].sum()
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, x):
+                LongTensor = torch.cuda.LongTensor if x.is_cuda else torch.LongTensor
+                FloatTensor = torch.cuda.FloatTensor if x.is_cuda else torch.FloatTensor
+                boxes = torch.empty(x.shape[0], 4, dtype=torch.float32, device=x.device)
+                order = torch.tensor([2, 0, 1], dtype=torch.int64, device=x.device)
+                return boxes.zero_() + x[:, order].sum()
+        """,
+    )
