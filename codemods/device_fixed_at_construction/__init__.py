@@ -44,45 +44,46 @@ _CUDA_CONSTRUCTOR_TAILS = tails(CUDA_LEGACY_CONSTRUCTORS)
 class DeviceFixedAtConstruction(DevicePass):
     """Model code that puts tensors on a device chosen outside the forward pass.
 
-    ## What it does
-    Inside the methods of an `nn.Module` (other than `__init__`) and functions that take a
-    tensor argument, finds `.to(device)`, `.to(self.device)`, `.cuda()` and `device=` arguments
-    whose device is a module-level global, an attribute stored in `__init__`
+    ## What it does Inside the methods of an `nn.Module` (other than `__init__`) and functions
+    that take a tensor argument, finds `.to(device)`, `.to(self.device)`, `.cuda()` and
+    `device=` arguments whose device is a module-level global, an attribute stored in `__init__`
     (`self.device = device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`, also
-    through a local the function sets to one: `device = torch.device("cuda")`, or to the
-    default GPU when there is one: `"cuda" if torch.cuda.is_available() else "cpu"`), and
-    rewrites them to the device of the tensor the value meets. A local bound once to such a
-    choice is rewritten itself (`device = emissions.device`) when a tensor its moves meet is
-    known where it is bound, so every move to it follows.
-    DataParallel-era device ids inside a module or a loss (`.cuda(self.device_ids[0])`,
-    `.cuda(0)`, a head that gathers its logits on `self.device_id[0]`): an input a replica
-    received (labels scattered into the gathered one-hot) goes to the device of the tensor it
-    meets (`label.to(one_hot.device)`); the module's own placement stays. A plain function of a
-    training script that offloads its own work to a literal second GPU (`.to("cuda:1")`) is
-    DF304's (a deliberate choice, reported without a fix). A cast to another tensor's type
-    name, `t.type(x.type())`, is a move too: the name (`torch.cuda.FloatTensor`) holds no GPU
-    index, so the copy lands on the current CUDA device; it becomes `t.to(x)`, which takes
-    `x`'s dtype and its device. In a library file (one that neither trains nor uses several
-    GPUs), a literal GPU in a method of a plain class that takes tensors (a loss or a sampler
-    built around a model) is rewritten too; where nothing the value meets names a device, the
-    device the class reads elsewhere (`self.model.device`, or `targets.device` for a tensor
-    argument the method takes too) is used, as an unsafe fix.
-    A tensor made once at import (`CORNERS = torch.tensor(..., device="cuda")`, or a CPU
-    constant such as `MEAN = torch.tensor([...])` read in a module's method) that model code
-    combines with its own tensors (`index.unsqueeze(1) + CORNERS`) gets `.to(index.device)`
-    where it is read; where the other operand is not known to be a tensor of the function, the
-    finding says so and has no fix. A plain object (a loss or a sampler, not a module or a
-    dataset) that makes a CPU tensor in its `__init__` (`self.quantiles =
+    through a local the function sets to one: `device = torch.device("cuda")`, or to the default
+    GPU when there is one: `"cuda" if torch.cuda.is_available() else "cpu"`), and rewrites them
+    to the device of the tensor the value meets. A local bound once to such a choice is
+    rewritten itself (`device = emissions.device`) when a tensor its moves meet is known where
+    it is bound, so every move to it follows. DataParallel-era device ids inside a module or a
+    loss (`.cuda(self.device_ids[0])`, `.cuda(0)`, a head that gathers its logits on
+    `self.device_id[0]`): an input a replica received (labels scattered into the gathered
+    one-hot) goes to the device of the tensor it meets (`label.to(one_hot.device)`); the
+    module's own placement stays. A plain function of a training script that offloads its own
+    work to a literal second GPU (`.to("cuda:1")`) is DF304's (a deliberate choice, reported
+    without a fix). A cast to another tensor's type name, `t.type(x.type())`, is a move too: the
+    name (`torch.cuda.FloatTensor`) holds no GPU index, so the copy lands on the current CUDA
+    device; it becomes `t.to(x)`, which takes `x`'s dtype and its device. A legacy constructor
+    spelled through a type chosen by a tensor's `is_cuda` (`FloatTensor = torch.cuda.FloatTensor
+    if x.is_cuda else torch.FloatTensor`, then `FloatTensor(n, 4)`) becomes the factory on that
+    tensor's device (`torch.empty(n, 4, dtype=torch.float32, device=x.device)`). In a library
+    file (one that neither trains nor uses several GPUs), a literal GPU in a method of a plain
+    class that takes tensors (a loss or a sampler built around a model) is rewritten too; where
+    nothing the value meets names a device, the device the class reads elsewhere
+    (`self.model.device`, or `targets.device` for a tensor argument the method takes too) is
+    used, as an unsafe fix. A tensor made once at import (`CORNERS = torch.tensor(...,
+    device="cuda")`, or a CPU constant such as `MEAN = torch.tensor([...])` read in a module's
+    method) that model code combines with its own tensors (`index.unsqueeze(1) + CORNERS`) gets
+    `.to(index.device)` where it is read; where the other operand is not known to be a tensor of
+    the function, the finding says so and has no fix. A plain object (a loss or a sampler, not a
+    module or a dataset) that makes a CPU tensor in its `__init__` (`self.quantiles =
     torch.Tensor(levels)`, its one assignment in the class) and combines it with the tensors a
     method is given (`self.quantiles * err`) gets `self.quantiles.to(err.device)` there: no
     `model.to()` moves a plain object's tensors. A 0-dim scalar is left alone. Such a table
-    (also one computed from others there: `self.alpha_bars = torch.cumprod(1 - self.betas,
-    0)`) indexed by a value (`self.alpha_bars[t]`) in a method that is given a tensor becomes
+    (also one computed from others there: `self.alpha_bars = torch.cumprod(1 - self.betas, 0)`)
+    indexed by a value (`self.alpha_bars[t]`) in a method that is given a tensor becomes
     `self.alpha_bars.to(images.device)[t]` (unsafe, a judgement: the tensor the method is
-    given), since a CPU table indexed on a GPU fails. A bare `.cuda()`
-    of a name the function has just moved to a device it was given (`batch = ids.to(device)`,
-    then `model(batch.cuda())`) is dropped: the tensor is where the caller asked for it (an
-    unsafe fix: the model is on that device only if the caller put it there too). In a module's
+    given), since a CPU table indexed on a GPU fails. A bare `.cuda()` of a name the function
+    has just moved to a device it was given (`batch = ids.to(device)`, then
+    `model(batch.cuda())`) is dropped: the tensor is where the caller asked for it (an unsafe
+    fix: the model is on that device only if the caller put it there too). In a module's
     `__init__`, a layer built straight onto a literal GPU (`self.head = Head(dims).to("cuda")`,
     `.cuda()`) is built in place instead: a layer is a known module class or an attribute the
     class calls (`self.head(x)`), so layers of a star import count; `__init__` placing layers on
