@@ -669,6 +669,29 @@ class ModuleFacts(Analysis):
                     found.add(attr)
         return frozenset(found)
 
+    def handed_layers(self, classdef: cst.ClassDef) -> frozenset[str]:
+        """The attributes `__init__` sets from one of its parameters (`self.layer = linear`)
+        that the class both calls and reads parameters of (`self.layer.parameters()`,
+        `self.layer.weight`): a module the constructor is given."""
+        init = method(classdef, "__init__")
+        if init is None:
+            return frozenset()
+        params = {p.name.value for p in init.params.params[1:]}
+        from_params = {
+            attr
+            for assign in self.context.of_type(init.body, cst.Assign)
+            if isinstance(assign.value, cst.Name) and assign.value.value in params
+            for target in assign.targets
+            if (attr := self_attribute(target.target)) is not None
+        }
+        with_parameters = {
+            attr
+            for node in self.context.of_type(classdef.body, cst.Attribute)
+            if node.attr.value in ("parameters", "weight", "named_parameters")
+            and (attr := self_attribute(node.value)) is not None
+        }
+        return frozenset(from_params & with_parameters & self.called_attributes(classdef))
+
     def torch_layers(self, classdef: cst.ClassDef) -> frozenset[str]:
         """The attributes `__init__` sets to a `torch.nn` layer, with parameters or without
         (`self.act = nn.LogSoftmax(dim=1)`): calling one returns a tensor."""

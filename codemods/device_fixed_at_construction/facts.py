@@ -133,10 +133,13 @@ def _is_single_size(node: cst.BaseExpression) -> bool:
     return False
 
 
-def layer_called(move: cst.Call, function: FunctionInfo) -> str | None:
+def layer_called(
+    move: cst.Call, function: FunctionInfo, handed: frozenset[str] = frozenset()
+) -> str | None:
     """`self.embedding(ids).to(self.device)`, `self.fc(h).cuda()`: the layer of the module
-    (one with parameters) whose output the move receives, or None. Only a plain move counts:
-    one that also casts (`dtype=`, a second argument) changes more than the device."""
+    (one with parameters, or one of the `handed` attributes: a module the constructor is
+    given) whose output the move receives, or None. Only a plain move counts: one that also
+    casts (`dtype=`, a second argument) changes more than the device."""
     if not isinstance(move.func, cst.Attribute) or len(move.args) > 1:
         return None
     if any(arg.keyword is not None and arg.keyword.value != "device" for arg in move.args):
@@ -152,7 +155,7 @@ def layer_called(move: cst.Call, function: FunctionInfo) -> str | None:
     if not (isinstance(instance, cst.Name) and instance.value == params[0].name.value):
         return None
     attribute = receiver.func.attr.value
-    if owner.layers.get(attribute) not in LAYER_PARAMETER:
+    if owner.layers.get(attribute) not in LAYER_PARAMETER and attribute not in handed:
         return None
     return f"{instance.value}.{attribute}"
 

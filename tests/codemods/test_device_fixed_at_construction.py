@@ -1476,3 +1476,41 @@ def test_legacy_type_chosen_by_is_cuda_becomes_a_factory_on_that_tensors_device(
                 return boxes.zero_() + x[:, order].sum()
         """,
     )
+
+
+def test_move_of_what_a_layer_handed_to_the_constructor_returned_is_dropped() -> None:
+    # `self.inner = inner` is a module the wrapper is given: it is called and its parameters
+    # are read, so its output is already on its own device.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Frozen(nn.Module):
+            def __init__(self, inner, device):
+                super().__init__()
+                self.inner = inner
+                self.device = device
+                for p in self.inner.parameters():
+                    p.requires_grad_(False)
+
+            def forward(self, x):
+                return self.inner(x).to(self.device)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Frozen(nn.Module):
+            def __init__(self, inner, device):
+                super().__init__()
+                self.inner = inner
+                self.device = device
+                for p in self.inner.parameters():
+                    p.requires_grad_(False)
+
+            def forward(self, x):
+                return self.inner(x)
+        """,
+    )
