@@ -44,16 +44,17 @@ _CUDA_CONSTRUCTOR_TAILS = tails(CUDA_LEGACY_CONSTRUCTORS)
 class DeviceFixedAtConstruction(DevicePass):
     """Model code that puts tensors on a device chosen outside the forward pass.
 
-    ## What it does Inside the methods of an `nn.Module` (other than `__init__`) and functions
-    that take a tensor argument, finds `.to(device)`, `.to(self.device)`, `.cuda()` and
-    `device=` arguments whose device is a module-level global, an attribute stored in `__init__`
-    (`self.device = device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`, also
-    through a local the function sets to one: `device = torch.device("cuda")`, or to the default
-    GPU when there is one: `"cuda" if torch.cuda.is_available() else "cpu"`), and rewrites them
-    to the device of the tensor the value meets. A local bound once to such a choice is
-    rewritten itself (`device = emissions.device`) when a tensor its moves meet is known where
-    it is bound, so every move to it follows. DataParallel-era device ids inside a module or a
-    loss (`.cuda(self.device_ids[0])`, `.cuda(0)`, a head that gathers its logits on
+    ## What it does
+    Inside the methods of an `nn.Module` (other than `__init__`) and functions that take a
+    tensor argument, finds `.to(device)`, `.to(self.device)`, `.cuda()` and `device=` arguments
+    whose device is a module-level global, an attribute stored in `__init__` (`self.device =
+    device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`, also through a local
+    the function sets to one: `device = torch.device("cuda")`, or to the default GPU when there
+    is one: `"cuda" if torch.cuda.is_available() else "cpu"`), and rewrites them to the device
+    of the tensor the value meets. A local bound once to such a choice is rewritten itself
+    (`device = emissions.device`) when a tensor its moves meet is known where it is bound, so
+    every move to it follows. DataParallel-era device ids inside a module or a loss
+    (`.cuda(self.device_ids[0])`, `.cuda(0)`, a head that gathers its logits on
     `self.device_id[0]`): an input a replica received (labels scattered into the gathered
     one-hot) goes to the device of the tensor it meets (`label.to(one_hot.device)`); the
     module's own placement stays. A plain function of a training script that offloads its own
@@ -117,27 +118,28 @@ class DeviceFixedAtConstruction(DevicePass):
             return self.rnn(x, h)
     ```
 
-    ## Fix safety Safe when the value provably meets the tensor (or the layer) whose device
-    replaces the fixed one: on a single device nothing changes, and under DataParallel or after
-    `model.to` the error goes away. Unsafe when the only evidence is that the function has a
-    tensor argument, or, in a module's method with nothing else to go by, that one of the
-    module's own layers holds parameters (`self.conv.weight.device`: its work runs where they
-    are). When nothing in scope can supply a device, the finding has no fix. A `device` property
-    of the class (Lightning's and Hugging Face's `self.device`, or one you define) is correct
-    and left alone; so are `.to("cpu")` and `.cpu()`, which are deliberate. A stored device is
-    reported even in a script that runs on that one device today (a latent hazard: the message
-    says so), and so is a device read from an options object the constructor keeps
-    (`self.opt.device`) or a global one (`args.device`); a tensor moved on at once to another
-    tensor's device (`.to(x.device)`) is left alone. A move of what one of the module's own
-    layers returned (`self.embedding(ids).to(self.device)`, also a module the constructor is
-    given, `self.inner = inner`, that the class calls and reads parameters of) is dropped: safe,
-    the output is already on that layer's device. A helper of the project handed the stored
-    device (`BeamSearch(..., device=self.device)`) gets the device of the method's one tensor
-    argument (unsafe), or is reported when several could be meant. A move under `if x.is_cuda:`
-    goes to `x.device` (safe: the branch runs only when `x` is on a GPU, and it is that one). A
-    move under a flag (`mask.cuda() if self.use_gpu else mask`) replaces the whole conditional:
-    the tensor's device is right whether the flag is set or not. A layer built in place instead
-    of on a literal GPU is unsafe: nothing changes where the caller moves the model
+    ## Fix safety
+    Safe when the value provably meets the tensor (or the layer) whose device replaces the fixed
+    one: on a single device nothing changes, and under DataParallel or after `model.to` the
+    error goes away. Unsafe when the only evidence is that the function has a tensor argument,
+    or, in a module's method with nothing else to go by, that one of the module's own layers
+    holds parameters (`self.conv.weight.device`: its work runs where they are). When nothing in
+    scope can supply a device, the finding has no fix. A `device` property of the class
+    (Lightning's and Hugging Face's `self.device`, or one you define) is correct and left alone;
+    so are `.to("cpu")` and `.cpu()`, which are deliberate. A stored device is reported even in
+    a script that runs on that one device today (a latent hazard: the message says so), and so
+    is a device read from an options object the constructor keeps (`self.opt.device`) or a
+    global one (`args.device`); a tensor moved on at once to another tensor's device
+    (`.to(x.device)`) is left alone. A move of what one of the module's own layers returned
+    (`self.embedding(ids).to(self.device)`, also a module the constructor is given, `self.inner
+    = inner`, that the class calls and reads parameters of) is dropped: safe, the output is
+    already on that layer's device. A helper of the project handed the stored device
+    (`BeamSearch(..., device=self.device)`) gets the device of the method's one tensor argument
+    (unsafe), or is reported when several could be meant. A move under `if x.is_cuda:` goes to
+    `x.device` (safe: the branch runs only when `x` is on a GPU, and it is that one). A move
+    under a flag (`mask.cuda() if self.use_gpu else mask`) replaces the whole conditional: the
+    tensor's device is right whether the flag is set or not. A layer built in place instead of
+    on a literal GPU is unsafe: nothing changes where the caller moves the model
     (`model.to(device)` places every layer), but a caller that relied on the constructor's move
     now finds that layer on the CPU. `t.type(x.type())` to `t.to(x)`: safe, the same dtype, and
     the same device wherever `x` is on the current CUDA device or the CPU.
