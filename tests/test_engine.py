@@ -233,6 +233,9 @@ def test_registry_codes_and_names_are_unique_and_documented() -> None:
         doc = cls.documentation()
         positions = [doc.find(h) for h in headings]
         assert -1 not in positions and positions == sorted(positions), cls.CODE
+        # A heading is a line of its own (`devfix explain` and the docs render it as one).
+        lines = {line.strip() for line in doc.splitlines()}
+        assert all(h in lines for h in headings), cls.CODE
         module = cls.__module__.rsplit(".", 1)[1]
         assert (tests / f"test_{module}.py").exists(), f"{cls.CODE} has no inline test module"
 
