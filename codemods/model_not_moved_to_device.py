@@ -57,7 +57,9 @@ class ModelNotMovedToDevice(DevicePass):
     the caller picks with `torch.cuda.set_device(rank)`) is the caller's choice and is left
     alone; so is a parameter the function moves, rebinds, wraps or hands to another call, and
     one run on what a model returned (a loss or a metric: `criterion(net(x), y)`); reading
-    its attributes and returning it are fine.
+    its attributes and returning it are fine. The function must treat the parameter as a model
+    (`net.train()`, `net.parameters()`, `net.forward(x)`, a field of its output such as
+    `.logits`): a plain callable (`predict_fn(x)`) has no `.to()`.
 
     ## Why is this bad?
     The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
@@ -218,6 +220,8 @@ class ModelNotMovedToDevice(DevicePass):
             runs = self._parameter_runs(name, node)
             if runs and any(self._fed_output_of(run, names) for run in runs):
                 continue  # a loss or a metric, run on what a model returned
+            if not self.facts.modules.treated_as_model(name, node):
+                continue  # a callable with no `.to()` to move it by (`predict_fn(x)`)
             found = next(
                 (
                     (run, chosen)

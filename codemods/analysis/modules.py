@@ -24,6 +24,8 @@ from devfix.codemods.analysis.torch_names import (
     LAYER_PARAMETER,
     LEGACY_CONSTRUCTORS,
     LIGHTNING_STEP_HOOKS,
+    MODEL_MEMBERS_KEEPING_PLACE,
+    MODEL_OUTPUT_FIELDS,
     MODEL_PLACING_TRAINERS,
     MODULE_BASES,
     MODULE_RETURNING_WRAPPERS,
@@ -220,6 +222,10 @@ def super_init_call(init: cst.FunctionDef) -> cst.Call | None:
                     assert isinstance(small.value, cst.Call)
                     return small.value
     return None
+
+
+#: Members only a model has (a tensor has `float()` too, but is never called).
+_MODEL_ONLY_MEMBERS = MODEL_MEMBERS_KEEPING_PLACE | {"generate", "forward"}
 
 
 def strip_module_methods(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -668,6 +674,35 @@ class ModuleFacts(Analysis):
                 if attr is not None:
                     found.add(attr)
         return frozenset(found)
+
+    def treated_as_model(self, model: str, function: cst.FunctionDef) -> bool:
+        """`function` treats the callable `model` (a name or `self.<attr>`) as a model: a
+        member only models have (`model.eval()`, `model.parameters()`, `model.generate(...)`),
+        or a field of a model's output read from what it returned (`model(ids).logits`, `out =
+        model(ids)` then `out.past_key_values`)."""
+        outputs: set[str] = set()
+        for call in self.context.of_type(function.body, cst.Call):
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and dotted_name(func.value) == model
+                and func.attr.value in _MODEL_ONLY_MEMBERS
+            ):
+                return True
+            if dotted_name(func) != model:
+                continue
+            parent = self.context.parent(call)
+            if isinstance(parent, cst.Attribute) and parent.attr.value in MODEL_OUTPUT_FIELDS:
+                return True
+            name = self.scopes.assigned_name(call)
+            if name is not None:
+                outputs.add(name)
+        return any(
+            isinstance(node.value, cst.Name)
+            and node.value.value in outputs
+            and node.attr.value in MODEL_OUTPUT_FIELDS
+            for node in self.context.of_type(function.body, cst.Attribute)
+        )
 
     def handed_layers(self, classdef: cst.ClassDef) -> frozenset[str]:
         """The attributes `__init__` sets from one of its parameters (`self.layer = linear`)

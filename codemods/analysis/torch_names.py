@@ -290,6 +290,10 @@ SAME_DEVICE_FUNCTIONS = frozenset(
 LEAVES_DEVICE_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 #: Calls that state a device explicitly; a factory already moved by them is not DF101's business.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
+#: Fields of the outputs of Hugging Face models (`ModelOutput`): read from what a model returned.
+MODEL_OUTPUT_FIELDS = frozenset(
+    {"logits", "loss", "last_hidden_state", "past_key_values", "hidden_states", "attentions"}
+)
 #: Members of a model that neither move it nor hand it elsewhere.
 MODEL_MEMBERS_KEEPING_PLACE = frozenset(
     {"eval", "train", "parameters", "named_parameters", "state_dict", "load_state_dict",

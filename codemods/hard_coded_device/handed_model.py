@@ -22,14 +22,7 @@ import libcst as cst
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import self_attribute
 from devfix.codemods.analysis.names import dotted_name
-from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
 
-#: Methods only a model has.
-_MODEL_MEMBERS = MODEL_MEMBERS_KEEPING_PLACE | {"generate", "forward"}
-#: Fields of the outputs of Hugging Face models (`ModelOutput`).
-_OUTPUT_FIELDS = frozenset(
-    {"logits", "loss", "last_hidden_state", "past_key_values", "hidden_states", "attentions"}
-)
 #: Methods of a model that run it on the inputs they are given.
 _RUNS = frozenset({"generate", "forward", "predict", "sample", "encode", "decode"})
 
@@ -93,34 +86,6 @@ class HandedModels(Analysis):
             for call in self.context.of_type(value, cst.Call)
         )
 
-    def _treated_as_model(self, model: str, function: cst.FunctionDef) -> bool:
-        """`function` treats `model` as a model: a member only models have (`model.eval()`,
-        `model.generate(...)`), or a field of a model's output read from what it returned
-        (`model(ids).logits`, `out = model(ids)` then `out.past_key_values`)."""
-        outputs: set[str] = set()
-        for call in self.context.of_type(function.body, cst.Call):
-            func = call.func
-            if (
-                isinstance(func, cst.Attribute)
-                and dotted_name(func.value) == model
-                and func.attr.value in _MODEL_MEMBERS
-            ):
-                return True
-            if dotted_name(func) != model:
-                continue
-            parent = self.context.parent(call)
-            if isinstance(parent, cst.Attribute) and parent.attr.value in _OUTPUT_FIELDS:
-                return True
-            name = self.scopes.assigned_name(call)
-            if name is not None:
-                outputs.add(name)
-        return any(
-            isinstance(node.value, cst.Name)
-            and node.value.value in outputs
-            and node.attr.value in _OUTPUT_FIELDS
-            for node in self.context.of_type(function.body, cst.Attribute)
-        )
-
     def _fed_names(self, move: cst.Call) -> set[str]:
         """The plain names the moved value is bound to: `ids = ids.cuda()`, or a dict or list
         built of such moves (`batch = {k: v.cuda() for k, v in batch.items()}`)."""
@@ -163,7 +128,7 @@ class HandedModels(Analysis):
         model = dotted_name(func)
         if model is not None and self._handed_in(model, function):
             if self._placed_by_the_file(model, function) or not (
-                func is not call.func or self._treated_as_model(model, function)
+                func is not call.func or self.facts.modules.treated_as_model(model, function)
             ):
                 return None  # placed by this file, or nothing says it is a model
             return model, self._generates(model, function)
@@ -181,7 +146,8 @@ class HandedModels(Analysis):
                 inner is not None
                 and self._runs(inner, helper)
                 and (
-                    self._treated_as_model(inner, helper) or self._treated_as_model(name, function)
+                    self.facts.modules.treated_as_model(inner, helper)
+                    or self.facts.modules.treated_as_model(name, function)
                 )
             ):
                 return name, self._generates(inner, helper)

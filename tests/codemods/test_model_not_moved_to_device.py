@@ -541,6 +541,10 @@ def test_model_parameter_left_where_the_caller_decides() -> None:
                 x = x.to(device)
                 print(net(x).argmax(1).eq(y.to(device)).float().mean())
 
+        def predict_all(predict_fn, loader):
+            device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+            return [predict_fn(x.to(device)) for x in loader]
+
         def train_wrapped(net, loader, loss_fn):
             device = torch.device("cuda")
             model = torch.nn.DataParallel(net)
