@@ -256,16 +256,14 @@ class ModelNotMovedToDevice(DevicePass):
             parent = self.context.parent(use)
             if isinstance(parent, cst.Param):
                 continue
-            if isinstance(parent, cst.Call) and parent.func is use:
-                runs.append(parent)
+            run = self._run_of(use)
+            if run is not None:
+                runs.append(run)
                 continue
             if isinstance(parent, cst.Attribute) and parent.value is use:
-                call = self.context.parent(parent)
                 method = parent.attr.value
                 if method in MOVE_METHODS or method in MODULE_SELF_METHODS - {"eval", "train"}:
                     return None
-                if method in _RUNS and isinstance(call, cst.Call) and call.func is parent:
-                    runs.append(call)
                 continue
             if not self._returned(use):
                 return None  # rebound, wrapped, handed to a call, stored: decided elsewhere
@@ -291,6 +289,17 @@ class ModelNotMovedToDevice(DevicePass):
             for value in values
             for call in self.context.of_type(value, cst.Call)
         )
+
+    def _run_of(self, use: cst.Name) -> cst.Call | None:
+        """The call that runs the model `use` names: `model(x)`, `model.generate(ids)`."""
+        parent = self.context.parent(use)
+        if isinstance(parent, cst.Call) and parent.func is use:
+            return parent
+        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in _RUNS:
+            call = self.context.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                return call
+        return None
 
     def _returned(self, use: cst.Name) -> bool:
         """`return model` or `return {"model": model, ...}`: handed back, not placed."""
@@ -474,17 +483,16 @@ class ModelNotMovedToDevice(DevicePass):
                 continue
             if isinstance(parent, (cst.Param, cst.Global, cst.NameItem)):
                 return None
-            if isinstance(parent, cst.Call) and parent.func is use:
-                runs.append(parent)
+            run = self._run_of(use)
+            if run is not None:
+                runs.append(run)
                 continue
-            if isinstance(parent, cst.Attribute) and parent.value is use:
-                call = self.context.parent(parent)
-                method = parent.attr.value
-                if method in _RUNS and isinstance(call, cst.Call) and call.func is parent:
-                    runs.append(call)
-                    continue
-                if method in MODEL_MEMBERS_KEEPING_PLACE:
-                    continue
+            if (
+                isinstance(parent, cst.Attribute)
+                and parent.value is use
+                and parent.attr.value in MODEL_MEMBERS_KEEPING_PLACE
+            ):
+                continue
             return None  # moved, wrapped, handed to a call, stored: decided elsewhere
         for call in runs:
             if self.context.order(call)[0] < self.context.order(binding)[1]:

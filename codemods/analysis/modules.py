@@ -931,14 +931,7 @@ class ModuleFacts(Analysis):
         """`dispatch_model(self.head, device_map=...)` in the class's `__init__`: the submodule
         `attribute` (`self.head`) was placed on purpose as a part of a model spread over
         devices. The name of the call as written, or None."""
-        init = next(
-            (
-                member
-                for member in classdef.body.body
-                if isinstance(member, cst.FunctionDef) and member.name.value == "__init__"
-            ),
-            None,
-        )
+        init = method(classdef, "__init__")
         if init is None:
             return None
         for call in self.context.of_type(init.body, cst.Call):

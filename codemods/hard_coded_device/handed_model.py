@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.modules import self_attribute
+from devfix.codemods.analysis.modules import method, self_attribute
 from devfix.codemods.analysis.names import dotted_name
 
 #: Methods of a model that run it on the inputs they are given.
@@ -163,14 +163,7 @@ class HandedModels(Analysis):
         classdef = self.scopes.class_of(function)
         if attribute is None or classdef is None:
             return False
-        init = next(
-            (
-                member
-                for member in classdef.body.body
-                if isinstance(member, cst.FunctionDef) and member.name.value == "__init__"
-            ),
-            None,
-        )
+        init = method(classdef, "__init__")
         if init is None:
             return False
         values = [
