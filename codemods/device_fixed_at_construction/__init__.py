@@ -206,19 +206,7 @@ class DeviceFixedAtConstruction(DevicePass):
             where = "a GPU named at import" if named_gpu else "the CPU, made at import"
             met = tensors.tensor_met(other, function)
             problem = f"`{function.name}` reads the global tensor `{mine.value}`, on {where}"
-            if met is None:
-                self.report(
-                    mine,
-                    message=f"{problem}; no tensor it meets tells which device it should follow",
-                )
-                return
-            device = f"{met}.device"
-            self.report(
-                mine,
-                message=f"{problem}; it meets `{met}`: use `{mine.value}.to({device})`",
-                fix_title=f"Use `{mine.value}.to({device})`",
-                edits=[Edit(mine, method_call(mine, "to", cst.parse_expression(device)))],
-            )
+            self._report_following(mine, problem, met)
             return
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -286,12 +274,18 @@ class DeviceFixedAtConstruction(DevicePass):
             f"`{function.name}` reads `{shown}`, a tensor the object made on the CPU in "
             "`__init__` (no `model.to()` moves a plain object's tensors)"
         )
+        self._report_following(mine, problem, met)
+
+    def _report_following(self, mine: cst.BaseExpression, problem: str, met: str | None) -> None:
+        """`mine` (a tensor made once) gets `.to(<met>.device)`, the tensor it meets; without
+        one, the finding has no fix."""
         if met is None:
             self.report(
                 mine, message=f"{problem}; no tensor it meets tells which device it should follow"
             )
             return
         device = f"{met}.device"
+        shown = code_of(mine)
         self.report(
             mine,
             message=f"{problem}; it meets `{met}`: use `{shown}.to({device})`",
