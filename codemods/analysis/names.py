@@ -110,6 +110,13 @@ def is_constant(node: cst.BaseExpression) -> bool:
     )
 
 
+def is_number(node: cst.BaseExpression) -> bool:
+    """A number literal, signed or not: `3`, `0.5`, `-1`."""
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float))
+
+
 def statement_call(statement: cst.BaseStatement) -> cst.Call | None:
     """The call of a statement that is one call expression (`print(x)`, `torch.save(...)`)."""
     if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:

@@ -16,6 +16,7 @@ from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
     dotted_name,
+    is_number,
     keyword_argument,
 )
 from devfix.codemods.analysis.torch_names import (
@@ -217,7 +218,7 @@ class DeviceFixedAtConstruction(DevicePass):
         if not isinstance(table, cst.Attribute) or len(node.slice) != 1:
             return
         index = node.slice[0].slice
-        if not isinstance(index, cst.Index) or _number(index.value):
+        if not isinstance(index, cst.Index) or is_number(index.value):
             return
         function = self.facts.modules.enclosing_function(node)
         if function is None or not function.tensor_params:
@@ -641,10 +642,3 @@ class DeviceFixedAtConstruction(DevicePass):
         ):
             return parent
         return move
-
-
-def _number(node: cst.BaseExpression) -> bool:
-    """`3`, `-1`: a plain index."""
-    if isinstance(node, cst.UnaryOperation):
-        node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))

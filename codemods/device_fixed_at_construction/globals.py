@@ -17,7 +17,7 @@ from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.flow.calls import MOVES
 from devfix.codemods.analysis.modules import FunctionInfo, methods, self_attribute
 from devfix.codemods.analysis.moves import cuda_string
-from devfix.codemods.analysis.names import dotted_name, keyword_argument
+from devfix.codemods.analysis.names import dotted_name, is_number, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     DATA_FACTORIES,
@@ -154,7 +154,7 @@ class ImportTimeTensors(Analysis):
                 if isinstance(value, cst.BinaryOperation)
                 else [value.expression]
             )
-            tensors = [o for o in operands if not _number(o)]
+            tensors = [o for o in operands if not is_number(o)]
             return bool(tensors) and all(self._cpu_value(o, classdef, depth) for o in tensors)
         attr = self_attribute(value)
         if attr is not None:
@@ -163,19 +163,12 @@ class ImportTimeTensors(Analysis):
             return False
         qualified = self.names.qualified_name(value.func) or ""
         if qualified in CPU_SOURCES:
-            return not (value.args and _number(value.args[0].value))
+            return not (value.args and is_number(value.args[0].value))
         if qualified.startswith("torch.") and qualified not in TENSOR_FACTORIES:
             # `torch.cumprod(self.alphas, 0)`: on the device of the tensor it is given.
             first = value.args[0].value if value.args else None
             return first is not None and self._cpu_value(first, classdef, depth)
         return False
-
-
-def _number(node: cst.BaseExpression) -> bool:
-    """`3`, `0.5`, `-1.0`."""
-    if isinstance(node, cst.UnaryOperation):
-        node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
 
 
 def _targets(assign: cst.CSTNode) -> list[cst.BaseExpression]:
