@@ -11,6 +11,8 @@ named fails. A plain object (a loss, a sampler, not a module) that makes a tenso
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
@@ -25,9 +27,17 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_FACTORIES,
 )
 
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
+
 
 class ImportTimeTensors(Analysis):
     """Module-level tensors read by model code, and the tensor each one meets there."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        #: (id of a class, attribute) -> the CPU tensor `__init__` binds it to, or None
+        self._cpu_attributes: dict[tuple[int, str], cst.BaseExpression | None] = {}
 
     def made_at_import(self, name: cst.Name, function: FunctionInfo) -> cst.Call | None:
         """The factory call that binds the global `name` reads, when `name` is bound once, at
@@ -125,6 +135,15 @@ class ImportTimeTensors(Analysis):
         return self._cpu_attribute(owner.node, attr, 0)
 
     def _cpu_attribute(
+        self, classdef: cst.ClassDef, attr: str, depth: int
+    ) -> cst.BaseExpression | None:
+        # Asked for each operation and index that reads the attribute: scanned once per class.
+        key = (id(classdef), attr)
+        if key not in self._cpu_attributes:
+            self._cpu_attributes[key] = self._scan_cpu_attribute(classdef, attr, depth)
+        return self._cpu_attributes[key]
+
+    def _scan_cpu_attribute(
         self, classdef: cst.ClassDef, attr: str, depth: int
     ) -> cst.BaseExpression | None:
         assigned = [
