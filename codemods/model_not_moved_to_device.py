@@ -42,7 +42,10 @@ class ModelNotMovedToDevice(DevicePass):
     another that it runs and optimizes (`self.critic(...)`, `Adam(self.critic.parameters())`)
     gets that one moved the same way: `self.critic.cuda()` next to `self.actor.cuda()` (under
     the same `if self.use_cuda:`), or `.to(self.device)` on its construction when its sibling
-    is built that way. An object that moves none of its networks, but runs one on a tensor it
+    is built that way. A copy of a network the object moves (`self.old_policy =
+    copy.deepcopy(policy)` beside `self.policy = policy`), run by the object and never moved,
+    gets the same move next to the original's (`self.old_policy.cuda()` after
+    `self.policy.cuda()` in the object's own `cuda()`). An object that moves none of its networks, but runs one on a tensor it
     moves to a device it holds (`self.q(obs)` after `obs = torch.tensor(o).to(self.device)`),
     gets that network built on that device (`self.q = make_q(spec).to(self.device)`, or the
     value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
@@ -170,10 +173,12 @@ class ModelNotMovedToDevice(DevicePass):
         assert isinstance(func, cst.Attribute)
         moved = left.move.with_changes(func=func.with_changes(value=mine))
         shown = code_of(moved)
+        copied = f", a copy of `self.{left.sibling}`," if left.copy else ""
+        relation = "" if left.copy else ", built beside it,"
         problem = (
-            f"`self.{left.attribute}` stays on the CPU, but `self.{left.sibling}`, built beside "
-            f"it, is moved with `{code_of(left.move)[len(code_of(func.value)) :]}` and both are "
-            "run by this object"
+            f"`self.{left.attribute}`{copied} stays on the CPU, but `self.{left.sibling}`"
+            f"{relation} is moved with `{code_of(left.move)[len(code_of(func.value)) :]}` and "
+            "both are run by this object"
         )
         order = self.context.order
         if left.statement is not None:

@@ -114,6 +114,8 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
             ),
         )
         for call in candidates:
+            if not _ends_line(body, positions[call].end.column) and _one_atom(call):
+                continue  # `np.load(\n path\n )` mid-line reads worse than the long line
             wrapped = _wrapped(module, positions, call, body, limit)
             if wrapped is not None:
                 lines[number - 1] = "".join(part + (ending or "\n") for part in wrapped)
@@ -153,6 +155,14 @@ def _full_line_comments(code: str) -> set[int]:
 def _ends_line(line: str, column: int) -> bool:
     rest = line[column:].strip()
     return not rest or rest.startswith("#")
+
+
+def _one_atom(call: cst.Call) -> bool:
+    """`f(path)`, `f(self.x)`, `f(3)`: a single argument that is a name, an attribute or a
+    literal."""
+    return len(call.args) == 1 and isinstance(
+        call.args[0].value, (cst.Name, cst.Attribute, cst.SimpleString, cst.Integer, cst.Float)
+    )
 
 
 def _args_length(module: cst.Module, call: cst.Call) -> int:

@@ -1853,11 +1853,28 @@ def _given_a_device(call: cst.Call) -> bool:
 
 def _same_device_root(value: cst.BaseExpression) -> str | None:
     """The name `value` is indexed or reshaped from (`h[idx, t].squeeze(1)` -> "h"), with no
-    call on the way that could change the device."""
+    call on the way that could change the device; also through arithmetic and comparisons
+    of it with itself or a number (`y.unsqueeze(0) == y.unsqueeze(1)`, `~mask`, `x * 2`)."""
     while True:
         if isinstance(value, cst.Name):
             return value.value
-        if isinstance(value, cst.Subscript):
+        if isinstance(value, cst.UnaryOperation):
+            value = value.expression
+        elif isinstance(value, (cst.BinaryOperation, cst.Comparison)):
+            left = value.left
+            others = (
+                [value.right]
+                if isinstance(value, cst.BinaryOperation)
+                else [c.comparator for c in value.comparisons]
+            )
+            root = _same_device_root(left)
+            if root is None or not all(
+                isinstance(other, (cst.Integer, cst.Float)) or _same_device_root(other) == root
+                for other in others
+            ):
+                return None
+            return root
+        elif isinstance(value, cst.Subscript):
             value = value.value
         elif (
             isinstance(value, cst.Call)

@@ -31,6 +31,8 @@ class SiblingMove:
     move: cst.Call
     #: The move is a statement of its own (`self.actor.cuda()`), not part of a construction.
     statement: cst.SimpleStatementLine | None
+    #: `attribute` is a `copy.deepcopy` of `sibling` (an older policy, a target network).
+    copy: bool = False
 
 
 @dataclass(frozen=True)
@@ -202,16 +204,57 @@ class HeldModels(Analysis):
         for method in members:
             built = self._built(method)
             movers = [(attr, call, line) for attr, call, line in moves if attr in built]
-            if not movers:
-                continue
             for attribute, assign in built.items():
                 if any(attr == attribute for attr, _, _ in moves):
+                    continue
+                copied = self._copied_attribute(assign, method)
+                original = [m for m in moves if m[0] == copied]
+                if original and self._runs(classdef, attribute):
+                    sibling, move, line = self._best_mover(assign, original)
+                    found.append(SiblingMove(attribute, assign, sibling, move, line, copy=True))
+                    continue
+                if not movers:
                     continue
                 if not self._used_as_network(classdef, attribute):
                     continue
                 sibling, move, line = self._best_mover(assign, movers)
                 found.append(SiblingMove(attribute, assign, sibling, move, line))
         return found
+
+    def _copied_attribute(self, assign: cst.Assign, method: cst.FunctionDef) -> str | None:
+        """`self.<x>` that `assign` copies: `copy.deepcopy(self.x)`, or `copy.deepcopy(p)`
+        where the method also sets `self.x = p`."""
+        value = assign.value
+        if not (
+            isinstance(value, cst.Call)
+            and len(value.args) == 1
+            and self.names.qualified_name(value.func) == "copy.deepcopy"
+        ):
+            return None
+        source = value.args[0].value
+        attribute = self_attribute(source)
+        if attribute is not None or not isinstance(source, cst.Name):
+            return attribute
+        for other in self.scopes.find(method.body, cst.Assign, own_scope=True):
+            if (
+                len(other.targets) == 1
+                and isinstance(other.value, cst.Name)
+                and other.value.value == source.value
+            ):
+                target = self_attribute(other.targets[0].target)
+                if target is not None:
+                    return target
+        return None
+
+    def _runs(self, classdef: cst.ClassDef, attribute: str) -> bool:
+        """`self.<attribute>(...)` or `self.<attribute>.forward(...)` somewhere in the class."""
+        for call in self.scopes.find(classdef.body, cst.Call):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "forward":
+                func = func.value
+            if self_attribute(func) == attribute:
+                return True
+        return False
 
     def _best_mover(
         self,

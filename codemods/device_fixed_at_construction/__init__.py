@@ -10,7 +10,8 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
 from devfix.codemods.analysis.devices import Literal, Named, Unknown
-from devfix.codemods.analysis.modules import FunctionInfo
+from devfix.codemods.analysis.handed_models import HandedModels
+from devfix.codemods.analysis.modules import FunctionInfo, names_a_device
 from devfix.codemods.analysis.names import (
     argument_of,
     call_tail,
@@ -90,7 +91,15 @@ class DeviceFixedAtConstruction(DevicePass):
     `.cuda()`) is built in place instead: a layer is a known module class or an attribute the
     class calls (`self.head(x)`), so layers of a star import count; `__init__` placing layers on
     two GPUs is model parallelism, left alone, and so is a layer moved to a device the
-    constructor is given.
+    constructor is given. A literal GPU or a bare `.cuda()` in a function that runs a model it
+    was handed (`def compute(model, tok, v: torch.Tensor)`, `model(**ids).logits`), where
+    nothing the value meets names a device, goes to that model's device (`model.device` for a
+    Hugging Face model, else `next(model.parameters()).device`; unsafe). A move to a device
+    parameter of the function (`def mask(labels, device): torch.eye(n).to(device)`) becomes the
+    device of the tensor argument the value then meets in an operation (`labels.device`, also
+    through a comparison bound later: `same = labels.unsqueeze(0) == labels.unsqueeze(1)`),
+    safe since the operation fails on any other device; without such a meeting the parameter
+    is the callers' choice, left alone.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -314,7 +323,9 @@ class DeviceFixedAtConstruction(DevicePass):
                 function = self.facts.devices.model_code_moving(node, offload_to=index)
                 rebuild = partial(method_call, node.func.value, "to")
                 if function is not None:
-                    self._fix(node, function, "`.cuda()` (the current CUDA device)", rebuild)
+                    self._fix(
+                        node, function, "`.cuda()` (the current CUDA device)", rebuild, literal=True
+                    )
         elif tail in _FACTORY_TAILS:
             device_arg = keyword_argument(node, "device")
             if device_arg is not None and self.qualified_name(node.func) in TENSOR_FACTORIES:
@@ -481,7 +492,9 @@ class DeviceFixedAtConstruction(DevicePass):
     def _check_argument(self, node: cst.Call, device_arg: cst.Arg, *, offload: bool) -> None:
         """`.to(<device>)` / `device=<device>`: rewritten when the device is fixed outside."""
         found = self.facts.devices.fixed_move(node, device_arg.value, offload=offload)
-        if found is not None:
+        if found is None:
+            self._check_device_parameter(node, device_arg)
+        else:
             function, fixed = found
             if isinstance(device_arg.value, cst.Name) and self._rebind_local_choice(
                 device_arg.value.value, function, fixed.evidence
@@ -490,6 +503,37 @@ class DeviceFixedAtConstruction(DevicePass):
             rebuild = partial(replace_argument, node, device_arg)
             literal = isinstance(fixed, Literal)
             self._fix(node, function, fixed.evidence, rebuild, literal=literal)
+
+    def _check_device_parameter(self, node: cst.Call, device_arg: cst.Arg) -> None:
+        """`torch.eye(n).to(device)` in model code handed `device` by its callers, where the
+        value then meets a tensor argument in an operation: that tensor's device is the one
+        the operation needs, so callers that pass another device (or keep a `"cpu"` default)
+        make it fail. Only where the meeting proves the device."""
+        value = device_arg.value
+        if not (isinstance(value, cst.Name) and names_a_device(value.value)):
+            return
+        function = self.facts.devices.model_code_moving(node)
+        if function is None or value.value not in function.params:
+            return
+        if value.value in function.bindings:
+            return  # rebound in the body: not the callers' value any more
+        needed = self.facts.devices.needed_by(node, function)
+        expression = needed.expression()
+        if not needed.proof or isinstance(needed, Unknown) or expression is None:
+            return
+        self.report(
+            node,
+            message=(
+                f"`{function.name}` moves a tensor to its parameter `{value.value}`, which its "
+                f"callers must keep in step with the tensors it meets; use `{expression}` "
+                f"({needed.evidence})"
+            ),
+            fix_title=f"Use `{expression}`",
+            edits=[
+                Edit(node, replace_argument(node, device_arg, cst.parse_expression(expression)))
+            ],
+            applicability=Applicability.SAFE,
+        )
 
     def _rebind_local_choice(self, name: str, function: FunctionInfo, fixed: str) -> bool:
         """A local the method binds once to a GPU of its choosing: the binding is rewritten
@@ -604,7 +648,11 @@ class DeviceFixedAtConstruction(DevicePass):
         if literal and (needed.expression() is None or isinstance(needed, Unknown)):
             # A literal GPU is wrong on every other device; where the class reads one, that
             # is the better judgement.
-            needed = self.facts.devices.device_the_class_reads(function, target or node) or needed
+            needed = (
+                self.facts.devices.device_the_class_reads(function, target or node)
+                or self._handed_model_device(function)
+                or needed
+            )
         expression = needed.expression()
         moves = f"`{function.name}` moves a tensor to {fixed}"
         if self.facts.own(OneDeviceScript).runs_on_one_device():
@@ -627,6 +675,21 @@ class DeviceFixedAtConstruction(DevicePass):
                 )
             ],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
+        )
+
+    def _handed_model_device(self, function: FunctionInfo) -> Named | None:
+        """The device of a model `function` was handed and runs (`def compute(model, tok,
+        v: Tensor)`): a judgement, for a literal GPU the function's own tensors meet that
+        model's work on."""
+        handed = self.facts.own(HandedModels).run_by(function.node)
+        if handed is None:
+            return None
+        line = self.facts.scopes.line_of(handed.run)
+        return Named(
+            f"a judgement: `{function.name}` runs `{handed.model}` (line {line}), which the "
+            "caller placed",
+            proof=False,
+            name=handed.device,
         )
 
     def _flagged_move(self, move: cst.BaseExpression) -> cst.BaseExpression:

@@ -11,6 +11,7 @@ from devfix.codemods._edits import (
     rebuilt_call,
     select_device_edits,
 )
+from devfix.codemods.analysis.handed_models import HandedModels
 from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, gpu_index
 from devfix.codemods.analysis.names import (
     argument_of,
@@ -24,7 +25,6 @@ from devfix.codemods.hard_coded_device.facts import (
     literal_cuda_device,
     release_at_least,
 )
-from devfix.codemods.hard_coded_device.handed_model import HandedModels
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit, ImportSpec
 
@@ -74,6 +74,15 @@ class HardCodedDevice(DevicePass):
     left alone are a model a caller in the file placed itself (moved, or loaded with a
     `device_map`), a callable run on a model's output (a loss, a metric), a device variable
     (`.cuda(local_rank)`), and a bare GPU in a script that sets the current device.
+    Likewise, in a function that runs such a model and does not move it itself, a literal GPU
+    handed straight to a move or a factory of its other tensors (`torch.tensor(ys,
+    device="cuda")` for the targets, `labels.cuda()`) goes to that model's device (unsafe); a
+    device the function binds to a name or takes as a default is its own choice, left alone.
+    Anywhere, `.cuda(device)` with a device that may be the CPU and is never None (a tensor's
+    or model's `.device`, a `torch.device(...)`, a parameter named for a device with no `None`
+    default) becomes `.to(device)`: the same move on a GPU, where `.cuda` raises "Invalid
+    device, must be cuda device" for the CPU (a safe fix; `.cuda(None)` is the current GPU but
+    `.to(None)` stays put, so a device that may be None is left).
     `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
     device is portable, DF308 makes them follow `device.type`.
 
@@ -249,6 +258,11 @@ class HardCodedDevice(DevicePass):
             node, index.value if index is not None else None
         ):
             return
+        if index is not None and self.facts.own(ScriptDevice).device_that_may_be_the_cpu(
+            index.value
+        ):
+            self._cuda_of_a_device(node, func, index.value)
+            return
         if index is None or not isinstance(index.value, cst.Integer):
             return  # a bare `.cuda()` is "the current device"; DF102/DF201 judge it
         shown = f"`.cuda({self._code(index.value)})`"
@@ -267,6 +281,26 @@ class HardCodedDevice(DevicePass):
         new = rebuilt_call(node, func.with_changes(attr=cst.Name("to")), [cst.Arg(device)], rest)
         self._report_fix(node, shown, device, [Edit(node, new), *edits], imports)
 
+    def _cuda_of_a_device(
+        self, node: cst.Call, func: cst.Attribute, device: cst.BaseExpression
+    ) -> None:
+        """`.cuda(device)` with a device that may be the CPU raises there; `.to(device)` moves
+        to the same GPU (an index, a string or a `torch.device`) and to the CPU too."""
+        shown = f"`.cuda({self._code(device)})`"
+        rest = [arg for arg in node.args if arg.value is not device]
+        new = rebuilt_call(node, func.with_changes(attr=cst.Name("to")), [cst.Arg(device)], rest)
+        self.report(
+            node,
+            message=(
+                f'{shown} raises "Invalid device, must be cuda device" when '
+                f"`{self._code(device)}` is the CPU; use `.to({self._code(device)})`, the same "
+                "move on a GPU"
+            ),
+            fix_title=f"Use `.to({self._code(device)})`",
+            edits=[Edit(node, new)],
+            applicability=Applicability.SAFE,
+        )
+
     # -- the rewrite ---------------------------------------------------------------------------
 
     def _moved_for_a_handed_model(self, move: cst.Call, device: cst.BaseExpression | None) -> bool:
@@ -278,7 +312,9 @@ class HardCodedDevice(DevicePass):
             return False  # the current GPU is the process's own, the model's under DDP
         handed = self.facts.own(HandedModels).fed_by(move)
         if handed is None:
-            return False
+            return call_tail(move.func) == "cuda" and self._used_with_a_handed_model(
+                move, move, device
+            )
         method = call_tail(move.func)
         shown = f"`.{method}({self._code(device) if device is not None else ''})`"
         moved = [arg for arg in move.args if device is None or arg.value is not device]
@@ -301,14 +337,67 @@ class HardCodedDevice(DevicePass):
         )
         return True
 
+    def _argument_for_a_handed_model(self, anchor: cst.CSTNode, target: cst.BaseExpression) -> bool:
+        """A literal GPU handed straight to a move or a factory (`.to("cuda")`,
+        `device="cuda"`) for a model the code was handed. A device bound to a name or given
+        as a default is the function's own choice (which DF207 holds the model to)."""
+        if not isinstance(anchor, cst.Call) or anchor is target:
+            return False
+        if any(isinstance(node, cst.Param) for node in self.context.ancestors(anchor)):
+            return False
+        if call_tail(anchor.func) == "to" and self._moved_for_a_handed_model(anchor, target):
+            return True
+        return self._used_with_a_handed_model(anchor, target, target)
+
+    def _used_with_a_handed_model(
+        self, anchor: cst.CSTNode, target: cst.CSTNode, device: cst.BaseExpression | None
+    ) -> bool:
+        """A literal GPU (`torch.tensor(ys, device="cuda")`, `labels.cuda()`) in a function
+        that runs a model it was handed and does not move itself: what the function puts
+        there meets that model's work, on the device the caller chose for it."""
+        if (device is None or not gpu_index(device)) and self.facts.flow.sets_current_device():
+            return False
+        function = self.facts.scopes.enclosing_function(anchor)
+        if function is None or self.facts.flow.in_data_pipeline(anchor):
+            return False
+        if self.facts.modules.function_info(function).is_model_code:
+            return False  # DF102's
+        handed = self.facts.own(HandedModels).run_by(function)
+        if handed is None:
+            return False
+        if (
+            isinstance(target, cst.Call)
+            and isinstance(target.func, cst.Attribute)
+            and target.func.attr.value == "cuda"
+        ):
+            moved = [arg for arg in target.args if device is None or arg.value is not device]
+            new: cst.CSTNode = rebuilt_call(
+                target,
+                target.func.with_changes(attr=cst.Name("to")),
+                [cst.Arg(cst.parse_expression(handed.device))],
+                moved,
+            )
+            shown = f"`.{call_tail(target.func)}({self._code(device) if device else ''})`"
+        else:
+            new = cst.parse_expression(handed.device)
+            shown = f"`{self._code(target)}`"
+        line = self.facts.scopes.line_of(handed.run)
+        self.report(
+            target,
+            message=(
+                f"{shown} puts a tensor that `{function.name.value}` uses with `{handed.model}` "
+                f"(line {line}) on the current GPU, but the caller chose that model's device; "
+                f"use `{handed.device}`"
+            ),
+            fix_title=f"Use `{handed.device}`",
+            edits=[Edit(target, new)],
+            applicability=Applicability.UNSAFE,
+        )
+        return True
+
     def _occurrence(self, target: cst.BaseExpression, anchor: cst.CSTNode, shown: str) -> None:
         ignored = self.facts.own(ScriptDevice).ignored_device_parameter(anchor)
-        if (
-            ignored is None
-            and isinstance(anchor, cst.Call)
-            and call_tail(anchor.func) == "to"
-            and self._moved_for_a_handed_model(anchor, target)
-        ):
+        if ignored is None and self._argument_for_a_handed_model(anchor, target):
             return
         if ignored is not None:
             self.report(

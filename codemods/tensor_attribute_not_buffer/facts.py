@@ -23,9 +23,15 @@ from devfix.codemods.analysis.modules import (
     self_name,
     super_init_call,
 )
+from devfix.codemods.analysis.torch_names import CPU_SOURCES, DATA_FACTORIES
 
 #: A module method and its class.
 Method = tuple[cst.FunctionDef, cst.ClassDef]
+
+#: Methods that run while the module computes, not once on the built module.
+_RUN_TIME_METHODS = frozenset({"forward", "train", "eval", "extra_repr"})
+#: Calls that make a tensor from data.
+_DATA_SOURCES = CPU_SOURCES | DATA_FACTORIES | {"torch.load"}
 
 _CONTAINERS = (
     cst.List,
@@ -62,23 +68,72 @@ class Buffers(Analysis):
             return None
         return function.node, function.owner.node
 
+    def loader_of(self, node: cst.CSTNode) -> Method | None:
+        """A method of an `nn.Module` around `node` that its callers run on the built module
+        (`net.load_anchors(path)`): public, undecorated, not `forward` or another hook, and
+        never called by the class itself."""
+        function = self.facts.modules.enclosing_function(node)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return None
+        name = function.name
+        if name.startswith("_") or name in _RUN_TIME_METHODS or function.node.decorators:
+            return None
+        if self.facts.modules.is_construction(function):
+            return None
+        classdef = function.owner.node
+        for other in methods(classdef):
+            self_var = self_name(other) or "self"
+            for call in self.context.of_type(other.body, cst.Call):
+                if self_attribute(call.func, self_var) == name:
+                    return None
+        return function.node, classdef
+
+    def made_afresh(self, value: cst.BaseExpression) -> bool:
+        """A tensor made from data (`torch.tensor(np.load(path))`, `torch.from_numpy(a).float()`,
+        `torch.load(path)`), not one computed from the tensors a method is given."""
+        node = value
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if self.names.qualified_name(node.func) in _DATA_SOURCES:
+                return True
+            node = node.func.value
+        return isinstance(node, cst.Call) and self.names.qualified_name(node.func) in _DATA_SOURCES
+
     def stored_at(
         self, node: cst.CSTNode, target: cst.BaseExpression
     ) -> tuple[str, Method, bool] | None:
         """`self.<attr>` as the `target` of a store at `node` in an `nn.Module` while it is
-        built (`construction_of`; then True), or in a `train`/`eval` override that keeps a cache
-        there (`mode_switch_of`, `is_cache`; then False); the attribute and the method."""
+        built (`construction_of`; then True), in a `train`/`eval` override that keeps a cache
+        there (`mode_switch_of`, `is_cache`), or in a method callers run on the built module
+        that loads it from data (`loader_of`: never set while built, read by another method;
+        then False); the attribute and the method."""
         if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)):
             return None
         owner = self.construction_of(node)
         built = owner is not None
         owner = owner or self.mode_switch_of(node)
         if owner is None:
-            return None
+            return self._loaded_at(node, target)
         attr = self_attribute(target, self_name(owner[0]) or "")
         if attr is None or not (built or self.is_cache(attr, owner[1], owner[0])):
             return None
         return attr, owner, built
+
+    def _loaded_at(
+        self, node: cst.CSTNode, target: cst.BaseExpression
+    ) -> tuple[str, Method, bool] | None:
+        owner = self.loader_of(node)
+        if owner is None or not isinstance(node, cst.Assign) or not self.made_afresh(node.value):
+            return None
+        attr = self_attribute(target, self_name(owner[0]) or "")
+        if attr is None or not self.is_cache(attr, owner[1], owner[0]):
+            return None
+        construction = self.facts.modules.construction_methods(owner[1])
+        if any(
+            function.name.value in construction
+            for function, _, _ in self.facts.modules.assignments_to(owner[1], attr)
+        ):
+            return None  # set while built: that assignment decides
+        return attr, owner, False
 
     def setattr_store(
         self, call: cst.Call

@@ -1514,3 +1514,76 @@ def test_move_of_what_a_layer_handed_to_the_constructor_returned_is_dropped() ->
                 return self.inner(x)
         """,
     )
+
+
+def test_literal_gpu_in_a_function_that_runs_a_model_it_was_handed_follows_that_model() -> None:
+    # `direction` is a tensor argument, so this is model code; what it puts on "cuda" meets
+    # the outputs of the Hugging Face model the caller placed (annotated, so it has `.device`).
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from transformers import PreTrainedModel
+
+        def steer(lm: PreTrainedModel, ids, direction: torch.Tensor, scale):
+            bias = torch.full((lm.config.hidden_size,), scale, device="cuda")
+            hidden = lm(ids.cuda(), output_hidden_states=True).hidden_states[-1]
+            return hidden + bias, direction.norm()
+        """,
+        """
+        import torch
+        from transformers import PreTrainedModel
+
+        def steer(lm: PreTrainedModel, ids, direction: torch.Tensor, scale):
+            bias = torch.full((lm.config.hidden_size,), scale, device=lm.device)
+            hidden = lm(ids.to(lm.device), output_hidden_states=True).hidden_states[-1]
+            return hidden + bias, direction.norm()
+        """,
+        unsafe=True,
+    )
+    assert all("runs `lm` (line 7)" in f.message for f in findings)
+
+
+def test_move_to_a_device_parameter_follows_the_tensor_argument_the_value_meets() -> None:
+    # The mask meets `labels` (through a comparison bound after it): a caller passing another
+    # device, or keeping the "cpu" default, makes `&` fail. The meeting proves the device.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def pair_mask(labels, device="cpu"):
+            distinct = torch.eye(labels.size(0), dtype=torch.bool).to(device)
+            same = labels.unsqueeze(0) == labels.unsqueeze(1)
+            return same & ~distinct
+        """,
+        """
+        import torch
+
+        def pair_mask(labels, device="cpu"):
+            distinct = torch.eye(labels.size(0), dtype=torch.bool).to(labels.device)
+            same = labels.unsqueeze(0) == labels.unsqueeze(1)
+            return same & ~distinct
+        """,
+    )
+    assert "its parameter `device`" in findings[0].message
+
+
+def test_move_to_a_device_parameter_without_a_tensor_it_meets_is_the_callers_choice() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def noise_like(x, device):
+            return torch.randn(x.shape).to(device)
+
+        def offset(labels, device):
+            if device is None:
+                device = labels.device
+            return labels + torch.ones(labels.shape).to(device)
+
+        def scaled(labels, target):
+            return labels * torch.ones(labels.shape).to(target)
+        """,
+    )

@@ -828,3 +828,106 @@ def test_literal_gpu_inputs_left_where_the_file_places_the_model_or_feeds_no_mod
         evaluate(net, [], nn.CrossEntropyLoss(), 0)
         """,
     )
+
+
+def test_literal_gpu_tensors_a_function_uses_with_a_model_it_was_handed() -> None:
+    # Targets built on "cuda" and labels moved there meet the outputs of a model the caller
+    # placed; a tokenizer's `decode` runs no model.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def accuracy(classifier, tokenizer, batch):
+            targets = torch.as_tensor(batch["y"], device="cuda")
+            weights = batch["w"].cuda()
+            print(tokenizer.decode(batch["ids"][0]))
+            logits = classifier(batch["ids"]).logits
+            return (F.cross_entropy(logits, targets, reduction="none") * weights).mean()
+        """,
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def accuracy(classifier, tokenizer, batch):
+            targets = torch.as_tensor(batch["y"], device=next(classifier.parameters()).device)
+            weights = batch["w"].to(next(classifier.parameters()).device)
+            print(tokenizer.decode(batch["ids"][0]))
+            logits = classifier(batch["ids"]).logits
+            return (F.cross_entropy(logits, targets, reduction="none") * weights).mean()
+        """,
+        unsafe=True,
+    )
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+    assert all("uses with `classifier`" in f.message for f in findings)
+
+
+def test_literal_gpu_left_to_the_script_where_the_function_places_the_model_itself() -> None:
+    findings = check_source(
+        textwrap.dedent(
+            """
+            import torch
+
+            def run(model, batch):
+                model.cuda()
+                mask = torch.ones(4, device="cuda")
+                return model(batch).logits * mask
+            """
+        ),
+        "train.py",
+        Options(select=(RULE,)),
+    )
+    assert not any("uses with `model`" in f.message for f in findings)
+
+
+def test_cuda_of_a_device_that_may_be_the_cpu_becomes_to() -> None:
+    # A tensor's device, a `torch.device(...)` and a parameter named for a device are never
+    # None; `.to()` is the same move for a GPU and works for the CPU.
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def align(x, reference, target_device):
+            y = x.cuda(reference.device)
+            z = x.cuda(torch.device("cuda", 1 if torch.cuda.device_count() > 1 else 0))
+            return y, z, x.cuda(target_device, non_blocking=True)
+        """,
+        """
+        import torch
+
+        def align(x, reference, target_device):
+            y = x.to(reference.device)
+            z = x.to(torch.device("cuda", 1 if torch.cuda.device_count() > 1 else 0))
+            return y, z, x.to(target_device, non_blocking=True)
+        """,
+    )
+
+
+def test_cuda_of_a_device_that_may_be_none_is_left() -> None:
+    # `.cuda(None)` is the current GPU but `.to(None)` keeps the CPU; a settings object's
+    # device and a rebound name may be None; a GPU id is not a device name.
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        class Runner:
+            def __init__(self, args, device=None):
+                self.device = device
+                self.args = args
+
+            def step(self, x, device=None, gpu=0):
+                a = x.cuda(device)
+                b = x.cuda(self.device)
+                c = x.cuda(self.args.device)
+                d = x.cuda(gpu)
+                return a, b, c, d
+
+        def place(x, device):
+            if device == "auto":
+                device = None
+            return x.cuda(device)
+        """,
+    )

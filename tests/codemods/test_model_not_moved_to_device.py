@@ -554,3 +554,74 @@ def test_model_parameter_left_where_the_caller_decides() -> None:
                 loss_fn(out, y).backward()
         """,
     )
+
+
+def test_a_copy_of_a_network_the_object_moves_is_moved_with_it() -> None:
+    # A trainer keeps a frozen copy of the policy it is handed (a PPO "old" policy) and moves
+    # only the policy in its `cuda()`: the copy then runs on the CPU with the GPU batch.
+    findings = assert_fix(
+        RULE,
+        """
+        import copy
+
+        import torch
+
+        class Trainer:
+            def __init__(self, policy, value_net):
+                self.policy = policy
+                self.frozen = copy.deepcopy(policy)
+                self.value_net = value_net
+
+            def ratio(self, obs):
+                return self.policy(obs) - self.frozen.forward(obs).detach()
+
+            def cuda(self):
+                self.policy.cuda()
+                self.value_net.cuda()
+        """,
+        """
+        import copy
+
+        import torch
+
+        class Trainer:
+            def __init__(self, policy, value_net):
+                self.policy = policy
+                self.frozen = copy.deepcopy(policy)
+                self.value_net = value_net
+
+            def ratio(self, obs):
+                return self.policy(obs) - self.frozen.forward(obs).detach()
+
+            def cuda(self):
+                self.policy.cuda()
+                self.frozen.cuda()
+                self.value_net.cuda()
+        """,
+        unsafe=True,
+    )
+    assert "a copy of `self.policy`" in findings[0].message
+
+
+def test_a_copy_that_is_moved_or_never_run_is_left() -> None:
+    assert_noop(
+        RULE,
+        """
+        import copy
+
+        import torch
+
+        class Trainer:
+            def __init__(self, policy):
+                self.policy = policy
+                self.best = copy.deepcopy(policy)
+                self.target = copy.deepcopy(self.policy)
+
+            def act(self, obs):
+                return self.policy(obs) + self.target(obs)
+
+            def cuda(self):
+                self.policy.cuda()
+                self.target.cuda()
+        """,
+    )

@@ -648,3 +648,78 @@ def test_a_signal_window_stored_by_a_spectrogram_layer_becomes_a_buffer() -> Non
         """,
         unsafe=True,
     )
+
+
+def test_a_table_a_caller_loads_onto_the_built_module_becomes_a_buffer() -> None:
+    # `net.set_priors(path)` runs after `net.to(device)` or before it; either way a later move
+    # leaves a plain attribute behind. Loaded from data, read by `forward`: a buffer.
+    assert_fix(
+        RULE,
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 4)
+
+            def set_priors(self, path):
+                self.priors = torch.from_numpy(np.load(path)).float()
+
+            def forward(self, x):
+                return self.head(x) + self.priors
+        """,
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+
+        class Detector(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 4)
+
+            def set_priors(self, path):
+                self.register_buffer("priors", torch.from_numpy(np.load(path)).float(), persistent=False)
+
+            def forward(self, x):
+                return self.head(x) + self.priors
+        """,
+        unsafe=True,
+    )
+
+
+def test_tensors_stored_at_run_time_or_set_while_built_are_left_to_their_own_rules() -> None:
+    # A statistic computed from the inputs, a method the class calls itself, a private
+    # helper, and a name `__init__` sets plainly (register_buffer would raise there).
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Tracker(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = 2.0
+                self.layer = nn.Linear(4, 4)
+
+            def observe(self, batch):
+                self.mean = batch.mean(0)
+
+            def reload(self, path):
+                self.table = torch.load(path)
+
+            def _restore(self, path):
+                self.codes = torch.load(path)
+
+            def rescale(self, values):
+                self.scale = torch.tensor(values)
+
+            def forward(self, x):
+                self.reload("t.pt")
+                return self.layer(x - self.mean) * self.scale + self.table + self.codes
+        """,
+    )

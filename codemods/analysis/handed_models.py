@@ -63,6 +63,32 @@ class HandedModels(Analysis):
             return HandedModel(model=model, device=device, run=call)
         return None
 
+    def run_by(self, function: cst.FunctionDef) -> HandedModel | None:
+        """The first model the code was handed that `function` runs, directly or through a
+        helper of the file: where the function's own tensors (targets, a vector it optimises
+        through the model) meet that model's work."""
+        for call in self.context.of_type(function.body, cst.Call):
+            found = self._run_model(call, function)
+            # `tok.decode(ids)` runs no model: a name the function itself treats as one
+            if found is not None and (
+                self._helper(call) is not None
+                or self.facts.modules.treated_as_model(found[0], function)
+            ):
+                model, generates = found
+                if self._moved_by(model, function):
+                    return None  # the function places the model: its literal is the choice
+                device = f"{model}.device" if generates else f"next({model}.parameters()).device"
+                return HandedModel(model=model, device=device, run=call)
+        return None
+
+    def _moved_by(self, model: str, function: cst.FunctionDef) -> bool:
+        return any(
+            _is_move(call)
+            and isinstance(call.func, cst.Attribute)
+            and dotted_name(call.func.value) == model
+            for call in self.context.of_type(function.body, cst.Call)
+        )
+
     def _fed_output(
         self, run: cst.Call, move: cst.Call, fed: set[str], function: cst.FunctionDef
     ) -> bool:
@@ -245,7 +271,13 @@ class HandedModels(Analysis):
         return False
 
     def _generates(self, model: str, function: cst.FunctionDef) -> bool:
-        """`model.generate(...)` in `function`: a Hugging Face model, which has `.device`."""
+        """`model.generate(...)` in `function`, or a parameter annotated with a `transformers`
+        class: a Hugging Face model, which has `.device`."""
+        for param in (*function.params.posonly_params, *function.params.params):
+            if param.name.value == model and param.annotation is not None:
+                qualified = self.names.qualified_name(param.annotation.annotation) or ""
+                if qualified.startswith("transformers."):
+                    return True
         return any(
             isinstance(call.func, cst.Attribute)
             and call.func.attr.value == "generate"
