@@ -19,6 +19,7 @@ from devfix.codemods.analysis.names import (
     dotted_name,
     is_number,
     keyword_argument,
+    receiver_root,
 )
 from devfix.codemods.analysis.torch_names import (
     CUDA_LEGACY_CONSTRUCTORS,
@@ -98,8 +99,9 @@ class DeviceFixedAtConstruction(DevicePass):
     parameter of the function (`def mask(labels, device): torch.eye(n).to(device)`) becomes the
     device of the tensor argument the value then meets in an operation (`labels.device`, also
     through a comparison bound later: `same = labels.unsqueeze(0) == labels.unsqueeze(1)`),
-    safe since the operation fails on any other device; without such a meeting the parameter
-    is the callers' choice, left alone.
+    safe since the operation fails on any other device; without such a meeting, or where the
+    function brings its inputs to the parameter itself (`labels.reshape(-1).to(device)`), the
+    parameter is the callers' choice, left alone.
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -517,6 +519,8 @@ class DeviceFixedAtConstruction(DevicePass):
             return
         if value.value in function.bindings:
             return  # rebound in the body: not the callers' value any more
+        if self._brings_inputs_to(value.value, function):
+            return  # the function gathers its inputs there: the parameter is its target
         needed = self.facts.devices.needed_by(node, function)
         expression = needed.expression()
         if not needed.proof or isinstance(needed, Unknown) or expression is None:
@@ -534,6 +538,20 @@ class DeviceFixedAtConstruction(DevicePass):
             ],
             applicability=Applicability.SAFE,
         )
+
+    def _brings_inputs_to(self, device: str, function: FunctionInfo) -> bool:
+        """`labels.reshape(-1).to(device)`: the function moves a value computed from one of
+        its parameters to `device`, so inputs may arrive elsewhere and `device` is where the
+        function means to bring them together."""
+        for call in self.context.of_type(function.node.body, cst.Call):
+            if call_tail(call.func) != "to" or not isinstance(call.func, cst.Attribute):
+                continue
+            target = argument_of(call, "device")
+            if not (isinstance(target, cst.Arg) and dotted_name(target.value) == device):
+                continue
+            if receiver_root(call.func.value) in function.params:
+                return True
+        return False
 
     def _rebind_local_choice(self, name: str, function: FunctionInfo, fixed: str) -> bool:
         """A local the method binds once to a GPU of its choosing: the binding is rewritten

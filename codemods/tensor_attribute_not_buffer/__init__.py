@@ -125,18 +125,16 @@ class TensorAttributeNotBuffer(DevicePass):
         method (`forward`) and read back later: the cached tensor stays wherever it was made
         (`model.to()` never moves it, DataParallel replicas all read the first device's copy).
         A buffer registered as `None` holds the tensor assigned to it later, and moves."""
-        if self.facts.own(Buffers).caches_tensor(node, attr, owner):
-            self._register(
-                node,
-                attr,
-                owner,
-                cst.SimpleString(f'"{attr}"'),
-                node.value,
-                holds=f"`self.{attr}` caches a tensor that `model.to()` does not move",
-                fixed=f"`self.{attr}` caches a tensor made in another method; `model.to()` never "
-                "moves it and DataParallel replicas read the first device's copy; register the "
-                "slot as a non-persistent buffer",
-            )
+        if not self.facts.own(Buffers).caches_tensor(node, attr, owner):
+            return
+        holds = f"`self.{attr}` caches a tensor that `model.to()` does not move"
+        fixed = (
+            f"`self.{attr}` caches a tensor made in another method; `model.to()` never moves it "
+            "and DataParallel replicas read the first device's copy; register the slot as a "
+            "non-persistent buffer"
+        )
+        slot = cst.SimpleString(f'"{attr}"')
+        self._register(node, attr, owner, slot, node.value, holds=holds, fixed=fixed)
 
     def _check(
         self,
@@ -172,16 +170,12 @@ class TensorAttributeNotBuffer(DevicePass):
                 ),
             )
             return
-        self._register(
-            node,
-            attr,
-            owner,
-            name,
-            value,
-            holds=f"`{shown}` holds a tensor that `model.to()` does not move",
-            fixed=f"`{shown}` holds a tensor that `model.to()`, `.cuda()` and DataParallel "
-            "replicas never move; register it as a non-persistent buffer",
+        holds = f"`{shown}` holds a tensor that `model.to()` does not move"
+        fixed = (
+            f"`{shown}` holds a tensor that `model.to()`, `.cuda()` and DataParallel replicas "
+            "never move; register it as a non-persistent buffer"
         )
+        self._register(node, attr, owner, name, value, holds=holds, fixed=fixed)
 
     def _register(
         self,

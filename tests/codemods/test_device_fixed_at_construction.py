@@ -1585,5 +1585,11 @@ def test_move_to_a_device_parameter_without_a_tensor_it_meets_is_the_callers_cho
 
         def scaled(labels, target):
             return labels * torch.ones(labels.shape).to(target)
+
+        def valid_pairs(scores, labels, device):
+            # brings its inputs to `device` itself: that is where they meet
+            labels = labels.reshape(-1).to(device)
+            keep = torch.where(labels >= 0)[0].to(device)
+            return torch.gather(scores, 0, keep), torch.gather(labels, 0, keep)
         """,
     )
