@@ -46,9 +46,9 @@ class ModelNotMovedToDevice(DevicePass):
     copy.deepcopy(policy)` beside `self.policy = policy`), run by the object and never moved,
     gets the same move next to the original's (`self.old_policy.cuda()` after
     `self.policy.cuda()` in the object's own `cuda()`). An object that moves none of its
-    networks, but runs one on a tensor it moves to a device it holds (`self.q(obs)` after `obs
-    = torch.tensor(o).to(self.device)`), gets that network built on that device (`self.q =
-    make_q(spec).to(self.device)`, or the
+    networks, but runs one on a tensor it moves to a device it holds (`self.q(obs)` after
+    `obs = torch.tensor(o).to(self.device)`), gets that network built on that device
+    (`self.q = make_q(spec).to(self.device)`, or the
     value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
     network made after it follows it. A module that runs itself (`self(x)`, `self.forward(x)`)
     on tensors it makes on a device it sets in `__init__` (`torch.tensor(obs,
