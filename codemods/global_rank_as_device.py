@@ -37,7 +37,7 @@ class GlobalRankAsDevice(DevicePass):
     `torch.cuda.set_device(rank)` (and the same selector of another backend: `torch.xpu`,
     Ascend's `torch.npu`, `torch.mlu`, `torch.musa`, `torch.hpu`, or
     `torch.accelerator.set_device_index`), DeepSpeed's `get_accelerator().set_device(rank)`,
-    `torch.cuda.device(rank)`, `torch.device("cuda", rank)`,
+    `torch.cuda.device(rank)`, `torch.device("cuda", rank)`, `torch.device(rank)`,
     `f"cuda:{rank}"`, `"cuda:" + str(rank)`, `.to(rank)` and `.cuda(rank)`. The fix uses
     the process's local GPU index: a name the code already binds to it (`local_rank =
     int(os.environ["LOCAL_RANK"])`, `device = rank % torch.cuda.device_count()`), else
@@ -117,6 +117,8 @@ class GlobalRankAsDevice(DevicePass):
                 self._check_index(node.args[0].value, node)
             elif name == "torch.device" and len(node.args) == 2:
                 self._check_index(node.args[1].value, node)
+            elif name == "torch.device" and len(node.args) == 1:
+                self._check_index(node.args[0].value, node)  # `torch.device(rank)`: a GPU index
 
     def _accelerator_selection(self, node: cst.Call) -> bool:
         """`get_accelerator().set_device(i)`: DeepSpeed's accelerator picks a GPU."""

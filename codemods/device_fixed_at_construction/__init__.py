@@ -19,9 +19,9 @@ from devfix.codemods.analysis.names import (
     dotted_name,
     is_number,
     keyword_argument,
-    receiver_root,
 )
 from devfix.codemods.analysis.torch_names import (
+    CPU_SOURCES,
     CUDA_LEGACY_CONSTRUCTORS,
     LEGACY_DTYPES,
     SAME_DEVICE_METHODS,
@@ -95,13 +95,14 @@ class DeviceFixedAtConstruction(DevicePass):
     constructor is given. A literal GPU or a bare `.cuda()` in a function that runs a model it
     was handed (`def compute(model, tok, v: torch.Tensor)`, `model(**ids).logits`), where
     nothing the value meets names a device, goes to that model's device (`model.device` for a
-    Hugging Face model, else `next(model.parameters()).device`; unsafe). A move to a device
-    parameter of the function (`def mask(labels, device): torch.eye(n).to(device)`) becomes the
-    device of the tensor argument the value then meets in an operation (`labels.device`, also
-    through a comparison bound later: `same = labels.unsqueeze(0) == labels.unsqueeze(1)`),
-    safe since the operation fails on any other device; without such a meeting, or where the
-    function brings its inputs to the parameter itself (`labels.reshape(-1).to(device)`), the
-    parameter is the callers' choice, left alone.
+    Hugging Face model, else `next(model.parameters()).device`; unsafe). A tensor a factory
+    makes and moves at once to a device parameter of the function (`def mask(labels, device):
+    torch.eye(n).to(device)`) goes to the device of the tensor argument it then meets in an
+    operation (`labels.device`, also through a comparison bound later: `same =
+    labels.unsqueeze(0) == labels.unsqueeze(1)`), safe since the operation fails on any other
+    device. Left to the callers: a parameter without such a meeting, a factory's `device=`
+    (the function's API), and one the function brings its inputs to itself
+    (`labels.reshape(-1).to(device)`).
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -514,6 +515,8 @@ class DeviceFixedAtConstruction(DevicePass):
         value = device_arg.value
         if not (isinstance(value, cst.Name) and names_a_device(value.value)):
             return
+        if call_tail(node.func) != "to" or not self._made_here(node):
+            return  # `device=device`, a move of an input: the function's purpose, its API
         function = self.facts.devices.model_code_moving(node)
         if function is None or value.value not in function.params:
             return
@@ -540,8 +543,8 @@ class DeviceFixedAtConstruction(DevicePass):
         )
 
     def _brings_inputs_to(self, device: str, function: FunctionInfo) -> bool:
-        """`labels.reshape(-1).to(device)`: the function moves a value computed from one of
-        its parameters to `device`, so inputs may arrive elsewhere and `device` is where the
+        """`labels.reshape(-1).to(device)`: the function moves a value it did not just make
+        with a factory to `device`, so inputs may arrive elsewhere and `device` is where the
         function means to bring them together."""
         for call in self.context.of_type(function.node.body, cst.Call):
             if call_tail(call.func) != "to" or not isinstance(call.func, cst.Attribute):
@@ -549,9 +552,19 @@ class DeviceFixedAtConstruction(DevicePass):
             target = argument_of(call, "device")
             if not (isinstance(target, cst.Arg) and dotted_name(target.value) == device):
                 continue
-            if receiver_root(call.func.value) in function.params:
+            if not self._made_here(call):
                 return True
         return False
+
+    def _made_here(self, move: cst.Call) -> bool:
+        """`torch.eye(n).bool().to(d)`: the receiver of `move` is a tensor a torch factory
+        makes right there, on the CPU."""
+        node: cst.BaseExpression = move.func.value if isinstance(move.func, cst.Attribute) else move
+        while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if self.qualified_name(node.func) in CPU_SOURCES:
+                return True
+            node = node.func.value
+        return isinstance(node, cst.Call) and self.qualified_name(node.func) in CPU_SOURCES
 
     def _rebind_local_choice(self, name: str, function: FunctionInfo, fixed: str) -> bool:
         """A local the method binds once to a GPU of its choosing: the binding is rewritten

@@ -1591,5 +1591,13 @@ def test_move_to_a_device_parameter_without_a_tensor_it_meets_is_the_callers_cho
             labels = labels.reshape(-1).to(device)
             keep = torch.where(labels >= 0)[0].to(device)
             return torch.gather(scores, 0, keep), torch.gather(labels, 0, keep)
+
+        def ramp(start: torch.Tensor, steps, device=None):
+            # a factory's `device=` is the function's API
+            return start + torch.linspace(0, 1, steps, device=device)
+
+        def copy_to(x: torch.Tensor, device):
+            flat = torch.as_strided(x, (x.numel(),), (1,))
+            return torch.as_strided(flat.to(device, copy=True), x.size(), x.stride())
         """,
     )

@@ -395,3 +395,26 @@ def test_set_device_of_another_backend_is_bounded_by_its_own_device_count() -> N
         torch.accelerator.set_device_index(dist.get_rank() % torch.accelerator.device_count())
         """,
     )
+
+
+def test_a_device_built_from_the_rank_alone_is_a_gpu_index() -> None:
+    # `torch.device(3)` is `cuda:3`; a device named by a string is not an index.
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+
+        gpu = int(os.environ["RANK"])
+        device = torch.device(gpu)
+        spare = torch.device("cpu")
+        """,
+        """
+        import os
+        import torch
+
+        gpu = int(os.environ["RANK"])
+        device = torch.device(gpu % torch.cuda.device_count())
+        spare = torch.device("cpu")
+        """,
+    )
