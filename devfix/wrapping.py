@@ -106,16 +106,16 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         line = lines[number - 1]
         body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
         # As black splits: first the call that ends the line, then the longest argument lists.
+        # A lone name split off mid-line (`.to(\n device\n)[t]`) reads worst: it comes last.
         candidates = sorted(
             calls[number],
             key=lambda call: (
+                _one_atom(call) and not _ends_line(body, positions[call].end.column),
                 not _ends_line(body, positions[call].end.column),
                 -_args_length(module, call),
             ),
         )
         for call in candidates:
-            if not _ends_line(body, positions[call].end.column) and _one_atom(call):
-                continue  # `np.load(\n path\n )` mid-line reads worse than the long line
             wrapped = _wrapped(module, positions, call, body, limit)
             if wrapped is not None:
                 lines[number - 1] = "".join(part + (ending or "\n") for part in wrapped)

@@ -63,17 +63,20 @@ def test_wrapping_never_splits_a_call_inside_an_fstring() -> None:
     assert '\n    f"{len(loader)} batches",\n' in wrapped
 
 
-def test_wrapping_never_splits_a_one_name_call_in_the_middle_of_a_line() -> None:
-    # The continuation line of a call a fix grew: splitting `np.load(path)` mid-line fits the
-    # limit but reads worse than the long line; a call that ends the line is still wrapped.
-    before = "t = make(\n    np.load(path), dtype=float)\n"
-    after = 'register("t", make(\n    np.load(path), dtype=float), persistent_flag=False)\n'
-    assert wrap_long_lines(before, after, 45) == after
-    ending = "x = 1\ny = compute_something_rather_long(the_only_argument_here)\n"
-    assert wrap_long_lines("x = 1\n", ending, 40).splitlines()[1:] == [
-        "y = compute_something_rather_long(",
-        "    the_only_argument_here",
-        ")",
+def test_wrapping_splits_a_one_name_call_in_the_middle_of_a_line_last() -> None:
+    # `transform(name)[0]` has the longest argument list, but split there the name sits alone
+    # mid-line; the other call fits as well. A lone name is still split when nothing else fits.
+    after = "x = 1\nresult = combine(x, y) + transform(the_argument_name_is_long)[0]\n"
+    assert wrap_long_lines("x = 1\n", after, 50).splitlines()[1:] == [
+        "result = combine(",
+        "    x, y",
+        ") + transform(the_argument_name_is_long)[0]",
+    ]
+    alone = "x = 1\nresult = transform(the_argument_name_is_long)[0] + 1\n"
+    assert wrap_long_lines("x = 1\n", alone, 40).splitlines()[1:] == [
+        "result = transform(",
+        "    the_argument_name_is_long",
+        ")[0] + 1",
     ]
 
 

@@ -13,5 +13,7 @@ rnn = nn.GRU(input_size=3, hidden_size=4, batch_first=True).to(device)
 sequence = torch.randn(2, 6, 3).to(device)
 outputs, hidden = rnn(sequence)
 trajectory = outputs[0].detach().cpu().numpy()
-final_state = hidden.squeeze(0).detach().cpu().numpy() if not hidden.requires_grad else hidden.data.cpu().numpy()
+final_state = hidden.squeeze(
+    0
+).detach().cpu().numpy() if not hidden.requires_grad else hidden.data.cpu().numpy()
 print(trajectory.shape, final_state.shape)
