@@ -317,13 +317,6 @@ class HardCodedDevice(DevicePass):
             )
         method = call_tail(move.func)
         shown = f"`.{method}({self._code(device) if device is not None else ''})`"
-        moved = [arg for arg in move.args if device is None or arg.value is not device]
-        new = rebuilt_call(
-            move,
-            move.func.with_changes(attr=cst.Name("to")),
-            [cst.Arg(cst.parse_expression(handed.device))],
-            moved,
-        )
         line = self.facts.scopes.line_of(handed.run)
         self.report(
             move,
@@ -332,7 +325,7 @@ class HardCodedDevice(DevicePass):
                 f"but the caller chose that model's device; use `{handed.device}`"
             ),
             fix_title=f"Use `.to({handed.device})`",
-            edits=[Edit(move, new)],
+            edits=[Edit(move, _moved_to(move, device, handed.device))],
             applicability=Applicability.UNSAFE,
         )
         return True
@@ -365,19 +358,10 @@ class HardCodedDevice(DevicePass):
         handed = self.facts.own(HandedModels).run_by(function)
         if handed is None:
             return False
-        if (
-            isinstance(target, cst.Call)
-            and isinstance(target.func, cst.Attribute)
-            and target.func.attr.value == "cuda"
-        ):
-            moved = [arg for arg in target.args if device is None or arg.value is not device]
-            new: cst.CSTNode = rebuilt_call(
-                target,
-                target.func.with_changes(attr=cst.Name("to")),
-                [cst.Arg(cst.parse_expression(handed.device))],
-                moved,
-            )
-            shown = f"`.{call_tail(target.func)}({self._code(device) if device else ''})`"
+        new: cst.CSTNode
+        if isinstance(target, cst.Call) and call_tail(target.func) == "cuda":
+            new = _moved_to(target, device, handed.device)
+            shown = f"`.cuda({self._code(device) if device else ''})`"
         else:
             new = cst.parse_expression(handed.device)
             shown = f"`{self._code(target)}`"
@@ -647,3 +631,12 @@ def _is_cuda_tested(node: cst.IfExp) -> cst.BaseExpression | None:
     if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
         return test.value
     return None
+
+
+def _moved_to(move: cst.Call, device: cst.BaseExpression | None, target: str) -> cst.Call:
+    """`move` (`.cuda(...)`, `.to(...)`) rewritten as `.to(<target>)`, its other arguments
+    (`non_blocking=True`) kept."""
+    assert isinstance(move.func, cst.Attribute)
+    kept = [arg for arg in move.args if device is None or arg.value is not device]
+    to = move.func.with_changes(attr=cst.Name("to"))
+    return rebuilt_call(move, to, [cst.Arg(cst.parse_expression(target))], kept)
