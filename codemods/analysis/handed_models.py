@@ -10,18 +10,24 @@ model that generates (a Hugging Face model), else `next(model.parameters()).devi
 The inputs reach the model when the name the move is bound to (`ids = ids.cuda()`, `batch =
 {k: v.cuda() for ...}`), or the move itself, is an argument of a call that runs the model
 (`model(ids)`, `model.generate(ids)`, `model.predict(batch["input_ids"])`) or of a helper of
-the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it.
+the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it. The other tensors
+such a function makes on a literal GPU (targets, a vector it optimises through the model) meet
+that model's work too (`run_by`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method, self_attribute
 from devfix.codemods.analysis.names import dotted_name
+
+if TYPE_CHECKING:
+    from devfix.codemods.analysis import FileFacts
 
 #: Methods of a model that run it on the inputs they are given.
 _RUNS = frozenset({"generate", "forward", "predict", "sample", "encode", "decode"})
@@ -39,6 +45,10 @@ class HandedModel:
 
 class HandedModels(Analysis):
     """The model a move to a literal GPU feeds, when the code was handed that model."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        super().__init__(facts)
+        self._runs_by: dict[int, HandedModel | None] = {}
 
     def fed_by(self, move: cst.Call) -> HandedModel | None:
         function = self.scopes.enclosing_function(move)
@@ -58,15 +68,19 @@ class HandedModels(Analysis):
             found = self._run_model(call, function)
             if found is None or self._fed_output(call, move, fed, function):
                 continue
-            model, generates = found
-            device = f"{model}.device" if generates else f"next({model}.parameters()).device"
-            return HandedModel(model=model, device=device, run=call)
+            return _handed(*found, call)
         return None
 
     def run_by(self, function: cst.FunctionDef) -> HandedModel | None:
         """The first model the code was handed that `function` runs, directly or through a
         helper of the file: where the function's own tensors (targets, a vector it optimises
         through the model) meet that model's work."""
+        key = id(function)
+        if key not in self._runs_by:
+            self._runs_by[key] = self._first_run(function)
+        return self._runs_by[key]
+
+    def _first_run(self, function: cst.FunctionDef) -> HandedModel | None:
         for call in self.context.of_type(function.body, cst.Call):
             found = self._run_model(call, function)
             # `tok.decode(ids)` runs no model: a name the function itself treats as one
@@ -74,11 +88,9 @@ class HandedModels(Analysis):
                 self._helper(call) is not None
                 or self.facts.modules.treated_as_model(found[0], function)
             ):
-                model, generates = found
-                if self._moved_by(model, function):
+                if self._moved_by(found[0], function):
                     return None  # the function places the model: its literal is the choice
-                device = f"{model}.device" if generates else f"next({model}.parameters()).device"
-                return HandedModel(model=model, device=device, run=call)
+                return _handed(*found, call)
         return None
 
     def _moved_by(self, model: str, function: cst.FunctionDef) -> bool:
@@ -284,6 +296,11 @@ class HandedModels(Analysis):
             and dotted_name(call.func.value) == model
             for call in self.context.of_type(function.body, cst.Call)
         )
+
+
+def _handed(model: str, generates: bool, run: cst.Call) -> HandedModel:
+    device = f"{model}.device" if generates else f"next({model}.parameters()).device"
+    return HandedModel(model=model, device=device, run=run)
 
 
 def _parameters(function: cst.FunctionDef) -> list[str]:
