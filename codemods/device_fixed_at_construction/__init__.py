@@ -323,6 +323,8 @@ class DeviceFixedAtConstruction(DevicePass):
                     self._check_argument(node, device_arg, offload=True)
             elif not any(a.keyword for a in node.args):
                 index = node.args[0].value if node.args else None
+                if index is not None and self.facts.moves.device_that_may_be_the_cpu(index):
+                    return  # `.cuda(x.device)`: DF304 makes it `.to(x.device)`
                 function = self.facts.devices.model_code_moving(node, offload_to=index)
                 rebuild = partial(method_call, node.func.value, "to")
                 if function is not None:

@@ -82,7 +82,8 @@ class HardCodedDevice(DevicePass):
     or model's `.device`, a `torch.device(...)`, a parameter named for a device with no `None`
     default) becomes `.to(device)`: the same move on a GPU, where `.cuda` raises "Invalid
     device, must be cuda device" for the CPU (a safe fix; `.cuda(None)` is the current GPU but
-    `.to(None)` stays put, so a device that may be None is left).
+    `.to(None)` stays put, so a device that may be None is left). In model code too, where
+    DF102 leaves such a move: `x.device` is the input's own device.
     `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
     device is portable, DF308 makes them follow `device.type`.
 
@@ -258,9 +259,7 @@ class HardCodedDevice(DevicePass):
             node, index.value if index is not None else None
         ):
             return
-        if index is not None and self.facts.own(ScriptDevice).device_that_may_be_the_cpu(
-            index.value
-        ):
+        if index is not None and self.facts.moves.device_that_may_be_the_cpu(index.value):
             self._cuda_of_a_device(node, func, index.value)
             return
         if index is None or not isinstance(index.value, cst.Integer):

@@ -68,36 +68,6 @@ class ScriptDevice(Analysis):
             return None if read else name
         return None
 
-    def device_that_may_be_the_cpu(self, value: cst.BaseExpression) -> bool:
-        """`value` (the argument of a `.cuda(...)`) holds a device, never None, that may be
-        the CPU: a tensor's or model's `.device`, a `torch.device(...)`, or a parameter named
-        for a device (`def __init__(self, device):`) with no `None` default and not rebound."""
-        if isinstance(value, cst.Attribute):
-            base = value.value
-            return (
-                value.attr.value == "device"
-                and isinstance(base, cst.Name)
-                and base.value not in _SETTINGS_HOLDERS
-                and base.value != self_name_of(self.scopes.enclosing_function(value))
-            )
-        if isinstance(value, cst.Call):
-            return self.names.qualified_name(value.func) == "torch.device"
-        if not isinstance(value, cst.Name) or not names_a_device(value.value):
-            return False
-        function = self.scopes.enclosing_function(value)
-        if function is None:
-            return False
-        params = function.params
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
-            if param.name.value != value.value:
-                continue
-            default = param.default
-            if isinstance(default, cst.Name) and default.value == "None":
-                return False
-            table, _ = self.scopes.lookup(value.value, function)
-            return all(b.kind == "param" for b in table.bindings.get(value.value, []))
-        return False
-
     def assignment_of(self, value: cst.CSTNode) -> cst.Assign | None:
         """`name = <value>`: the assignment of `value` to a single plain name."""
         parent = self.context.parent(value)
@@ -348,17 +318,6 @@ class ScriptDevice(Analysis):
                 ):
                     kinds.add(self.facts.moves.device_kind(node.value, None) or "unknown")
         return "cpu" in kinds
-
-
-#: Names of argument namespaces and configs: their `.device` may be unset (None).
-_SETTINGS_HOLDERS = frozenset({"args", "opt", "opts", "cfg", "config", "hparams", "options"})
-
-
-def self_name_of(function: cst.FunctionDef | None) -> str | None:
-    if function is None:
-        return None
-    params = [*function.params.posonly_params, *function.params.params]
-    return params[0].name.value if params else None
 
 
 def literal_cuda_device(call: cst.Call) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from devfix.fix_loop import check_source
+from devfix.fix_loop import check_source, fix_source
 from devfix.types import Applicability, Options
 from tests.helpers import assert_declined, assert_fix, assert_noop
 
@@ -931,3 +931,20 @@ def test_cuda_of_a_device_that_may_be_none_is_left() -> None:
             return x.cuda(device)
         """,
     )
+
+
+def test_cuda_of_an_inputs_device_in_model_code_becomes_to_that_device() -> None:
+    # DF102 leaves it: `x.device` is the input's own device, only `.cuda` is wrong for the CPU.
+    source = textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+        class Head(nn.Module):
+            def forward(self, x):
+                return x * torch.ones(x.shape[-1]).cuda(x.device)
+        """
+    )
+    result = fix_source(source, Options(select=("DF102", RULE)))
+    assert result.output == source.replace(".cuda(x.device)", ".to(x.device)")
+    assert [f.code for f in result.findings] == [RULE]
