@@ -32,7 +32,9 @@ from devfix.codemods.analysis.torch_names import (
     MODULE_SELF_METHODS,
     NON_MODULE_CLASSES,
     NON_TENSOR_METHODS,
+    PAIRWISE_OR_REDUCING,
     PARAMETER,
+    SINGLE_TENSOR_LAYERS,
     SPLIT_MODEL_BASES,
     TENSOR_FACTORIES,
     TENSOR_FUNCTIONS,
@@ -62,6 +64,8 @@ class ClassInfo:
     layers: dict[str, str] = field(default_factory=dict)
     #: `self.<attr>` assigned in `__init__` from something that holds a device.
     device_attrs: set[str] = field(default_factory=set)
+    #: `self.<attr>` that `__init__` only ever builds as a layer returning one tensor.
+    tensor_layers: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -609,6 +613,7 @@ class ModuleFacts(Analysis):
         return verdict
 
     def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
+        other_values: set[str] = set()
         for assign in self.context.subtree(init.body):
             if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
                 continue
@@ -616,6 +621,12 @@ class ModuleFacts(Analysis):
             if attr is None:
                 continue
             value = assign.value
+            if isinstance(value, cst.Call) and (
+                self.names.qualified_name(value.func) in SINGLE_TENSOR_LAYERS
+            ):
+                info.tensor_layers.add(attr)
+            else:
+                other_values.add(attr)
             if isinstance(value, cst.Call):
                 layer = self.names.qualified_name(value.func)
                 if layer in LAYER_PARAMETER:
@@ -626,6 +637,7 @@ class ModuleFacts(Analysis):
                     continue
             if names_a_device(attr) or ("device" in attr.lower() and _mentions_device(value)):
                 info.device_attrs.add(attr)
+        info.tensor_layers -= other_values
 
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for ancestor in self.context.ancestors(node):
@@ -1424,6 +1436,14 @@ class TensorJudge:
         helper = self._local_callee(node.func)
         if helper is not None:
             return "tensor" if self.modules and self.modules.returns_tensor(helper) else None
+        layer = self_attribute(node.func, self.self_var) if self.self_var else None
+        if (
+            layer is not None
+            and self.modules is not None
+            and self.owner is not None
+            and layer in self.modules.class_info(self.owner).tensor_layers
+        ):
+            return "tensor"  # `self.norm(x)`: a layer's output, never a new leaf to keep
         qualified = self.names.qualified_name(node.func) if dotted_name(node.func) else None
         if qualified is not None:
             if qualified in VARIABLE:
@@ -1433,6 +1453,13 @@ class TensorJudge:
                 return None
             if qualified in TENSOR_FACTORIES or qualified in LEGACY_CONSTRUCTORS:
                 return "trainable" if trainable else "tensor"
+            if qualified in PAIRWISE_OR_REDUCING:
+                pair = [a.value for a in node.args if a.keyword is None]
+                if len(pair) == len(node.args) == 2 and all(
+                    self._judge(a, seen, same_attr) for a in pair
+                ):
+                    return "tensor"
+                return None
             if qualified in TENSOR_PRODUCING_FUNCTIONS:
                 if any(self._judge(a.value, seen, same_attr) for a in node.args) or any(
                     isinstance(a.value, (cst.List, cst.Tuple))

@@ -199,8 +199,26 @@ class Moves(Analysis):
             if isinstance(default, cst.Name) and default.value == "None":
                 return False
             table, _ = self.scopes.lookup(value.value, function)
-            return all(b.kind == "param" for b in table.bindings.get(value.value, []))
+            if not all(b.kind == "param" for b in table.bindings.get(value.value, [])):
+                return False
+            return not self._always_handed_a_gpu(function, value.value)
         return False
+
+    def _always_handed_a_gpu(self, function: cst.FunctionDef, param: str) -> bool:
+        """Every call of `function` in the file passes `param` a GPU: a literal index or
+        `"cuda:N"`, or the process's rank (`train(..., args.gpu)` in an `mp.spawn` worker).
+        There `.cuda(param)` and `.to(param)` do the same."""
+        flow = self.facts.flow
+        sites = flow.call_sites(function)
+        for call, caller in sites:
+            argument = flow.argument_for(call, function, param)
+            if argument is None:
+                return False
+            if self.device_kind(argument, caller) != "accelerator" and (
+                flow.rank_of(argument, call) is None
+            ):
+                return False
+        return bool(sites)
 
     def device_kind(
         self, expr: cst.BaseExpression, function: cst.FunctionDef | None, depth: int = 0

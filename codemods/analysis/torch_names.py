@@ -147,6 +147,25 @@ LAYER_PARAMETER = {
     **{f"torch.nn.{name}": "weight_ih" for name in ("LSTMCell", "GRUCell", "RNNCell")},
     "torch.nn.MultiheadAttention": "out_proj.weight",
 }
+#: `torch.nn` layers whose call returns one tensor (not a tuple like `nn.LSTM`, nor what a
+#: container's members return).
+SINGLE_TENSOR_LAYERS = frozenset(
+    f"torch.nn.{name}"
+    for name in (
+        *("Linear", "Bilinear", "Identity", "Embedding", "EmbeddingBag", "Flatten", "Unflatten"),
+        *(
+            f"{kind}{n}d"
+            for kind in ("Conv", "ConvTranspose", "BatchNorm", "InstanceNorm")
+            for n in (1, 2, 3)
+        ),
+        *(f"{kind}{n}d" for kind in ("AvgPool", "AdaptiveAvgPool") for n in (1, 2, 3)),
+        *("LayerNorm", "GroupNorm", "RMSNorm", "LocalResponseNorm", "Upsample", "PixelShuffle"),
+        *("Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout"),
+        *("ReLU", "ReLU6", "LeakyReLU", "PReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish"),
+        *("Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Softplus", "Hardswish", "Hardtanh"),
+        *("GRUCell", "RNNCell"),
+    )
+)
 RECURRENT_LAYERS = frozenset(
     f"torch.nn.{name}" for name in ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell")
 )
@@ -596,8 +615,28 @@ TENSOR_PRODUCING_FUNCTIONS = frozenset(
         "acos",
         "asin",
         "atan",
+        # Reductions that return one tensor (not `torch.max(x, dim)`'s values and indices).
+        "mean",
+        "sum",
+        "prod",
+        "std",
+        "var",
+        "norm",
+        "logsumexp",
+        "amax",
+        "amin",
+        "argmax",
+        "argmin",
+        "relu",
+        "square",
+        "log1p",
+        "expm1",
+        "clone",
     )
 )
+#: `torch.max(a, b)` of two tensors is their element-wise maximum; with a dimension it is a
+#: (values, indices) pair.
+PAIRWISE_OR_REDUCING = frozenset({"torch.max", "torch.min"})
 #: Tensor methods whose result is not a tensor.
 NON_TENSOR_METHODS = NON_TENSOR_MEMBERS | frozenset(
     {

@@ -102,7 +102,10 @@ class DeviceFixedAtConstruction(DevicePass):
     labels.unsqueeze(0) == labels.unsqueeze(1)`), safe since the operation fails on any other
     device. Left to the callers: a parameter without such a meeting, a factory's `device=`
     (the function's API), and one the function brings its inputs to itself
-    (`labels.reshape(-1).to(device)`).
+    (`labels.reshape(-1).to(device)`). A literal GPU in such a function, beside the values it
+    brings to its device parameter (`x.to("cuda")` next to `y.to(device)` in a batch sampler
+    given `device`), goes to that parameter where nothing the value meets names a device
+    (unsafe: a judgement, the caller's device).
 
     ## Why is this bad?
     The device was fixed when the script started or when the module was built. Under
@@ -684,6 +687,7 @@ class DeviceFixedAtConstruction(DevicePass):
             needed = (
                 self.facts.devices.device_the_class_reads(function, target or node)
                 or self._handed_model_device(function)
+                or self._gathering_parameter(function)
                 or needed
             )
         expression = needed.expression()
@@ -724,6 +728,24 @@ class DeviceFixedAtConstruction(DevicePass):
             proof=False,
             name=handed.device,
         )
+
+    def _gathering_parameter(self, function: FunctionInfo) -> Named | None:
+        """`def get_batch(data, device)` that moves what it builds to `device`: the parameter
+        is where the function brings its values together, so a literal GPU beside it (`x` to
+        `"cuda"`, `y` to `device`) parts them when the caller picks another device."""
+        for param in function.params:
+            if (
+                names_a_device(param)
+                and param not in function.bindings
+                and self._brings_inputs_to(param, function)
+            ):
+                return Named(
+                    f"a judgement: `{function.name}` brings its other values to its "
+                    f"parameter `{param}`",
+                    proof=False,
+                    name=param,
+                )
+        return None
 
     def _flagged_move(self, move: cst.BaseExpression) -> cst.BaseExpression:
         """`mask.cuda() if self.use_gpu else mask`: the whole conditional, which the move to

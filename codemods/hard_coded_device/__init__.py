@@ -82,7 +82,9 @@ class HardCodedDevice(DevicePass):
     or model's `.device`, a `torch.device(...)`, a parameter named for a device with no `None`
     default) becomes `.to(device)`: the same move on a GPU, where `.cuda` raises "Invalid
     device, must be cuda device" for the CPU (a safe fix; `.cuda(None)` is the current GPU but
-    `.to(None)` stays put, so a device that may be None is left). In model code too, where
+    `.to(None)` stays put, so a device that may be None is left; so is a parameter that every
+    call in the file hands a GPU: an index, `"cuda:N"`, or the process's rank, such as the
+    index `mp.spawn` gives its worker, also through `args.gpu = gpu`). In model code too, where
     DF102 leaves such a move: `x.device` is the input's own device.
     `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
     device is portable, DF308 makes them follow `device.type`.

@@ -791,6 +791,61 @@ def test_a_value_type_checked_as_a_tensor_and_sent_to_a_literal_gpu_follows_the_
     assert [f.applicability for f in findings] == [Applicability.UNSAFE]
 
 
+def test_a_literal_gpu_beside_values_brought_to_a_device_parameter_follows_the_parameter() -> None:
+    # A sampler takes the device its caller trains on and sends the positives there, but the
+    # anchors to the current GPU: with `device="cuda:1"` the two part.
+    findings = assert_fix(
+        "DF102",
+        """
+        import torch
+
+        def sample_pairs(pool: torch.Tensor, size: int, device="cpu"):
+            ix = torch.randint(len(pool) - 1, (size,))
+            anchors = torch.stack([pool[i] for i in ix])
+            positives = torch.stack([pool[i + 1] for i in ix])
+            if str(device).startswith("cuda"):
+                anchors = anchors.pin_memory().to("cuda", non_blocking=True)
+            return anchors, positives.to(device)
+        """,
+        """
+        import torch
+
+        def sample_pairs(pool: torch.Tensor, size: int, device="cpu"):
+            ix = torch.randint(len(pool) - 1, (size,))
+            anchors = torch.stack([pool[i] for i in ix])
+            positives = torch.stack([pool[i + 1] for i in ix])
+            if str(device).startswith("cuda"):
+                anchors = anchors.pin_memory().to(device, non_blocking=True)
+            return anchors, positives.to(device)
+        """,
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings] == [Applicability.UNSAFE]
+    assert "brings its other values to its parameter `device`" in findings[0].message
+
+
+def test_a_literal_gpu_in_a_function_that_only_makes_tensors_on_its_device_parameter_is_not_fixed() -> (
+    None
+):
+    # `device` is only where the function's own factories go: no value is brought there, so
+    # nothing says the literal GPU must follow it.
+    findings = check_source(
+        textwrap.dedent(
+            """
+            import torch
+
+            def buffers(x: torch.Tensor, device):
+                table = torch.zeros(x.shape[0]).to(device)
+                return table, torch.ones(x.shape[0]).to("cuda")
+            """
+        ),
+        "helpers.py",
+        Options(select=("DF102",)),
+    )
+    assert [f.code for f in findings] == ["DF102"]
+    assert "parameter `device`" not in findings[0].message
+
+
 def test_a_device_variable_in_a_library_helper_class_is_left_to_the_script() -> None:
     assert_noop(
         "DF102",

@@ -933,6 +933,61 @@ def test_cuda_of_a_device_that_may_be_none_is_left() -> None:
     )
 
 
+def test_cuda_of_a_device_parameter_every_caller_hands_a_gpu_is_left() -> None:
+    # The spawn index (through a settings field) and a literal index are GPUs: `.cuda(device)`
+    # is right there, and `.to(device)` would only churn.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.multiprocessing as mp
+
+        def fit(net, loader, device):
+            for inputs, targets in loader:
+                inputs = inputs.cuda(device)
+                targets = targets.cuda(device, non_blocking=True)
+                net(inputs).sum().backward()
+
+        def evaluate(net, batch, device):
+            return net(batch.cuda(device))
+
+        def worker(gpu, ngpus, args):
+            args.gpu = gpu
+            torch.cuda.set_device(args.gpu)
+            net = build().cuda(args.gpu)
+            fit(net, make_loader(args), args.gpu)
+            evaluate(net, next(iter(make_loader(args))), 0)
+
+        if __name__ == "__main__":
+            mp.spawn(worker, nprocs=torch.cuda.device_count(), args=(2, parse()))
+        """,
+    )
+
+
+def test_cuda_of_a_device_parameter_is_fixed_when_one_caller_may_hand_the_cpu() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def evaluate(net, batch, device):
+            return net(batch.cuda(device))
+
+        evaluate(build(), load(), 0)
+        evaluate(build(), load(), torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+        """,
+        """
+        import torch
+
+        def evaluate(net, batch, device):
+            return net(batch.to(device))
+
+        evaluate(build(), load(), 0)
+        evaluate(build(), load(), torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+        """,
+    )
+
+
 def test_cuda_of_an_inputs_device_in_model_code_becomes_to_that_device() -> None:
     # DF102 leaves it: `x.device` is the input's own device, only `.cuda` is wrong for the CPU.
     source = textwrap.dedent(

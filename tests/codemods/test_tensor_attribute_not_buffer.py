@@ -723,3 +723,80 @@ def test_tensors_stored_at_run_time_or_set_while_built_are_left_to_their_own_rul
                 return self.layer(x - self.mean) * self.scale + self.table + self.codes
         """,
     )
+
+
+def test_recurrent_state_carried_through_norm_layers_and_reductions_becomes_a_buffer() -> None:
+    # The state `forward` writes back is a reduction of a norm layer's output and a pairwise
+    # maximum of two tensors: tensors, so the buffer keeps accepting them.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Recurrent(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.norm = nn.GroupNorm(1, width)
+                self.gate = nn.Linear(width, width)
+                self.reset(width)
+
+            def reset(self, width):
+                self.carry = torch.zeros(1, width)
+                self.peak = torch.full((1, width), -1e4)
+
+            def forward(self, x):
+                gate = torch.sigmoid(self.gate(x))
+                carry = gate * self.carry + x
+                self.carry = torch.sum(self.norm(carry), 0, keepdim=True).detach()
+                self.peak = torch.max(self.peak, torch.log(gate)).detach()
+                return carry * self.peak
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Recurrent(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.norm = nn.GroupNorm(1, width)
+                self.gate = nn.Linear(width, width)
+                self.reset(width)
+
+            def reset(self, width):
+                self.register_buffer("carry", torch.zeros(1, width), persistent=False)
+                self.register_buffer("peak", torch.full((1, width), -1e4), persistent=False)
+
+            def forward(self, x):
+                gate = torch.sigmoid(self.gate(x))
+                carry = gate * self.carry + x
+                self.carry = torch.sum(self.norm(carry), 0, keepdim=True).detach()
+                self.peak = torch.max(self.peak, torch.log(gate)).detach()
+                return carry * self.peak
+        """,
+        unsafe=True,
+    )
+
+
+def test_state_from_a_max_over_a_dimension_or_a_recurrent_layer_is_declined() -> None:
+    # `torch.max(x, 0)` is a (values, indices) pair and `nn.GRU` returns (output, hidden):
+    # neither is a tensor a buffer accepts.
+    for value in ("torch.max(x, 0)", "self.rnn(x)"):
+        assert_declined(
+            RULE,
+            f"""
+            import torch
+            from torch import nn
+
+            class Tracker(nn.Module):
+                def __init__(self, width):
+                    super().__init__()
+                    self.rnn = nn.GRU(width, width)
+                    self.state = torch.zeros(1, width)
+
+                def forward(self, x):
+                    self.state = {value}
+                    return x
+            """,
+            reason="not provably a tensor in `forward`",
+        )

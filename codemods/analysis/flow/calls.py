@@ -83,9 +83,11 @@ class CallSites(Analysis):
                 sites.append((node, self.scopes.enclosing_function(node)))
         return sites
 
-    def _argument_for(
+    def argument_for(
         self, call: cst.Call, function: cst.FunctionDef, param: str
     ) -> cst.BaseExpression | None:
+        """What `call` (a call of `function`) passes for `param`; None when it passes nothing
+        for it or a star argument may."""
         if any(arg.star for arg in call.args):
             return None
         for arg in call.args:

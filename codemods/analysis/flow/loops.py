@@ -259,7 +259,7 @@ class BatchLoops(ModelPlacement):
             return []
         found: list[cst.Call] = []
         for call, caller in sites:
-            argument = self._argument_for(call, function, name)
+            argument = self.argument_for(call, function, name)
             if argument is None:
                 return []
             calls = self.dataloader_calls(argument, caller, depth + 1)

@@ -163,7 +163,7 @@ class ModelCalls(ModelPlacement):
         if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
             built: list[cst.Call] = []
             for call, _caller in self.call_sites(table.node):
-                argument = self._argument_for(call, table.node, name)
+                argument = self.argument_for(call, table.node, name)
                 if not isinstance(argument, cst.Name):
                     return None
                 found = self.built_by(argument.value, call, _depth + 1)

@@ -390,7 +390,7 @@ class ModelPlacement(CallSites):
             return None
         results = []
         for call, caller in sites:
-            argument = self._argument_for(call, function, param)
+            argument = self.argument_for(call, function, param)
             if argument is None or dotted_name(argument) is None:
                 return None
             found = self._find_move(
@@ -444,7 +444,7 @@ class ModelPlacement(CallSites):
             sites = self.call_sites(target)
             for param in params:
                 if sites and all(
-                    (arg := self._argument_for(call, target, param)) is not None
+                    (arg := self.argument_for(call, target, param)) is not None
                     and code_of(arg) == code
                     for call, _ in sites
                 ):
@@ -456,7 +456,7 @@ class ModelPlacement(CallSites):
                     root is not None
                     and sites
                     and all(
-                        isinstance(arg := self._argument_for(call, target, param), cst.Name)
+                        isinstance(arg := self.argument_for(call, target, param), cst.Name)
                         and arg.value == root.value
                         for call, _ in sites
                     )

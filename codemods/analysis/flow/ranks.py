@@ -15,7 +15,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.flow.calls import CallSites
 from devfix.codemods.analysis.modules import method
-from devfix.codemods.analysis.names import call_tail, code_of, is_constant
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, is_constant
 
 if TYPE_CHECKING:
     from devfix.codemods.analysis import FileFacts
@@ -51,7 +51,7 @@ class ProcessRanks(CallSites):
 
     def __init__(self, facts: FileFacts) -> None:
         super().__init__(facts)
-        self._spawns: bool | None = None
+        self._spawns: list[cst.Call] | None = None
 
     def rank_of(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int = 0) -> Rank | None:
         """Whether `value`, read at `at`, is the process's global rank or its local GPU
@@ -86,7 +86,13 @@ class ProcessRanks(CallSites):
         if isinstance(value, cst.Attribute) and value.attr.value in _RANK_FIELDS:
             # `self.global_rank`, `args.local_rank`: a launcher's configuration names its ranks.
             return Rank(_RANK_FIELDS[value.attr.value], value)
+        if isinstance(value, cst.Attribute) and depth < 3:
+            written = self._field_assigned_before(value, at)
+            return self._same_kind(written, depth) if written else None
         if isinstance(value, cst.Name) and depth < 3:
+            spawned = self._spawn_index(value, at)
+            if spawned is not None:
+                return spawned
             unpacked = self._unpacked_from_call(value, at)
             if unpacked is not None:
                 return self._same_kind(unpacked, depth)
@@ -219,14 +225,60 @@ class ProcessRanks(CallSites):
         ]
         return found[0] if found else None
 
-    def _spawns_processes(self) -> bool:
+    def _spawn_calls(self) -> list[cst.Call]:
         if self._spawns is None:
-            self._spawns = "spawn" in self.context.text and any(
-                call_tail(call.func) in ("spawn", "start_processes")
-                and self.names.qualified_name(call.func) in _SPAWN_CALLS
-                for call in self.context.of_type(self.context.module, cst.Call)
+            self._spawns = (
+                [
+                    call
+                    for call in self.context.of_type(self.context.module, cst.Call)
+                    if call_tail(call.func) in ("spawn", "start_processes")
+                    and self.names.qualified_name(call.func) in _SPAWN_CALLS
+                ]
+                if "spawn" in self.context.text
+                else []
             )
         return self._spawns
+
+    def _spawns_processes(self) -> bool:
+        return bool(self._spawn_calls())
+
+    def _spawn_index(self, name: cst.Name, at: cst.CSTNode) -> Rank | None:
+        """`def main_worker(gpu, ...)` run by `mp.spawn(main_worker, nprocs=...)`: its first
+        parameter is the process's index on this machine, the GPU it drives."""
+        function = self.scopes.enclosing_function(at)
+        if function is None:
+            return None
+        params = (*function.params.posonly_params, *function.params.params)
+        if not params or params[0].name.value != name.value:
+            return None
+        table, _ = self.scopes.lookup(name.value, function)
+        if any(b.kind != "param" for b in table.bindings.get(name.value, [])):
+            return None
+        for call in self._spawn_calls():
+            target = call.args[0].value if call.args else None
+            if isinstance(target, cst.Name) and (
+                self.scopes.module_functions().get(target.value) is function
+            ):
+                return Rank("local", call)
+        return None
+
+    def _field_assigned_before(
+        self, field: cst.Attribute, at: cst.CSTNode
+    ) -> list[cst.BaseExpression]:
+        """`args.gpu = gpu` earlier in the function that reads `args.gpu` at `at`."""
+        function = self.scopes.enclosing_function(at)
+        written = dotted_name(field)
+        if function is None or written is None:
+            return []
+        return [
+            statement.value
+            for statement in self.scopes.statements(function)
+            if isinstance(statement, cst.Assign)
+            and len(statement.targets) == 1
+            and isinstance(statement.targets[0].target, cst.Attribute)
+            and dotted_name(statement.targets[0].target) == written
+            and self.scopes.starts_before(statement, at)
+        ]
 
 
 def shown(rank: Rank) -> str:
