@@ -11,6 +11,11 @@ class InputError(DevfixError):
     """The file cannot be handled as given (does not parse, cannot be decoded or read)."""
 
 
+class MixedIndentation(InputError):
+    """Valid Python indented with tabs and spaces mixed (see :mod:`devfix.indentation`), which
+    libcst cannot read as it is; the fix loop handles it through an expanded copy."""
+
+
 class UnknownRuleError(DevfixError):
     """`--select` / `--ignore` named no known pass."""
 

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from devfix import compat, limits
+from devfix import compat, indentation, limits
 from devfix.context import FileContext
 from devfix.edits import apply_findings, drop_imports_made_unused
-from devfix.errors import InputError, InternalError
+from devfix.errors import InputError, InternalError, MixedIndentation
 from devfix.parsing import deep_recursion as _deep_recursion
 from devfix.parsing import parse, with_deep_recursion
 from devfix.positions import module_code
@@ -51,7 +51,11 @@ def check_source(text: str, path: str = "<string>", options: OptionsLike = None)
     settings = Settings.resolve(options)
     if not _mentions_trigger(text, settings):
         return []
-    module = parse(text, path)
+    try:
+        module = parse(text, path)
+    except MixedIndentation:
+        text = indentation.expanded(text)
+        module = parse(text, path)
     return limits.mark_unfixable(module, text, _run_passes(module, text, path, settings))
 
 
@@ -79,11 +83,27 @@ def fix_source(
     """Run the selected passes and apply their fixes until nothing changes.
 
     Without `accept`, the fixes the settings allow are applied, round after round. With it,
-    exactly the findings it accepts are applied (unsafe ones too), in one round.
+    exactly the findings it accepts are applied (unsafe ones too), in one round. Code indented
+    with tabs and spaces mixed is fixed as its expanded copy and written back in its own
+    indentation (:mod:`devfix.indentation`).
 
     Raises :class:`InputError` if `text` does not parse and :class:`InternalError` if the fixes
     produce code that does not parse or keep changing it.
     """
+    try:
+        return _fix_text(text, options, path=path, accept=accept)
+    except MixedIndentation:
+        spaced = indentation.expanded(text)
+        result = _fix_text(spaced, options, path=path, accept=accept)
+    output = text if result.output == spaced else indentation.restored(text, spaced, result.output)
+    problem = compat.rewrite_problem(text, output, path) if output != text else None
+    if problem is not None:
+        codes = ", ".join(sorted({f.code for f in result.applied}))
+        raise InternalError(f"fixes by {codes} produced code that {problem}")
+    return replace(result, source=text, output=output)
+
+
+def _fix_text(text: str, options: OptionsLike, *, path: str, accept: Accept | None) -> SourceResult:
     settings = Settings.resolve(options)
     if not _mentions_trigger(text, settings):
         return SourceResult(text, text, (), (), 0)

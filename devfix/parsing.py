@@ -16,8 +16,8 @@ from typing import Any, TypeVar, cast
 
 import libcst as cst
 
-from devfix import limits
-from devfix.errors import InputError
+from devfix import indentation, limits
+from devfix.errors import InputError, MixedIndentation
 
 
 def parse(text: str, path: str) -> cst.Module:
@@ -27,6 +27,11 @@ def parse(text: str, path: str) -> cst.Module:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as error:
+        mixed = indentation.first_mixed_line(text)
+        if mixed is not None:
+            raise MixedIndentation(
+                f"indents with tabs and spaces mixed (line {mixed}), which libcst cannot read"
+            ) from None
         raise InputError(_describe_syntax_error(text, path, error)) from None
     except RecursionError:
         raise InputError("nested too deeply to parse") from None

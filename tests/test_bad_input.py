@@ -82,6 +82,16 @@ CASES: dict[str, tuple[bytes, str | None]] = {
     "unknown_codec.py": (b"# -*- coding: future_fstrings -*-\n" + (TORCH + LOAD).encode(), None),
     "crlf.py": ((TORCH + LOAD).replace("\n", "\r\n").encode(), None),
     "mixed_endings.py": (b"import torch\r\nx = 1\n" + LOAD.encode(), None),
+    # Python measures a tab to column 8, so this block is deeper than the `with`; libcst's
+    # tokenizer cannot read it, devfix still fixes the file and keeps its tabs.
+    "tabs_under_spaces.py": (
+        b"import torch\nif True:\n    with open('f') as f:\n\t    " + LOAD.encode(),
+        None,
+    ),
+    "inconsistent_tabs.py": (
+        b"import torch\nif True:\n        x = 1\n\t" + LOAD.encode(),
+        "inconsistent use of tabs and spaces in indentation",
+    ),
     "empty.py": (b"", None),
     "only_comment.py": (b"# torch.load('x')", None),
 }
@@ -93,6 +103,8 @@ EXPECTED_AFTER: dict[str, bytes] = {
     "unknown_codec.py": b"# -*- coding: future_fstrings -*-\n" + (TORCH + FIXED).encode(),
     "crlf.py": (TORCH + FIXED).replace("\n", "\r\n").encode(),
     "mixed_endings.py": b"import torch\r\nx = 1\n" + FIXED.encode(),
+    "tabs_under_spaces.py": b"import torch\nif True:\n    with open('f') as f:\n\t    "
+    + FIXED.encode(),
     "deep_concatenation.py": b"import torch\nx = (\n"
     + b"    'piece'\n" * 3000
     + b")\n"
