@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_chain
+from devfix.codemods.analysis.moves import copies_to_host
 from devfix.codemods.analysis.names import call_tail, code_of, is_method_call
 from devfix.codemods.analysis.torch_names import NUMPY_ARRAY_FUNCTIONS
 from devfix.types import Applicability, Edit
@@ -25,7 +26,11 @@ class NumpyOfDeviceTensor(DevicePass):
     (`losses.append(loss)`), and rewrites it to `torch.stack(...).sum()` / `.mean()`. Finds
     such tensors handed to a scikit-learn metric (`accuracy_score(labels, preds)`,
     `classification_report`, `roc_auc_score`, anything in `sklearn.metrics`), which converts its
-    arguments with NumPy, and gives them `.detach().cpu().numpy()`.
+    arguments with NumPy, and gives them `.detach().cpu().numpy()`. A latent hazard too: a
+    tensor whose device nothing in the file tells, converted with `.detach().numpy()` or
+    `.data.numpy()` (torch's own methods, so a torch tensor) in a file that moves work to a GPU
+    (`net.to(device)`, `.cuda()`), gets `.cpu()` before `.numpy()`: it is on the GPU as soon as
+    what computed it is, and the copy is a no-op on the CPU.
 
     ## Why is this bad?
     NumPy can only read CPU memory: `.numpy()` on a CUDA tensor fails with `TypeError: can't
@@ -53,10 +58,13 @@ class NumpyOfDeviceTensor(DevicePass):
     `.detach().cpu().numpy()` is safe: it returns the same array, and on CPU tensors both added
     calls are no-ops. `torch.stack(...).mean()` is unsafe: it returns a 0-dim tensor (on the
     device, still attached to autograd) instead of a NumPy float; formatting and arithmetic
-    work the same, but code that needs a Python float should call `.item()`. Tensors whose
-    device is unknown (function arguments, values from unknown calls) are left alone, and so
-    is a conversion that runs only where a CUDA check said no (`preds.numpy() if not
-    train_on_gpu else preds.cpu().numpy()`, the `else` of `if torch.cuda.is_available():`).
+    work the same, but code that needs a Python float should call `.item()`. Other tensors
+    whose device is unknown (function arguments, values from unknown calls, without
+    `.detach()` or `.data`, or in a file that never leaves the CPU) are left alone, and so are
+    the output of a model the scope builds and never moves, a conversion that runs only where
+    a CUDA check said no (`preds.numpy() if not train_on_gpu else preds.cpu().numpy()`, the
+    `else` of `if torch.cuda.is_available():`), and one in the `else` of a branch that copies
+    to the host itself (`if self.use_cuda: a = p.data.cpu().numpy()`).
 
     ## References
     - PyTorch docs, `torch.Tensor.numpy` ("the tensor must be on the CPU").
@@ -95,21 +103,88 @@ class NumpyOfDeviceTensor(DevicePass):
 
     def _check_numpy(self, node: cst.Call, func: cst.Attribute) -> None:
         receiver = func.value
-        origin = self._origin(receiver, node)
-        if origin is None:
-            return
         detached = is_method_call(receiver, "detach") or (
             isinstance(receiver, cst.Attribute) and receiver.attr.value == "data"
         )
+        if self._other_branch_copies(node):
+            return
+        origin = self._origin(receiver, node)
+        where = f"on a device ({origin})"
+        if origin is None and detached:
+            latent = self._latent_origin(receiver, node)
+            where = f"that may be on a GPU ({latent})"
+            origin = latent
+        if origin is None:
+            return
         methods = ("cpu",) if detached else ("detach", "cpu")
         added = "".join(f".{method}()" for method in methods)
         moved = method_chain(receiver, *methods)
         self.report(
             node,
-            message=f"`.numpy()` of a tensor on a device ({origin}); it needs `{added}` first",
+            message=f"`.numpy()` of a tensor {where}; it needs `{added}` first",
             fix_title=f"Insert `{added}` before `.numpy()`",
             edits=[Edit(node, node.with_changes(func=func.with_changes(value=moved)))],
         )
+
+    def _latent_origin(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """`loss.detach().numpy()` (`.detach()` and `.data` are torch's) in a file that moves
+        its work to a GPU: the tensor is there as soon as what made it is, and `.cpu()` is a
+        no-op on the CPU. None when the chain already copies to the host, when the code runs
+        only without CUDA, or when the file never leaves the CPU."""
+        chain: cst.BaseExpression = receiver
+        while isinstance(chain, (cst.Call, cst.Attribute, cst.Subscript)):
+            if copies_to_host(chain):
+                return None
+            if isinstance(chain, cst.Call) and self._model_left_on_the_cpu(chain, at):
+                return None
+            chain = chain.func if isinstance(chain, cst.Call) else chain.value
+        move = self.facts.moves.first_gpu_move()
+        if move is None or self.facts.flow.runs_without_cuda(at):
+            return None
+        line = self.facts.scopes.line_of(move)
+        return (
+            f"a latent hazard: this file moves work to a GPU (line {line}), and a tensor "
+            "computed there cannot be read by NumPy; on the CPU the copy is a no-op"
+        )
+
+    def _tests_a_gpu_flag(self, test: cst.BaseExpression) -> bool:
+        """`use_cuda`, `self.args.gpu`, `x.is_cuda`, `torch.cuda.is_available()`."""
+        return any(
+            isinstance(inner, cst.Name)
+            and any(word in inner.value.lower() for word in ("cuda", "gpu"))
+            for inner in self.context.subtree(test)
+        )
+
+    def _model_left_on_the_cpu(self, call: cst.Call, at: cst.CSTNode) -> bool:
+        """`model(x)` where `model = Net()` is built in this scope and never moved: the file
+        itself leaves that model on the CPU."""
+        if not isinstance(call.func, cst.Name):
+            return False
+        built = self.facts.scopes.assigned_before(call.func.value, at)
+        return (
+            bool(built)
+            and all(isinstance(v, cst.Call) for v in built)
+            and self.facts.flow.model_device(call.func, call) is None
+        )
+
+    def _other_branch_copies(self, at: cst.CSTNode) -> bool:
+        """`at` is in the `else` of a branch on a GPU flag that copies to the host (`if
+        self.use_cuda: v = x.data.cpu().numpy()`): the author split the conversion by device."""
+        current: cst.CSTNode = at
+        for ancestor in self.context.ancestors(at):
+            if (
+                isinstance(ancestor, (cst.If, cst.IfExp))
+                and current is ancestor.orelse
+                and self._tests_a_gpu_flag(ancestor.test)
+            ):
+                body: cst.CSTNode = ancestor.body
+                if any(
+                    isinstance(inner, cst.Call) and copies_to_host(inner)
+                    for inner in self.context.subtree(body)
+                ):
+                    return True
+            current = ancestor
+        return False
 
     def _origin(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
         """Why `expr` is a tensor on a device, or None when that is not known (or when `at`

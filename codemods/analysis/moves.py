@@ -442,6 +442,24 @@ class Moves(Analysis):
             return wrapped.value, True
         return None
 
+    def first_gpu_move(self) -> cst.Call | None:
+        """The first move in the file to a GPU or a device chosen at run time (`.cuda()`,
+        `.to(device)`, `.to("cuda:1")`): where the file's tensors may come to live off the
+        CPU. None in code that never leaves the CPU."""
+        key = "moves.first_gpu_move"
+        if key not in self.context.shared:
+            self.context.shared[key] = next(
+                (
+                    call
+                    for call in self.context.of_type(self.context.module, cst.Call)
+                    if (move := self.move_of(call)) is not None
+                    and (move.method == "cuda" or move.kind in ("accelerator", "device"))
+                ),
+                None,
+            )
+        found = self.context.shared[key]
+        return found if isinstance(found, cst.Call) else None
+
     def moved_devices(self, node: cst.CSTNode) -> list[str]:
         """Distinct devices (as source text) that code in `node`'s function and at module level
         moves things to with `.to(<device>)` / `.cuda(...)`; a tensor's own `x.device` is not

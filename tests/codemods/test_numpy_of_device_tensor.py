@@ -279,3 +279,65 @@ def test_a_test_that_only_mentions_cuda_among_other_things_does_not_count_as_wit
         value = out.detach().cpu().numpy() if not (torch.cuda.is_available() and debug) else None
         """,
     )
+
+
+def test_detached_tensor_of_a_helper_in_a_file_that_moves_work_to_a_gpu_is_copied_first() -> None:
+    # A latent hazard: nothing says where `net` is, but the script puts it on `device`; on the
+    # CPU the added copy changes nothing.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def priorities(net, states, targets):
+            errors = (net(states) - targets).abs()
+            return errors.detach().numpy(), net(states).data.numpy()[0]
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        net = QNet().to(device)
+        """,
+        """
+        import torch
+
+        def priorities(net, states, targets):
+            errors = (net(states) - targets).abs()
+            return errors.detach().cpu().numpy(), net(states).data.cpu().numpy()[0]
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        net = QNet().to(device)
+        """,
+    )
+    assert all("a latent hazard" in f.message for f in findings)
+
+
+def test_detached_tensors_are_left_where_the_code_never_leaves_the_cpu_or_splits_by_device() -> (
+    None
+):
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def priorities(net, states):
+            return net(states).detach().numpy()
+        """,
+    )
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        class Agent:
+            def __init__(self, actor, use_cuda):
+                self.actor = actor.cuda() if use_cuda else actor
+                self.use_cuda = use_cuda
+
+            def act(self, state):
+                probs = self.actor(state)
+                if self.use_cuda:
+                    action = probs.data.cpu().numpy()[0]
+                else:
+                    action = probs.data.numpy()[0]
+                return action, probs.cpu().detach().numpy()
+        """,
+    )
