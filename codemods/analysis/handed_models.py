@@ -9,8 +9,10 @@ model that generates (a Hugging Face model), else `next(model.parameters()).devi
 
 The inputs reach the model when the name the move is bound to (`ids = ids.cuda()`, `batch =
 {k: v.cuda() for ...}`), or the move itself, is an argument of a call that runs the model
-(`model(ids)`, `model.generate(ids)`, `model.predict(batch["input_ids"])`) or of a helper of
-the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it. The other tensors
+(`model(ids)`, `model.generate(ids)`, `model.predict(batch["input_ids"])`), of a helper of
+the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it, or of a method
+of the class's family (the class, the classes of the file it derives from, those deriving from
+it) that runs `self.model` on one of its parameters (`self.training_step(batch)`). The other tensors
 such a function makes on a literal GPU (targets, a vector it optimises through the model) meet
 that model's work too (`run_by`).
 """
@@ -85,8 +87,7 @@ class HandedModels(Analysis):
             found = self._run_model(call, function)
             # `tok.decode(ids)` runs no model: a name the function itself treats as one
             if found is not None and (
-                self._helper(call) is not None
-                or self.facts.modules.treated_as_model(found[0], function)
+                self._helper(call) is not None or self._treated_as_model(found[0], function)
             ):
                 if self._moved_by(found[0], function):
                     return None  # the function places the model: its literal is the choice
@@ -166,13 +167,13 @@ class HandedModels(Analysis):
         model = dotted_name(func)
         if model is not None and self._handed_in(model, function):
             if self._placed_by_the_file(model, function) or not (
-                func is not call.func or self.facts.modules.treated_as_model(model, function)
+                func is not call.func or self._treated_as_model(model, function)
             ):
                 return None  # placed by this file, or nothing says it is a model
             return model, self._generates(model, function)
         helper = self._helper(call)
         if helper is None:
-            return None
+            return self._run_by_a_method(call, function)
         for index, arg in enumerate(call.args):
             name = dotted_name(arg.value)
             if arg.keyword is not None or arg.star or name is None:
@@ -191,9 +192,88 @@ class HandedModels(Analysis):
                 return name, self._generates(inner, helper)
         return None
 
+    def _run_by_a_method(
+        self, call: cst.Call, function: cst.FunctionDef
+    ) -> tuple[str, bool] | None:
+        """`self.inference_step(batch, i)` where that method (of the class, of a class it
+        derives from, or of a subclass in the file that overrides it) runs `self.model`, which
+        the code was handed, on one of its own parameters."""
+        func = call.func
+        classdef = self.scopes.class_of(function)
+        if not (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == "self"
+            and classdef is not None
+        ):
+            return None
+        for helper in self._methods_named(classdef, func.attr.value):
+            params = _parameters(helper)[1:]
+            for inner in self.context.of_type(helper.body, cst.Call):
+                callee = inner.func
+                if isinstance(callee, cst.Attribute) and callee.attr.value in _RUNS:
+                    callee = callee.value
+                model = dotted_name(callee)
+                if (
+                    model is None
+                    or not model.startswith("self.")
+                    or not any(self._passes(inner, param) for param in params)
+                    or not self._handed_in(model, helper)
+                    or self._placed_by_the_file(model, helper)
+                ):
+                    continue
+                if self._treated_as_model(model, helper):
+                    return model, self._generates(model, helper)
+        return None
+
+    def _treated_as_model(self, model: str, function: cst.FunctionDef) -> bool:
+        """`function` treats `model` as a model, or, for `self.<attr>`, any method of its
+        class's family does (`self.model.eval()` in one, `self.model(batch)` in another)."""
+        if self.facts.modules.treated_as_model(model, function):
+            return True
+        classdef = self.scopes.class_of(function)
+        if not model.startswith("self.") or classdef is None:
+            return False
+        return any(
+            self.facts.modules.treated_as_model(model, member)
+            for cls in (*self._lineage(classdef), *self._subclasses(classdef))
+            if isinstance(cls.body, cst.IndentedBlock)
+            for member in cls.body.body
+            if isinstance(member, cst.FunctionDef) and member is not function
+        )
+
+    def _methods_named(self, classdef: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
+        """The methods `name` of `classdef`, of the classes of the file it derives from, and
+        of the classes of the file that derive from it."""
+        related = [*self._lineage(classdef), *self._subclasses(classdef)]
+        return [found for cls in related if (found := method(cls, name)) is not None]
+
+    def _lineage(self, classdef: cst.ClassDef) -> list[cst.ClassDef]:
+        """`classdef` and the classes of the file it derives from, nearest first."""
+        classes = self.scopes.module_classes()
+        chain = [classdef]
+        while len(chain) < 8:
+            bases = [
+                classes[arg.value.value]
+                for arg in chain[-1].bases
+                if isinstance(arg.value, cst.Name) and arg.value.value in classes
+            ]
+            if not bases or bases[0] in chain:
+                break
+            chain.append(bases[0])
+        return chain
+
+    def _subclasses(self, classdef: cst.ClassDef) -> list[cst.ClassDef]:
+        return [
+            cls
+            for cls in self.scopes.module_classes().values()
+            if cls is not classdef and classdef in self._lineage(cls)
+        ]
+
     def _handed_in(self, model: str, function: cst.FunctionDef) -> bool:
         """`model` is a parameter of `function` (not `self`), or `self.<attr>` set in the
-        class's `__init__` from one of its parameters."""
+        `__init__` of the class (or of the nearest class of the file it derives from that
+        sets it) from one of its parameters."""
         params = _parameters(function)
         if model in params[1:] or (model in params and params[0] not in ("self", "cls")):
             return True
@@ -201,15 +281,19 @@ class HandedModels(Analysis):
         classdef = self.scopes.class_of(function)
         if attribute is None or classdef is None:
             return False
-        init = method(classdef, "__init__")
-        if init is None:
-            return False
-        values = [
-            assign.value
-            for assign in self.context.of_type(init.body, cst.Assign)
-            if len(assign.targets) == 1 and self_attribute(assign.targets[0].target) == attribute
-        ]
-        return len(values) == 1 and dotted_name(values[0]) in _parameters(init)[1:]
+        for cls in self._lineage(classdef):
+            init = method(cls, "__init__")
+            if init is None:
+                continue
+            values = [
+                assign.value
+                for assign in self.context.of_type(init.body, cst.Assign)
+                if len(assign.targets) == 1
+                and self_attribute(assign.targets[0].target) == attribute
+            ]
+            if values:
+                return len(values) == 1 and dotted_name(values[0]) in _parameters(init)[1:]
+        return False
 
     def _placed_by_the_file(self, model: str, function: cst.FunctionDef) -> bool:
         """A caller in this file hands `function` a model it placed itself (moved, or loaded

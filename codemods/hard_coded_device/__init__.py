@@ -63,11 +63,14 @@ class HardCodedDevice(DevicePass):
     (`"cuda"`); `torch.load(..., map_location="cuda:0")` loads to the script's device variable,
     else to the CPU; `x.to(f"cuda:{self.gpu_id}")` where the file treats `gpu_id` as possibly
     None goes to the device of the model the class moved to that id.
-    Inputs sent to a literal GPU (`ids = ids.to("cuda")`, `.cuda()`, `.cuda(0)`) for a model
-    the code was handed, in any program, library code included: a parameter
-    (`def generate(model, tokenizer, prompt):`) or `self.model` set from the constructor's
-    parameter, run on them directly (`model(ids)`, `self.model.generate(ids)`,
-    `model.predict(batch["input_ids"])`) or through a helper of the file handed both, go to
+    Inputs sent to a literal GPU (`ids = ids.to("cuda")`, `.cuda()`, `.cuda(0)`, also one
+    numbered by a setting: `f"cuda:{rank}"`, `"cuda:{}".format(rank)`) for a model the code
+    was handed, in any program, library code included: a parameter (`def generate(model,
+    tokenizer, prompt):`) or `self.model` set from a constructor's parameter (the class's, or
+    that of a class of the file it derives from), run on them directly (`model(ids)`,
+    `self.model.generate(ids)`, `model.predict(batch["input_ids"])`), through a helper of the
+    file handed both, or through a method of the class's family that runs `self.model` on what
+    it is given (a runner's `self.inference_step(batch)`, defined in a subclass), go to
     that model's device instead: `model.device` for a model that generates (Hugging Face),
     else `next(model.parameters()).device` (an unsafe fix). The code must treat the callable
     as a model (a run method, `model.eval()`, a field of a model output such as `.logits`);
@@ -304,6 +307,16 @@ class HardCodedDevice(DevicePass):
 
     # -- the rewrite ---------------------------------------------------------------------------
 
+    def _which_gpu(self, device: cst.BaseExpression | None) -> str:
+        """The GPU a literal names, for messages."""
+        index = gpu_index(device) if device is not None else None
+        if index is not None:
+            return f"GPU {index}"
+        numbered = cuda_fstring(device) if device is not None else None
+        if numbered is not None:
+            return f"the GPU `{self._code(numbered)}` numbers"
+        return "the current GPU"
+
     def _moved_for_a_handed_model(self, move: cst.Call, device: cst.BaseExpression | None) -> bool:
         """`ids = ids.to("cuda")` / `.cuda()` for a model the code was handed (a parameter,
         or `self.model` from the constructor): the inputs go where the caller put the model."""
@@ -322,8 +335,9 @@ class HardCodedDevice(DevicePass):
         self.report(
             move,
             message=(
-                f"{shown} sends the inputs of `{handed.model}` (line {line}) to the current GPU, "
-                f"but the caller chose that model's device; use `{handed.device}`"
+                f"{shown} sends the inputs of `{handed.model}` (line {line}) to "
+                f"{self._which_gpu(device)}, but the caller chose that model's device; use "
+                f"`{handed.device}`"
             ),
             fix_title=f"Use `.to({handed.device})`",
             edits=[Edit(move, _moved_to(move, device, handed.device))],
@@ -371,8 +385,8 @@ class HardCodedDevice(DevicePass):
             target,
             message=(
                 f"{shown} puts a tensor that `{function.name.value}` uses with `{handed.model}` "
-                f"(line {line}) on the current GPU, but the caller chose that model's device; "
-                f"use `{handed.device}`"
+                f"(line {line}) on {self._which_gpu(device)}, but the caller chose that model's "
+                f"device; use `{handed.device}`"
             ),
             fix_title=f"Use `{handed.device}`",
             edits=[Edit(target, new)],
@@ -563,6 +577,8 @@ class HardCodedDevice(DevicePass):
     def _formatted_device(self, value: cst.BaseExpression, move: cst.Call) -> None:
         """`x.to(f"cuda:{self.gpu_id}")` where `self.gpu_id` may be None (a single-process run):
         `"cuda:None"` is no device. The model the class moved to that id knows its device."""
+        if self._argument_for_a_handed_model(move, value):
+            return
         if not self._in_scope(move):
             return
         expression = cuda_fstring(value)

@@ -334,7 +334,18 @@ def literal_cuda_device(call: cst.Call) -> bool:
 
 
 def cuda_fstring(node: cst.BaseExpression) -> cst.BaseExpression | None:
-    """`f"cuda:{expr}"` -> `expr`."""
+    """`f"cuda:{expr}"` (or `"cuda:{}".format(expr)`) -> `expr`."""
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "format"
+        and isinstance(node.func.value, cst.SimpleString)
+        and node.func.value.evaluated_value == "cuda:{}"
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
+    ):
+        return node.args[0].value
     if not isinstance(node, cst.FormattedString) or len(node.parts) != 2:
         return None
     text, expression = node.parts

@@ -881,6 +881,85 @@ def test_literal_gpu_left_to_the_script_where_the_function_places_the_model_itse
     assert not any("uses with `model`" in f.message for f in findings)
 
 
+def test_a_gpu_numbered_by_a_setting_follows_a_model_a_runner_was_handed() -> None:
+    # The base runner is handed the model; a subclass's step runs it on the batch the base's
+    # loop sends to `cuda:<local rank>`, wherever the caller put the model (the CPU, cuda:0).
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        class Runner:
+            def __init__(self, model, settings):
+                self.model = model
+                self.settings = settings
+
+            def evaluate(self, loader):
+                self.model.eval()
+                for batch in loader:
+                    batch = batch.to("cuda:{}".format(self.settings.local_rank))
+                    self.step(batch)
+
+            def warm_up(self, batch):
+                return self.model(batch.to(f"cuda:{self.settings.local_rank}"))
+
+        class Classifier(Runner):
+            def __init__(self, model, settings, classes):
+                super().__init__(model, settings)
+                self.classes = classes
+
+            def step(self, batch):
+                return self.model(batch).argmax(-1)
+        """,
+        """
+        import torch
+
+        class Runner:
+            def __init__(self, model, settings):
+                self.model = model
+                self.settings = settings
+
+            def evaluate(self, loader):
+                self.model.eval()
+                for batch in loader:
+                    batch = batch.to(next(self.model.parameters()).device)
+                    self.step(batch)
+
+            def warm_up(self, batch):
+                return self.model(batch.to(next(self.model.parameters()).device))
+
+        class Classifier(Runner):
+            def __init__(self, model, settings, classes):
+                super().__init__(model, settings)
+                self.classes = classes
+
+            def step(self, batch):
+                return self.model(batch).argmax(-1)
+        """,
+        unsafe=True,
+    )
+    assert all("the GPU `self.settings.local_rank` numbers" in f.message for f in findings)
+
+
+def test_a_gpu_numbered_by_a_setting_is_left_where_the_runner_places_the_model() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        class Runner:
+            def __init__(self, model, local_rank):
+                self.model = model
+                self.local_rank = local_rank
+
+            def evaluate(self, loader):
+                self.model.to(f"cuda:{self.local_rank}").eval()
+                for batch in loader:
+                    self.model(batch.to("cuda:{}".format(self.local_rank)))
+        """,
+    )
+
+
 def test_cuda_of_a_device_that_may_be_the_cpu_becomes_to() -> None:
     # A tensor's device, a `torch.device(...)` and a parameter named for a device are never
     # None; `.to()` is the same move for a GPU and works for the CPU.
