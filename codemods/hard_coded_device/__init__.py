@@ -11,7 +11,7 @@ from devfix.codemods._edits import (
     rebuilt_call,
     select_device_edits,
 )
-from devfix.codemods.analysis.handed_models import HandedModels
+from devfix.codemods.analysis.handed_models import HandedModel, HandedModels
 from devfix.codemods.analysis.moves import SELECT_DEVICE, cuda_string, gpu_index
 from devfix.codemods.analysis.names import (
     argument_of,
@@ -331,19 +331,36 @@ class HardCodedDevice(DevicePass):
             )
         method = call_tail(move.func)
         shown = f"`.{method}({self._code(device) if device is not None else ''})`"
-        line = self.facts.scopes.line_of(handed.run)
-        self.report(
+        self._follow_handed_model(
             move,
-            message=(
-                f"{shown} sends the inputs of `{handed.model}` (line {line}) to "
-                f"{self._which_gpu(device)}, but the caller chose that model's device; use "
-                f"`{handed.device}`"
-            ),
-            fix_title=f"Use `.to({handed.device})`",
-            edits=[Edit(move, _moved_to(move, device, handed.device))],
-            applicability=Applicability.UNSAFE,
+            f"{shown} puts the inputs of `{handed.model}`",
+            handed,
+            device,
+            _moved_to(move, device, handed.device),
+            f"Use `.to({handed.device})`",
         )
         return True
+
+    def _follow_handed_model(
+        self,
+        target: cst.CSTNode,
+        what: str,
+        handed: HandedModel,
+        device: cst.BaseExpression | None,
+        new: cst.CSTNode,
+        fix_title: str,
+    ) -> None:
+        line = self.facts.scopes.line_of(handed.run)
+        self.report(
+            target,
+            message=(
+                f"{what} (line {line}) on {self._which_gpu(device)}, but the caller chose that "
+                f"model's device; use `{handed.device}`"
+            ),
+            fix_title=fix_title,
+            edits=[Edit(target, new)],
+            applicability=Applicability.UNSAFE,
+        )
 
     def _argument_for_a_handed_model(self, anchor: cst.CSTNode, target: cst.BaseExpression) -> bool:
         """A literal GPU handed straight to a move or a factory (`.to("cuda")`,
@@ -380,17 +397,13 @@ class HardCodedDevice(DevicePass):
         else:
             new = cst.parse_expression(handed.device)
             shown = f"`{self._code(target)}`"
-        line = self.facts.scopes.line_of(handed.run)
-        self.report(
+        self._follow_handed_model(
             target,
-            message=(
-                f"{shown} puts a tensor that `{function.name.value}` uses with `{handed.model}` "
-                f"(line {line}) on {self._which_gpu(device)}, but the caller chose that model's "
-                f"device; use `{handed.device}`"
-            ),
-            fix_title=f"Use `{handed.device}`",
-            edits=[Edit(target, new)],
-            applicability=Applicability.UNSAFE,
+            f"{shown} puts a tensor that `{function.name.value}` uses with `{handed.model}`",
+            handed,
+            device,
+            new,
+            f"Use `{handed.device}`",
         )
         return True
 
