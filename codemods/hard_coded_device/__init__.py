@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import (
     accelerator_selection,
+    append_keyword,
     defined_after,
     rebuilt_call,
     select_device_edits,
@@ -81,6 +82,9 @@ class HardCodedDevice(DevicePass):
     handed straight to a move or a factory of its other tensors (`torch.tensor(ys,
     device="cuda")` for the targets, `labels.cuda()`) goes to that model's device (unsafe); a
     device the function binds to a name or takes as a default is its own choice, left alone.
+    A call there that leaves a helper's device parameter at its literal GPU default
+    (`prepare_batch(batch)`, with `def prepare_batch(batch, device=torch.device("cuda:0"))`
+    moving what it gets to `device`) passes that model's device instead (unsafe).
     Anywhere, `.cuda(device)` with a device that may be the CPU and is never None (a tensor's
     or model's `.device`, a `torch.device(...)`, a parameter named for a device with no `None`
     default) becomes `.to(device)`: the same move on a GPU, where `.cuda` raises "Invalid
@@ -178,6 +182,8 @@ class HardCodedDevice(DevicePass):
         return self.facts.names.qualified_name_through_star(node)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Name):
+            self._helper_left_at_a_gpu_default(node, node.func.value)
         tail = call_tail(node.func)
         if tail == "device":
             if self.qualified_name(node.func) == "torch.device" and literal_cuda_device(node):
@@ -340,6 +346,32 @@ class HardCodedDevice(DevicePass):
             f"Use `.to({handed.device})`",
         )
         return True
+
+    def _helper_left_at_a_gpu_default(self, call: cst.Call, name: str) -> None:
+        """`prepare_batch(batch)`, whose `device=torch.device("cuda:0")` default is where it
+        moves the batch, in a function that runs a model it was handed: the batch goes to that
+        fixed GPU wherever the caller put the model."""
+        helper = self.facts.scopes.module_functions().get(name)
+        found = self.facts.own(ScriptDevice).gpu_default(helper) if helper else None
+        if found is None or any(arg.star for arg in call.args):
+            return
+        param, index, default = found
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if len(positional) > index or keyword_argument(call, param) is not None:
+            return
+        function = self.facts.scopes.enclosing_function(call)
+        handed = self.facts.own(HandedModels).run_by(function) if function else None
+        if handed is None:
+            return
+        self._follow_handed_model(
+            call,
+            f"`{self._code(call)}` leaves `{param}` at its default, which puts the inputs of "
+            f"`{handed.model}`",
+            handed,
+            default,
+            append_keyword(call, param, cst.parse_expression(handed.device)),
+            f"Pass `{param}={handed.device}`",
+        )
 
     def _follow_handed_model(
         self,

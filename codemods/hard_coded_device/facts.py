@@ -16,7 +16,7 @@ from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.flow.calls import MOVES
 from devfix.codemods.analysis.modules import names_a_device
 from devfix.codemods.analysis.moves import cuda_string, free_names, string_device
-from devfix.codemods.analysis.names import call_tail, dotted_name
+from devfix.codemods.analysis.names import argument_of, call_tail, dotted_name
 
 #: Module-level calls a library module makes as well as a script (not work of its own).
 _SETUP_MODULES = frozenset({"logging", "typing", "collections", "warnings", "os", "re", "sys"})
@@ -31,6 +31,29 @@ _AVAILABILITY_CHECKS = frozenset({"torch.accelerator.is_available", "torch.cuda.
 
 class ScriptDevice(Analysis):
     """Where a script picks its device, and the variable it keeps it in."""
+
+    def gpu_default(self, helper: cst.FunctionDef) -> tuple[str, int, cst.BaseExpression] | None:
+        """(name, position, default) of a parameter of `helper` that defaults to a literal GPU
+        (`device=torch.device("cuda:0")`, `device="cuda"`) and that `helper` moves values to
+        (`batch[key].to(device)`): calls that leave it out send their data to that GPU."""
+        positional = [*helper.params.posonly_params, *helper.params.params]
+        for param in (*positional, *helper.params.kwonly_params):
+            default = param.default
+            if default is None or not (
+                cuda_string(default)
+                or (isinstance(default, cst.Call) and literal_cuda_device(default))
+            ):
+                continue
+            name = param.name.value
+            if any(
+                call_tail(call.func) == "to"
+                and (target := argument_of(call, "device")) is not None
+                and dotted_name(target.value) == name
+                for call in self.context.of_type(helper.body, cst.Call)
+            ):
+                index = positional.index(param) if param in positional else len(positional)
+                return name, index, default
+        return None
 
     def in_script_code(self, node: cst.CSTNode) -> bool:
         """`node` is the script's own code in a program that trains or uses several GPUs: not a

@@ -960,6 +960,51 @@ def test_a_gpu_numbered_by_a_setting_is_left_where_the_runner_places_the_model()
     )
 
 
+def test_a_move_helper_left_at_its_gpu_default_gets_the_handed_models_device() -> None:
+    # `to_device(batch)` sends the batch to its default `"cuda"` (the current GPU); the scorer
+    # runs a model its caller placed, so the batch goes where that model is.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def to_device(batch, non_blocking=False, device="cuda"):
+            return {k: v.to(device, non_blocking=non_blocking) for k, v in batch.items()}
+
+        def score(model, loader):
+            total = 0.0
+            for batch in loader:
+                batch = to_device(batch, True)
+                total += model(**batch).loss.item()
+            return total
+
+        def evaluate(model, loader, device):
+            for batch in loader:
+                model(**to_device(batch, device=device))
+        """,
+        """
+        import torch
+
+        def to_device(batch, non_blocking=False, device="cuda"):
+            return {k: v.to(device, non_blocking=non_blocking) for k, v in batch.items()}
+
+        def score(model, loader):
+            total = 0.0
+            for batch in loader:
+                batch = to_device(batch, True, device=next(model.parameters()).device)
+                total += model(**batch).loss.item()
+            return total
+
+        def evaluate(model, loader, device):
+            for batch in loader:
+                model(**to_device(batch, device=device))
+        """,
+        unsafe=True,
+    )
+    assert [f.line for f in findings] == [10]
+    assert "leaves `device` at its default" in findings[0].message
+
+
 def test_cuda_of_a_device_that_may_be_the_cpu_becomes_to() -> None:
     # A tensor's device, a `torch.device(...)` and a parameter named for a device are never
     # None; `.to()` is the same move for a GPU and works for the CPU.
