@@ -1230,3 +1230,16 @@ URL_STATE_LOADERS = {
 
 #: accelerate's `Accelerator`: what its `prepare(...)` returns for a model is on its `.device`.
 ACCELERATOR_CLASSES = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
+#: CLIP loaders that put the model they return first on their `device=` argument.
+CLIP_LOADERS = frozenset(
+    {
+        "clip.load",
+        "clip.clip.load",
+        "open_clip.create_model_and_transforms",
+        "open_clip.create_model",
+    }
+)
+#: CLIP tokenizers: a CPU tensor of token ids.
+CLIP_TOKENIZERS = frozenset({"clip.tokenize", "clip.clip.tokenize", "open_clip.tokenize"})
+#: Methods of a CLIP model that run it on what they are given.
+CLIP_ENCODERS = frozenset({"encode_text", "encode_image"})

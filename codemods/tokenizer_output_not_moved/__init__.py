@@ -22,10 +22,14 @@ class TokenizerOutputNotMoved(DevicePass):
     `model.generate(**inputs)`, `model(inputs["input_ids"])`, `model.generate(inputs.input_ids)`
     or a name bound to one of these, without a `.to(...)` on the way. Token ids made into a
     tensor by hand count too: `torch.tensor(ids)` / `torch.LongTensor([ids])` (no `device=`) of
-    what a tokenizer's `encode` returned, and a call of a helper of the file that returns such
-    a tensor (`text_to_token_ids(text, tokenizer)`). The model may also be reached through a
-    function given it by name next to the data (`generate(model=model, idx=ids)`; when the
-    function is defined in the file it must call that model). The fix appends
+    what a tokenizer's `encode` returned, a call of a helper of the file that returns such
+    a tensor (`text_to_token_ids(text, tokenizer)`), and CLIP's token ids (`clip.tokenize(texts)`,
+    `open_clip.tokenize(texts)`) fed to `model.encode_text(...)` (or the model itself) where
+    `clip.load(name, device=device)` or open_clip's `create_model_and_transforms(...,
+    device=device)` put the model on `device` (a loader that names no device is left alone).
+    The model may also be reached through a function given it by name next to the data
+    (`generate(model=model, idx=ids)`; when the function is defined in the file it must call
+    that model). The fix appends
     `.to(<device>)` to the tokenizer call: the script's device variable when the model was
     moved to it (`model.to(device)`, or `accelerator.prepare(model)`, which puts it on
     `accelerator.device`), else `model.device`: a model loaded with `device_map=` or
@@ -95,7 +99,7 @@ class TokenizerOutputNotMoved(DevicePass):
     MESSAGE = "tokenizer output reaches a model on a device without being moved"
     FIX_TITLE = "Move the tokenizer output to the model's device"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds")
+    TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds", "tokenize")
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check_move_to_an_offloaded_model(node)

@@ -739,3 +739,54 @@ def test_a_literal_gpu_beside_a_map_the_code_spells_is_reported_and_left() -> No
         """,
         reason="right while the placement the code spells keeps its first layer there",
     )
+
+
+def test_clip_token_ids_follow_the_device_the_clip_loader_put_the_model_on() -> None:
+    # `open_clip.tokenize` makes CPU token ids; `create_model_and_transforms(..., device=...)`
+    # put the model on `device`, and `encode_text` runs it.
+    assert_fix(
+        RULE,
+        """
+        import open_clip
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            "ViT-B-32", pretrained="laion2b_s34b_b79k", device=device
+        )
+        labels = ["a photo of a dog", "a photo of a cat"]
+        tokens = open_clip.tokenize(labels)
+        with torch.no_grad():
+            text_features = model.encode_text(tokens)
+        """,
+        """
+        import open_clip
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            "ViT-B-32", pretrained="laion2b_s34b_b79k", device=device
+        )
+        labels = ["a photo of a dog", "a photo of a cat"]
+        tokens = open_clip.tokenize(labels).to(device)
+        with torch.no_grad():
+            text_features = model.encode_text(tokens)
+        """,
+    )
+
+
+def test_clip_token_ids_are_left_when_moved_or_when_the_loader_names_no_device() -> None:
+    assert_noop(
+        RULE,
+        """
+        import clip
+        import torch
+
+        model, preprocess = clip.load("ViT-B/32")
+        text = clip.tokenize(["a dog"])
+        features = model.encode_text(text)
+        gpu_model, _ = clip.load("ViT-B/32", device="cuda")
+        moved = clip.tokenize(["a cat"]).to("cuda")
+        more = gpu_model.encode_text(moved)
+        """,
+    )

@@ -18,6 +18,8 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
 )
 from devfix.codemods.analysis.torch_names import (
+    CLIP_ENCODERS,
+    CLIP_TOKENIZERS,
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
     MODULE_SELF_METHODS,
@@ -295,7 +297,9 @@ class ModelCalls(ModelPlacement):
         self, call: cst.Call, flow: ModelCalls, submodules: bool = False
     ) -> tuple[cst.Call, ModelDevice] | None:
         callee = call.func
-        if isinstance(callee, cst.Attribute) and callee.attr.value in ("generate", "forward"):
+        if isinstance(callee, cst.Attribute) and (
+            callee.attr.value in ("generate", "forward") or callee.attr.value in CLIP_ENCODERS
+        ):
             callee = callee.value
         if dotted_name(callee) is None:
             return None
@@ -316,6 +320,8 @@ class ModelCalls(ModelPlacement):
         (no `device=`) of a list a tokenizer's `encode` returned, or a call of a function of this
         file that returns such a tensor (`def text_to_ids(text, tok): ...; return tensor`)."""
         qualified = self.names.qualified_name(call.func)
+        if qualified in CLIP_TOKENIZERS:
+            return True
         if qualified in DATA_FACTORIES or qualified in LEGACY_CONSTRUCTORS:
             if keyword_argument(call, "device") is not None or not call.args:
                 return False

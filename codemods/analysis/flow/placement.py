@@ -17,10 +17,12 @@ from devfix.codemods.analysis.names import (
     argument,
     code_of,
     dotted_name,
+    keyword_argument,
 )
 from devfix.codemods.analysis.scopes import Binding, ScopeTable
 from devfix.codemods.analysis.torch_names import (
     ACCELERATOR_CLASSES,
+    CLIP_LOADERS,
     DEVICE_CARRYING_MODEL_TYPES,
     MODEL_WRAPPERS,
 )
@@ -165,7 +167,9 @@ class ModelPlacement(CallSites):
                 if found is not None:
                     candidates.found.append((binding.position, found))
                 continue
-            prepared = self._prepared_by_accelerator(binding.value, table_function)
+            prepared = self._prepared_by_accelerator(
+                binding.value, table_function
+            ) or self._loaded_by_clip(name, binding)
             if prepared is not None:
                 candidates.found.append((binding.position, (prepared, table_function, False)))
                 continue
@@ -212,6 +216,29 @@ class ModelPlacement(CallSites):
         ):
             return None
         return DeviceMove("to", cst.parse_expression(f"{owner}.device"), kind="device")
+
+    def _loaded_by_clip(self, name: str, binding: Binding) -> DeviceMove | None:
+        """`model, preprocess = clip.load("ViT-B/32", device=device)` (or open_clip's
+        `create_model_and_transforms(..., device=device)`): the model is on `device`."""
+        value = binding.value
+        if not isinstance(value, cst.Call) or self.names.qualified_name(value.func) not in (
+            CLIP_LOADERS
+        ):
+            return None
+        statement = self.context.parent(value)
+        if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1):
+            return None
+        target = statement.targets[0].target
+        first = target.elements[0].value if isinstance(target, (cst.Tuple, cst.List)) else target
+        if not (isinstance(first, cst.Name) and first.value == name):
+            return None
+        device = keyword_argument(value, "device")
+        if device is None:
+            return None
+        kind = self.facts.moves.device_kind(device.value, self.scopes.enclosing_function(value))
+        return (
+            DeviceMove("to", device.value, kind=kind) if kind in ("accelerator", "device") else None
+        )
 
     def _handed_to_trainer(
         self, name: str, scope: cst.CSTNode, after: int, before: int | None
