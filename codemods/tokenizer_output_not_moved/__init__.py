@@ -99,7 +99,7 @@ class TokenizerOutputNotMoved(DevicePass):
     MESSAGE = "tokenizer output reaches a model on a device without being moved"
     FIX_TITLE = "Move the tokenizer output to the model's device"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds", "tokenize")
+    TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds", "clip")
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check_move_to_an_offloaded_model(node)
