@@ -12,9 +12,9 @@ The inputs reach the model when the name the move is bound to (`ids = ids.cuda()
 (`model(ids)`, `model.generate(ids)`, `model.predict(batch["input_ids"])`), of a helper of
 the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it, or of a method
 of the class's family (the class, the classes of the file it derives from, those deriving from
-it) that runs `self.model` on one of its parameters (`self.training_step(batch)`). The other tensors
-such a function makes on a literal GPU (targets, a vector it optimises through the model) meet
-that model's work too (`run_by`).
+it) that runs `self.model` on one of its parameters (`self.training_step(batch)`). The other
+tensors such a function makes on a literal GPU (targets, a vector it optimises through the
+model) meet that model's work too (`run_by`).
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class HandedModels(Analysis):
     def __init__(self, facts: FileFacts) -> None:
         super().__init__(facts)
         self._runs_by: dict[int, HandedModel | None] = {}
+        self._family_models: dict[tuple[str, int], bool] = {}
 
     def fed_by(self, move: cst.Call) -> HandedModel | None:
         function = self.scopes.enclosing_function(move)
@@ -234,13 +235,17 @@ class HandedModels(Analysis):
         classdef = self.scopes.class_of(function)
         if not model.startswith("self.") or classdef is None:
             return False
-        return any(
-            self.facts.modules.treated_as_model(model, member)
-            for cls in (*self._lineage(classdef), *self._subclasses(classdef))
-            if isinstance(cls.body, cst.IndentedBlock)
-            for member in cls.body.body
-            if isinstance(member, cst.FunctionDef) and member is not function
-        )
+        # Asked for every call a function makes: the family's answer is worked out once.
+        key = (model, id(classdef))
+        if key not in self._family_models:
+            self._family_models[key] = any(
+                self.facts.modules.treated_as_model(model, member)
+                for cls in (*self._lineage(classdef), *self._subclasses(classdef))
+                if isinstance(cls.body, cst.IndentedBlock)
+                for member in cls.body.body
+                if isinstance(member, cst.FunctionDef)
+            )
+        return self._family_models[key]
 
     def _methods_named(self, classdef: cst.ClassDef, name: str) -> list[cst.FunctionDef]:
         """The methods `name` of `classdef`, of the classes of the file it derives from, and
