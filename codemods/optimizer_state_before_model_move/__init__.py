@@ -32,7 +32,8 @@ class OptimizerStateBeforeModelMove(DevicePass):
     restored, since what it builds is unknown) and train parameters gathered by helpers
     (`get_params(net.backbone)`) or bound first (`groups = model.param_groups()`). The restore
     may go through a checkpoint helper handed the optimizer (`load_checkpoint(path, model,
-    optimizer)`, `utils.resume(...)`; one defined in the same file counts only when it calls
+    optimizer)`, `utils.resume(...)`, also when the script keeps what it returns: `start_epoch =
+    load_checkpoint(...)`; one defined in the same file counts only when it calls
     `load_state_dict`).
 
     Statements are moved only when nothing between them and the move reads what they change,

@@ -217,7 +217,9 @@ class Reordering(Analysis):
                     and not self._rebound_after(name, move)
                 ):
                     return EarlyState(call, "construct", name, move)
-            return None
+                return None
+            # `start_epoch = load_checkpoint(path, model, optimizer)`: a restore whose result
+            # (the epoch, the best score) the script keeps.
         optimizers = {name for name, obj in objects.items() if obj.kind == "optimizer"}
         restored = self.optimizer_restore(call, optimizers)
         if restored is None:

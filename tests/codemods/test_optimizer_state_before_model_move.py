@@ -284,6 +284,54 @@ def test_restore_through_a_checkpoint_helper_goes_after_the_move() -> None:
     )
 
 
+def test_restore_whose_result_is_kept_goes_after_the_move() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        def resume_from(path, net, optimizer):
+            state = torch.load(path, map_location="cpu")
+            net.load_state_dict(state["net"])
+            optimizer.load_state_dict(state["opt"])
+            return state["epoch"]
+
+        def main(path):
+            net = nn.GRU(8, 8)
+            optimizer = torch.optim.Adam(net.parameters())
+            first_epoch = 0
+            if path:
+                first_epoch = resume_from(path, net, optimizer)
+            net.cuda()
+            for epoch in range(first_epoch, 5):
+                optimizer.step()
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        def resume_from(path, net, optimizer):
+            state = torch.load(path, map_location="cpu")
+            net.load_state_dict(state["net"])
+            optimizer.load_state_dict(state["opt"])
+            return state["epoch"]
+
+        def main(path):
+            net = nn.GRU(8, 8)
+            first_epoch = 0
+            net.cuda()
+            optimizer = torch.optim.Adam(net.parameters())
+            if path:
+                first_epoch = resume_from(path, net, optimizer)
+            for epoch in range(first_epoch, 5):
+                optimizer.step()
+        """,
+        unsafe=True,
+    )
+    assert "resume_from(..., optimizer)" in findings[0].message
+
+
 def test_helper_that_restores_only_the_model_is_not_a_restore() -> None:
     assert_noop(
         RULE,
