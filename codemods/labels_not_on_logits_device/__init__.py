@@ -282,17 +282,21 @@ class LabelsNotOnLogitsDevice(DevicePass):
                 edits=[Edit(value, move_to(value, cst.parse_expression(device)))],
             )
             return
-        device = f"{code_of(logits)}.device"
+        device = f"{code_of(_sliced_from(logits))}.device"
         device_node = cst.parse_expression(device)
         edits = [
             Edit(arg, arg.with_changes(value=move_to(arg.value, device_node))) for arg in wanted
         ]
+        encoding = self.facts.own(AlignedTargets).labels_left_behind(node)
+        why = (
+            f"is cut from `{encoding}`, which stays on the CPU while the model is given a "
+            "moved copy of it"
+            if encoding is not None and wanted == [target_arg]
+            else "may be on another device than the logits (naive model parallelism, `device_map`)"
+        )
         self.report(
             node,
-            message=(
-                f"{names} may be on another device than the logits (naive model parallelism, "
-                f"`device_map`); move {'it' if len(wanted) == 1 else 'them'} to `{device}`"
-            ),
+            message=f"{names} {why}; move {'it' if len(wanted) == 1 else 'them'} to `{device}`",
             fix_title=f"Move {names} to `{device}`",
             edits=edits,
         )
@@ -403,6 +407,17 @@ def _device_root(facts: FileFacts, node: cst.BaseExpression) -> object:
     if isinstance(current, cst.Name) and current.value in ("None", "True", "False"):
         return None
     return current
+
+
+def _sliced_from(tensor: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor a slice is cut from, which has its device: `logits[0, :-1]` -> `logits`. A
+    key (`out["logits"]`) reads a field of a container, which has no device, and is kept."""
+    while isinstance(tensor, cst.Subscript) and not any(
+        isinstance(element.slice, cst.Index) and isinstance(element.slice.value, cst.BaseString)
+        for element in tensor.slice
+    ):
+        tensor = tensor.value
+    return tensor
 
 
 def _base_name(node: cst.BaseExpression) -> str | None:

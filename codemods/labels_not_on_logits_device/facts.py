@@ -50,10 +50,47 @@ class AlignedTargets(Analysis):
         if len(positional) < 2:
             return False
         model_call = self._model_output(positional[0], loss)
-        if model_call is None or not self._handed_in(model_call.func, loss):
+        if model_call is None:
             return False
         fed = {root for arg in model_call.args if (root := _fed_root(arg)) is not None}
-        return self._cut_from(positional[1], loss, fed)
+        if self._handed_in(model_call.func, loss):
+            return self._cut_from(positional[1], loss, fed)
+        return self._left_behind(loss, model_call, fed) is not None
+
+    def labels_left_behind(self, loss: cst.Call) -> str | None:
+        """The encoding the labels of `loss` are cut from while the model it scores is fed a
+        moved copy of it (`ids = enc.input_ids.to(device)`, `target = enc["input_ids"].clone()`):
+        the labels stay on the CPU whatever the placement. None otherwise."""
+        positional = [arg.value for arg in loss.args if arg.keyword is None and not arg.star]
+        model_call = self._model_output(positional[0], loss) if len(positional) > 1 else None
+        if model_call is None:
+            return None
+        fed = {root for arg in model_call.args if (root := _fed_root(arg)) is not None}
+        return self._left_behind(loss, model_call, fed)
+
+    def _left_behind(self, loss: cst.Call, model_call: cst.Call, fed: set[str]) -> str | None:
+        if self.facts.flow.model_device(model_call.func, model_call) is None:
+            return None
+        sources: set[str] = set()
+        for name in fed:
+            value = self._assigned(name, model_call)
+            if isinstance(value, cst.Call) and self.facts.moves.move_of(value) is not None:
+                assert isinstance(value.func, cst.Attribute)
+                root = receiver_root(value.func.value)
+                if root is not None and root != name:
+                    sources.add(root)
+        labels = [arg.value for arg in loss.args if arg.keyword is None and not arg.star][1]
+        chain = self._bindings_of(labels, loss)
+        moved_on_the_way = any(
+            isinstance(call, cst.Call) and self.facts.moves.move_of(call) is not None
+            for _name, value in chain
+            for call in self.context.of_type(value, cst.Call)
+        )
+        if moved_on_the_way:
+            return None
+        return next(
+            (source for source in sorted(sources) if self._cut_from(labels, loss, {source})), None
+        )
 
     def source_move(self, loss: cst.Call) -> tuple[cst.BaseExpression, str] | None:
         """Where a language model's labels are better moved than in the loss call: when the

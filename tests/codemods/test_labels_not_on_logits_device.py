@@ -581,12 +581,81 @@ def test_labels_selected_from_the_inputs_of_a_handed_model_move_in_the_loss_call
                 outputs = model(input_ids=ids, attention_mask=inputs["attention_mask"])
                 logits = outputs["logits"] if isinstance(outputs, dict) else outputs[0]
                 labels = torch.where(inputs["target_mask"] == 1, ids, self.ignore_index)
-                return self.loss_fn(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(logits[:, :-1].device))
+                return self.loss_fn(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten().to(logits.device))
 
         def nll(model, ids):
             logits = model(ids).logits
             labels = ids.to(logits.device)
             shifted = labels[:, 1:]
             return nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), shifted.flatten())
+        """,
+    )
+
+
+def test_labels_cut_from_the_encoding_a_moved_model_is_given_a_moved_copy_of() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from transformers import GPT2LMHeadModel, GPT2TokenizerFast
+
+        device = "cuda"
+        scorer = GPT2LMHeadModel.from_pretrained("gpt2").to(device)
+        tokenizer = GPT2TokenizerFast.from_pretrained("gpt2")
+        loss_fct = torch.nn.CrossEntropyLoss()
+
+        def surprisal(sentence):
+            batch = tokenizer(sentence, return_tensors="pt")
+            input_ids = batch["input_ids"].to(device)
+            gold = batch["input_ids"][:, 1:]
+            out = scorer(input_ids)
+            return loss_fct(out.logits[0, :-1], gold[0])
+        """,
+        """
+        import torch
+        from transformers import GPT2LMHeadModel, GPT2TokenizerFast
+
+        device = "cuda"
+        scorer = GPT2LMHeadModel.from_pretrained("gpt2").to(device)
+        tokenizer = GPT2TokenizerFast.from_pretrained("gpt2")
+        loss_fct = torch.nn.CrossEntropyLoss()
+
+        def surprisal(sentence):
+            batch = tokenizer(sentence, return_tensors="pt")
+            input_ids = batch["input_ids"].to(device)
+            gold = batch["input_ids"][:, 1:]
+            out = scorer(input_ids)
+            return loss_fct(out.logits[0, :-1], gold[0].to(out.logits.device))
+        """,
+    )
+    assert "cut from `batch`, which stays on the CPU" in findings[0].message
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_labels_cut_from_the_moved_copy_or_a_moved_encoding_are_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from transformers import GPT2LMHeadModel, GPT2TokenizerFast
+
+        device = "cuda"
+        scorer = GPT2LMHeadModel.from_pretrained("gpt2").to(device)
+        tokenizer = GPT2TokenizerFast.from_pretrained("gpt2")
+        loss_fct = torch.nn.CrossEntropyLoss()
+
+        def from_the_copy(sentence):
+            batch = tokenizer(sentence, return_tensors="pt")
+            input_ids = batch["input_ids"].to(device)
+            gold = input_ids[:, 1:]
+            out = scorer(input_ids)
+            return loss_fct(out.logits[0, :-1], gold[0])
+
+        def from_a_moved_encoding(sentence):
+            batch = tokenizer(sentence, return_tensors="pt").to(device)
+            input_ids = batch["input_ids"].to(device)
+            gold = batch["input_ids"][:, 1:]
+            out = scorer(input_ids)
+            return loss_fct(out.logits[0, :-1], gold[0])
         """,
     )
