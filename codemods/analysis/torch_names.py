@@ -1176,6 +1176,11 @@ DATA_PARALLEL = frozenset(
         "torch.nn.parallel.data_parallel.DataParallel",
     }
 )
+#: The functional form, `nn.parallel.data_parallel(module, inputs, device_ids)`: one
+#: replication of the module over the GPUs per call.
+FUNCTIONAL_DATA_PARALLEL = frozenset(
+    {"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"}
+)
 #: `DistributedDataParallel` under each of its names.
 DISTRIBUTED_DATA_PARALLEL = frozenset(
     {

@@ -12,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.names import code_of
 from devfix.codemods.data_parallel import model_wrap
 from devfix.codemods.data_parallel.convert import convert
 from devfix.codemods.data_parallel.script import Decline, Script
@@ -126,10 +127,12 @@ class DataParallelTraining(DevicePass):
     the top of the file the launch command; imports join the file's imports, and new lines
     respect the file's line length.
 
-    Not converted (reported without a fix, with the reason): notebooks (torchrun cannot launch
-    them: the message says what to do instead), `DataParallel` inside a class or a function
-    the file never calls (library code) or calls more than once, models wrapped in different
-    functions, scripts that already use `mp.spawn`, `init_process_group` or
+    Not converted (reported without a fix, with the reason): the functional form
+    `nn.parallel.data_parallel(module, inputs, device_ids)` (it replicates the module on every
+    call, wherever the call is, so the code around it must be restructured by hand), notebooks
+    (torchrun cannot launch them: the message says what to do instead), `DataParallel` inside a
+    class or a function the file never calls (library code) or calls more than once, models
+    wrapped in different functions, scripts that already use `mp.spawn`, `init_process_group` or
     `DistributedDataParallel`, Hugging Face `Trainer` scripts (the Trainer runs DDP itself
     under torchrun), a wrap inside a loop, `with` or `try`, training data not read through a
     `DataLoader` (or only through loaders with samplers of their own, or built by the caller of
@@ -159,7 +162,7 @@ class DataParallelTraining(DevicePass):
     MESSAGE = "`nn.DataParallel` training; use DistributedDataParallel under torchrun"
     FIX_TITLE = "Convert to DistributedDataParallel + DistributedSampler (launch with torchrun)"
     APPLICABILITY = Applicability.UNSAFE
-    TRIGGER_WORDS = ("DataParallel",)
+    TRIGGER_WORDS = ("DataParallel", "data_parallel")
 
     def __init__(self, context: FileContext, *, keep_per_process_batch: bool = False) -> None:
         super().__init__(context)
@@ -168,6 +171,18 @@ class DataParallelTraining(DevicePass):
 
     def visit_Module(self, node: cst.Module) -> bool:
         script = Script(self.context)
+        for call in model_wrap.functional_data_parallel_calls(script):
+            module = code_of(call.args[0].value) if call.args else "the module"
+            self.report(
+                call,
+                message=(
+                    f"`data_parallel` replicates `{module}` over the GPUs on every call, as "
+                    "`nn.DataParallel` does, so a tensor its `forward` puts on a fixed device "
+                    "meets a replica on another GPU; not converted: the functional form runs "
+                    "inside the caller's code, which must become one process per GPU by hand "
+                    "(DistributedDataParallel under torchrun)"
+                ),
+            )
         calls = model_wrap.data_parallel_calls(script)
         if not calls:
             return False

@@ -21,12 +21,25 @@ from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.names import argument, call_tail, code_of, root_name
 from devfix.codemods.analysis.torch_names import (
     DATA_PARALLEL,
+    FUNCTIONAL_DATA_PARALLEL,
     GPU_COUNT_NAMES,
     MODULE_SELF_METHODS,
 )
 from devfix.codemods.data_parallel import layout
 from devfix.codemods.data_parallel.plan import Plan, parse_statements
 from devfix.codemods.data_parallel.script import Decline, Script, Wrap
+
+
+def functional_data_parallel_calls(script: Script) -> list[cst.Call]:
+    """Every call of torch's `nn.parallel.data_parallel(module, inputs, device_ids)`."""
+    if "data_parallel" not in script.context.text:
+        return []
+    return [
+        call
+        for call in script.scopes.find(script.module, cst.Call)
+        if call_tail(call.func) is not None
+        and script.names.qualified_name(call.func) in FUNCTIONAL_DATA_PARALLEL
+    ]
 
 
 def data_parallel_calls(script: Script) -> list[cst.Call]:

@@ -34,15 +34,15 @@ class OneDeviceScript(Analysis):
         """The file is a script (or notebook) that runs on the one device it chooses itself:
         code outside classes moves things only to one device variable it binds
         (`device = torch.device(...)`; `model.to(device)`), and nothing spreads the work over
-        several devices (DataParallel, DDP, torchrun, `Trainer`, device maps, `device_count()`,
-        a GPU other than `cuda:0`). Model code of such a file that uses a device stored at
-        construction uses that same device."""
+        several devices (DataParallel, `data_parallel`, DDP, torchrun, `Trainer`, device maps,
+        `device_count()`, a GPU other than `cuda:0`). Model code of such a file that uses a
+        device stored at construction uses that same device."""
         if self._one_device is None:
             self._one_device = self._one_device_script()
         return self._one_device
 
     def _one_device_script(self) -> bool:
-        if self.facts.flow.is_distributed() or self.facts.flow.places_over_devices():
+        if self.facts.flow.runs_on_several_gpus() or self.facts.flow.places_over_devices():
             return False
         chosen: set[str] = set()
         for node in self.context.subtree(self.context.module):

@@ -1020,3 +1020,27 @@ def test_a_flat_script_sets_up_the_process_group_after_parsing_its_command_line(
     )
     # `torchrun train.py --help` prints the help and starts no process group.
     assert out.index("args = parser.parse_args()") < out.index("dist.init_process_group(")
+
+
+def test_functional_data_parallel_is_reported_without_a_fix() -> None:
+    finding = assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from torch.nn.parallel import data_parallel as replicate_over
+
+        class Trunk(nn.Module):
+            def __init__(self, stem, n_gpu):
+                super().__init__()
+                self.stem = stem
+                self.n_gpu = n_gpu
+
+            def forward(self, images):
+                if images.is_cuda and self.n_gpu > 1:
+                    return replicate_over(self.stem, images, list(range(self.n_gpu)))
+                return self.stem(images)
+        """,
+        reason="`data_parallel` replicates `self.stem` over the GPUs on every call",
+    )
+    assert "by hand" in finding.message

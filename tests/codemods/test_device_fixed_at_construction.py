@@ -1656,3 +1656,32 @@ def test_move_to_a_device_parameter_without_a_tensor_it_meets_is_the_callers_cho
             return torch.as_strided(flat.to(device, copy=True), x.size(), x.stride())
         """,
     )
+
+
+def test_functional_data_parallel_makes_a_stored_device_a_bug_not_a_hazard() -> None:
+    source = """
+        import torch
+        from torch import nn
+
+        gpu = torch.device("cuda:0")
+
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(4, 4)
+
+            def forward(self, feats):
+                offset = torch.full((4,), 0.5).to(gpu)
+                return self.proj(feats) + offset
+
+        scorer = Scorer().to(gpu)
+        scores = nn.parallel.data_parallel(scorer, torch.randn(8, 4).to(gpu), device_ids=[0, 1])
+        """
+    findings = [
+        f
+        for f in check_source(textwrap.dedent(source), options=Options(select=("DF102",)))
+        if f.code == "DF102"
+    ]
+    assert len(findings) == 1
+    assert "forward` moves a tensor to the global `gpu`" in findings[0].message
+    assert "one device today" not in findings[0].message

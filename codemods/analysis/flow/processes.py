@@ -17,6 +17,7 @@ from devfix.codemods.analysis.names import call_tail, code_of, parsed_expression
 from devfix.codemods.analysis.torch_names import (
     DEFAULT_DEVICE_SETTERS,
     DISTRIBUTED_MARKERS,
+    FUNCTIONAL_DATA_PARALLEL,
     PLACEMENT_NAMES,
     PLACEMENT_WORDS,
 )
@@ -237,13 +238,17 @@ class ProcessTopology(CallSites):
         """One process of several (torchrun, DDP, accelerate, `Trainer`) or `nn.DataParallel`."""
         if self.is_distributed():
             return True
-        if "DataParallel" not in self.context.text:
+        if "DataParallel" not in self.context.text and "data_parallel" not in self.context.text:
             return False
         return any(
             isinstance(node, (cst.Name, cst.Attribute))
-            and call_tail(node) == "DataParallel"
+            and call_tail(node) in ("DataParallel", "data_parallel")
             and self.names.qualified_name_through_star(node)
-            in ("torch.nn.DataParallel", "torch.nn.parallel.DataParallel")
+            in (
+                "torch.nn.DataParallel",
+                "torch.nn.parallel.DataParallel",
+                *FUNCTIONAL_DATA_PARALLEL,
+            )
             for node in self.context.subtree(self.context.module)
         )
 
