@@ -41,7 +41,9 @@ class AmpDeviceTypeHardCoded(DevicePass):
     equivalent and the code is left alone. In a script
     that always runs on CUDA (a device every binding of which, or every caller's argument for
     which, is CUDA, or a GPU index the code gives to `.cuda(gpu)` or
-    `torch.cuda.set_device(gpu)`), the CUDA-only objects are right and are left alone, the
+    `torch.cuda.set_device(gpu)`; a process's GPU index, such as the one `mp.spawn` hands its
+    worker, is never taken for a device: it is an int, or None where one process drives every
+    GPU, and `torch.device(None)` fails), the CUDA-only objects are right and are left alone, the
     deprecated `torch.cuda.amp.*` spellings included: a deprecation warning is not a device
     bug. So is an object already enabled only on CUDA (`enabled=device.type == "cuda"`, under
     `if torch.cuda.is_available():`).

@@ -99,7 +99,14 @@ class AmpObjects(Analysis):
                         for p in param_names(function)
                         if self.facts.moves.device_kind(cst.Name(p), function) == "device"
                     ]
-        candidates = [c for c in candidates if not self._cuda_only_name(c, at)]
+        # A process's GPU index (`gpu` from `mp.spawn`, `local_rank`) is an int, or None where
+        # the script spreads one process over every GPU: not a device to take `.type` of.
+        candidates = [
+            c
+            for c in candidates
+            if not self._cuda_only_name(c, at)
+            and self.facts.flow.rank_of(parsed_expression(c), at) is None
+        ]
         if len(set(candidates)) == 1:
             device = candidates[0]
             if not self.facts.moves.visible_at(device, at):

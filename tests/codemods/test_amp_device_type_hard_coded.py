@@ -396,3 +396,35 @@ def test_amp_in_a_worker_whose_device_is_a_gpu_index_stays_cuda() -> None:
             mp.spawn(worker, args=(cfg,), nprocs=torch.cuda.device_count())
         """,
     )
+
+
+def test_a_spawned_worker_s_gpu_index_is_not_a_device_to_take_the_type_of() -> None:
+    # `torch.device(local_gpu)` fails where the worker runs once without a GPU index (None).
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.multiprocessing as mp
+
+        def run(local_gpu, n_gpus, cfg):
+            cfg.gpu = local_gpu
+            model = build(cfg)
+            if cfg.gpu is not None:
+                torch.cuda.set_device(cfg.gpu)
+                model = model.cuda(cfg.gpu)
+            else:
+                model = torch.nn.DataParallel(model).cuda()
+            scaler = torch.cuda.amp.GradScaler()
+            for images in loader(cfg):
+                with torch.cuda.amp.autocast():
+                    loss = model(images).mean()
+                scaler.scale(loss).backward()
+
+        def main(cfg):
+            n_gpus = torch.cuda.device_count()
+            if cfg.spawn:
+                mp.spawn(run, nprocs=n_gpus, args=(n_gpus, cfg))
+            else:
+                run(cfg.gpu, n_gpus, cfg)
+        """,
+    )
