@@ -56,7 +56,9 @@ class TensorAttributeNotBuffer(DevicePass):
     value is kept: it is redundant once `model.to()` moves the buffer, but it keeps a module that
     is used without being moved (a loss created next to the model) on the device it had.
 
-    Not rewritten, only reported: a tensor with `requires_grad=True` (or `Variable(...,
+    Not rewritten, only reported: a tensor that nothing in the file reads (no `x.<name>`, no
+    `getattr(..., "<name>")`): it cannot meet another tensor here, and registering it would only
+    add a buffer; a tensor with `requires_grad=True` (or `Variable(...,
     requires_grad=True)`, or `.requires_grad_()`) must become `nn.Parameter`, which changes
     `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
     registered as they are (register each, or stack them); an annotated assignment; a name that
@@ -190,6 +192,11 @@ class TensorAttributeNotBuffer(DevicePass):
     ) -> None:
         """`holds` and why a buffer cannot be registered, else `fixed` with the fix."""
         reason = self.facts.own(Buffers).blocker(node, attr, owner)
+        if reason is None and attr is not None and not self.facts.own(Buffers).read_in_file(attr):
+            reason = (
+                "nothing in this file reads it, so it is left as it is: register it as a buffer "
+                "if code elsewhere uses it beside the model's tensors"
+            )
         if reason is not None:
             self.report(node, message=f"{holds}; {reason}")
             return

@@ -193,6 +193,21 @@ class Buffers(Analysis):
                     return True
         return False
 
+    def read_in_file(self, attr: str) -> bool:
+        """Something in the file reads `<x>.<attr>` as a value, or names it in a string
+        (`getattr(self, "attr")`): a tensor stored there can meet others."""
+        if attr not in self.context.text:
+            return False
+        return any(
+            isinstance(node, cst.Attribute)
+            and node.attr.value == attr
+            and self._read_as_value(node)
+            for node in self.context.of_type(self.context.module, cst.Attribute)
+        ) or any(
+            isinstance(node, cst.SimpleString) and node.evaluated_value == attr
+            for node in self.context.of_type(self.context.module, cst.SimpleString)
+        )
+
     def _read_as_value(self, node: cst.Attribute) -> bool:
         parent = self.context.parent(node)
         if isinstance(parent, (cst.AssignTarget, cst.Del)):

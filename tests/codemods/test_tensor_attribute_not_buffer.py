@@ -98,6 +98,9 @@ def test_scale_moved_in_init_keeps_its_move_and_setattr_is_rewritten() -> None:
                 self.scale = torch.sqrt(torch.FloatTensor([dim])).to(device)
                 for i in range(2):
                     setattr(self, f"anchor{i}", torch.ones(3) * i)
+
+            def forward(self, q, k):
+                return self.fc(q) @ k.transpose(-1, -2) * self.scale
         """,
         """
         import torch
@@ -110,6 +113,9 @@ def test_scale_moved_in_init_keeps_its_move_and_setattr_is_rewritten() -> None:
                 self.register_buffer("scale", torch.sqrt(torch.FloatTensor([dim])).to(device), persistent=False)
                 for i in range(2):
                     self.register_buffer(f"anchor{i}", torch.ones(3) * i, persistent=False)
+
+            def forward(self, q, k):
+                return self.fc(q) @ k.transpose(-1, -2) * self.scale
         """,
         unsafe=True,
     )
@@ -513,6 +519,9 @@ def test_table_built_in_a_local_and_class_weights_of_a_loss() -> None:
                 pe = pe.unsqueeze(0)
                 self.pe = pe
 
+            def forward(self, x):
+                return x + self.pe[:, : x.size(1)]
+
         class WeightedNLL(nn.Module):
             def __init__(self, weights):
                 super().__init__()
@@ -534,6 +543,9 @@ def test_table_built_in_a_local_and_class_weights_of_a_loss() -> None:
                     pe[pos, 0] = math.sin(pos)
                 pe = pe.unsqueeze(0)
                 self.register_buffer("pe", pe, persistent=False)
+
+            def forward(self, x):
+                return x + self.pe[:, : x.size(1)]
 
         class WeightedNLL(nn.Module):
             def __init__(self, weights):
@@ -800,3 +812,23 @@ def test_state_from_a_max_over_a_dimension_or_a_recurrent_layer_is_declined() ->
             """,
             reason="not provably a tensor in `forward`",
         )
+
+
+def test_a_tensor_nothing_in_the_file_reads_is_reported_and_left_alone() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class QuantileHead(nn.Module):
+            def __init__(self, hidden, levels):
+                super().__init__()
+                self.levels = torch.linspace(0.0, 1.0, levels + 2)[1:-1]
+                self.proj = nn.Linear(hidden, levels)
+
+            def forward(self, h):
+                return self.proj(h).sort(-1).values
+        """,
+        reason="nothing in this file reads it, so it is left as it is",
+    )
