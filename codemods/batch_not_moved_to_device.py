@@ -14,8 +14,8 @@ class BatchNotMovedToDevice(DevicePass):
 
     ## What it does
     Finds `for` loops over a `torch.utils.data.DataLoader` (directly, through `enumerate(...)`
-    or `tqdm(...)`, through a name, or through a function parameter whose every caller passes
-    a DataLoader), or over what a call of a library the file only imports returns
+    or `tqdm(...)`, through a name such as `pbar = tqdm(enumerate(loader))`, or through a
+    function parameter whose every caller passes a DataLoader or that is annotated as one), or over what a call of a library the file only imports returns
     (`train_loader, valid_loader = processer.data_processer()`: nothing in the file says what
     it yields, and a batch already on the device is not copied by the move), that pass batch
     tensors to a model the script moved with `.to(device)` or
@@ -49,7 +49,10 @@ class BatchNotMovedToDevice(DevicePass):
     ```
     The device is the one the model was moved to, written as it can be read inside the loop:
     the same variable, a parameter of the training function that every caller fills with it,
-    or the `self.<attr>` that holds it in a trainer class. A `.cuda()` model gets `.cuda()`
+    or the `self.<attr>` that holds it in a trainer class. Where the model's move is out of
+    sight (a trainer class handed the model), a loop that moves some of its batch itself, all
+    to one device (`x = x.to(opts.gpu)`, or where it calls the model: `self.model(x.to(
+    self.device))`), shows that device for the names that meet the model's output. A `.cuda()` model gets `.cuda()`
     batches. Names that never reach the model (indices, file names) are left alone, and so are
     names the loop already moves itself or hands to a helper (`to_device(batch)`), batches the
     loader's `collate_fn` or dataset class already moved (DF201 says whether they should), and

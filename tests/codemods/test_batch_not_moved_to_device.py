@@ -774,3 +774,36 @@ def test_a_library_call_handed_the_loader_or_a_device_may_move_what_it_yields() 
         """,
         unsafe=True,
     )
+
+
+def test_inputs_moved_where_the_model_is_called_show_its_device_for_the_targets() -> None:
+    before = """
+import torch
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+
+class Runner:
+    def __init__(self, net, loss_fn, device):
+        self.net, self.loss_fn, self.device = net, loss_fn, torch.device(device)
+
+    def evaluate(self, loader: DataLoader):
+        bar = tqdm(enumerate(loader), total=len(loader))
+        hits = 0
+        for i, (images, classes) in bar:
+            scores = self.net(images.to(self.device))
+            hits += (scores.argmax(1) == classes).sum().item()
+            bar.set_postfix(loss=self.loss_fn(scores, classes).item())
+        return hits
+"""
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "            scores = self.net(images.to(self.device))\n",
+            "            classes = classes.to(self.device)\n"
+            "            scores = self.net(images.to(self.device))\n",
+        ),
+        unsafe=True,
+    )
+    assert "batch `classes` reaches `self.net` (on `self.device`)" in findings[0].message

@@ -409,7 +409,18 @@ class BatchLoops(ModelPlacement):
         torch's): that model runs on that device, whatever the file says about it, so the batch
         names that meet its output belong there too. (fed calls, model, move, helper "")."""
         moves: dict[str, DeviceMove] = {}
+        fed_inline: list[cst.Call] = []
         for node in self._scope_nodes(body):
+            inline = self._moved_inline(node, names)
+            if inline is not None:
+                # `self.model(data.to(self.device))`: moved where it is handed to the model.
+                name, moved, call = inline
+                move = self.device_move(moved, function)
+                if move is None or move.conditional_line:
+                    return None
+                moves[name] = move
+                fed_inline.append(call)
+                continue
             if not (isinstance(node, cst.Assign) and len(node.targets) == 1):
                 continue
             target, value = node.targets[0].target, node.value
@@ -428,6 +439,8 @@ class BatchLoops(ModelPlacement):
         if not moves or len({move.code for move in moves.values()}) != 1:
             return None
         move = next(iter(moves.values()))
+        if fed_inline:
+            return fed_inline, code_of(fed_inline[0].func), move, ""
         for call in calls:
             model = dotted_name(call.func)
             if model is None or model.split(".", 1)[0] in names:
@@ -438,18 +451,59 @@ class BatchLoops(ModelPlacement):
                 return [call], model, move, ""
         return None
 
+    def _moved_inline(
+        self, node: cst.CSTNode, names: list[str]
+    ) -> tuple[str, cst.Call, cst.Call] | None:
+        """`model(x.to(device))`: the batch name moved, the move, and the call it is handed to
+        (a call of a dotted name that is no batch name and not torch's); None otherwise."""
+        if not (
+            isinstance(node, cst.Call)
+            and is_move_call(node)
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)
+            and node.func.value.value in names
+        ):
+            return None
+        arg = self.context.parent(node)
+        call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not isinstance(call, cst.Call):
+            return None
+        model = dotted_name(call.func)
+        if model is None or model.split(".", 1)[0] in names:
+            return None
+        if (self.names.qualified_name(call.func) or "").startswith(("torch.", "builtins.")):
+            return None
+        return node.func.value.value, node, call
+
     def _batch_target(self, loop: cst.For) -> cst.BaseExpression | None:
         """What a loop binds each batch to: its target, or the second of `for i, batch in
         enumerate(...)`; None when an `enumerate` loop does not unpack a pair."""
         target = loop.target
-        if isinstance(loop.iter, cst.Call) and self.names.qualified_name(loop.iter.func) in (
-            "enumerate",
-            "builtins.enumerate",
-        ):
+        if self._enumerates(loop.iter, loop):
             if not (isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2):
                 return None
             return target.elements[1].value
         return target
+
+    def _enumerates(self, iterable: cst.BaseExpression, loop: cst.For) -> bool:
+        """`enumerate(loader)`, also inside a progress bar or through a name bound to one
+        (`pbar = tqdm(enumerate(loader))`, then `for i, batch in pbar`)."""
+        expr: cst.BaseExpression | None = iterable
+        for _ in range(4):
+            if isinstance(expr, cst.Name):
+                bound = self.scopes.binding_before(expr.value, loop)
+                expr = bound[1] if bound is not None and bound[0] == "assign" else None
+            if not isinstance(expr, cst.Call):
+                return False
+            qualified = self.names.qualified_name(expr.func)
+            if qualified in ("enumerate", "builtins.enumerate"):
+                return True
+            if not (qualified in ITERATION_WRAPPERS or _names_an_iterator(expr.func)):
+                return False
+            if not expr.args or expr.args[0].keyword is not None:
+                return False
+            expr = expr.args[0].value
+        return False
 
     def _model_calls(
         self, calls: list[cst.Call], batch_names: list[str]
