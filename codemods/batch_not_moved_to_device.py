@@ -13,18 +13,18 @@ class BatchNotMovedToDevice(DevicePass):
     """Batch from a DataLoader passed to a model on a device without being moved there.
 
     ## What it does
-    Finds `for` loops over a `torch.utils.data.DataLoader` (directly, through `enumerate(...)`
-    or `tqdm(...)`, through a name such as `pbar = tqdm(enumerate(loader))`, or through a
-    function parameter whose every caller passes a DataLoader or that is annotated as one), or over what a call of a library the file only imports returns
-    (`train_loader, valid_loader = processer.data_processer()`: nothing in the file says what
-    it yields, and a batch already on the device is not copied by the move), that pass batch
-    tensors to a model the script moved with `.to(device)` or
-    `.cuda()` (or that meet the model's output, as targets do in `criterion(model(x), y)`),
-    without moving them. The fix moves them at the head of the loop body, in the batch's own
-    shape: `x, y = x.to(device), y.to(device)` for unpacked batches (also after a leading
-    `inputs, labels = data`), `batch = {k: v.to(device) for k, v in batch.items()}` for dict
-    batches (`model(**batch)`, `batch["input_ids"]`), `batch = [t.to(device) for t in batch]`
-    for batches read as `batch[0]`, `batch = batch.to(device)` for a single tensor.
+    Finds `for` loops over a `torch.utils.data.DataLoader` (directly, through `enumerate(...)` or
+    `tqdm(...)`, through a name such as `pbar = tqdm(enumerate(loader))`, or through a function
+    parameter whose every caller passes a DataLoader or that is annotated as one), or over what a
+    call of a library the file only imports returns (`train_loader, valid_loader =
+    processer.data_processer()`: nothing in the file says what it yields, and a batch already on the
+    device is not copied by the move), that pass batch tensors to a model the script moved with
+    `.to(device)` or `.cuda()` (or that meet the model's output, as targets do in
+    `criterion(model(x), y)`), without moving them. The fix moves them at the head of the loop body,
+    in the batch's own shape: `x, y = x.to(device), y.to(device)` for unpacked batches (also after a
+    leading `inputs, labels = data`), `batch = {k: v.to(device) for k, v in batch.items()}` for dict
+    batches (`model(**batch)`, `batch["input_ids"]`), `batch = [t.to(device) for t in batch]` for
+    batches read as `batch[0]`, `batch = batch.to(device)` for a single tensor.
 
     ## Why is this bad?
     A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer
@@ -51,9 +51,9 @@ class BatchNotMovedToDevice(DevicePass):
     the same variable, a parameter of the training function that every caller fills with it,
     or the `self.<attr>` that holds it in a trainer class. Where the model's move is out of
     sight (a trainer class handed the model), a loop that moves some of its batch itself, all
-    to one device (`x = x.to(opts.gpu)`, or where it calls the model: `self.model(x.to(
-    self.device))`), shows that device for the names that meet the model's output. A `.cuda()` model gets `.cuda()`
-    batches. Names that never reach the model (indices, file names) are left alone, and so are
+    to one device (`x = x.to(opts.gpu)`, or where it calls the model:
+    `self.model(x.to(self.device))`), shows that device for the names that meet the model's
+    output. A `.cuda()` model gets `.cuda()` batches. Names that never reach the model (indices, file names) are left alone, and so are
     names the loop already moves itself or hands to a helper (`to_device(batch)`), batches the
     loader's `collate_fn` or dataset class already moved (DF201 says whether they should), and
     values that must stay on the CPU: the lengths a model packs with `pack_padded_sequence`
