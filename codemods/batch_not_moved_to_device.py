@@ -53,8 +53,8 @@ class BatchNotMovedToDevice(DevicePass):
     sight (a trainer class handed the model), a loop that moves some of its batch itself, all
     to one device (`x = x.to(opts.gpu)`, or where it calls the model:
     `self.model(x.to(self.device))`), shows that device for the names that meet the model's
-    output. A `.cuda()` model gets `.cuda()` batches. Names that never reach the model (indices, file names) are left alone, and so are
-    names the loop already moves itself or hands to a helper (`to_device(batch)`), batches the
+    output. A `.cuda()` model gets `.cuda()` batches. Names that never reach the model (indices,
+    file names) are left alone, and so are names the loop already moves itself or hands to a helper (`to_device(batch)`), batches the
     loader's `collate_fn` or dataset class already moved (DF201 says whether they should), and
     values that must stay on the CPU: the lengths a model packs with `pack_padded_sequence`
     (directly or in its `forward`), `.numpy()` receivers; a dict batch with such a key is moved
