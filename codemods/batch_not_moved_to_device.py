@@ -47,18 +47,18 @@ class BatchNotMovedToDevice(DevicePass):
         x, y = x.to(device), y.to(device)
         loss = criterion(model(x), y)
     ```
-    The device is the one the model was moved to, written as it can be read inside the loop:
-    the same variable, a parameter of the training function that every caller fills with it,
-    or the `self.<attr>` that holds it in a trainer class. Where the model's move is out of
-    sight (a trainer class handed the model), a loop that moves some of its batch itself, all
-    to one device (`x = x.to(opts.gpu)`, or where it calls the model:
-    `self.model(x.to(self.device))`), shows that device for the names that meet the model's
-    output. A `.cuda()` model gets `.cuda()` batches. Names that never reach the model (indices,
-    file names) are left alone, and so are names the loop already moves itself or hands to a helper (`to_device(batch)`), batches the
-    loader's `collate_fn` or dataset class already moved (DF201 says whether they should), and
-    values that must stay on the CPU: the lengths a model packs with `pack_padded_sequence`
-    (directly or in its `forward`), `.numpy()` receivers; a dict batch with such a key is moved
-    by a comprehension that leaves that key where it is.
+    The device is the one the model was moved to, written as it can be read inside the loop: the
+    same variable, a parameter of the training function that every caller fills with it, or the
+    `self.<attr>` that holds it in a trainer class. Where the model's move is out of sight (a
+    trainer class handed the model), a loop that moves some of its batch itself, all to one
+    device (`x = x.to(opts.gpu)`, or where it calls the model: `self.model(x.to(self.device))`),
+    shows that device for the names that meet the model's output. A `.cuda()` model gets
+    `.cuda()` batches. Names that never reach the model (indices, file names) are left alone,
+    and so are names the loop already moves itself or hands to a helper (`to_device(batch)`),
+    batches the loader's `collate_fn` or dataset class already moved (DF201 says whether they
+    should), and values that must stay on the CPU: the lengths a model packs with
+    `pack_padded_sequence` (directly or in its `forward`), `.numpy()` receivers; a dict batch
+    with such a key is moved by a comprehension that leaves that key where it is.
 
     ## Fix safety
     Unsafe: the fix assumes every moved batch element is a tensor (or has `.to`); a collate
