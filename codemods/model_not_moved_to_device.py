@@ -50,7 +50,13 @@ class ModelNotMovedToDevice(DevicePass):
     `obs = torch.tensor(o).to(self.device)`), gets that network built on that device
     (`self.q = make_q(spec).to(self.device)`, or the
     value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
-    network made after it follows it. A module that runs itself (`self(x)`, `self.forward(x)`)
+    network made after it follows it. A checkpoint the object loads (`self.lm =
+    AutoModelForCausalLM.from_pretrained(path)`) and only runs (`self.lm(**enc)`,
+    `self.lm.generate(...)`, reading `.config` or `.eval()` aside) counts with any of its inputs
+    moved to a device the object holds (`enc = self.tok(...).to(self.accelerator.device)`); of
+    several loads of the attribute in one method, the one without a placement is built there
+    when the others have one (a full-weight branch beside an adapter loaded onto a base model
+    with `device_map=`). A module that runs itself (`self(x)`, `self.forward(x)`)
     on tensors it makes on a device it sets in `__init__` (`torch.tensor(obs,
     device=self.device)`), and that neither it nor this file moves, gets `self.to(self.device)`
     in `__init__`, before its parameters are read (an optimizer, `copy.deepcopy(self)`).

@@ -10,6 +10,7 @@ feeds it the same device tensors it feeds its siblings.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
@@ -17,7 +18,25 @@ from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method as method_named
 from devfix.codemods.analysis.modules import methods, names_a_device, self_attribute
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
-from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE
+from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE, MOVE_METHODS
+
+#: `from_pretrained` keywords under which the model is placed as it loads.
+_PLACED_AS_LOADED = ("device_map", "load_in_8bit", "load_in_4bit", "quantization_config")
+
+
+def _loads_pretrained(value: cst.BaseExpression) -> bool:
+    """`AutoModel.from_pretrained(...)`: a model, by construction."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "from_pretrained"
+    )
+
+
+def _placed_as_loaded(value: cst.BaseExpression) -> bool:
+    return _loads_pretrained(value) and any(
+        keyword_argument(cast(cst.Call, value), word) is not None for word in _PLACED_AS_LOADED
+    )
 
 
 @dataclass(frozen=True)
@@ -59,8 +78,18 @@ class HeldModels(Analysis):
             return []  # `left_behind`'s: the object places some network itself
         found: list[UnplacedNetwork] = []
         for method in methods(classdef):
-            for attribute, assign in self._built(method).items():
-                if not self._used_as_network(classdef, attribute, copies=True):
+            built = self._built(method)
+            for attribute, assign in self._loaded_unplaced(method).items():
+                built.setdefault(attribute, assign)
+            for attribute, assign in built.items():
+                if not (
+                    self._used_as_network(classdef, attribute, copies=True)
+                    or (
+                        _loads_pretrained(assign.value)
+                        and not self._placed_as_loaded(assign.value, assign)
+                        and self._only_run(classdef, attribute)
+                    )
+                ):
                     continue
                 fed = self._fed_moved_input(classdef, attribute)
                 if fed is None:
@@ -140,7 +169,8 @@ class HeldModels(Analysis):
         return next(iter(self._assignments(function, device)), None)
 
     def _assignments(self, function: cst.FunctionDef, device: str) -> list[cst.Assign]:
-        attribute = device.removeprefix("self.")
+        # `self.accelerator.device` is set where `self.accelerator` is.
+        attribute = device.removeprefix("self.").split(".", 1)[0]
         return [
             assign
             for assign in self.scopes.find(function.body, cst.Assign, own_scope=True)
@@ -150,9 +180,10 @@ class HeldModels(Analysis):
     def _fed_moved_input(
         self, classdef: cst.ClassDef, attribute: str | None
     ) -> tuple[str, str] | None:
-        """(input, `self.<device>`) for a call `self.<attribute>(x)` (with None: `self(x)` or
-        `self.forward(x)`) whose first argument `x` the calling method moved to, or made on, a
-        device the object holds."""
+        """(input, `self.<device>`) for a call `self.<attribute>(x)` (also `.generate(...)`;
+        with None: `self(x)` or `self.forward(x)`) whose first argument `x` (for a model the
+        object loads: any argument, `**inputs` too) the calling method moved to, or made on, a
+        device the object holds (`self.device`, `self.accelerator.device`)."""
         for call in self.scopes.find(classdef.body, cst.Call):
             callee = self_attribute(call.func)
             if attribute is None:
@@ -161,27 +192,113 @@ class HeldModels(Analysis):
                 )
                 if not runs_itself:
                     continue
-            elif callee != attribute:
+                arguments = call.args[:1]
+            elif callee == attribute:
+                arguments = call.args if self._loaded(classdef, attribute) else call.args[:1]
+            elif (
+                isinstance(call.func, cst.Attribute)
+                and call.func.attr.value in ("generate", "forward")
+                and self_attribute(call.func.value) == attribute
+            ):
+                arguments = call.args
+            else:
                 continue
-            if not call.args:
-                continue
-            argument = call.args[0].value
-            value = (
-                self.scopes.value_at(argument.value, call)
-                if isinstance(argument, cst.Name)
-                else argument
-            )
-            while isinstance(value, cst.Call):
-                target = keyword_argument(value, "device")
-                if isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
-                    target = target or (value.args[0] if value.args else None)
-                device = self_attribute(target.value) if target is not None else None
-                if device is not None and names_a_device(device):
-                    return code_of(argument), f"self.{device}"
-                if not isinstance(value.func, cst.Attribute):
-                    break
-                value = value.func.value
+            for arg in arguments:
+                fed = self._moved_to_held_device(arg.value, call)
+                if fed is not None:
+                    return fed
         return None
+
+    def _moved_to_held_device(
+        self, argument: cst.BaseExpression, call: cst.Call
+    ) -> tuple[str, str] | None:
+        value = (
+            self.scopes.value_at(argument.value, call)
+            if isinstance(argument, cst.Name)
+            else argument
+        )
+        while isinstance(value, cst.Call):
+            target = keyword_argument(value, "device")
+            if isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
+                target = target or (value.args[0] if value.args else None)
+            device = dotted_name(target.value) if target is not None else None
+            if (
+                device is not None
+                and device.startswith("self.")
+                and names_a_device(device.rsplit(".", 1)[1])
+            ):
+                return code_of(argument), device
+            if not isinstance(value.func, cst.Attribute):
+                break
+            value = value.func.value
+        return None
+
+    def _loaded(self, classdef: cst.ClassDef, attribute: str) -> bool:
+        """`self.<attribute>` is assigned a pretrained checkpoint somewhere in the class."""
+        return any(
+            len(assign.targets) == 1
+            and self_attribute(assign.targets[0].target) == attribute
+            and _loads_pretrained(assign.value)
+            for assign in self.scopes.find(classdef.body, cst.Assign)
+        )
+
+    def _loaded_unplaced(self, method: cst.FunctionDef) -> dict[str, cst.Assign]:
+        """`self.<attr> = X.from_pretrained(...)` of `method` where every other assignment of
+        the attribute there loads it placed (`device_map=`, quantized): the one left on the
+        CPU (a full-weight branch beside a LoRA one loaded with a device map)."""
+        by_attribute: dict[str, list[cst.Assign]] = {}
+        for assign in self.scopes.find(method.body, cst.Assign, own_scope=True):
+            if len(assign.targets) == 1:
+                attribute = self_attribute(assign.targets[0].target)
+                if attribute is not None:
+                    by_attribute.setdefault(attribute, []).append(assign)
+        found: dict[str, cst.Assign] = {}
+        for attribute, assigns in by_attribute.items():
+            if not all(isinstance(a.value, cst.Call) for a in assigns):
+                continue
+            placed = [a for a in assigns if self._placed_as_loaded(a.value, a)]
+            unplaced = [a for a in assigns if _loads_pretrained(a.value) and a not in placed]
+            if len(unplaced) == 1 and len(unplaced) + len(placed) == len(assigns):
+                found[attribute] = unplaced[0]
+        return found
+
+    def _placed_as_loaded(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """A load given a placement (`device_map=`, quantized), or an adapter loaded onto a
+        base model that was (`PeftModel.from_pretrained(base, path)`)."""
+        if _placed_as_loaded(value):
+            return True
+        if not (_loads_pretrained(value) and isinstance(value, cst.Call) and value.args):
+            return False
+        base = value.args[0].value
+        loaded = self.scopes.value_at(base.value, at) if isinstance(base, cst.Name) else None
+        return loaded is not None and _placed_as_loaded(loaded)
+
+    def _only_run(self, classdef: cst.ClassDef, attribute: str) -> bool:
+        """`self.<attribute>` is run (`self.rm(**inputs)`, `.generate(...)`) and otherwise only
+        read for its members (`.config`, `.eval()`, `.parameters()`): never handed to a call,
+        wrapped, stored elsewhere or moved."""
+        run = False
+        for node in self.scopes.find(classdef.body, cst.Attribute):
+            if self_attribute(node) != attribute:
+                continue
+            parent = self.context.parent(node)
+            if isinstance(parent, cst.AssignTarget):
+                continue
+            if isinstance(parent, cst.Call) and parent.func is node:
+                run = True
+                continue
+            if isinstance(parent, cst.Attribute) and parent.value is node:
+                if parent.attr.value in MOVE_METHODS:
+                    return False
+                grand = self.context.parent(parent)
+                run |= (
+                    isinstance(grand, cst.Call)
+                    and grand.func is parent
+                    and parent.attr.value in ("generate", "forward")
+                )
+                continue
+            return False
+        return run
 
     def _device_at(self, method: cst.FunctionDef, device: str, built: cst.Assign) -> str | None:
         """`device` where `built` runs: itself when the method sets it before (or another

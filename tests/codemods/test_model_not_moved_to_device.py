@@ -625,3 +625,125 @@ def test_a_copy_that_is_moved_or_never_run_is_left() -> None:
                 self.target.cuda()
         """,
     )
+
+
+def test_a_checkpoint_an_object_loads_and_runs_on_inputs_it_moves_is_built_there() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        class Captioner:
+            def __init__(self, path, device="cuda"):
+                self.torch_device = torch.device(device)
+                self.tok = AutoTokenizer.from_pretrained(path)
+                self.lm = AutoModelForCausalLM.from_pretrained(path)
+                self.lm.eval()
+
+            def caption(self, prompt):
+                enc = self.tok(prompt, return_tensors="pt").to(self.torch_device)
+                ids = self.lm.generate(**enc, max_new_tokens=16)
+                return self.tok.decode(ids[0])
+        """,
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        class Captioner:
+            def __init__(self, path, device="cuda"):
+                self.torch_device = torch.device(device)
+                self.tok = AutoTokenizer.from_pretrained(path)
+                self.lm = AutoModelForCausalLM.from_pretrained(path).to(self.torch_device)
+                self.lm.eval()
+
+            def caption(self, prompt):
+                enc = self.tok(prompt, return_tensors="pt").to(self.torch_device)
+                ids = self.lm.generate(**enc, max_new_tokens=16)
+                return self.tok.decode(ids[0])
+        """,
+        unsafe=True,
+    )
+    assert "moves to `self.torch_device`" in findings[0].message
+
+
+def test_the_full_weight_branch_beside_a_placed_adapter_branch_is_built_on_the_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModelForSequenceClassification
+
+        class Judge:
+            def __init__(self, cfg, accelerator):
+                self.accelerator = accelerator
+                self.cfg = cfg
+
+            def setup(self):
+                if self.cfg.adapter:
+                    base = AutoModelForSequenceClassification.from_pretrained(
+                        self.cfg.name, device_map={"": self.accelerator.local_process_index}
+                    )
+                    self.critic = PeftModel.from_pretrained(base, self.cfg.adapter)
+                else:
+                    self.critic = AutoModelForSequenceClassification.from_pretrained(self.cfg.name)
+                self.critic.config.pad_token_id = 0
+
+            def judge(self, enc):
+                feats = enc.to(self.accelerator.device)
+                return self.critic(**feats).logits
+        """,
+        """
+        import torch
+        from peft import PeftModel
+        from transformers import AutoModelForSequenceClassification
+
+        class Judge:
+            def __init__(self, cfg, accelerator):
+                self.accelerator = accelerator
+                self.cfg = cfg
+
+            def setup(self):
+                if self.cfg.adapter:
+                    base = AutoModelForSequenceClassification.from_pretrained(
+                        self.cfg.name, device_map={"": self.accelerator.local_process_index}
+                    )
+                    self.critic = PeftModel.from_pretrained(base, self.cfg.adapter)
+                else:
+                    self.critic = AutoModelForSequenceClassification.from_pretrained(self.cfg.name).to(self.accelerator.device)
+                self.critic.config.pad_token_id = 0
+
+            def judge(self, enc):
+                feats = enc.to(self.accelerator.device)
+                return self.critic(**feats).logits
+        """,
+        unsafe=True,
+    )
+
+
+def test_a_loaded_checkpoint_handed_elsewhere_or_placed_as_it_loads_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModel, Trainer
+
+        class Handed:
+            def __init__(self, path, args):
+                self.device = torch.device("cuda")
+                self.net = AutoModel.from_pretrained(path)
+                self.trainer = Trainer(model=self.net, args=args)
+
+            def embed(self, enc):
+                return self.net(**enc.to(self.device)).last_hidden_state
+
+        class Placed:
+            def __init__(self, path):
+                self.device = torch.device("cuda")
+                self.net = AutoModel.from_pretrained(path, device_map="auto")
+
+            def embed(self, enc):
+                return self.net(**enc.to(self.device)).last_hidden_state
+        """,
+    )
