@@ -34,13 +34,16 @@ class TorchLoadWithoutMapLocation(DevicePass):
     imports `torch` nowhere but takes it from a star-imported helper module
     (`from utils import *`) is read the same way.
 
-    Left alone: a single-process program (a notebook, a tutorial script) that loads back the
-    state it saved itself into `load_state_dict` (`torch.save(model.state_dict(), "best.pt")`
-    during training, then `model.load_state_dict(torch.load("best.pt"))`): the values go onto
-    the parameters' devices, and the devices it was saved from are this machine's. The same
-    file-name template in one scope counts (`f"ckpt-{epoch}.pt"` saved, `f"ckpt-{best}.pt"`
-    loaded); a path that two functions take from their callers (`save(self, path)`,
-    `load(self, path)`: a resume API) does not, since the caller may name another run's file.
+    Left alone: a load in one branch of an `if` whose other branch loads with a `map_location`
+    (`if args.gpu is None: torch.load(path)`, `else: torch.load(path, map_location=loc)`): the
+    author chose where each branch's tensors go. A single-process program (a notebook, a
+    tutorial script) that loads back the state it saved itself into `load_state_dict`
+    (`torch.save(model.state_dict(), "best.pt")` during training, then
+    `model.load_state_dict(torch.load("best.pt"))`): the values go onto the parameters' devices,
+    and the devices it was saved from are this machine's. The same file-name template in one
+    scope counts (`f"ckpt-{epoch}.pt"` saved, `f"ckpt-{best}.pt"` loaded); a path that two
+    functions take from their callers (`save(self, path)`, `load(self, path)`: a resume API)
+    does not, since the caller may name another run's file.
 
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
@@ -113,6 +116,8 @@ class TorchLoadWithoutMapLocation(DevicePass):
             return  # `map_location` given by position, or perhaps inside `*args`
         if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
             return
+        if self._other_branch_maps(node):
+            return
         flow = self.facts.flow
         only_state = flow.feeds_only_state_dicts(node)
         if only_state and not flow.is_distributed() and flow.loads_its_own_save(node):
@@ -133,6 +138,32 @@ class TorchLoadWithoutMapLocation(DevicePass):
             fix_title=f"Add `map_location={target}`",
             applicability=Applicability.SAFE if certain else Applicability.UNSAFE,
         )
+
+    def _other_branch_maps(self, node: cst.Call) -> bool:
+        """`node` is in one branch of an `if` whose other branch loads with a `map_location`
+        (`if args.gpu is None: torch.load(path)` / `else: torch.load(path, map_location=loc)`):
+        the author chose where each branch's tensors go."""
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
+                other: cst.CSTNode | None = (
+                    ancestor.orelse
+                    if current is ancestor.body
+                    else ancestor.body
+                    if current is ancestor.orelse
+                    else None
+                )
+                if other is not None and any(
+                    isinstance(inner, cst.Call)
+                    and call_tail(inner.func) in _LOADER_TAILS
+                    and keyword_argument(inner, "map_location") is not None
+                    for inner in self.context.subtree(other)
+                ):
+                    return True
+            current = ancestor
+        return False
 
     def _map_target(self, node: cst.Call, only_state: bool) -> tuple[str, str, bool]:
         """(map_location source, why, certain)."""

@@ -460,3 +460,22 @@ def test_a_url_loader_given_its_map_location_by_position_or_an_unrelated_load_is
         config = yaml.load_url(URL)
         """,
     )
+
+
+def test_a_bare_load_beside_a_branch_that_maps_its_load_is_the_author_s_choice() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        def resume(cfg, net):
+            if cfg.local_gpu is None:
+                state = torch.load(cfg.resume)
+            elif cfg.cpu:
+                state = torch.load(cfg.resume, map_location="cpu")
+            else:
+                state = torch.load(cfg.resume, map_location=f"cuda:{cfg.local_gpu}")
+            net.load_state_dict(state["model"])
+            return state["epoch"]
+        """,
+    )
