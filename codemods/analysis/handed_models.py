@@ -61,8 +61,10 @@ class HandedModels(Analysis):
         if info.is_model_code or self.facts.flow.in_data_pipeline(move):
             return None  # DF102's and DF201's
         fed = self._fed_names(move)
-        start = self.context.order(move)[0]
+        start, end = self.context.order(move)
         for call in self.context.of_type(function.body, cst.Call):
+            if start <= self.context.order(call)[0] <= end:
+                continue  # what the move moves (`tokenizer.encode(text).cuda()`), not a consumer
             holds = self._holds(call, move)
             if self.context.order(call)[0] < start and not holds:
                 continue

@@ -1127,3 +1127,25 @@ def test_cuda_of_an_inputs_device_in_model_code_becomes_to_that_device() -> None
     result = fix_source(source, Options(select=("DF102", RULE)))
     assert result.output == source.replace(".cuda(x.device)", ".to(x.device)")
     assert [f.code for f in result.findings] == [RULE]
+
+
+def test_a_prompt_rebound_to_its_encoding_follows_the_model_not_the_tokenizer() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        def complete(lm, tok, prompt, n=32):
+            prompt = tok.encode(prompt, return_tensors="pt").cuda()
+            return lm.generate(prompt, max_new_tokens=n, pad_token_id=tok.encode("[PAD]")[0])
+        """,
+        """
+        import torch
+
+        def complete(lm, tok, prompt, n=32):
+            prompt = tok.encode(prompt, return_tensors="pt").to(lm.device)
+            return lm.generate(prompt, max_new_tokens=n, pad_token_id=tok.encode("[PAD]")[0])
+        """,
+        unsafe=True,
+    )
+    assert "puts the inputs of `lm`" in findings[0].message
