@@ -12,7 +12,6 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods.analysis.names import code_of
 from devfix.codemods.data_parallel import model_wrap
 from devfix.codemods.data_parallel.convert import convert
 from devfix.codemods.data_parallel.script import Decline, Script
@@ -171,18 +170,8 @@ class DataParallelTraining(DevicePass):
 
     def visit_Module(self, node: cst.Module) -> bool:
         script = Script(self.context)
-        for call in model_wrap.functional_data_parallel_calls(script):
-            module = code_of(call.args[0].value) if call.args else "the module"
-            self.report(
-                call,
-                message=(
-                    f"`data_parallel` replicates `{module}` over the GPUs on every call, as "
-                    "`nn.DataParallel` does, so a tensor its `forward` puts on a fixed device "
-                    "meets a replica on another GPU; not converted: the functional form runs "
-                    "inside the caller's code, which must become one process per GPU by hand "
-                    "(DistributedDataParallel under torchrun)"
-                ),
-            )
+        for call, message in model_wrap.functional_data_parallel(script):
+            self.report(call, message=message)
         calls = model_wrap.data_parallel_calls(script)
         if not calls:
             return False

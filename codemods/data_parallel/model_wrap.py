@@ -30,16 +30,29 @@ from devfix.codemods.data_parallel.plan import Plan, parse_statements
 from devfix.codemods.data_parallel.script import Decline, Script, Wrap
 
 
-def functional_data_parallel_calls(script: Script) -> list[cst.Call]:
-    """Every call of torch's `nn.parallel.data_parallel(module, inputs, device_ids)`."""
+def functional_data_parallel(script: Script) -> list[tuple[cst.Call, str]]:
+    """Every call of torch's `nn.parallel.data_parallel(module, inputs, device_ids)`, with why
+    it is not converted."""
     if "data_parallel" not in script.context.text:
         return []
-    return [
-        call
-        for call in script.scopes.find(script.module, cst.Call)
-        if call_tail(call.func) is not None
-        and script.names.qualified_name(call.func) in FUNCTIONAL_DATA_PARALLEL
-    ]
+    found: list[tuple[cst.Call, str]] = []
+    for call in script.scopes.find(script.module, cst.Call):
+        if call_tail(call.func) is None:
+            continue
+        if script.names.qualified_name(call.func) not in FUNCTIONAL_DATA_PARALLEL:
+            continue
+        module = code_of(call.args[0].value) if call.args else "the module"
+        found.append(
+            (
+                call,
+                f"`data_parallel` replicates `{module}` over the GPUs on every call, as "
+                "`nn.DataParallel` does, so a tensor its `forward` puts on a fixed device meets "
+                "a replica on another GPU; not converted: the functional form runs inside the "
+                "caller's code, which must become one process per GPU by hand "
+                "(DistributedDataParallel under torchrun)",
+            )
+        )
+    return found
 
 
 def data_parallel_calls(script: Script) -> list[cst.Call]:
