@@ -639,6 +639,32 @@ class ModuleFacts(Analysis):
                 info.device_attrs.add(attr)
         info.tensor_layers -= other_values
 
+    def parameter_receiving(self, call: cst.Call, index: int) -> str | None:
+        """The name of the positional parameter that the `index`-th argument of `call` binds,
+        for a function of this file (`make_mask(n, device)`) or a method of the class the
+        call is in (`self.make_mask(n, device)`); None for anything else."""
+        func = call.func
+        function: cst.FunctionDef | None = None
+        skip = 0
+        if isinstance(func, cst.Name):
+            function = self.scopes.module_functions().get(func.value)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            classdef = self.enclosing_class(call)
+            caller = self.scopes.enclosing_function(call)
+            if (
+                classdef is not None
+                and caller is not None
+                and func.value.value == self_name(caller)
+            ):
+                function = method(classdef, func.attr.value)
+                skip = 1
+        if function is None:
+            return None
+        positional = [
+            p.name.value for p in (*function.params.posonly_params, *function.params.params)
+        ]
+        return positional[index + skip] if index + skip < len(positional) else None
+
     def enclosing_class(self, node: cst.CSTNode) -> cst.ClassDef | None:
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, cst.ClassDef):

@@ -150,8 +150,10 @@ class DeviceFixedAtConstruction(DevicePass):
     (`self.embedding(ids).to(self.device)`, also a module the constructor is given, `self.inner
     = inner`, that the class calls and reads parameters of) is dropped: safe, the output is
     already on that layer's device. A helper of the project handed the stored device
-    (`BeamSearch(..., device=self.device)`) gets the device of the method's one tensor argument
-    (unsafe), or is reported when several could be meant. A move under `if x.is_cuda:` goes to
+    (`BeamSearch(..., device=self.device)`, or by position to a function or method of the file
+    whose parameter names a device: `make_mask(n, device)` with the module-level `device`) gets
+    the device of the method's one tensor argument (unsafe), or is reported when several could
+    be meant. A move under `if x.is_cuda:` goes to
     `x.device` (safe: the branch runs only when `x` is on a GPU, and it is that one). A move
     under a flag (`mask.cuda() if self.use_gpu else mask`) replaces the whole conditional: the
     tensor's device is right whether the flag is set or not. A layer built in place instead of
@@ -367,12 +369,29 @@ class DeviceFixedAtConstruction(DevicePass):
         return True
 
     def _check_helper_device(self, node: cst.Call) -> None:
-        """`Beam(..., device=self.device)` in `forward`: a helper handed the device stored at
-        construction places its tensors there, not where the inputs are."""
-        device_arg = keyword_argument(node, "device")
-        if device_arg is None or (self.qualified_name(node.func) or "").startswith("torch"):
+        """`Beam(..., device=self.device)` in `forward`, or `make_mask(n, device)` with the
+        module-level `device`: a helper handed the device stored at construction (or chosen
+        by the script) places its tensors there, not where the inputs are."""
+        if (self.qualified_name(node.func) or "").startswith("torch"):
             return
-        found = self.facts.devices.fixed_move(node, device_arg.value, offload=False)
+        keyword = keyword_argument(node, "device")
+        candidates = (
+            [keyword]
+            if keyword is not None
+            else [
+                arg
+                for index, arg in enumerate(node.args)
+                if arg.keyword is None
+                and not arg.star
+                and isinstance(arg.value, (cst.Name, cst.Attribute))
+                and names_a_device(self.facts.modules.parameter_receiving(node, index) or "")
+            ]
+        )
+        found = None
+        for device_arg in candidates:
+            found = self.facts.devices.fixed_move(node, device_arg.value, offload=False)
+            if found is not None:
+                break
         if found is None:
             return
         function, fixed = found

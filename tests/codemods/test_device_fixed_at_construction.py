@@ -1685,3 +1685,48 @@ def test_functional_data_parallel_makes_a_stored_device_a_bug_not_a_hazard() -> 
     assert len(findings) == 1
     assert "forward` moves a tensor to the global `gpu`" in findings[0].message
     assert "one device today" not in findings[0].message
+
+
+def test_a_helper_handed_the_global_device_by_position_gets_the_input_s_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        import torch.nn as nn
+
+        DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def band(width, n, dev):
+            return torch.ones(n, n, device=dev).tril(width).triu(-width)
+
+        class Local(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.proj = nn.Linear(d, d)
+
+            def forward(self, h):
+                print("running on", DEV)
+                weights = band(2, h.size(1), DEV)
+                return weights @ self.proj(h)
+        """,
+        """
+        import torch
+        import torch.nn as nn
+
+        DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def band(width, n, dev):
+            return torch.ones(n, n, device=dev).tril(width).triu(-width)
+
+        class Local(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.proj = nn.Linear(d, d)
+
+            def forward(self, h):
+                print("running on", DEV)
+                weights = band(2, h.size(1), h.device)
+                return weights @ self.proj(h)
+        """,
+        unsafe=True,
+    )
