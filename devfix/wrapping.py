@@ -65,14 +65,15 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
     long = _new_long_lines(lines, old_lines, limit)
     if not long:
         return after
-    for number in sorted(_full_line_comments(after) & long, reverse=True):
-        line = lines[number - 1]
-        body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :] or "\n"
+    comments = _full_line_comments(after)
+    for first, last in reversed(_new_comment_blocks(lines, comments & long, comments, old_lines)):
+        block = lines[first - 1 : last]
+        body, ending = block[0].rstrip("\r\n"), block[0][len(block[0].rstrip("\r\n")) :] or "\n"
         indent = body[: len(body) - len(body.lstrip())]
-        text = body.lstrip()[1:].strip()
+        # A new comment block is one paragraph: re-flowed whole, not line by line.
+        text = " ".join(line.strip()[1:].strip() for line in block)
         pieces = textwrap.wrap(text, limit - len(indent) - 2, break_long_words=False)
-        lines[number - 1] = "".join(f"{indent}# {piece}{ending}" for piece in pieces)
-        long.discard(number)
+        lines[first - 1 : last] = [f"{indent}# {piece}{ending}" for piece in pieces]
     after = "".join(lines)
     lines = after.splitlines(keepends=True)
     long = _new_long_lines(lines, old_lines, limit)
@@ -135,6 +136,33 @@ def _new_long_lines(lines: list[str], old_lines: set[str], limit: int) -> set[in
         for number, line in enumerate(lines, 1)
         if len(line.rstrip("\r\n")) > limit and line.rstrip("\r\n") not in old_lines
     }
+
+
+def _new_comment_blocks(
+    lines: list[str], long: set[int], comments: set[int], old_lines: set[str]
+) -> list[tuple[int, int]]:
+    """(first, last) line numbers of the runs of new full-line comments, at one indentation,
+    that hold a line in `long`; a comment the file already had is never joined."""
+
+    def joins(number: int, indent: str) -> bool:
+        if number not in comments or number > len(lines) or lines[number - 1] in old_lines:
+            return False
+        line = lines[number - 1].rstrip("\r\n")
+        return line[: len(line) - len(line.lstrip())] == indent
+
+    blocks: list[tuple[int, int]] = []
+    for number in sorted(long):
+        if blocks and blocks[-1][0] <= number <= blocks[-1][1]:
+            continue
+        line = lines[number - 1].rstrip("\r\n")
+        indent = line[: len(line) - len(line.lstrip())]
+        first = last = number
+        while first > 1 and joins(first - 1, indent):
+            first -= 1
+        while joins(last + 1, indent):
+            last += 1
+        blocks.append((first, last))
+    return blocks
 
 
 def _full_line_comments(code: str) -> set[int]:

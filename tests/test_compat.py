@@ -192,3 +192,22 @@ def test_libcst_reparses_only_when_a_changed_line_opens_an_fstring() -> None:
     assert compat._new_lines_start_fstrings("a = 1\n", "print(rf'{x}')\n")
     assert not compat._new_lines_start_fstrings('y = f"{a}"\nx = 1\n', 'y = f"{a}"\nx = 2\n')
     assert not compat._new_lines_start_fstrings("x = 1\n", "x = elf('s')\n")
+
+
+def test_a_new_comment_block_over_the_limit_is_reflowed_as_one_paragraph() -> None:
+    before = "def f():\n    # the user's own note, kept as written even though it is long enough\n    pass\n"
+    after = (
+        "def f():\n"
+        "    # the user's own note, kept as written even though it is long enough\n"
+        "    # Each process now takes a share of the global batch (when that does not divide\n"
+        "    # evenly, the global batch is smaller).\n"
+        "    pass\n"
+    )
+    wrapped = wrap_long_lines(before, after, 72)
+    assert wrapped == (
+        "def f():\n"
+        "    # the user's own note, kept as written even though it is long enough\n"
+        "    # Each process now takes a share of the global batch (when that does\n"
+        "    # not divide evenly, the global batch is smaller).\n"
+        "    pass\n"
+    )

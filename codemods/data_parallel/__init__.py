@@ -103,7 +103,8 @@ class DataParallelTraining(DevicePass):
     model before its wrap moves after it, and the DataParallel idiom `if n_gpu > 1: loss =
     loss.mean()` goes. Every training `DataLoader` (one iterated in a loop that calls
     `.backward()`, passed to a function that does, looped over as a global by a flat script's
-    `train(epoch)`, or returned by a factory such as `set_loader(opt)`) gets a
+    `train(epoch)`, or returned by a factory such as `set_loader(opt)`, also as calls: `return
+    DataLoader(train, ...), DataLoader(valid)`) gets a
     `DistributedSampler` with the loader's former `shuffle`, the same seed on every rank, and
     `sampler.set_epoch(epoch)` at the start of each epoch; the `train_sampler = None`
     placeholder of ImageNet-style scripts becomes that sampler. DataParallel's `batch_size` was

@@ -81,7 +81,7 @@ def _factory_loaders(script: Script) -> list[Loader]:
         factory = functions.get(func.value) if isinstance(func, cst.Name) else None
         if factory is None or factory is script.scope.function or len(assign.targets) != 1:
             continue
-        returned = _returned_names(script, factory)
+        returned = _returned_parts(script, factory)
         target = assign.targets[0].target
         names = [target] if isinstance(target, cst.Name) else []
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -93,28 +93,46 @@ def _factory_loaders(script: Script) -> list[Loader]:
         for outer, inner in zip(names, returned):
             assert isinstance(outer, cst.Name)
             uses = _training_uses(script, outer.value)
-            if uses is None or inner is None:
+            if uses is None:
+                continue
+            if (
+                isinstance(inner, cst.Call)
+                and script.names.qualified_name(inner.func) in DATALOADERS
+            ):
+                # `return DataLoader(train, ...), DataLoader(valid, ...)`: the sampler goes
+                # before the `return`, named after the training code's name for the loader.
+                statement = _statement_of(script, inner)
+                if statement is not None:
+                    found.append(Loader(statement, outer.value, inner, uses, outer.value, factory))
+                continue
+            if not isinstance(inner, cst.Name):
                 continue
             for call in script.scopes.find(factory.body, cst.Call, own_scope=True):
                 if script.names.qualified_name(call.func) not in DATALOADERS:
                     continue
                 assigned = _assigned(script, call)
-                if assigned is not None and assigned[1] == inner:
+                if assigned is not None and assigned[1] == inner.value:
                     found.append(Loader(*assigned, call, uses, outer.value, factory))
     return found
 
 
-def _returned_names(script: Script, function: cst.FunctionDef) -> list[str | None] | None:
-    """The names the function's last statement returns (None for a part that is not a name),
-    when that is its only `return`."""
+def _returned_parts(script: Script, function: cst.FunctionDef) -> list[cst.BaseExpression] | None:
+    """What the function's `return` gives back, part by part (`return a, b`), when that is its
+    only `return`."""
     returns = list(script.scopes.find(function.body, cst.Return, own_scope=True))
     if len(returns) != 1 or returns[0].value is None:
         return None
     value = returns[0].value
-    parts = list(value.elements) if isinstance(value, cst.Tuple) else None
-    if parts is None:
-        return [value.value if isinstance(value, cst.Name) else None]
-    return [p.value.value if isinstance(p.value, cst.Name) else None for p in parts]
+    if isinstance(value, cst.Tuple):
+        return [part.value for part in value.elements]
+    return [value]
+
+
+def _statement_of(script: Script, node: cst.CSTNode) -> cst.SimpleStatementLine | None:
+    for ancestor in script.ancestors(node):
+        if isinstance(ancestor, cst.SimpleStatementLine):
+            return ancestor
+    return None
 
 
 def plan_loaders(script: Script, plan: Plan, *, keep_per_process_batch: bool) -> None:

@@ -1044,3 +1044,43 @@ def test_functional_data_parallel_is_reported_without_a_fix() -> None:
         reason="`data_parallel` replicates `self.stem` over the GPUs on every call",
     )
     assert "by hand" in finding.message
+
+
+def test_loaders_a_factory_returns_as_calls_get_their_sampler_before_the_return() -> None:
+    out = _convert(
+        """
+        import torch
+        import torch.nn as nn
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def make_loaders(n, batch):
+            train = TensorDataset(torch.randn(n, 3), torch.randn(n, 1))
+            held_out = TensorDataset(torch.randn(16, 3), torch.randn(16, 1))
+            return DataLoader(train, batch_size=batch, shuffle=True), DataLoader(held_out)
+
+        def fit(net, loader, opt):
+            for x, y in loader:
+                opt.zero_grad()
+                nn.functional.mse_loss(net(x.cuda()), y.cuda()).backward()
+                opt.step()
+
+        def main():
+            fit_loader, eval_loader = make_loaders(128, 32)
+            net = nn.DataParallel(nn.Linear(3, 1)).cuda()
+            opt = torch.optim.SGD(net.parameters(), lr=0.1)
+            for epoch in range(2):
+                fit(net, fit_loader, opt)
+
+        if __name__ == "__main__":
+            main()
+        """
+    )
+    factory = out[out.index("def make_loaders") : out.index("def fit")]
+    assert (
+        "    fit_sampler = DistributedSampler(\n"
+        "        train, num_replicas=world_size, rank=rank, shuffle=True, seed=0\n"
+        "    )\n"
+        "    return DataLoader(train, batch_size=batch // world_size, sampler=fit_sampler)"
+    ) in factory, factory
+    assert "DataLoader(held_out)" in factory
+    assert "        fit_loader.sampler.set_epoch(epoch)\n        fit(net, fit_loader, opt)" in out
