@@ -85,6 +85,7 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         return after
     positions = wrapper.resolve(PositionProvider)
     calls: dict[int, list[cst.Call]] = {}
+    displays: dict[int, list[cst.Dict | cst.List]] = {}
     # A call inside an f-string's replacement field is never split: before Python 3.12 a
     # field cannot span lines (and a string's text is no place for a line break anyway).
     in_strings = [
@@ -102,7 +103,10 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
             )
             if not inside:
                 calls.setdefault(span.start.line, []).append(node)
+        elif single and isinstance(node, (cst.Dict, cst.List)) and node.elements:
+            displays.setdefault(span.start.line, []).append(node)
     module = wrapper.module
+    before_calls = {number: lines[number - 1].rstrip("\r\n") for number in calls}
     for number in sorted(calls, reverse=True):
         line = lines[number - 1]
         body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
@@ -118,6 +122,17 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         )
         for call in candidates:
             wrapped = _wrapped(module, positions, call, body, limit)
+            if wrapped is not None:
+                lines[number - 1] = "".join(part + (ending or "\n") for part in wrapped)
+                break
+    for number in sorted(displays, reverse=True):
+        line = lines[number - 1]
+        body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
+        if len(body) <= limit or (number in calls and body != before_calls.get(number)):
+            continue  # fits now, or a call on it was split already
+        # The outermost literal first: `{"net": {...}, "step": step}` splits at its keys.
+        for display in sorted(displays[number], key=lambda d: positions[d].start.column):
+            wrapped = _wrapped_display(module, positions, display, body, limit)
             if wrapped is not None:
                 lines[number - 1] = "".join(part + (ending or "\n") for part in wrapped)
                 break
@@ -228,3 +243,26 @@ def _wrapped(
     if all(len(part) <= limit for part in each):
         return each
     return None
+
+
+def _wrapped_display(
+    module: cst.Module, positions: object, display: cst.Dict | cst.List, line: str, limit: int
+) -> list[str] | None:
+    """The line with the elements of a dict or list literal on lines of their own, if every
+    line then fits."""
+    spans = positions  # PositionProvider's mapping
+    start = spans[display].start.column  # type: ignore[index]
+    end = spans[display].end.column  # type: ignore[index]
+    if line[start : start + 1] not in ("{", "[") or line[end - 1 : end] not in ("}", "]"):
+        return None
+    indent = line[: len(line) - len(line.lstrip())]
+    inner = indent + ("\t" if "\t" in indent else "    ")
+    elements = [
+        module.code_for_node(element.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
+        for element in display.elements
+    ]
+    if any("\n" in element for element in elements):
+        return None
+    parts = [line[: start + 1], *(inner + element + "," for element in elements)]
+    parts.append(indent + line[end - 1 :])
+    return parts if all(len(part) <= limit for part in parts) else None

@@ -24,7 +24,10 @@ class Fitter:
             loss.backward()
             self.opt.step()
             if step % every == 0:
-                self.latest = {"net": {k: v.cpu() for k, v in self.net.state_dict().items()}, "step": step}
+                self.latest = {
+                    "net": {k: v.cpu() for k, v in self.net.state_dict().items()},
+                    "step": step,
+                }
         return loss.item()
 
 
