@@ -216,7 +216,7 @@ def test_a_new_comment_block_over_the_limit_is_reflowed_as_one_paragraph() -> No
 def test_a_dict_literal_a_rewrite_made_too_long_is_split_at_its_keys() -> None:
     before = 'state = {"net": net.cpu().state_dict(), "step": step}\n'
     after = 'state = {"net": {k: v.cpu() for k, v in net.state_dict().items()}, "step": step}\n'
-    assert wrap_long_lines(before, after, 60) == (
+    assert wrap_long_lines(before, after, 72) == (
         "state = {\n"
         '    "net": {k: v.cpu() for k, v in net.state_dict().items()},\n'
         '    "step": step,\n'
