@@ -47,7 +47,10 @@ class ModelNotMovedToDevice(DevicePass):
     gets the same move next to the original's (`self.old_policy.cuda()` after
     `self.policy.cuda()` in the object's own `cuda()`). An object that moves none of its
     networks, but runs one on a tensor it moves to a device it holds (`self.q(obs)` after
-    `obs = torch.tensor(o).to(self.device)`), gets that network built on that device
+    `obs = torch.tensor(o).to(self.device)`; also through a method of the network's own class
+    that runs it, `self.pi.dist(s)` where `dist` calls `self(s)`, and on what a call made on
+    that device returns: `s, a = memory.batch(device=self.device)`), gets that network built on
+    that device
     (`self.q = make_q(spec).to(self.device)`, or the
     value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
     network made after it follows it. A checkpoint the object loads (`self.lm =

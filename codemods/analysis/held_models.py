@@ -197,8 +197,12 @@ class HeldModels(Analysis):
                 arguments = call.args if self._loaded(classdef, attribute) else call.args[:1]
             elif (
                 isinstance(call.func, cst.Attribute)
-                and call.func.attr.value in ("generate", "forward")
+                and attribute is not None
                 and self_attribute(call.func.value) == attribute
+                and (
+                    call.func.attr.value in ("generate", "forward")
+                    or self._runs_itself(classdef, attribute, call.func.attr.value)
+                )
             ):
                 arguments = call.args
             else:
@@ -217,6 +221,10 @@ class HeldModels(Analysis):
             if isinstance(argument, cst.Name)
             else argument
         )
+        if value is None and isinstance(argument, cst.Name):
+            # `obs, actions = self.buffer.sample(device=self.device)`: made on that device.
+            bound = self.scopes.binding_before(argument.value, call)
+            value = bound[1] if bound is not None and bound[0] == "unpack" else None
         while isinstance(value, cst.Call):
             target = keyword_argument(value, "device")
             if isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
@@ -448,10 +456,35 @@ class HeldModels(Analysis):
             if isinstance(parent, cst.Attribute) and parent.value is node:
                 grand = self.context.parent(parent)
                 method = parent.attr.value
-                keeps = method in MODEL_MEMBERS_KEEPING_PLACE or method == "forward"
+                runs = method == "forward" or self._runs_itself(classdef, attribute, method)
+                keeps = method in MODEL_MEMBERS_KEEPING_PLACE or runs
                 if keeps and isinstance(grand, cst.Call) and grand.func is parent:
-                    called |= method == "forward"
+                    called |= runs
                     parameters |= method in ("parameters", "named_parameters")
                     continue
             return False
         return called and parameters
+
+    def _runs_itself(self, classdef: cst.ClassDef, attribute: str, method: str) -> bool:
+        """`method` is a method of the file's module class that `self.<attribute>` is built
+        from, and it runs the module (`self.forward(x)`, `self(x)`): `policy.distribution(obs)`
+        runs the policy network."""
+        built = [
+            assign.value
+            for assign in self.scopes.find(classdef.body, cst.Assign)
+            if len(assign.targets) == 1 and self_attribute(assign.targets[0].target) == attribute
+        ]
+        if len(built) != 1:
+            return False
+        network = self.facts.modules.local_module_class(
+            self.facts.modules.constructed_module(built[0])
+        )
+        defined = method_named(network, method) if network is not None else None
+        if defined is None or defined.name.value.startswith("__"):
+            return False
+        self_var = defined.params.params[0].name.value if defined.params.params else None
+        return self_var is not None and any(
+            (isinstance(call.func, cst.Name) and call.func.value == self_var)
+            or self_attribute(call.func, self_var) == "forward"
+            for call in self.scopes.find(defined.body, cst.Call)
+        )

@@ -747,3 +747,68 @@ def test_a_loaded_checkpoint_handed_elsewhere_or_placed_as_it_loads_is_left_alon
                 return self.net(**enc.to(self.device)).last_hidden_state
         """,
     )
+
+
+def test_a_network_run_through_a_method_of_its_own_class_is_built_on_the_device() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+        from torch.distributions import Normal
+
+        class Gaussian(nn.Module):
+            def __init__(self, n_in, n_out):
+                super().__init__()
+                self.mu = nn.Linear(n_in, n_out)
+
+            def forward(self, s):
+                return self.mu(s)
+
+            def dist(self, s):
+                return Normal(self(s), 1.0)
+
+        class Learner:
+            def __init__(self, n_in, n_out, device):
+                self.device = device
+                self.pi = Gaussian(n_in, n_out)
+                self.opt = torch.optim.Adam(self.pi.parameters())
+
+            def step(self, memory):
+                states, actions = memory.batch(device=self.device)
+                loss = -self.pi.dist(states).log_prob(actions).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        """,
+        """
+        import torch
+        from torch import nn
+        from torch.distributions import Normal
+
+        class Gaussian(nn.Module):
+            def __init__(self, n_in, n_out):
+                super().__init__()
+                self.mu = nn.Linear(n_in, n_out)
+
+            def forward(self, s):
+                return self.mu(s)
+
+            def dist(self, s):
+                return Normal(self(s), 1.0)
+
+        class Learner:
+            def __init__(self, n_in, n_out, device):
+                self.device = device
+                self.pi = Gaussian(n_in, n_out).to(self.device)
+                self.opt = torch.optim.Adam(self.pi.parameters())
+
+            def step(self, memory):
+                states, actions = memory.batch(device=self.device)
+                loss = -self.pi.dist(states).log_prob(actions).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+        """,
+        unsafe=True,
+    )
