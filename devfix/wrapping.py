@@ -70,9 +70,18 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         block = lines[first - 1 : last]
         body, ending = block[0].rstrip("\r\n"), block[0][len(block[0].rstrip("\r\n")) :] or "\n"
         indent = body[: len(body) - len(body.lstrip())]
-        # A new comment block is one paragraph: re-flowed whole, not line by line.
+        width = limit - len(indent) - 2
+        # A new comment block is one paragraph: re-flowed whole, not line by line, unless a
+        # word longer than the line (a command to run) keeps it from fitting; then each long
+        # line is wrapped on its own.
         text = " ".join(line.strip()[1:].strip() for line in block)
-        pieces = textwrap.wrap(text, limit - len(indent) - 2, break_long_words=False)
+        pieces = textwrap.wrap(text, width, break_long_words=False)
+        if any(len(piece) > width for piece in pieces):
+            pieces = [
+                piece
+                for line in block
+                for piece in textwrap.wrap(line.strip()[1:].strip(), width, break_long_words=False)
+            ]
         lines[first - 1 : last] = [f"{indent}# {piece}{ending}" for piece in pieces]
     after = "".join(lines)
     lines = after.splitlines(keepends=True)
@@ -160,7 +169,9 @@ def _new_comment_blocks(
     that hold a line in `long`; a comment the file already had is never joined."""
 
     def joins(number: int, indent: str) -> bool:
-        if number not in comments or number > len(lines) or lines[number - 1] in old_lines:
+        if number not in comments or number > len(lines):
+            return False
+        if lines[number - 1].rstrip("\r\n") in old_lines:
             return False
         line = lines[number - 1].rstrip("\r\n")
         return line[: len(line) - len(line.lstrip())] == indent

@@ -8,8 +8,7 @@
 # devfix-expect: DF401 DF103
 # devfix-golden: gpus=2 fails-with="Expected all tensors to be on the same device" devices="cuda:1,cuda:0"
 # devfix DF401: launch with `torchrun --standalone --nproc_per_node=<GPUs>
-# seed001_transformer.before.py`
-# (`python seed001_transformer.before.py` runs one process)
+# seed001_transformer.before.py` (`python seed001_transformer.before.py` runs one process)
 import os
 import tempfile
 
