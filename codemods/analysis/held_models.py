@@ -208,13 +208,13 @@ class HeldModels(Analysis):
             else:
                 continue
             for arg in arguments:
-                fed = self._moved_to_held_device(arg.value, call)
+                fed = self._moved_to_held_device(arg.value, call, classdef)
                 if fed is not None:
                     return fed
         return None
 
     def _moved_to_held_device(
-        self, argument: cst.BaseExpression, call: cst.Call
+        self, argument: cst.BaseExpression, call: cst.Call, classdef: cst.ClassDef
     ) -> tuple[str, str] | None:
         value = (
             self.scopes.value_at(argument.value, call)
@@ -230,16 +230,26 @@ class HeldModels(Analysis):
             if isinstance(value.func, cst.Attribute) and value.func.attr.value == "to":
                 target = target or (value.args[0] if value.args else None)
             device = dotted_name(target.value) if target is not None else None
-            if (
-                device is not None
-                and device.startswith("self.")
-                and names_a_device(device.rsplit(".", 1)[1])
-            ):
+            if device is not None and self._held_device(device, classdef):
                 return code_of(argument), device
             if not isinstance(value.func, cst.Attribute):
                 break
             value = value.func.value
         return None
+
+    def _held_device(self, device: str, classdef: cst.ClassDef) -> bool:
+        """`self.device`, or the device of an object the class holds that is none of its
+        layers (`self.accelerator.device`); not a layer's own (`self.head.weight.device`)."""
+        parts = device.split(".")
+        if parts[0] != "self":
+            return False
+        if len(parts) == 2:
+            return names_a_device(parts[1])
+        return (
+            len(parts) == 3
+            and parts[2] == "device"
+            and parts[1] not in self.facts.modules.class_info(classdef).layers
+        )
 
     def _loaded(self, classdef: cst.ClassDef, attribute: str) -> bool:
         """`self.<attribute>` is assigned a pretrained checkpoint somewhere in the class."""

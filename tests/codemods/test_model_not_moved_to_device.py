@@ -812,3 +812,26 @@ def test_a_network_run_through_a_method_of_its_own_class_is_built_on_the_device(
         """,
         unsafe=True,
     )
+
+
+def test_inputs_moved_to_a_layer_s_own_device_say_nothing_about_moving_the_module() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Speaker(nn.Module):
+            def __init__(self, vocab, hidden):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, hidden)
+                self.out = nn.Linear(hidden, vocab)
+
+            def forward(self, ids):
+                return self.out(self.embed(ids))
+
+            def reply(self, tokens):
+                ids = torch.tensor(tokens).to(self.out.weight.device)
+                return self(ids).argmax(-1)
+        """,
+    )
