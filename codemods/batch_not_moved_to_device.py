@@ -15,7 +15,9 @@ class BatchNotMovedToDevice(DevicePass):
     ## What it does
     Finds `for` loops over a `torch.utils.data.DataLoader` (directly, through `enumerate(...)` or
     `tqdm(...)`, through a name such as `pbar = tqdm(enumerate(loader))`, or through a function
-    parameter whose every caller passes a DataLoader or that is annotated as one), or over what a
+    parameter whose every caller passes a DataLoader or that is annotated as one), or over an
+    iterator class of the file (`__iter__`/`__next__`) that makes its batches with torch on the
+    CPU and moves nothing (`return torch.LongTensor(rows), torch.tensor(labels)`), or over what a
     call of a library the file only imports returns (`train_loader, valid_loader =
     processer.data_processer()`: nothing in the file says what it yields, and a batch already on the
     device is not copied by the move), that pass batch tensors to a model the script moved with
@@ -80,7 +82,7 @@ class BatchNotMovedToDevice(DevicePass):
     MESSAGE = "batch from a DataLoader reaches a model on a device without being moved there"
     FIX_TITLE = "Move the batch to the model's device at the head of the loop"
     APPLICABILITY = Applicability.UNSAFE
-    TRIGGER_WORDS = ("DataLoader", "loader")
+    TRIGGER_WORDS = ("DataLoader", "loader", "__next__", "__iter__")
 
     def visit_For(self, node: cst.For) -> None:
         if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):

@@ -849,6 +849,12 @@ DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.datalo
 TENSOR_DATASETS = frozenset(
     {"torch.utils.data.TensorDataset", "torch.utils.data.dataset.TensorDataset"}
 )
+#: Calls that make a batch's tensors on the CPU (without `device=`): an iterator class built
+#: on them serves CPU batches.
+CPU_BATCH_MAKERS = frozenset(
+    {"torch.tensor", "torch.from_numpy", "torch.LongTensor", "torch.FloatTensor", "torch.Tensor"}
+    | {"torch.zeros", "torch.ones", "torch.full", "torch.empty", "torch.arange"}
+)
 #: Calls that wrap a model and keep it on the device it was moved to.
 MODEL_WRAPPERS = frozenset(
     {

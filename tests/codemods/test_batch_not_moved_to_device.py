@@ -807,3 +807,51 @@ class Runner:
         unsafe=True,
     )
     assert "batch `classes` reaches `self.net` (on `self.device`)" in findings[0].message
+
+
+def test_batches_of_an_iterator_class_that_makes_cpu_tensors_are_moved() -> None:
+    before = """
+import numpy as np
+import torch
+
+
+class Windows:
+    def __init__(self, series, width):
+        self.series, self.width, self.start = series, width, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.start + self.width >= len(self.series):
+            raise StopIteration
+        chunk = self.series[self.start : self.start + self.width]
+        self.start += self.width
+        return torch.from_numpy(np.asarray(chunk[:-1])), torch.tensor(chunk[-1])
+
+
+def fit(net, series, gpu):
+    net = net.cuda(gpu)
+    opt = torch.optim.Adam(net.parameters())
+    stream = Windows(series, 9)
+    for past, nxt in stream:
+        loss = (net(past.float()) - nxt).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "        loss = (net(past.float()) - nxt).pow(2).mean()\n",
+            "        past, nxt = past.cuda(gpu), nxt.cuda(gpu)\n"
+            "        loss = (net(past.float()) - nxt).pow(2).mean()\n",
+        ),
+        unsafe=True,
+    )
+    moving = before.replace(
+        "torch.from_numpy(np.asarray(chunk[:-1])), torch.tensor(chunk[-1])",
+        "torch.from_numpy(np.asarray(chunk[:-1])).cuda(), torch.tensor(chunk[-1]).cuda()",
+    )
+    assert_noop(RULE, moving)

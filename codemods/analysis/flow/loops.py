@@ -25,6 +25,7 @@ from devfix.codemods.analysis.names import (
 )
 from devfix.codemods.analysis.scopes import Binding, ScopeTable
 from devfix.codemods.analysis.torch_names import (
+    CPU_BATCH_MAKERS,
     DATALOADERS,
     ITERATION_WRAPPERS,
     TENSOR_DATASETS,
@@ -669,6 +670,8 @@ class BatchLoops(ModelPlacement):
         """`expr` is a parameter annotated as a DataLoader (`loader: DataLoader`), or an
         attribute `__init__` sets from one (`self.valid_dataloader = valid_dataloader`)."""
         for _ in range(4):
+            if isinstance(expr, cst.Call) and self._serves_cpu_tensors(expr):
+                return True
             if (
                 isinstance(expr, cst.Call)
                 and (
@@ -682,6 +685,19 @@ class BatchLoops(ModelPlacement):
             name = dotted_name(expr)
             if name is None:
                 return False
+            bound = (
+                self.scopes.binding_before(name, expr)
+                if "." not in name and function is not None
+                else None
+            )
+            # `batches = BatchIterator(data, 32)`, then `for x, y in batches`.
+            if (
+                bound is not None
+                and bound[0] == "assign"
+                and isinstance(bound[1], cst.Call)
+                and self._serves_cpu_tensors(bound[1])
+            ):
+                return True
             if name.startswith("self.") and function is not None:
                 owner = self.scopes.class_of(function)
                 init = method_of(owner, "__init__") if owner is not None else None
@@ -703,6 +719,25 @@ class BatchLoops(ModelPlacement):
                     )
             return False
         return False
+
+    def _serves_cpu_tensors(self, call: cst.Call) -> bool:
+        """`call` builds an iterator class of this file (it defines `__iter__` or `__next__`)
+        that makes its batches with torch on the CPU and moves nothing: `torch.LongTensor(rows)`
+        in `__next__`, with no `.to(...)`, `.cuda()` or `device=` anywhere in the class."""
+        if not isinstance(call.func, cst.Name):
+            return False
+        classdef = self.scopes.module_classes().get(call.func.value)
+        if classdef is None or not any(
+            method_of(classdef, dunder) is not None for dunder in ("__iter__", "__next__")
+        ):
+            return False
+        makes = False
+        for inner in self.context.of_type(classdef.body, cst.Call):
+            if is_move_call(inner) or keyword_argument(inner, "device") is not None:
+                return False
+            qualified = self.names.qualified_name(inner.func) or ""
+            makes |= qualified in CPU_BATCH_MAKERS
+        return makes
 
     def _sibling_feed(
         self,
