@@ -13,6 +13,7 @@ from devfix.codemods.model_copy_on_other_device.facts import (
     EmaRestore,
     EmaUpdate,
     EventMove,
+    InitMove,
     ModelCopies,
     Placement,
 )
@@ -52,6 +53,14 @@ class ModelCopyOnOtherDevice(DevicePass):
       device only at `FIT_START` (`self.ema.move_params_to_device(state.model)`) while a branch
       for `EVAL_START`/`PREDICT_START`, which can come first (evaluating before fitting, after
       a restore), uses the copy: the same move is added at the start of that branch.
+
+    - an object that is no module (an EMA of the parameters such as `torch_ema`'s, running
+      statistics) moved with `.to(self.device)` in the `__init__` of a module whose `device`
+      property reads its parameters (a LightningModule, a Hugging Face model): there it is the
+      CPU, and the trainer that places the module later moves only parameters, buffers and
+      submodules; the same move is added before the first statement of each other method
+      that calls a method of the object (`self.ema.to(self.device)` before `self.ema.update()`;
+      the move is cheap once the object is there).
 
     Updates whose two sides the pass cannot place, dictionaries of shadow tensors, and
     `torch._foreach_*` updates inside an EMA class (which usually switches them off when the
@@ -102,7 +111,15 @@ class ModelCopyOnOtherDevice(DevicePass):
     FIX_TITLE = "Put the copy on the model's device"
     APPLICABILITY = Applicability.SAFE
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
-    TRIGGER_WORDS = ("zip", "_foreach_", "ModelEma", "AveragedModel", "EMAModel", "_START")
+    TRIGGER_WORDS = (
+        "zip",
+        "_foreach_",
+        "ModelEma",
+        "AveragedModel",
+        "EMAModel",
+        "_START",
+        ".device",
+    )
     REQUIRED_WORDS = ("torch",)
 
     def visit_Module(self, node: cst.Module) -> bool:
@@ -119,7 +136,33 @@ class ModelCopyOnOtherDevice(DevicePass):
             self._restore(restore)
         for event_move in self.facts.own(ModelCopies).start_event_moves():
             self._event_move(event_move)
+        for classdef in self.context.of_type(node, cst.ClassDef):
+            for init_move in self.facts.own(ModelCopies).init_moves(classdef):
+                self._init_move(init_move)
         return False
+
+    def _init_move(self, found: InitMove) -> None:
+        shown = code_of(found.move)
+        move = cst.parse_statement(f"{shown}\n", config=self.context.module.config_for_parsing)
+        self.report(
+            found.move,
+            message=f"`{shown}` runs in `__init__`, where `self.device` is still the CPU: the "
+            f"trainer that places the module later does not move `self.{found.holder}`, which "
+            "is no module; move it where it is used",
+            fix_title=f"Move it where it is used: `{shown}`",
+            edits=[
+                Edit(
+                    use,
+                    cst.FlattenSentinel(
+                        [
+                            move.with_changes(leading_lines=use.leading_lines),
+                            use.with_changes(leading_lines=()),
+                        ]
+                    ),
+                )
+                for use in found.uses
+            ],
+        )
 
     def _event_move(self, found: EventMove) -> None:
         move = found.move.with_changes(leading_lines=())

@@ -49,6 +49,17 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class InitMove:
+    """`self.<holder>.to(self.device)` in the `__init__` of a module whose `device` is its
+    parameters' (a LightningModule, a Hugging Face model): the CPU while it is built. `uses`:
+    the first statement of each other method that calls a method of the holder."""
+
+    holder: str
+    move: cst.Call
+    uses: tuple[cst.SimpleStatementLine, ...]
+
+
+@dataclass(frozen=True)
 class EmaUpdate:
     """An in-place update of a copy's tensor from the model's: `ema_p.lerp_(p, w)` inside
     `for ema_p, p in zip(ema.parameters(), model.parameters())`, or
@@ -157,6 +168,62 @@ class ModelCopies(Analysis):
             and dotted_name(func) is not None
             and self.names.qualified_name(func) in FOREACH_UPDATES
         )
+
+    def init_moves(self, classdef: cst.ClassDef) -> list[InitMove]:
+        """Objects that are no module (an EMA of the parameters, a buffer of statistics) which
+        `__init__` moves to `self.device`, where that property reads the parameters' device:
+        while the module is built it is the CPU, and the trainer that places the module later
+        moves only its parameters, buffers and submodules."""
+        info = self.facts.modules.class_info(classdef)
+        init = next((m for m in methods(classdef) if m.name.value == "__init__"), None)
+        if not info.has_device_property or init is None:
+            return []
+        found: list[InitMove] = []
+        for call in self.scopes.find(init.body, cst.Call, own_scope=True):
+            func = call.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "to" and call.args):
+                continue
+            holder = self_attribute(func.value)
+            if (
+                holder is None
+                or holder in info.layers
+                or code_of(call.args[0].value) != "self.device"
+            ):
+                continue
+            built = [
+                value
+                for _, _, value in self.facts.modules.assignments_to(classdef, holder)
+                if value is not None
+            ]
+            if len(built) != 1 or not self._holds_no_module(built[0]):
+                continue
+            uses = tuple(
+                statement
+                for method in methods(classdef)
+                if method is not init and (statement := self._first_use(method, holder)) is not None
+            )
+            if uses:
+                found.append(InitMove(holder, call, uses))
+        return found
+
+    def _holds_no_module(self, value: cst.BaseExpression) -> bool:
+        """Built by a call that is neither a module nor a tensor (DF103 registers tensors)."""
+        if not isinstance(value, cst.Call) or self.facts.modules.is_module_expression(value):
+            return False
+        qualified = self.names.qualified_name(value.func) or ""
+        return not qualified.startswith(("torch.", "timm.")) and bool(dotted_name(value.func))
+
+    def _first_use(self, method: cst.FunctionDef, holder: str) -> cst.SimpleStatementLine | None:
+        """The statement of `method` that first calls a method of `self.<holder>`."""
+        for call in self.scopes.find(method.body, cst.Call, own_scope=True):
+            func = call.func
+            if isinstance(func, cst.Attribute) and self_attribute(func.value) == holder:
+                if func.attr.value == "to":
+                    return None  # the method places it itself
+                for ancestor in self.context.ancestors(call):
+                    if isinstance(ancestor, cst.SimpleStatementLine):
+                        return ancestor
+        return None
 
     def ema_restores(self) -> list[EmaRestore]:
         """Restores of adopting EMA helpers (`ADOPTING_LOAD_EMAS`) that leave the EMA where the

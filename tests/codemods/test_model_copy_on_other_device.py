@@ -443,3 +443,95 @@ def test_eval_start_that_does_not_use_the_copy_is_left_alone() -> None:
                     state.timer.reset()
         """,
     )
+
+
+def test_an_object_moved_to_self_device_while_the_module_is_built_is_moved_where_used() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import lightning as L
+        import torch
+        from torch import nn
+
+        class Running:
+            def __init__(self, n):
+                self.mean = torch.zeros(n)
+
+            def to(self, device):
+                self.mean = self.mean.to(device)
+                return self
+
+            def push(self, x):
+                self.mean.mul_(0.9).add_(x.mean(0), alpha=0.1)
+
+        class Regressor(L.LightningModule):
+            def __init__(self, n):
+                super().__init__()
+                self.net = nn.Linear(n, 1)
+                self.running = Running(n)
+                self.running.to(self.device)
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                if batch_idx % 10 == 0:
+                    self.running.push(x)
+                return nn.functional.mse_loss(self.net(x), y)
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.parameters())
+        """,
+        """
+        import lightning as L
+        import torch
+        from torch import nn
+
+        class Running:
+            def __init__(self, n):
+                self.mean = torch.zeros(n)
+
+            def to(self, device):
+                self.mean = self.mean.to(device)
+                return self
+
+            def push(self, x):
+                self.mean.mul_(0.9).add_(x.mean(0), alpha=0.1)
+
+        class Regressor(L.LightningModule):
+            def __init__(self, n):
+                super().__init__()
+                self.net = nn.Linear(n, 1)
+                self.running = Running(n)
+                self.running.to(self.device)
+
+            def training_step(self, batch, batch_idx):
+                x, y = batch
+                if batch_idx % 10 == 0:
+                    self.running.to(self.device)
+                    self.running.push(x)
+                return nn.functional.mse_loss(self.net(x), y)
+
+            def configure_optimizers(self):
+                return torch.optim.Adam(self.parameters())
+        """,
+    )
+    assert "where `self.device` is still the CPU" in findings[0].message
+
+
+def test_a_submodule_or_tensor_moved_to_self_device_in_init_is_not_this_shape() -> None:
+    assert_noop(
+        RULE,
+        """
+        import lightning as L
+        import torch
+        from torch import nn
+
+        class Tagger(L.LightningModule):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(4, 2)
+                self.head.to(self.device)
+
+            def training_step(self, batch, batch_idx):
+                return self.head(batch).sum()
+        """,
+    )
