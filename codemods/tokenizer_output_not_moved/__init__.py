@@ -43,8 +43,11 @@ class TokenizerOutputNotMoved(DevicePass):
     or the `__call__` of a class) that returns a plain dict gets each value moved instead
     (`{key: value.to(device) for key, value in tokenize(text).items()}`: a dict has no
     `.to()`); one whose result is not known declines with that reason. Declined: an
-    unannotated model parameter (nothing says it has a `.device`), and a model the file itself
-    leaves on the CPU.
+    unannotated model parameter (nothing says it has a `.device`), unless the same function
+    moves the same tokenizer's output for the same model call elsewhere (`ids =
+    tokenize(t).to(dev)` before `clip.embed_text(ids)` in the training loop, where the
+    validation loop forgets it): then the move is the same (unsafe: the two may run on
+    different devices); and a model the file itself leaves on the CPU.
     Tokenizer output (or a field of it, `inputs.input_ids`) sent to a literal GPU
     (`.to("cuda:0")`, `.cuda()`) for a model loaded with a `device_map` the caller chooses (a
     parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`
@@ -99,6 +102,7 @@ class TokenizerOutputNotMoved(DevicePass):
     MESSAGE = "tokenizer output reaches a model on a device without being moved"
     FIX_TITLE = "Move the tokenizer output to the model's device"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds", "clip")
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -115,6 +119,7 @@ class TokenizerOutputNotMoved(DevicePass):
             return
         found = self.facts.flow.model_call_fed(node)
         if found is None:
+            self._check_sibling_move(node)
             return
         model_call, model = found
         model_name = model.model
@@ -160,6 +165,23 @@ class TokenizerOutputNotMoved(DevicePass):
             message=f"{where}; it needs `.to({shown})`",
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
+        )
+
+    def _check_sibling_move(self, node: cst.Call) -> None:
+        """The same tokenizer's output is moved for the same model elsewhere in the function:
+        that model is on that device."""
+        sibling = self.facts.own(TokenizerOutputs).sibling_move(node)
+        if sibling is None:
+            return
+        device, model = sibling
+        shown = code_of(device)
+        self.report(
+            node,
+            message=f"tokenizer output reaches `{model}` on the CPU, while the same output for "
+            f"`{model}` is moved to `{shown}` elsewhere in this function; it needs `.to({shown})`",
+            fix_title=f"Append `.to({shown})`",
+            edits=[Edit(node, method_call(node, "to", device))],
+            applicability=Applicability.UNSAFE,
         )
 
     def _check_move_to_an_offloaded_model(self, move: cst.Call) -> None:

@@ -41,6 +41,52 @@ class TokenizerOutputs(Analysis):
             "have `.to()` (a plain dict has none)"
         )
 
+    def sibling_move(self, node: cst.Call) -> tuple[cst.BaseExpression, str] | None:
+        """The device another statement of the same function moves the same tokenizer's
+        output to before the same model call (`ids = tokenize(t).to(dev)`, then
+        `clip.embed_text(ids)` in the training loop, where the validation loop forgets the
+        move), and the model call's text; None when there is none."""
+        name = self.scopes.assigned_name(node)
+        function = self.scopes.enclosing_function(node)
+        tokenizer = code_of(node.func)
+        if name is None or function is None:
+            return None
+        calls = list(self.scopes.find(function.body, cst.Call))
+        start = self.context.order(node)[1]
+        consumer = next(
+            (
+                call
+                for call in calls
+                if self.context.order(call)[0] > start
+                and any(
+                    isinstance(arg.value, cst.Name) and arg.value.value == name for arg in call.args
+                )
+            ),
+            None,
+        )
+        if consumer is None:
+            return None
+        model = code_of(consumer.func)
+        for call in calls:
+            if call is consumer or code_of(call.func) != model:
+                continue
+            for arg in call.args:
+                if not isinstance(arg.value, cst.Name):
+                    continue
+                value = self.scopes.value_at(arg.value.value, call)
+                if (
+                    isinstance(value, cst.Call)
+                    and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value == "to"
+                    and isinstance(value.func.value, cst.Call)
+                    and code_of(value.func.value.func) == tokenizer
+                    and value.args
+                ):
+                    device = value.args[0].value
+                    if self.facts.moves.visible_at(code_of(device), node):
+                        return device, model
+        return None
+
     def _own_callable(self, func: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
         """The definition a call of `func` runs when it is this file's own: a module-level
         function, or the `__call__` of a module-level class whose instance `func` names

@@ -790,3 +790,29 @@ def test_clip_token_ids_are_left_when_moved_or_when_the_loader_names_no_device()
         more = gpu_model.encode_text(moved)
         """,
     )
+
+
+def test_an_output_the_same_function_moves_elsewhere_for_the_same_model_is_moved() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        def run(encoder, tok, train_texts, val_texts, dev):
+            for text in train_texts:
+                enc = tok(text, return_tensors="pt").to(dev)
+                encoder(**enc).loss.backward()
+            for text in val_texts:
+                enc = tok(text, return_tensors="pt")
+                print(encoder(**enc).loss.item())
+        """,
+        """
+        def run(encoder, tok, train_texts, val_texts, dev):
+            for text in train_texts:
+                enc = tok(text, return_tensors="pt").to(dev)
+                encoder(**enc).loss.backward()
+            for text in val_texts:
+                enc = tok(text, return_tensors="pt").to(dev)
+                print(encoder(**enc).loss.item())
+        """,
+        unsafe=True,
+    )
+    assert "moved to `dev` elsewhere in this function" in findings[0].message
