@@ -18,7 +18,8 @@ class TokenizerOutputNotMoved(DevicePass):
     ## What it does
     Finds `tokenizer(..., return_tensors="pt")` (and `.encode`, `.encode_plus`,
     `.apply_chat_template`, processors: any call with `return_tensors="pt"`) whose result
-    reaches a model that is on a device, through `model(**inputs)`,
+    reaches a model that is on a device (moved by the script, or by a function of the file
+    that loads, moves and returns it: `tok, model = build(name)`), through `model(**inputs)`,
     `model.generate(**inputs)`, `model(inputs["input_ids"])`, `model.generate(inputs.input_ids)`
     or a name bound to one of these, without a `.to(...)` on the way. Token ids made into a
     tensor by hand count too: `torch.tensor(ids)` / `torch.LongTensor([ids])` (no `device=`) of

@@ -816,3 +816,43 @@ def test_an_output_the_same_function_moves_elsewhere_for_the_same_model_is_moved
         unsafe=True,
     )
     assert "moved to `dev` elsewhere in this function" in findings[0].message
+
+
+def test_a_model_a_helper_of_the_file_loads_moves_and_returns_is_followed() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def build(checkpoint):
+            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+            net = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
+            net = net.to(DEVICE).eval()
+            return tokenizer, net
+
+        def summarize(texts):
+            tok, model = build("t5-small")
+            batch = tok(texts, return_tensors="pt", padding=True)
+            return tok.batch_decode(model.generate(**batch))
+        """,
+        """
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def build(checkpoint):
+            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+            net = AutoModelForSeq2SeqLM.from_pretrained(checkpoint)
+            net = net.to(DEVICE).eval()
+            return tokenizer, net
+
+        def summarize(texts):
+            tok, model = build("t5-small")
+            batch = tok(texts, return_tensors="pt", padding=True).to(DEVICE)
+            return tok.batch_decode(model.generate(**batch))
+        """,
+    )

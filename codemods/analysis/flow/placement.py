@@ -1,6 +1,7 @@
 """Model placement: which device a model called at some point was moved to (through
-assignments, attributes, parameters and callers), and how that device can be written where it
-is needed, or why it cannot.
+assignments, attributes, parameters and callers, and the file's own functions that load, move
+and return it: `model, tokenizer = load(name)`), and how that device can be written where it is
+needed, or why it cannot.
 """
 
 from __future__ import annotations
@@ -172,6 +173,20 @@ class ModelPlacement(CallSites):
             ) or self._loaded_by_clip(name, binding)
             if prepared is not None:
                 candidates.found.append((binding.position, (prepared, table_function, False)))
+                continue
+            if binding.kind == "unpack" and isinstance(binding.value, cst.Call):
+                # `model, tokenizer = load_model(name)`: that element of what it returns.
+                index = self._unpacked_position(name, binding.value)
+                returned = (
+                    self._returned_by_helper(binding.value, index, depth)
+                    if index is not None
+                    else None
+                )
+                if returned is not None and returned[2]:
+                    candidates.pretrained = True
+                candidates.found.append(
+                    (binding.position, returned or (None, table_function, False))
+                )
                 continue
             if binding.kind != "assign" or binding.value is None:
                 candidates.found.append((binding.position, (None, table_function, False)))
@@ -359,10 +374,52 @@ class ModelPlacement(CallSites):
                 inner_name = dotted_name(inner_arg)
                 if inner_name is not None:
                     return self._find_move(inner_name, function, position, depth + 1)
-            return None
+            return self._returned_by_helper(value, None, depth)
         inner_name = dotted_name(value)
         if inner_name is not None:
             return self._find_move(inner_name, function, position, depth + 1)
+        return None
+
+    def _returned_by_helper(
+        self, call: cst.Call, index: int | None, depth: int
+    ) -> FoundMove | None:
+        """Where the model a function of the file returns was moved (`return model` after
+        `model = Net().to(device)`, or `return lm, tok`: element `index`), as written in that
+        function, when its every `return` gives it back the same way."""
+        if not isinstance(call.func, cst.Name) or depth > _MAX_CALLER_DEPTH:
+            return None
+        helper = self.scopes.module_functions().get(call.func.value)
+        if helper is None or not isinstance(helper.body, cst.IndentedBlock):
+            return None
+        returns = [
+            node.value
+            for node in self.scopes.find(helper.body, cst.Return, own_scope=True)
+            if node.value is not None
+        ]
+        if len(returns) != 1:
+            return None
+        value: cst.BaseExpression = returns[0]
+        if index is not None:
+            if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+                return None
+            value = value.elements[index].value
+        end = self.context.order(helper)[1] + 1
+        inner_name = dotted_name(value)
+        if inner_name is not None and "." not in inner_name:
+            return self._find_move(inner_name, helper, end, depth + 1)
+        return self._move_in_value(value, helper, end, depth + 1)
+
+    def _unpacked_position(self, name: str, value: cst.Call) -> int | None:
+        """The index of `name` in the tuple target that `value` is unpacked into."""
+        assign = self.context.parent(value)
+        if not (isinstance(assign, cst.Assign) and len(assign.targets) == 1):
+            return None
+        target = assign.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)):
+            return None
+        for position, element in enumerate(target.elements):
+            if isinstance(element.value, cst.Name) and element.value.value == name:
+                return position
         return None
 
     def _wrapped_by_adapter(
