@@ -58,7 +58,9 @@ class TensorAttributeNotBuffer(DevicePass):
 
     Not rewritten, only reported: a tensor that nothing in the file reads (no `x.<name>`, no
     `getattr(..., "<name>")`): it cannot meet another tensor here, and registering it would only
-    add a buffer; a tensor with `requires_grad=True` (or `Variable(...,
+    add a buffer; a tensor the class uses with CPU copies, directly or through a function of
+    the file it hands it to (`extract(self.betas, t)` with `a.gather(-1, t.cpu())`): it is kept
+    on the CPU on purpose, and a buffer would follow the model away from them; a tensor with `requires_grad=True` (or `Variable(...,
     requires_grad=True)`, or `.requires_grad_()`) must become `nn.Parameter`, which changes
     `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
     registered as they are (register each, or stack them); an annotated assignment; a name that
@@ -191,12 +193,16 @@ class TensorAttributeNotBuffer(DevicePass):
         fixed: str,
     ) -> None:
         """`holds` and why a buffer cannot be registered, else `fixed` with the fix."""
-        reason = self.facts.own(Buffers).blocker(node, attr, owner)
-        if reason is None and attr is not None and not self.facts.own(Buffers).read_in_file(attr):
+        buffers = self.facts.own(Buffers)
+        reason = buffers.blocker(node, attr, owner)
+        if reason is None and attr is not None and not buffers.read_in_file(attr):
             reason = (
                 "nothing in this file reads it, so it is left as it is: register it as a buffer "
                 "if code elsewhere uses it beside the model's tensors"
             )
+        kept = buffers.read_beside_host_copies(attr, owner[1]) if attr and not reason else None
+        if kept is not None:
+            reason = f"it is kept on the CPU on purpose: {kept}, so it is left as it is"
         if reason is not None:
             self.report(node, message=f"{holds}; {reason}")
             return

@@ -23,6 +23,7 @@ from devfix.codemods.analysis.modules import (
     self_name,
     super_init_call,
 )
+from devfix.codemods.analysis.moves import copies_to_host
 from devfix.codemods.analysis.torch_names import CPU_SOURCES, DATA_FACTORIES
 
 #: A module method and its class.
@@ -192,6 +193,68 @@ class Buffers(Analysis):
                 ):
                     return True
         return False
+
+    def read_beside_host_copies(self, attr: str, classdef: cst.ClassDef) -> str | None:
+        """Where the class uses `self.<attr>` with a tensor copied to the CPU, directly
+        (`self.betas.gather(-1, t.cpu())`) or through a function of the file it hands it to
+        (`extract(self.betas, t)` with `a.gather(-1, t.cpu())`): the tensor is kept on the CPU
+        on purpose, and a buffer would follow the model away from those CPU tensors. None
+        otherwise."""
+        functions = self.scopes.module_functions()
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None:
+                continue
+            for node in self.scopes.nodes(function.body):
+                if not (isinstance(node, cst.Attribute) and self_attribute(node, self_var) == attr):
+                    continue
+                if self._meets_host_copy(node):
+                    return f"`{function.name.value}` uses it with a tensor copied to the CPU"
+                arg = self.context.parent(node)
+                if not isinstance(arg, cst.Arg) or arg.keyword is not None:
+                    continue
+                call = self.context.parent(arg)
+                if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name)):
+                    continue
+                helper = functions.get(call.func.value)
+                if helper is None:
+                    continue
+                index = call.args.index(arg)
+                params = [
+                    p.name.value for p in (*helper.params.posonly_params, *helper.params.params)
+                ]
+                if index >= len(params):
+                    continue
+                for inner in self.scopes.nodes(helper.body):
+                    if (
+                        isinstance(inner, cst.Name)
+                        and inner.value == params[index]
+                        and self._meets_host_copy(inner)
+                    ):
+                        return (
+                            f"`{helper.name.value}`, which `{function.name.value}` hands it "
+                            "to, uses it with a tensor copied to the CPU"
+                        )
+        return None
+
+    def _meets_host_copy(self, node: cst.BaseExpression) -> bool:
+        """`node` is the receiver or an operand of a tensor operation whose other side is a CPU
+        copy (`node.gather(-1, t.cpu())`, `node[t.cpu()]`, `node * w.cpu()`)."""
+        parent = self.context.parent(node)
+        others: list[cst.CSTNode] = []
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            call = self.context.parent(parent)
+            if isinstance(call, cst.Call) and call.func is parent:
+                others = [arg.value for arg in call.args]
+        elif isinstance(parent, cst.Subscript) and parent.value is node:
+            others = [element.slice for element in parent.slice]
+        elif isinstance(parent, cst.BinaryOperation):
+            others = [parent.right if parent.left is node else parent.left]
+        return any(
+            isinstance(inner, cst.Call) and copies_to_host(inner)
+            for other in others
+            for inner in self.context.subtree(other)
+        )
 
     def read_in_file(self, attr: str) -> bool:
         """Something in the file reads `<x>.<attr>` as a value, or names it in a string

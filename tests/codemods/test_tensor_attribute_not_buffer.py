@@ -832,3 +832,25 @@ def test_a_tensor_nothing_in_the_file_reads_is_reported_and_left_alone() -> None
         """,
         reason="nothing in this file reads it, so it is left as it is",
     )
+
+
+def test_a_table_its_readers_index_with_cpu_copies_is_kept_on_the_cpu() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        def take(table, steps):
+            return table[steps.cpu()].to(steps.device)
+
+        class Noiser(nn.Module):
+            def __init__(self, n=100):
+                super().__init__()
+                self.scale = torch.linspace(1e-4, 0.02, n).cumsum(0)
+
+            def forward(self, x, steps):
+                return x * take(self.scale, steps)[:, None]
+        """,
+        reason="it is kept on the CPU on purpose: `take`, which `forward` hands it to",
+    )
