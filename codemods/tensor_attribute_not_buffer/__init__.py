@@ -60,8 +60,9 @@ class TensorAttributeNotBuffer(DevicePass):
     `getattr(..., "<name>")`): it cannot meet another tensor here, and registering it would only
     add a buffer; a tensor the class uses with CPU copies, directly or through a function of
     the file it hands it to (`extract(self.betas, t)` with `a.gather(-1, t.cpu())`): it is kept
-    on the CPU on purpose, and a buffer would follow the model away from them; a tensor with `requires_grad=True` (or `Variable(...,
-    requires_grad=True)`, or `.requires_grad_()`) must become `nn.Parameter`, which changes
+    on the CPU on purpose, and a buffer would follow the model away from them; a tensor with
+    `requires_grad=True` (or `Variable(..., requires_grad=True)`, or `.requires_grad_()`) must
+    become `nn.Parameter`, which changes
     `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
     registered as they are (register each, or stack them); an annotated assignment; a name that
     is also a class attribute or is assigned a non-tensor elsewhere (a buffer only accepts a
