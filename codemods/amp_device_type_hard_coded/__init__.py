@@ -46,7 +46,9 @@ class AmpDeviceTypeHardCoded(DevicePass):
     GPU, and `torch.device(None)` fails), the CUDA-only objects are right and are left alone, the
     deprecated `torch.cuda.amp.*` spellings included: a deprecation warning is not a device
     bug. So is an object already enabled only on CUDA (`enabled=device.type == "cuda"`, under
-    `if torch.cuda.is_available():`).
+    `if torch.cuda.is_available():`), and one in a branch on torch's version (`if
+    Version(torch.__version__) >= Version("2.4"): ... else: torch.cuda.amp.GradScaler(...)`):
+    the spelling is the one the older release has.
 
     ## Why is this bad?
     It does not crash: on a machine without CUDA, or with an Apple GPU, the CUDA-only objects
@@ -102,6 +104,8 @@ class AmpDeviceTypeHardCoded(DevicePass):
         call = objects.cuda_amp_call(node)
         if call is None or not objects.in_training_code(node):
             return
+        if objects.chosen_by_torch_version(node):
+            return  # the spelling of the release the branch runs on
         what = f"`{code_of(node.func)}({code_of(call.device.value) if call.device else ''})`"
         if any(arg.star for arg in node.args):
             self.report(node, message=f"{what} is CUDA-only; rewrite its `*args` by hand")

@@ -360,6 +360,22 @@ class AmpObjects(Analysis):
             current = ancestor
         return False
 
+    def chosen_by_torch_version(self, node: cst.CSTNode) -> bool:
+        """`node` is in a branch of an `if` on torch's version (`if version.parse(
+        torch.__version__) >= version.parse("2.4"): ... else: torch.cuda.amp.GradScaler()`):
+        the spelling is the one that release has, on purpose."""
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef)):
+                return False
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and any(
+                isinstance(inner, cst.Attribute)
+                and inner.attr.value == "__version__"
+                and self.names.qualified_name(inner) == "torch.__version__"
+                for inner in self.context.subtree(ancestor.test)
+            ):
+                return True
+        return False
+
     def only_cuda_or_cpu(self, device: str, at: cst.CSTNode) -> bool:
         """Every value the device name `device` holds at `at` is CUDA or the CPU, as written
         (`"cuda" if torch.cuda.is_available() else "cpu"`, `torch.device("cuda:0")`): a device

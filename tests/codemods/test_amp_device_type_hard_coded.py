@@ -428,3 +428,23 @@ def test_a_spawned_worker_s_gpu_index_is_not_a_device_to_take_the_type_of() -> N
                 run(cfg.gpu, n_gpus, cfg)
         """,
     )
+
+
+def test_the_spelling_a_torch_version_branch_chooses_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from packaging.version import Version
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        if Version(torch.__version__) >= Version("2.3"):
+            scaler = torch.amp.GradScaler(device.type, enabled=use_amp)
+        else:
+            scaler = torch.cuda.amp.GradScaler(enabled=use_amp)
+        for x in batches():
+            loss = model(x.to(device)).mean()
+            scaler.scale(loss).backward()
+        """,
+    )
