@@ -1052,6 +1052,18 @@ NOT_TENSOR_MEMBERS = frozenset(
         "pixel_values",
     }
 )
+#: Fields of a tokenizer's or processor's output that go to the model with its `input_ids`.
+ENCODING_FIELDS = frozenset(
+    {
+        "input_ids",
+        "attention_mask",
+        "token_type_ids",
+        "position_ids",
+        "decoder_input_ids",
+        "decoder_attention_mask",
+        "pixel_values",
+    }
+)
 # -- objects that live beside the model (metrics, EMA copies, generators, AMP) -------------
 
 #: The package whose classes are metric modules (`torchmetrics.Accuracy`, `MetricCollection`).

@@ -49,6 +49,11 @@ class TokenizerOutputNotMoved(DevicePass):
     tokenize(t).to(dev)` before `clip.embed_text(ids)` in the training loop, where the
     validation loop forgets it): then the move is the same (unsafe: the two may run on
     different devices); and a model the file itself leaves on the CPU.
+    A model call that moves one field of an encoding and passes another as it is
+    (`generate(input_ids=ids.to(model.device), attention_mask=mask)` with both taken from
+    `enc`) gets the same move for the other field (`attention_mask`, `token_type_ids`,
+    `position_ids`, `pixel_values`, the decoder's); unsafe where the field may be None
+    (`enc.get("attention_mask")`).
     Tokenizer output (or a field of it, `inputs.input_ids`) sent to a literal GPU
     (`.to("cuda:0")`, `.cuda()`) for a model loaded with a `device_map` the caller chooses (a
     parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`
@@ -104,11 +109,20 @@ class TokenizerOutputNotMoved(DevicePass):
     FIX_TITLE = "Move the tokenizer output to the model's device"
     APPLICABILITY = Applicability.SAFE
     APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
-    TRIGGER_WORDS = ("return_tensors", "encode", "convert_tokens_to_ids", "EncodeAsIds", "clip")
+    TRIGGER_WORDS = (
+        "return_tensors",
+        "encode",
+        "convert_tokens_to_ids",
+        "EncodeAsIds",
+        "clip",
+        "attention_mask",
+        "token_type_ids",
+    )
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check_move_to_an_offloaded_model(node)
         self._check_move_to_a_literal_gpu(node)
+        self._check_unmoved_siblings(node)
         argument = keyword_argument(node, "return_tensors")
         if argument is None:
             if not self.facts.flow.token_id_tensor(node):
@@ -167,6 +181,28 @@ class TokenizerOutputNotMoved(DevicePass):
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
         )
+
+    def _check_unmoved_siblings(self, node: cst.Call) -> None:
+        """`generate(input_ids=ids.to(dev), attention_mask=mask)`, both fields of one
+        encoding: the mask stays on the CPU beside ids on `dev`."""
+        found = self.facts.own(TokenizerOutputs).unmoved_siblings(node)
+        if found is None:
+            return
+        device, left = found
+        shown = code_of(device)
+        for arg in left:
+            value = code_of(arg.value)
+            self.report(
+                arg,
+                message=f"`{value}` comes from the same encoding as the argument this call moves "
+                f"to `{shown}`, but stays on the CPU; it needs `.to({shown})` too",
+                fix_title=f"Pass `{value}.to({shown})`",
+                edits=[Edit(arg, arg.with_changes(value=method_call(arg.value, "to", device)))],
+                # A field that may be None (`enc.get("attention_mask")`) has no `.to()` then.
+                applicability=Applicability.UNSAFE
+                if self.facts.own(TokenizerOutputs).may_be_none(arg.value, node)
+                else Applicability.SAFE,
+            )
 
     def _check_sibling_move(self, node: cst.Call) -> None:
         """The same tokenizer's output is moved for the same model elsewhere in the function:

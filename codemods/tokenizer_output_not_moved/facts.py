@@ -8,8 +8,9 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method
-from devfix.codemods.analysis.names import code_of, keyword_argument
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.scopes import all_params
+from devfix.codemods.analysis.torch_names import ENCODING_FIELDS
 
 #: Methods a loaded model is often chained with that leave its placement as it was.
 _KEEPS_PLACEMENT = frozenset({"eval", "train", "half", "float", "bfloat16", "requires_grad_"})
@@ -86,6 +87,87 @@ class TokenizerOutputs(Analysis):
                     if self.facts.moves.visible_at(code_of(device), node):
                         return device, model
         return None
+
+    def unmoved_siblings(self, call: cst.Call) -> tuple[cst.BaseExpression, list[cst.Arg]] | None:
+        """A model call given one field of an encoding moved (`input_ids=ids.to(dev)`, `ids =
+        enc["input_ids"]`) and another field of the same encoding as it is
+        (`attention_mask=mask`, `mask = enc.get("attention_mask")`): the device, and the
+        arguments left behind."""
+        moved: dict[str, cst.BaseExpression] = {}
+        plain: list[tuple[cst.Arg, str]] = []
+        for arg in call.args:
+            if arg.star:
+                continue  # `**generate_kwargs`: options, not the encoding
+            value = arg.value
+            if (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "to"
+                and value.args
+            ):
+                source = self._encoding_field(value.func.value, call)
+                if source is not None:
+                    moved[source[0]] = value.args[0].value
+                continue
+            source = self._encoding_field(value, call)
+            if source is not None and source[1] in ENCODING_FIELDS:
+                plain.append((arg, source[0]))
+        if len(set(map(code_of, moved.values()))) != 1:
+            return None
+        device = next(iter(moved.values()))
+        left = [arg for arg, container in plain if container in moved]
+        return (device, left) if left else None
+
+    def may_be_none(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`mask = enc.get("attention_mask")`, or `mask = None` on some path."""
+        values = (
+            self.scopes.assigned_values(value.value, at) if isinstance(value, cst.Name) else [value]
+        )
+        return any(
+            (isinstance(v, cst.Name) and v.value == "None")
+            or (isinstance(v, cst.Call) and call_tail(v.func) == "get")
+            for v in values
+        )
+
+    def _encoding_field(self, value: cst.BaseExpression, at: cst.CSTNode) -> tuple[str, str] | None:
+        """(container, field) for `enc["mask"]`, `enc.get("mask")`, `enc.mask`, or a name
+        bound to one of these."""
+        if isinstance(value, cst.Name):
+            # Every value the name is given, `None` aside (`mask = None` for an empty prompt).
+            values = [
+                v
+                for v in self.scopes.assigned_values(value.value, at)
+                if not (isinstance(v, cst.Name) and v.value == "None")
+            ]
+            fields = {self._encoding_field(v, at) for v in values if not isinstance(v, cst.Name)}
+            if (
+                len(values) == 0
+                or len(fields) != 1
+                or len(values) != len([v for v in values if not isinstance(v, cst.Name)])
+            ):
+                return None
+            return next(iter(fields))
+        if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+            index = value.slice[0].slice
+            key = (
+                index.value.evaluated_value
+                if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)
+                else None
+            )
+            container = dotted_name(value.value)
+        elif isinstance(value, cst.Call) and call_tail(value.func) == "get" and value.args:
+            first = value.args[0].value
+            key = first.evaluated_value if isinstance(first, cst.SimpleString) else None
+            container = (
+                dotted_name(value.func.value) if isinstance(value.func, cst.Attribute) else None
+            )
+        elif isinstance(value, cst.Attribute) and value.attr.value in ENCODING_FIELDS:
+            key, container = value.attr.value, dotted_name(value.value)
+        else:
+            return None
+        if not isinstance(key, str) or container is None:
+            return None
+        return container, key
 
     def _own_callable(self, func: cst.BaseExpression, at: cst.CSTNode) -> cst.FunctionDef | None:
         """The definition a call of `func` runs when it is this file's own: a module-level

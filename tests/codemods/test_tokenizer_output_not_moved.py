@@ -856,3 +856,46 @@ def test_a_model_a_helper_of_the_file_loads_moves_and_returns_is_followed() -> N
             return tok.batch_decode(model.generate(**batch))
         """,
     )
+
+
+def test_a_field_of_the_encoding_left_beside_one_the_call_moves_is_moved_too() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        def answer(model, enc, device):
+            out = model(enc["input_ids"].to(device), token_type_ids=enc["token_type_ids"])
+            return out.logits
+        """,
+        """
+        def answer(model, enc, device):
+            out = model(enc["input_ids"].to(device), token_type_ids=enc["token_type_ids"].to(device))
+            return out.logits
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_field_that_may_be_none_is_moved_only_as_an_unsafe_fix() -> None:
+    source = """
+    def reply(lm, features, **options):
+        ids = features["input_ids"]
+        mask = features.get("attention_mask")
+        return lm.generate(input_ids=ids.to(lm.device), attention_mask=mask, **options)
+    """
+    findings = assert_fix(
+        RULE,
+        source,
+        source.replace("attention_mask=mask,", "attention_mask=mask.to(lm.device),"),
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_fields_that_are_no_encoding_fields_are_left_where_they_are() -> None:
+    assert_noop(
+        RULE,
+        """
+        def tag(model, batch, device):
+            return model(batch["tokens"].to(device), batch["lengths"], batch["chars"])
+        """,
+    )
