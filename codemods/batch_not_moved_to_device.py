@@ -26,7 +26,10 @@ class BatchNotMovedToDevice(DevicePass):
     in the batch's own shape: `x, y = x.to(device), y.to(device)` for unpacked batches (also after a
     leading `inputs, labels = data`), `batch = {k: v.to(device) for k, v in batch.items()}` for dict
     batches (`model(**batch)`, `batch["input_ids"]`), `batch = [t.to(device) for t in batch]` for
-    batches read as `batch[0]`, `batch = batch.to(device)` for a single tensor.
+    batches read as `batch[0]`, `batch = batch.to(device)` for a single tensor; an unpacked name
+    used as a dict (`features, targets = batch` with `model(**features)`) gets its own line with
+    the comprehension. A loader rebound to a progress bar around itself (`loader =
+    tqdm(loader)` under `if verbose:`) is still that loader.
 
     ## Why is this bad?
     A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer

@@ -855,3 +855,39 @@ def fit(net, series, gpu):
         "torch.from_numpy(np.asarray(chunk[:-1])).cuda(), torch.tensor(chunk[-1]).cuda()",
     )
     assert_noop(RULE, moving)
+
+
+def test_an_unpacked_dict_batch_behind_a_rebound_progress_bar_is_moved_value_by_value() -> None:
+    before = """
+import torch
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+
+class Scorer:
+    def __init__(self, net, device):
+        self.net = net.to(device)
+        self.dev = torch.device(device)
+
+    def score(self, rows, verbose=False):
+        loader = DataLoader(rows, batch_size=8, collate_fn=self.pack)
+        if verbose:
+            loader = tqdm(loader)
+        out = []
+        for features, targets in loader:
+            logits = self.net(**features).logits
+            out.append(torch.nn.functional.cross_entropy(logits, targets).item())
+        return out
+"""
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "            logits = self.net(**features).logits\n",
+            "            features = {k: v.to(self.dev) for k, v in features.items()}\n"
+            "            targets = targets.to(self.dev)\n"
+            "            logits = self.net(**features).logits\n",
+        ),
+        unsafe=True,
+    )
+    assert "(on `self.dev`)" in findings[0].message

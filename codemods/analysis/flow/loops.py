@@ -227,11 +227,28 @@ class BatchLoops(ModelPlacement):
             return []
         found: list[cst.Call] = []
         for binding in bindings:
+            if self._passes_itself_through(binding, name):
+                continue  # `loader = tqdm(loader)`: what the other bindings give it
             calls = self._bound_loaders(binding, name, table, table_function, depth)
             if not calls:
                 return []
             found.extend(calls)
         return found
+
+    def _passes_itself_through(self, binding: Binding, name: str) -> bool:
+        """`loader = tqdm(loader)`: a progress bar (or `enumerate`) around the name itself."""
+        value = binding.value
+        return (
+            binding.kind == "assign"
+            and isinstance(value, cst.Call)
+            and bool(value.args)
+            and value.args[0].keyword is None
+            and dotted_name(value.args[0].value) == name
+            and (
+                self.names.qualified_name(value.func) in ITERATION_WRAPPERS
+                or _names_an_iterator(value.func)
+            )
+        )
 
     def _bound_loaders(
         self,
@@ -378,7 +395,7 @@ class BatchLoops(ModelPlacement):
         new_line = self._move_line(loop.body, plan, single)
         if new_line is None:
             return plan
-        group = [anchor, new_line] if after_anchor else [new_line, anchor]
+        group = [anchor, *new_line] if after_anchor else [*new_line, anchor]
         plan.edit = Edit(anchor, cst.FlattenSentinel(group))
         return plan
 
@@ -523,15 +540,17 @@ class BatchLoops(ModelPlacement):
 
     def _move_line(
         self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
-    ) -> cst.BaseStatement | None:
-        """The statement that moves `plan.unmoved` (its code kept in `plan.statement_code`);
-        None, with the reason in `plan`, when the batch's shape cannot be told."""
+    ) -> list[cst.BaseStatement] | None:
+        """The statements that move `plan.unmoved` (their code kept in
+        `plan.statement_code`); None, with the reason in `plan`, when the batch's shape cannot
+        be told."""
         statement = self._move_statement(body, plan, single)
         if statement is None:
             plan.reason = f"cannot tell whether `{single}` is a tensor, a sequence or a dict"
             return None
-        plan.statement_code = statement
-        return cst.parse_statement(statement + "\n", config=self.context.module.config_for_parsing)
+        plan.statement_code = statement.replace("\n", "; ")
+        config = self.context.module.config_for_parsing
+        return [cst.parse_statement(line + "\n", config=config) for line in statement.split("\n")]
 
     def _move_statement(
         self, body: cst.BaseSuite, plan: LoopPlan, single: str | None
@@ -546,8 +565,21 @@ class BatchLoops(ModelPlacement):
         assert plan.move is not None
         if single is not None:
             return self._single_move(body, single, plan.move, tuple(plan.cpu_keys))
-        moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in plan.unmoved)
-        return f"{', '.join(plan.unmoved)} = {moved}"
+        dicts: list[str] = []
+        for name in plan.unmoved:
+            uses = self._batch_uses(body, name)
+            if uses is not None and "dict" in uses:
+                # `inputs, labels = data` with `model(**inputs)`: a dict (or an encoding) of
+                # tensors, moved value by value on a line of its own (a dict has no `.to()`).
+                single_move = self._single_move(body, name, plan.move)
+                if single_move is None:
+                    return None
+                dicts.append(single_move)
+        rest = [name for name in plan.unmoved if not any(d.startswith(f"{name} = ") for d in dicts)]
+        if not rest:
+            return "\n".join(dicts)
+        moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in rest)
+        return "\n".join([*dicts, f"{', '.join(rest)} = {moved}"])
 
     def next_batch_plan(self, assign: cst.Assign) -> LoopPlan | None:
         """`x, y = next(iter(loader))` (one batch taken from a DataLoader): the plan to move
@@ -617,7 +649,7 @@ class BatchLoops(ModelPlacement):
         new_line = self._move_line(cst.IndentedBlock(body=following), plan, single)
         if new_line is None:
             return plan
-        plan.edit = Edit(line, cst.FlattenSentinel([line, new_line]))
+        plan.edit = Edit(line, cst.FlattenSentinel([line, *new_line]))
         return plan
 
     def _from_outside(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:

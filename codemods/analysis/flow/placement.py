@@ -515,12 +515,15 @@ class ModelPlacement(CallSites):
             and (origin is None or self.scopes.class_of(origin) is self.scopes.class_of(target))
         ):
             return move
-        # `self.device = device` in the class: use the attribute.
+        # `self.device = device` (or `torch.device(device)`) in the class: use the attribute.
         owner = self.scopes.class_of(target)
         if owner is not None:
             table = self.scopes.table(owner)
             for attr, bindings in table.bindings.items():
-                if any(b.value is not None and code_of(b.value) == code for b in bindings):
+                if any(
+                    b.value is not None and code_of(b.value) in (code, f"torch.device({code})")
+                    for b in bindings
+                ):
                     return DeviceMove("to", cst.parse_expression(attr))
         # A parameter of `target` that every caller fills with the same expression.
         if target is not None:
