@@ -9,7 +9,7 @@ from devfix.codemods._edits import append_keyword, method_call
 from devfix.codemods.analysis.devices import Unknown, instance_name
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.moves import states_device
-from devfix.codemods.analysis.names import call_tail, code_of, dotted_name
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
@@ -38,7 +38,11 @@ class TensorFactoryWithoutDevice(DevicePass):
     `prediction_step`, `training_step`: what they make meets the outputs of the model the
     Trainer placed), and every function that takes a tensor argument.
     `__init__` is left to DF103, which registers such tensors as buffers so `model.to()` moves
-    them. In script code (module level, notebook cells, and the script's own functions around
+    them, except a factory shaped after a tensor the module adopts from its caller
+    (`nn.Parameter(torch.randn(r, base.weight.shape[1]))` in a LoRA or adapter wrapper, also
+    through `self.weight = base.weight` or `self.register_parameter("weight", base.weight)`):
+    the wrapper is often built around a layer of a model already on a GPU, so the new tensor
+    gets `device=` of the adopted one (safe: on the CPU nothing changes). In script code (module level, notebook cells, and the script's own functions around
     its models: a training or acting loop, a solver's methods), a new tensor (`torch.randn(64,
     100)`, also inside `Variable(...)`, or data: `torch.tensor(batch)`, `torch.from_numpy(obs)`,
     a legacy constructor) fed straight to a model the script moved to a device is found too:
@@ -176,6 +180,9 @@ class TensorFactoryWithoutDevice(DevicePass):
         if function is None or not function.is_model_code:
             return
         if self.facts.modules.is_construction(function):
+            adopted = self.facts.modules.adopted_tensor_shaping(node, function)
+            if adopted is not None and not legacy:
+                self._follow_adopted(node, qualified, adopted)
             return  # tensors built in __init__ (or its helpers) are DF103's: register them
         if qualified in DATA_FACTORIES and not self.facts.devices.makes_data_tensor(node, function):
             return  # a 0-dim scalar: legal next to CUDA tensors
@@ -210,6 +217,22 @@ class TensorFactoryWithoutDevice(DevicePass):
             fix_title=f"Use {fix}",
             edits=[Edit(node, replacement)],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
+        )
+
+    def _follow_adopted(self, node: cst.Call, qualified: str, adopted: str) -> None:
+        """`torch.randn(r, self.weight.shape[1])` in the `__init__` of a wrapper that adopts
+        `base.weight`: the new tensor meets the adopted one, which may already be on a GPU when
+        the wrapper is built (layers swapped into a moved model)."""
+        if keyword_argument(node, "device") is not None:
+            return
+        device = cst.parse_expression(f"{adopted}.device")
+        self.report(
+            node,
+            message=f"`{qualified}` creates a CPU tensor shaped after `{adopted}`, which this "
+            f"module adopts from its caller and which may already be on a device (a layer "
+            f"swapped into a moved model); it needs `device={adopted}.device`",
+            fix_title=f"Use `device={adopted}.device`",
+            edits=[Edit(node, append_keyword(node, "device", device))],
         )
 
     def _check_attribute_tensor(self, node: cst.Call, qualified: str, *, moved: bool) -> None:

@@ -552,6 +552,63 @@ class ModuleFacts(Analysis):
             return False
         return function.name in self.construction_methods(function.owner.node)
 
+    def adopted_tensor_shaping(self, call: cst.Call, function: FunctionInfo) -> str | None:
+        """The tensor a factory in `__init__` is shaped after when the module adopts it from an
+        argument (`self.register_parameter("weight", base.weight)`, `self.weight = base.weight`,
+        or `base.weight` itself), as code: `torch.randn(r, self.weight.shape[1])` in a LoRA
+        wrapper built around a layer that may already be on a GPU. None otherwise."""
+        if function.owner is None or function.name != "__init__":
+            return None
+        params = set(function.params)
+        adopted = self._adopted_attributes(function)
+        for arg in call.args:
+            for node in self.context.subtree(arg.value):
+                if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+                    tensor: cst.BaseExpression = node.value
+                elif (
+                    isinstance(node, cst.Call)
+                    and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value == "size"
+                ):
+                    tensor = node.func.value
+                else:
+                    continue
+                name = dotted_name(tensor)
+                if name is None or "." not in name:
+                    continue
+                if name.split(".", 1)[0] in params or name in adopted:
+                    return name
+        return None
+
+    def _adopted_attributes(self, function: FunctionInfo) -> set[str]:
+        """`self.<attr>` that `__init__` binds to a tensor of an argument: `self.weight =
+        base.weight`, `self.register_parameter("weight", base.weight)`."""
+        self_var = self_name(function.node) or "self"
+        params = set(function.params)
+        found: set[str] = set()
+        for node in self.scopes.nodes(function.node.body):
+            if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                target, value = dotted_name(node.targets[0].target), dotted_name(node.value)
+                if target and value and "." in value and value.split(".", 1)[0] in params:
+                    found.add(target)
+            elif (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in ("register_parameter", "register_buffer")
+                and len(node.args) >= 2
+                and isinstance(node.args[0].value, cst.SimpleString)
+            ):
+                value = dotted_name(node.args[1].value)
+                key = node.args[0].value.evaluated_value
+                if (
+                    isinstance(key, str)
+                    and value
+                    and "." in value
+                    and value.split(".", 1)[0] in params
+                ):
+                    found.add(f"{self_var}.{key}")
+        return found
+
     def tensor_attributes(self, classdef: cst.ClassDef) -> frozenset[str]:
         """Attributes that construction-time methods of the class set to a tensor (plain,
         a buffer or an `nn.Parameter`): `self.<attr>` reads a tensor in any method."""

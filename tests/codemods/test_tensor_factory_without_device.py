@@ -1685,3 +1685,53 @@ def test_a_replay_batch_that_meets_a_held_networks_output_in_a_method_takes_its_
             agent.update(obs, act, ret, m).backward()
         """,
     )
+
+
+def test_a_factory_shaped_after_a_tensor_the_module_adopts_follows_it() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Adapter(nn.Module):
+            def __init__(self, conv, rank=4):
+                super().__init__()
+                self.conv = conv
+                self.down = nn.Parameter(torch.zeros(rank, conv.weight.size(1)))
+                self.up = nn.Parameter(torch.randn(conv.weight.size(0), rank) * 0.01)
+
+            def forward(self, x):
+                return self.conv(x) + (self.up @ self.down).sum()
+
+        class Plain(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(n))
+
+            def forward(self, x):
+                return x * self.scale
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Adapter(nn.Module):
+            def __init__(self, conv, rank=4):
+                super().__init__()
+                self.conv = conv
+                self.down = nn.Parameter(torch.zeros(rank, conv.weight.size(1), device=conv.weight.device))
+                self.up = nn.Parameter(torch.randn(conv.weight.size(0), rank, device=conv.weight.device) * 0.01)
+
+            def forward(self, x):
+                return self.conv(x) + (self.up @ self.down).sum()
+
+        class Plain(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(n))
+
+            def forward(self, x):
+                return x * self.scale
+        """,
+    )
