@@ -42,25 +42,25 @@ class TensorFactoryWithoutDevice(DevicePass):
     (`nn.Parameter(torch.randn(r, base.weight.shape[1]))` in a LoRA or adapter wrapper, also
     through `self.weight = base.weight` or `self.register_parameter("weight", base.weight)`):
     the wrapper is often built around a layer of a model already on a GPU, so the new tensor
-    gets `device=` of the adopted one (safe: on the CPU nothing changes). In script code (module level, notebook cells, and the script's own functions around
-    its models: a training or acting loop, a solver's methods), a new tensor (`torch.randn(64,
-    100)`, also inside `Variable(...)`, or data: `torch.tensor(batch)`, `torch.from_numpy(obs)`,
-    a legacy constructor) fed straight to a model the script moved to a device is found too:
-    directly, through one of the model's submodules (`vae.decoder(z)`), or through a method of
-    an object that hands it to a model it holds (`agent.act(obs)` with `return
-    self.q_net(obs)`, the model moved as `agent.q_net.to(args.device)` where the function's
-    caller can see it), or that meets that model's output there (`agent.learn(s, a, r)` with
-    `self.q(s).gather(1, a.unsqueeze(1))` and `r + gamma * next_q`). A tensor such an object
-    stores (`self.action_scale = torch.FloatTensor(...)`) that meets, in any of its methods,
-    the output of a model it moved as it built it (`self.policy = Policy().to(self.device)`,
-    then `mean * self.action_scale`) gets that device where it is made, once the device is set
-    there. A loss's targets and
-    lengths are not model input and are left alone, as are lengths that reach
+    gets `device=` of the adopted one (safe: on the CPU nothing changes). In script code (module
+    level, notebook cells, and the script's own functions around its models: a training or
+    acting loop, a solver's methods), a new tensor (`torch.randn(64, 100)`, also inside
+    `Variable(...)`, or data: `torch.tensor(batch)`, `torch.from_numpy(obs)`, a legacy
+    constructor) fed straight to a model the script moved to a device is found too: directly,
+    through one of the model's submodules (`vae.decoder(z)`), or through a method of an object
+    that hands it to a model it holds (`agent.act(obs)` with `return self.q_net(obs)`, the model
+    moved as `agent.q_net.to(args.device)` where the function's caller can see it), or that
+    meets that model's output there (`agent.learn(s, a, r)` with `self.q(s).gather(1,
+    a.unsqueeze(1))` and `r + gamma * next_q`). A tensor such an object stores
+    (`self.action_scale = torch.FloatTensor(...)`) that meets, in any of its methods, the output
+    of a model it moved as it built it (`self.policy = Policy().to(self.device)`, then `mean *
+    self.action_scale`) gets that device where it is made, once the device is set there. A
+    loss's targets and lengths are not model input and are left alone, as are lengths that reach
     `pack_padded_sequence` (even through `.to("cpu")`), and tensors that meet a host copy
     (`probs = logits.softmax(-1).cpu()` then `probs * torch.linspace(...)`): the CPU is where
-    they are needed. A module-level lambda that moves its argument (`Variable =
-    lambda *a: autograd.Variable(*a).cuda() if USE_CUDA else autograd.Variable(*a)`) is the
-    script's move helper, like a `def`.
+    they are needed. A module-level lambda that moves its argument (`Variable = lambda *a:
+    autograd.Variable(*a).cuda() if USE_CUDA else autograd.Variable(*a)`) is the script's move
+    helper, like a `def`.
 
     ## Why is this bad?
     A factory without `device=` makes a CPU tensor. As soon as the model runs on a GPU, the first
