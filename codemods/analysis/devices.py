@@ -1015,8 +1015,6 @@ class DeviceInference(Analysis):
                 return False
             if self.is_tensor_expression(call.func.value, function, seen):
                 return True
-            if call.func.attr.value in ("to", "cuda") and self._made_by_a_factory(call.func.value):
-                return True  # `(torch.ones(n) * i).to(x.device)`: a new tensor, moved
         qualified = self.names.qualified_name(call.func)
         if qualified in TENSOR_FACTORIES and _given_a_device(call):
             return True  # `torch.randn(n, z, device=device)`: a tensor on a named device
@@ -1033,14 +1031,6 @@ class DeviceInference(Analysis):
                 for arg in call.args
             )
         return False
-
-    def _made_by_a_factory(self, node: cst.BaseExpression) -> bool:
-        """`torch.ones(n)`, `torch.ones(n) * i`: a torch factory makes the value."""
-        if isinstance(node, cst.BinaryOperation):
-            return self._made_by_a_factory(node.left) or self._made_by_a_factory(node.right)
-        return isinstance(node, cst.Call) and self.names.qualified_name(node.func) in (
-            TENSOR_FACTORIES
-        )
 
     def _is_concatenated(self, container: cst.CSTNode) -> bool:
         arg = self.context.parent(container)
