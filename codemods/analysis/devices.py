@@ -826,6 +826,10 @@ class DeviceInference(Analysis):
         if root is None or root in own_names or root == "self":
             return
         shown = dotted_name(other) or root
+        if self._moved_to_an_input(root, other, function):
+            # `level = (torch.ones(n) * k).to(z.device)`: a new tensor put where an input is.
+            yield SameAs(f"it meets `{shown}`, made on the input's device", name=root)
+            return
         if not self.is_tensor_expression(other, function):
             if arithmetic and isinstance(other, cst.Name) and self._is_input(root, function, line):
                 yield SameAs(f"it meets the input `{shown}` in arithmetic", proof=False, name=root)
@@ -838,6 +842,30 @@ class DeviceInference(Analysis):
         origin = self._tensor_origin(root, function, line, set())
         if origin is not None:
             yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _moved_to_an_input(self, name: str, at: cst.CSTNode, function: FunctionInfo) -> bool:
+        """`name` holds a tensor a torch factory made and moved to the device of one of the
+        function's inputs: `(torch.ones(n) * k).to(z.device)` (read as `t` or `t.float()`)."""
+        value = self.scopes.value_at(name, at)
+        if not (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "to"
+            and len(value.args) == 1
+        ):
+            return False
+        device = value.args[0].value
+        receiver = value.func.value
+        while isinstance(receiver, cst.BinaryOperation):
+            receiver = receiver.left
+        return (
+            isinstance(device, cst.Attribute)
+            and device.attr.value == "device"
+            and isinstance(device.value, cst.Name)
+            and device.value.value in function.params
+            and isinstance(receiver, cst.Call)
+            and self.names.qualified_name(receiver.func) in TENSOR_FACTORIES
+        )
 
     def _on_host(self, node: cst.BaseExpression, depth: int = 0) -> bool:
         """`t.cpu()` or `t.to("cpu")`, what keeps its device (`.float()`, `.data`, `[i]`,

@@ -1730,3 +1730,32 @@ def test_a_helper_handed_the_global_device_by_position_gets_the_input_s_device()
         """,
         unsafe=True,
     )
+
+
+def test_a_literal_gpu_beside_a_new_tensor_moved_to_the_input_follows_that_tensor() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+
+        def denoise(net, z, steps):
+            h = z
+            for k in range(steps):
+                level = (torch.ones(z.size(0)) * k).to(z.device)
+                h = h.to("cuda")
+                h = h - net(h, level.float())
+            return h
+        """,
+        """
+        import torch
+
+        def denoise(net, z, steps):
+            h = z
+            for k in range(steps):
+                level = (torch.ones(z.size(0)) * k).to(z.device)
+                h = h.to(level.device)
+                h = h - net(h, level.float())
+            return h
+        """,
+        unsafe=True,
+    )
