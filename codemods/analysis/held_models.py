@@ -9,6 +9,7 @@ feeds it the same device tensors it feeds its siblings.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -291,17 +292,23 @@ class HeldModels(Analysis):
         loaded = self.scopes.value_at(base.value, at) if isinstance(base, cst.Name) else None
         return loaded is not None and _placed_as_loaded(loaded)
 
+    def _reads(
+        self, classdef: cst.ClassDef, attribute: str
+    ) -> Iterator[tuple[cst.Attribute, cst.CSTNode | None]]:
+        """Each `self.<attribute>` of the class that is not assigned to, with its parent."""
+        for node in self.scopes.find(classdef.body, cst.Attribute):
+            if self_attribute(node) != attribute:
+                continue
+            parent = self.context.parent(node)
+            if not isinstance(parent, cst.AssignTarget):
+                yield node, parent
+
     def _only_run(self, classdef: cst.ClassDef, attribute: str) -> bool:
         """`self.<attribute>` is run (`self.rm(**inputs)`, `.generate(...)`) and otherwise only
         read for its members (`.config`, `.eval()`, `.parameters()`): never handed to a call,
         wrapped, stored elsewhere or moved."""
         run = False
-        for node in self.scopes.find(classdef.body, cst.Attribute):
-            if self_attribute(node) != attribute:
-                continue
-            parent = self.context.parent(node)
-            if isinstance(parent, cst.AssignTarget):
-                continue
+        for node, parent in self._reads(classdef, attribute):
             if isinstance(parent, cst.Call) and parent.func is node:
                 run = True
                 continue
@@ -447,12 +454,7 @@ class HeldModels(Analysis):
         (not handed to a call, wrapped, stored or read for its attributes; with `copies`,
         `copy.deepcopy(self.<attribute>)` aside)."""
         called = parameters = False
-        for node in self.scopes.find(classdef.body, cst.Attribute):
-            if self_attribute(node) != attribute:
-                continue
-            parent = self.context.parent(node)
-            if isinstance(parent, cst.AssignTarget):
-                continue
+        for node, parent in self._reads(classdef, attribute):
             if copies and isinstance(parent, cst.Arg):
                 call = self.context.parent(parent)
                 if (
