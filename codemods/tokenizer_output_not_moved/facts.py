@@ -139,14 +139,10 @@ class TokenizerOutputs(Analysis):
                 for v in self.scopes.assigned_values(value.value, at)
                 if not (isinstance(v, cst.Name) and v.value == "None")
             ]
-            fields = {self._encoding_field(v, at) for v in values if not isinstance(v, cst.Name)}
-            if (
-                len(values) == 0
-                or len(fields) != 1
-                or len(values) != len([v for v in values if not isinstance(v, cst.Name)])
-            ):
-                return None
-            return next(iter(fields))
+            if not values or any(isinstance(v, cst.Name) for v in values):
+                return None  # unbound here, or another name's value
+            fields = {self._encoding_field(v, at) for v in values}
+            return fields.pop() if len(fields) == 1 else None
         if isinstance(value, cst.Subscript) and len(value.slice) == 1:
             index = value.slice[0].slice
             key = (
