@@ -211,7 +211,10 @@ class ModelCopies(Analysis):
         if not isinstance(value, cst.Call) or self.facts.modules.is_module_expression(value):
             return False
         qualified = self.names.qualified_name(value.func) or ""
-        return not qualified.startswith(("torch.", "timm.")) and bool(dotted_name(value.func))
+        # torch, timm and torchmetrics build modules (a metric is one): the trainer moves those.
+        return not qualified.startswith(("torch.", "timm.", "torchmetrics.")) and bool(
+            dotted_name(value.func)
+        )
 
     def _first_use(self, method: cst.FunctionDef, holder: str) -> cst.SimpleStatementLine | None:
         """The statement of `method` that first calls a method of `self.<holder>`."""

@@ -523,6 +523,7 @@ def test_a_submodule_or_tensor_moved_to_self_device_in_init_is_not_this_shape() 
         """
         import lightning as L
         import torch
+        import torchmetrics
         from torch import nn
 
         class Tagger(L.LightningModule):
@@ -530,8 +531,11 @@ def test_a_submodule_or_tensor_moved_to_self_device_in_init_is_not_this_shape() 
                 super().__init__()
                 self.head = nn.Linear(4, 2)
                 self.head.to(self.device)
+                self.f1 = torchmetrics.F1Score(task="binary")
+                self.f1.to(self.device)
 
             def training_step(self, batch, batch_idx):
+                self.f1.update(self.head(batch).argmax(-1), batch_idx)
                 return self.head(batch).sum()
         """,
     )
