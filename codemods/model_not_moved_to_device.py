@@ -15,13 +15,12 @@ from devfix.codemods.analysis.torch_names import (
     MODEL_WRAPPERS,
     MODULE_SELF_METHODS,
     MOVE_METHODS,
+    PLACED_AS_LOADED,
 )
 from devfix.types import Applicability, Edit
 
 #: Calls that build a model: a module class, or a pretrained checkpoint.
 _LOADERS = frozenset({"from_pretrained", "from_config"})
-#: `from_pretrained` keywords under which the model is placed as it loads.
-_PLACED_AS_LOADED = ("device_map", "load_in_8bit", "load_in_4bit", "quantization_config")
 #: Methods of a model that run it on its inputs.
 _RUNS = frozenset({"generate", "forward"})
 
@@ -443,7 +442,7 @@ class ModelNotMovedToDevice(DevicePass):
         if call_tail(value.func) in _LOADERS:
             # Placed by its device map; a 4- or 8-bit model is placed as it loads and refuses
             # `.to()`.
-            return not any(keyword_argument(value, k) is not None for k in _PLACED_AS_LOADED)
+            return not any(keyword_argument(value, k) is not None for k in PLACED_AS_LOADED)
         if self.facts.modules.in_model_method(value):
             return False  # a layer built in `forward` is DF104's
         qualified = self.facts.modules.constructed_module(value)

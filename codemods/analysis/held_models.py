@@ -19,10 +19,11 @@ from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method as method_named
 from devfix.codemods.analysis.modules import methods, names_a_device, self_attribute
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
-from devfix.codemods.analysis.torch_names import MODEL_MEMBERS_KEEPING_PLACE, MOVE_METHODS
-
-#: `from_pretrained` keywords under which the model is placed as it loads.
-_PLACED_AS_LOADED = ("device_map", "load_in_8bit", "load_in_4bit", "quantization_config")
+from devfix.codemods.analysis.torch_names import (
+    MODEL_MEMBERS_KEEPING_PLACE,
+    MOVE_METHODS,
+    PLACED_AS_LOADED,
+)
 
 
 def _loads_pretrained(value: cst.BaseExpression) -> bool:
@@ -36,7 +37,7 @@ def _loads_pretrained(value: cst.BaseExpression) -> bool:
 
 def _placed_as_loaded(value: cst.BaseExpression) -> bool:
     return _loads_pretrained(value) and any(
-        keyword_argument(cast(cst.Call, value), word) is not None for word in _PLACED_AS_LOADED
+        keyword_argument(cast(cst.Call, value), word) is not None for word in PLACED_AS_LOADED
     )
 
 

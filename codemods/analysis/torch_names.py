@@ -1052,6 +1052,9 @@ NOT_TENSOR_MEMBERS = frozenset(
         "pixel_values",
     }
 )
+#: `from_pretrained` keywords under which the model is placed as it loads (a device map, 4 or 8
+#: bits: such a model refuses `.to()`).
+PLACED_AS_LOADED = ("device_map", "load_in_8bit", "load_in_4bit", "quantization_config")
 #: Fields of a tokenizer's or processor's output that go to the model with its `input_ids`.
 ENCODING_FIELDS = frozenset(
     {

@@ -219,16 +219,13 @@ class Buffers(Analysis):
                 helper = functions.get(call.func.value)
                 if helper is None:
                     continue
-                index = call.args.index(arg)
-                params = [
-                    p.name.value for p in (*helper.params.posonly_params, *helper.params.params)
-                ]
-                if index >= len(params):
+                param = self.facts.modules.parameter_receiving(call, call.args.index(arg))
+                if param is None:
                     continue
                 for inner in self.scopes.nodes(helper.body):
                     if (
                         isinstance(inner, cst.Name)
-                        and inner.value == params[index]
+                        and inner.value == param
                         and self._meets_host_copy(inner)
                     ):
                         return (
