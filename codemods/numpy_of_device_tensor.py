@@ -170,21 +170,15 @@ class NumpyOfDeviceTensor(DevicePass):
     def _other_branch_copies(self, at: cst.CSTNode) -> bool:
         """`at` is in the `else` of a branch on a GPU flag that copies to the host (`if
         self.use_cuda: v = x.data.cpu().numpy()`): the author split the conversion by device."""
-        current: cst.CSTNode = at
-        for ancestor in self.context.ancestors(at):
-            if (
-                isinstance(ancestor, (cst.If, cst.IfExp))
-                and current is ancestor.orelse
-                and self._tests_a_gpu_flag(ancestor.test)
-            ):
-                body: cst.CSTNode = ancestor.body
-                if any(
-                    isinstance(inner, cst.Call) and copies_to_host(inner)
-                    for inner in self.context.subtree(body)
-                ):
-                    return True
-            current = ancestor
-        return False
+        return any(
+            in_else
+            and self._tests_a_gpu_flag(branch.test)
+            and any(
+                isinstance(inner, cst.Call) and copies_to_host(inner)
+                for inner in self.context.subtree(body)
+            )
+            for branch, in_else, body in self.facts.scopes.other_branches(at)
+        )
 
     def _origin(self, expr: cst.BaseExpression, at: cst.CSTNode) -> str | None:
         """Why `expr` is a tensor on a device, or None when that is not known (or when `at`

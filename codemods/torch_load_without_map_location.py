@@ -143,27 +143,13 @@ class TorchLoadWithoutMapLocation(DevicePass):
         """`node` is in one branch of an `if` whose other branch loads with a `map_location`
         (`if args.gpu is None: torch.load(path)` / `else: torch.load(path, map_location=loc)`):
         the author chose where each branch's tensors go."""
-        current: cst.CSTNode = node
-        for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                return False
-            if isinstance(ancestor, cst.If) and ancestor.orelse is not None:
-                other: cst.CSTNode | None = (
-                    ancestor.orelse
-                    if current is ancestor.body
-                    else ancestor.body
-                    if current is ancestor.orelse
-                    else None
-                )
-                if other is not None and any(
-                    isinstance(inner, cst.Call)
-                    and call_tail(inner.func) in _LOADER_TAILS
-                    and keyword_argument(inner, "map_location") is not None
-                    for inner in self.context.subtree(other)
-                ):
-                    return True
-            current = ancestor
-        return False
+        return any(
+            isinstance(inner, cst.Call)
+            and call_tail(inner.func) in _LOADER_TAILS
+            and keyword_argument(inner, "map_location") is not None
+            for _, _, other in self.facts.scopes.other_branches(node)
+            for inner in self.context.subtree(other)
+        )
 
     def _map_target(self, node: cst.Call, only_state: bool) -> tuple[str, str, bool]:
         """(map_location source, why, certain)."""

@@ -238,6 +238,22 @@ class Scopes:
 
     # -- where a node is ---------------------------------------------------------------------
 
+    def other_branches(
+        self, node: cst.CSTNode
+    ) -> Iterator[tuple[cst.If | cst.IfExp, bool, cst.CSTNode]]:
+        """For each `if` (statement or expression) of `node`'s function with `node` in one
+        branch: the `if`, whether `node` is in its `else`, and the other branch."""
+        current: cst.CSTNode = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return
+            if isinstance(ancestor, (cst.If, cst.IfExp)) and ancestor.orelse is not None:
+                if current is ancestor.body:
+                    yield ancestor, False, ancestor.orelse
+                elif current is ancestor.orelse:
+                    yield ancestor, True, ancestor.body
+            current = ancestor
+
     def in_loop(self, node: cst.CSTNode) -> bool:
         """`node` runs on every iteration of a `for`/`while` loop of its own function (a loop
         around the `def` or class it is in does not count)."""
