@@ -246,14 +246,24 @@ def _wrapped(
     ]
     if any("\n" in argument for argument in arguments):
         return None
-    inner = indent + ("\t" if "\t" in indent else "    ")  # a tab-indented file stays so
+    inner = _inner_indent(indent)
     one_line = [head, inner + ", ".join(arguments), tail]
     if all(len(part) <= limit for part in one_line):
         return one_line
-    each = [head, *(inner + argument + "," for argument in arguments), tail]
-    if all(len(part) <= limit for part in each):
-        return each
-    return None
+    return _one_per_line(head, arguments, tail, inner, limit)
+
+
+def _inner_indent(indent: str) -> str:
+    return indent + ("\t" if "\t" in indent else "    ")  # a tab-indented file stays so
+
+
+def _one_per_line(
+    head: str, items: list[str], tail: str, inner: str, limit: int
+) -> list[str] | None:
+    """`head`, each item on a line of its own with a trailing comma, `tail`; None when a
+    line would still be too long."""
+    parts = [head, *(inner + item + "," for item in items), tail]
+    return parts if all(len(part) <= limit for part in parts) else None
 
 
 def _wrapped_display(
@@ -267,13 +277,12 @@ def _wrapped_display(
     if line[start : start + 1] not in ("{", "[") or line[end - 1 : end] not in ("}", "]"):
         return None
     indent = line[: len(line) - len(line.lstrip())]
-    inner = indent + ("\t" if "\t" in indent else "    ")
     elements = [
         module.code_for_node(element.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
         for element in display.elements
     ]
     if any("\n" in element for element in elements):
         return None
-    parts = [line[: start + 1], *(inner + element + "," for element in elements)]
-    parts.append(indent + line[end - 1 :])
-    return parts if all(len(part) <= limit for part in parts) else None
+    return _one_per_line(
+        line[: start + 1], elements, indent + line[end - 1 :], _inner_indent(indent), limit
+    )
