@@ -27,7 +27,9 @@ class CpuArgumentOnDevice(DevicePass):
     decides (a parent module's `self.encoder(x, lengths)`, the script's `model(x, lengths)`):
     one that may be on a device is copied back, and where every call hands it a CPU value
     or a DataLoader's field, nothing is reported; where the file has no such call, an input
-    the function uses as a tensor is a latent hazard, copied back the same way. Lists and
+    the function uses as a tensor is a latent hazard, copied back the same way, and any
+    other input of a module's method is reported without a fix (it may be a list, which has
+    no `.cpu()`; a tensor there is on the GPU once DataParallel scatters it). Lists and
     tensors the code makes on the CPU are left alone, and so is a value the code already
     brings back (`lengths.cpu()`, `.to("cpu")`, `.tolist()`).
 
@@ -80,9 +82,19 @@ class CpuArgumentOnDevice(DevicePass):
             return
         for use in self.facts.cpu_only.arguments(node):
             placement = self.facts.cpu_only.placement(use.expr)
+            shown = code_of(use.expr)
+            if placement == "input":
+                self.report(
+                    use.expr,
+                    message=f"`{shown}` is an input whose caller chooses its device (a batch "
+                    "moved whole, or DataParallel's scatter, hands a tensor on the GPU), but "
+                    f"{use.reason.removeprefix('it ')}; not fixed: it may be a list, which "
+                    "has no `.cpu()`",
+                    fix_title=f"Pass `{shown}.cpu()` if it is a tensor",
+                )
+                continue
             if placement not in ("device", "tensor"):
                 continue
-            shown = code_of(use.expr)
             where = (
                 "is on a device"
                 if placement == "device"

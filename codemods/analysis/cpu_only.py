@@ -52,8 +52,9 @@ _SAME_TENSOR = frozenset(
 )
 
 
-#: Where a tensor is: in host memory, on a device, or a tensor the code does not place.
-Placement = Literal["host", "device", "tensor"]
+#: Where a tensor is: in host memory, on a device, a tensor the code does not place, or an
+#: input of a module's method that its caller (in another file) may hand as a device tensor.
+Placement = Literal["host", "device", "tensor", "input"]
 _MAX_DEPTH = 8
 #: The placements that call for a copy to the host, the surer first.
 _MOVABLE: tuple[Placement, ...] = ("device", "tensor")
@@ -143,8 +144,9 @@ class CpuOnlyArguments(Analysis):
         """Where the tensor `value` is, as far as the code at hand shows: on the host (a CPU
         factory, `.cpu()`, `.tolist()`), on a device (`device=d`, `.to(d)`, `.cuda()`, a sort
         or a method of such a tensor), a tensor somewhere (an input judged a tensor, or one that
-        every module of this file calling this `forward` hands a tensor), or None (not
-        provably a tensor: a list, a number, an unknown call)."""
+        every module of this file calling this `forward` hands a tensor), an input of a
+        module's method that no call of this file hands anything and that may be a list
+        ("input"), or None (not provably a tensor: a list, a number, an unknown call)."""
         if depth > _MAX_DEPTH:
             return None
         if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.BaseNumber)):
@@ -221,7 +223,13 @@ class CpuOnlyArguments(Analysis):
         if handed:
             places = {self.placement(value, depth + 1) for value in handed}
             return next((kind for kind in _MOVABLE if kind in places), None)
-        return "tensor" if name.value in function.tensor_params else None
+        if name.value in function.tensor_params:
+            return "tensor"
+        # A module's input that only the caller's file explains: a batch moved whole, or
+        # DataParallel's scatter, hands it on a GPU if it is a tensor.
+        owner = function.owner
+        is_input = owner is not None and owner.is_module and name.value in function.params
+        return "input" if is_input else None
 
     def _handed_by_model_calls(
         self, forward: cst.FunctionDef, parameter: str

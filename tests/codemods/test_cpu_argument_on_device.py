@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from devfix.types import Applicability
-from tests.helpers import assert_fix, assert_noop
+from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF107"
 
@@ -175,16 +175,15 @@ def test_lengths_on_the_host_or_not_provably_tensors_are_left_alone() -> None:
                 b = pack_padded_sequence(x, torch.tensor([len(s) for s in extra]))
                 c = pack_padded_sequence(x, lengths.cpu(), enforce_sorted=False)
                 d = pack_padded_sequence(x, lengths.to("cpu").long())
-                e = pack_padded_sequence(x, extra)
                 ordered, _ = lengths.tolist(), None
                 f = pack_padded_sequence(x, ordered)
-                return a, b, c, d, e, f
+                return a, b, c, d, f
         """,
     )
 
 
 def test_a_lengths_parameter_bound_again_later_is_the_parameter_where_it_is_packed() -> None:
-    assert_noop(
+    assert_declined(
         RULE,
         """
         from torch import nn
@@ -196,6 +195,7 @@ def test_a_lengths_parameter_bound_again_later_is_the_parameter_where_it_is_pack
                 lengths = x.new_tensor(lengths)
                 return packed, lengths
         """,
+        reason="`lengths` is an input whose caller chooses its device",
     )
 
 
@@ -241,3 +241,25 @@ def test_what_the_files_own_calls_hand_the_model_decides_where_its_lengths_are()
             net(batch["chars"], n_chars=batch["n_chars"])
         """,
     )
+
+
+def test_a_module_input_only_another_file_hands_is_reported_without_a_fix() -> None:
+    # DataParallel scatters a tensor input to each replica's GPU; a list has no `.cpu()`,
+    # so the input is named, never rewritten.
+    finding = assert_declined(
+        RULE,
+        """
+        import torch.nn.utils.rnn as rnn
+
+        from torch import nn
+
+        class MaskedTokenLoss(nn.Module):
+            def forward(self, scores, gold, true_lengths):
+                packed_scores = rnn.pack_padded_sequence(
+                    scores, lengths=true_lengths, batch_first=True, enforce_sorted=False
+                ).data
+                return nn.functional.cross_entropy(packed_scores, gold)
+        """,
+        reason="`true_lengths` is an input whose caller chooses its device",
+    )
+    assert "DataParallel" in finding.message
