@@ -177,7 +177,11 @@ class TensorFactoryWithoutDevice(DevicePass):
         if function is not None and self._in_script_function(function):
             self._check_script_tensor(node, qualified, moved=legacy)
             return
-        if function is None or not function.is_model_code:
+        if function is None:
+            return
+        if not function.is_model_code:
+            if not self.facts.flow.in_data_pipeline(function.node):
+                self._meets_a_placed_operand(node, node, qualified, moved=legacy)
             return
         if self.facts.modules.is_construction(function):
             adopted = self.facts.modules.adopted_tensor_shaping(node, function)
@@ -299,6 +303,37 @@ class TensorFactoryWithoutDevice(DevicePass):
         # Set earlier in this method, or in another one (which runs first: `__init__`).
         return any(not first <= b.position <= last or b.position < start for b in bindings)
 
+    def _meets_a_placed_operand(
+        self, node: cst.Call, value: cst.BaseExpression, qualified: str, *, moved: bool
+    ) -> bool:
+        """`torch.tensor(weights) * loss`, `loss` computed from a moved model's output: the new
+        tensor goes where `loss` is. True when reported."""
+        function = self.facts.modules.enclosing_function(node)
+        if function is None or (
+            qualified in DATA_FACTORIES and not self.facts.devices.makes_data_tensor(node, function)
+        ):
+            return False  # a 0-dim scalar: legal next to CUDA tensors
+        operand = self.facts.devices.operand_on_a_device(value)
+        if operand is None:
+            return False
+        device = cst.parse_expression(f"{operand}.device")
+        fix = f"`.to({operand}.device)`" if moved else f"`device={operand}.device`"
+        self.report(
+            node,
+            message=f"`{qualified}` creates a CPU tensor that meets `{operand}` in arithmetic, "
+            f"which is on a device; it needs {fix}",
+            fix_title=f"Use {fix}",
+            edits=[
+                Edit(
+                    node,
+                    method_call(node, "to", device)
+                    if moved
+                    else append_keyword(node, "device", device),
+                )
+            ],
+        )
+        return True
+
     def _check_script_tensor(self, node: cst.Call, qualified: str, *, moved: bool = False) -> None:
         """Script code (a notebook cell, a module-level loop): a new tensor (`torch.randn(n, z)`)
         fed straight to a model the script moved to a GPU, through `Variable(...)` at most."""
@@ -306,6 +341,8 @@ class TensorFactoryWithoutDevice(DevicePass):
             return  # token ids for a model: DF202's
         value = self.facts.names.through_variable(node)
         found = self.facts.flow.model_call_fed(value, submodules=True)
+        if found is None and self._meets_a_placed_operand(node, value, qualified, moved=moved):
+            return
         if found is None:
             self._check_attribute_tensor(node, qualified, moved=moved)
             return

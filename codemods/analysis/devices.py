@@ -80,6 +80,8 @@ _NUMPY_SCALARS = frozenset(
         "sqrt", "power", "abs", "floor", "ceil", "round",
     }
 )  # fmt: skip
+#: Types an `isinstance` test names when the code takes a value for an array of data.
+_ARRAY_TYPES = frozenset({"numpy.ndarray", "builtins.list", "builtins.tuple"})
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,27 @@ class DeviceInference(Analysis):
                 and dotted_name(node.args[0].value) == text
             ) or (isinstance(node, (cst.For, cst.CompFor)) and dotted_name(node.iter) == text):
                 return True
+            if self._tested_as_array(node, text):
+                return True
         return False
+
+    def _tested_as_array(self, node: cst.CSTNode, text: str) -> bool:
+        """`isinstance(text, np.ndarray)` (or `list`, `tuple`): the code takes it for an array."""
+        if not (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Name)
+            and node.func.value == "isinstance"
+            and len(node.args) == 2
+            and dotted_name(node.args[0].value) == text
+        ):
+            return False
+        kinds = node.args[1].value
+        named = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        return any(
+            self.names.qualified_name(kind) in _ARRAY_TYPES
+            or (isinstance(kind, cst.Name) and kind.value in ("list", "tuple"))
+            for kind in named
+        )
 
     def _factories_device(self, function: FunctionInfo) -> Device | None:
         """`device=targets.device` given to the function's other factories, the same input's
@@ -1463,6 +1485,36 @@ class DeviceInference(Analysis):
         if literal is not None:
             return Literal(evidence, text=literal)
         return Named(evidence, name=text)
+
+    def operand_on_a_device(self, value: cst.BaseExpression) -> str | None:
+        """`torch.tensor(w) * loss` in a script's code, where `loss` is computed from a moved
+        model's output (or a tensor moved to a device): the dotted name of the operand that
+        the new tensor (`value` itself, or the name it is assigned to, at its first use) meets
+        in arithmetic. Only a name: its `.device` is where the new tensor must live."""
+        parent = self.context.parent(value)
+        if isinstance(parent, cst.Assign) and self.scopes.assigned_name(value) is not None:
+            name = self.scopes.assigned_name(value)
+            scope = self.scopes.enclosing_scope(value)
+            first = next(
+                (
+                    use
+                    for use in self.scopes.names_after(scope, name or "", parent)
+                    if not self.scopes.within(use, parent)
+                ),
+                None,
+            )
+            if first is None:
+                return None
+            value, parent = first, self.context.parent(first)
+        if not isinstance(parent, cst.BinaryOperation):
+            return None
+        other = parent.right if parent.left is value else parent.left
+        shown = dotted_name(other)
+        if shown is None or (
+            isinstance(other, cst.Attribute) and other.attr.value in NON_TENSOR_MEMBERS
+        ):
+            return None
+        return shown if self.placed(other, parent) is not None else None
 
     def _model_output(self, call: cst.Call) -> Device | None:
         """`model(x)`, `model.generate(...)`: the output of a model moved to a device."""

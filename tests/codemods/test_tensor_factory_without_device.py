@@ -1735,3 +1735,32 @@ def test_a_factory_shaped_after_a_tensor_the_module_adopts_follows_it() -> None:
                 return x * self.scale
         """,
     )
+
+
+def test_a_data_tensor_weighting_a_moved_models_errors_in_an_updater_follows_them() -> None:
+    updater = """
+        import numpy as np
+        import torch
+
+        class PrioritizedUpdater:
+            def __init__(self, policy, device):
+                self.policy = policy.to(device)
+                self.device = device
+
+            def loss(self, states, returns, priorities):
+                states = torch.as_tensor(states, dtype=torch.float32, device=self.device)
+                values = self.policy(states).squeeze(-1)
+                errors = (values - returns) ** 2
+                if isinstance(priorities, (list, np.ndarray)):
+                    scale = torch.tensor(priorities, dtype=torch.float32)
+                    return (scale * errors).mean()
+                return (torch.tensor(0.5) * errors).mean() + (torch.tensor(priorities) * errors.cpu()).sum()
+        """
+    assert_fix(
+        RULE,
+        updater,
+        updater.replace(
+            "torch.tensor(priorities, dtype=torch.float32)",
+            "torch.tensor(priorities, dtype=torch.float32, device=errors.device)",
+        ),
+    )
