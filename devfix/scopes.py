@@ -202,7 +202,7 @@ class ScopeRules:
 
     `comprehensions`: a comprehension opens a scope (else it is part of the scope around it).
     `headers`: a definition's header is read in the scope around it (else the whole
-    definition but its own node belongs to its scope).
+    definition but its own node and its decorators belong to its scope).
     """
 
     def __init__(self, tables: TreeTables, *, comprehensions: bool, headers: bool) -> None:
@@ -229,7 +229,11 @@ class ScopeRules:
                     loop = cast("_Comprehension", current).for_in
                     if not (child is loop and grandchild is loop.iter):
                         return current
-                elif not headers or child is cast("_Definition", current).body:
+                elif child is cast("_Definition", current).body or (
+                    # A decorator runs before the name it decorates exists: outside, in
+                    # either view.
+                    not headers and type(child) is not cst.Decorator
+                ):
                     return current
             grandchild, child = child, current
             current = parents.get(id(current))

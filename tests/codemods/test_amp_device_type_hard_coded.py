@@ -448,3 +448,28 @@ def test_the_spelling_a_torch_version_branch_chooses_is_left_alone() -> None:
             scaler.scale(loss).backward()
         """,
     )
+
+
+def test_a_decorator_never_reads_the_parameters_of_the_function_it_decorates() -> None:
+    # The decorator runs at import, before `fp32_loss` is called: its parameter `device` does
+    # not exist there, and the script's own device is chosen later, in `main`.
+    assert_noop(
+        RULE,
+        """
+        import argparse
+        import torch
+        import torch.nn.functional as F
+
+        @torch.autocast("cuda", enabled=False)
+        def fp32_loss(logits, target, device):
+            return F.cross_entropy(logits.float().to(device), target.to(device))
+
+        def main():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--device", default="cuda")
+            args = parser.parse_args()
+            model = torch.nn.Linear(4, 2).to(args.device)
+            x = torch.randn(8, 4, device=args.device)
+            return fp32_loss(model(x), torch.zeros(8, dtype=torch.long), args.device)
+        """,
+    )
