@@ -29,7 +29,9 @@ class TorchLoadWithoutMapLocation(DevicePass):
     (torchrun, DDP, accelerate, `Trainer`) whose process device is held in a variable
     (`device = torch.device("cuda", local_rank)`), that variable is used instead; so it is in
     a single-process script whose loaded tensors are used directly (not only through
-    `load_state_dict`) and that holds its device in a variable.
+    `load_state_dict`) and that holds its device in a variable. Tensors used directly in a
+    script that moves its work with bare `.cuda()` calls only go to `map_location="cuda"`: the
+    current GPU, where `.cuda()` puts the rest.
     `weights_only`, `mmap` and every other argument stay exactly as written. A script that
     imports `torch` nowhere but takes it from a star-imported helper module
     (`from utils import *`) is read the same way.
@@ -43,7 +45,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
     and the devices it was saved from are this machine's. The same file-name template in one
     scope counts (`f"ckpt-{epoch}.pt"` saved, `f"ckpt-{best}.pt"` loaded); a path that two
     functions take from their callers (`save(self, path)`, `load(self, path)`: a resume API)
-    does not, since the caller may name another run's file.
+    does not, since the caller may name another run's file. In a distributed script, a file
+    each process writes and reads back for itself, named after its rank (`torch.save({"queue":
+    queue}, path)` and `torch.load(path)` with `path = f"queue{args.rank}.pth"`): its tensors
+    return to the GPU the process saved them from.
 
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
@@ -70,7 +75,8 @@ class TorchLoadWithoutMapLocation(DevicePass):
 
     ## Fix safety
     Safe when everything loaded goes through `load_state_dict` (or is read under a metadata key
-    such as `"epoch"`), or when the loaded tensors go to the script's device variable. Unsafe
+    such as `"epoch"`), or when the loaded tensors go to the script's device variable or to the
+    current GPU of a script that moves its work with `.cuda()`. Unsafe
     otherwise (no device variable in scope): tensors that the script uses straight from the
     checkpoint now arrive on the CPU and need a `.to(device)` of their own (the message says
     so). `weights_only` is never added,
@@ -124,6 +130,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
             # One process reads back the state it saved, and `load_state_dict` copies it onto
             # the parameters' devices: neither a GPU-0 spike nor a missing device.
             return
+        if flow.is_distributed() and flow.per_process_file(node) and flow.loads_its_own_save(node):
+            # Each process reads back the file it wrote from its own GPU: the tensors return
+            # there, and loading them to the CPU would break their direct use.
+            return
         target, reason, certain = self._map_target(node, only_state)
         message = f"{self.MESSAGE}; {reason}"
         if not certain:
@@ -165,5 +175,13 @@ class TorchLoadWithoutMapLocation(DevicePass):
                         f"the loaded tensors are used directly, so load them onto `{name}`",
                         True,
                     )
+        if not only_state and self.facts.moves.moved_devices(node) == [".cuda()"]:
+            # `"cuda"` maps to the current GPU, the one every bare `.cuda()` of the script uses.
+            return (
+                '"cuda"',
+                "the loaded tensors are used directly and the script puts its work on the "
+                "current GPU with `.cuda()`: load them there",
+                True,
+            )
         reason = "load to the CPU; `load_state_dict` places the values"
         return '"cpu"', reason, only_state

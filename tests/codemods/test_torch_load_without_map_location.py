@@ -479,3 +479,34 @@ def test_a_bare_load_beside_a_branch_that_maps_its_load_is_the_author_s_choice()
             return state["epoch"]
         """,
     )
+
+
+def test_a_file_each_process_writes_and_reads_back_for_itself_is_left_alone() -> None:
+    script = """
+        import os
+        import torch
+        import torch.distributed as dist
+
+        def main():
+            dist.init_process_group("nccl")
+            rank = dist.get_rank()
+            torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+            encoder = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 8).cuda())
+            bank_file = os.path.join("out", "bank-%d.pt" % rank)
+            bank = torch.load(bank_file) if os.path.exists(bank_file) else torch.zeros(64, 8).cuda()
+            for _ in range(3):
+                logits = encoder(torch.randn(4, 8).cuda()) @ bank.t()
+                logits.sum().backward()
+            torch.save(bank, bank_file)
+        """
+    # The bank returns to the GPU this rank saved it from; a CPU bank would break `@`.
+    assert_noop(RULE, script)
+    # A file every rank reads is another matter: rank 0 wrote it from `cuda:0`. It goes to
+    # the current GPU, where every bare `.cuda()` of the script puts its work.
+    shared = script.replace('"bank-%d.pt" % rank', '"bank.pt"')
+    findings = assert_fix(
+        RULE,
+        shared,
+        shared.replace("torch.load(bank_file)", 'torch.load(bank_file, map_location="cuda")'),
+    )
+    assert findings[0].applicability is Applicability.SAFE

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow.calls import CallSites
+from devfix.codemods.analysis.flow.ranks import ProcessRanks
 from devfix.codemods.analysis.names import (
     argument,
     call_tail,
     code_of,
+    dotted_name,
 )
 
 if TYPE_CHECKING:
@@ -26,6 +27,10 @@ METADATA_KEY = re.compile(
     r"^(epoch|epochs|start_epoch|step|steps|global_step|iteration|iter|it|best\w*|acc\w*|lr|"
     r"args|config|cfg|hparams|hyper_parameters|version|arch|meta|metadata|n_\w+|num_\w+)$"
 )
+
+#: What a launcher's configuration calls the process's rank (`args.rank`, `self.local_rank`):
+#: in a file's name, it makes the file the process's own.
+_RANK_NAMES = frozenset({"rank", "local_rank", "global_rank", "process_index"})
 
 
 def _same_path(a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
@@ -73,7 +78,7 @@ def _template(node: cst.BaseExpression) -> str | None:
     return None
 
 
-class Checkpoints(CallSites):
+class Checkpoints(ProcessRanks):
     """What the file loads with `torch.load`, and where it goes."""
 
     def loads_its_own_save(self, load: cst.Call) -> bool:
@@ -84,6 +89,20 @@ class Checkpoints(CallSites):
         path = argument(load, "f")
         return path is not None and any(
             self._same_file(saved, path) for saved in self._saved_paths()
+        )
+
+    def per_process_file(self, load: cst.Call) -> bool:
+        """The path `torch.load` reads is named after the process's rank (`"queue" +
+        str(args.rank) + ".pth"`, also through a local name): a file each process of the job
+        writes and reads for itself."""
+        path = argument(load, "f")
+        if isinstance(path, cst.Name):
+            path = self.scopes.value_at(path.value, load) or path
+        return path is not None and any(
+            self.rank_of(part, load) is not None
+            or (dotted_name(part) or "").rsplit(".", 1)[-1] in _RANK_NAMES
+            for part in self.context.subtree(path)
+            if isinstance(part, (cst.Name, cst.Attribute, cst.Call))
         )
 
     def _same_file(self, saved: cst.BaseExpression, loaded: cst.BaseExpression) -> bool:
