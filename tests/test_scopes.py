@@ -152,7 +152,10 @@ def test_a_definitions_header_is_read_in_the_scope_around_it() -> None:
     returned = parsed.one(cst.Attribute, "torch.Tensor")
     for header in (decorator, default, annotation, returned):
         assert parsed.exact.scope_of(header) is module
+    for header in (default, annotation, returned):
         assert parsed.coarse.scope_of(header) is train  # the coarse view: `train`'s code
+    # A decorator runs before `train` exists: no view counts it as `train`'s code.
+    assert parsed.coarse.scope_of(decorator) is module
     assert parsed.exact.scope_of(train) is module
     assert parsed.coarse.scope_of(train) is module  # the definition itself is in the module
     base = parsed.names("Base")[1]
