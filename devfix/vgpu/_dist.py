@@ -55,6 +55,14 @@ def _wants_nccl(backend: Any) -> bool:
     return "nccl" in b or b == "" or b.startswith("cuda")
 
 
+def _unnamed_backend() -> str:
+    """The backend torch gives a GPU host's `init_process_group()` that names none: NCCL
+    alone since 2.6 (the detected accelerator's), NCCL with Gloo for CPU tensors before."""
+    if torch.torch_version.TorchVersion(torch.__version__) >= "2.6":
+        return "nccl"
+    return "cpu:gloo,cuda:nccl"
+
+
 def rank_in_environment() -> tuple[int, int] | None:
     """(rank, world size) that the environment names, or None when it names no rank.
 
@@ -98,7 +106,7 @@ def init_process_group(*args: Any, **kwargs: Any) -> None:
     a = bound.arguments
     if not _wants_nccl(a["backend"]):
         return _orig["init_process_group"](*args, **kwargs)  # type: ignore[no-any-return]
-    shown = str(a["backend"] or "cpu:gloo,cuda:nccl")
+    shown = str(a["backend"] or _unnamed_backend())
     where = rank_in_environment()
     if where is None:
         raise VGPUUnsupported(

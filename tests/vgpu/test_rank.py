@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.vgpu.conftest import SCRIPTS, Verify
 from tests.warm_servers import warm_run
@@ -133,6 +134,29 @@ def test_an_nccl_collective_on_a_cpu_tensor_raises_ncclss_error(tmp_path: Path) 
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last == "RuntimeError: No backend type associated with device type cpu"
+
+
+NO_BACKEND_CPU = """import torch
+import torch.distributed as dist
+
+dist.init_process_group()
+print(dist.get_backend())
+dist.all_reduce(torch.ones(1))
+"""
+
+
+def test_a_group_that_names_no_backend_is_nccl_alone_from_torch_2_6(tmp_path: Path) -> None:
+    script = tmp_path / "cpu.py"
+    script.write_text(NO_BACKEND_CPU)
+    done = _run(script, tmp_path, LOCAL_RANK="1")
+    if torch.torch_version.TorchVersion(torch.__version__) >= "2.6":
+        assert done.returncode == 1, done.stderr[-3000:]
+        assert done.stdout == "nccl\n"
+        last = done.stderr.strip().splitlines()[-1]
+        assert last == "RuntimeError: No backend type associated with device type cpu"
+    else:
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout == "cpu:gloo,cuda:nccl\n"
 
 
 NO_RANK = """import torch
