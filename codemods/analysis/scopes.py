@@ -70,8 +70,8 @@ _N = TypeVar("_N", bound=cst.CSTNode)
 class Binding:
     """One binding of a name in a scope."""
 
-    #: "assign" (`name = value`), "unpack" (`a, name = value`), "param", or "other" (a loop
-    #: target, `with ... as`, an import, a def, an augmented assignment).
+    #: "assign" (`name = value`), "unpack" (`a, name = value`), "param", "update" (`name +=
+    #: value`), or "other" (a loop target, `with ... as`, an import, a def).
     kind: str
     value: cst.BaseExpression | None
     #: Pre-order index of the binding statement (source order).
@@ -724,8 +724,9 @@ class Scopes:
                 for target in node.targets:
                     self._bind_target(table, target.target, node.value, position, self_only)
             elif isinstance(node, (cst.AnnAssign, cst.AugAssign)):
-                value = node.value if isinstance(node, cst.AnnAssign) else None
-                self._bind_target(table, node.target, value, position, self_only)
+                update = isinstance(node, cst.AugAssign)
+                value = None if isinstance(node, cst.AugAssign) else node.value
+                self._bind_target(table, node.target, value, position, self_only, update=update)
             elif isinstance(node, cst.For):
                 self._bind_target(table, node.target, None, position, self_only)
             elif isinstance(node, cst.WithItem) and node.asname is not None:
@@ -755,6 +756,7 @@ class Scopes:
         self_only: bool,
         *,
         unpacked: bool = False,
+        update: bool = False,
     ) -> None:
         """Bind `target`; names unpacked from a tuple get kind "unpack" and the whole value."""
         name = dotted_name(target)
@@ -763,7 +765,7 @@ class Scopes:
                 return
             if not self_only and "." in name:
                 return
-            kind = "assign" if value is not None else "other"
+            kind = "assign" if value is not None else "update" if update else "other"
             if unpacked and value is not None:
                 kind = "unpack"
             table.bindings.setdefault(name, []).append(Binding(kind, value, position))
@@ -795,14 +797,22 @@ class Scopes:
             return []
         return [b.value for b in bindings if b.value is not None]
 
-    def value_at(self, name: str, at: cst.CSTNode) -> cst.BaseExpression | None:
+    def value_at(
+        self, name: str, at: cst.CSTNode, *, through_updates: bool = False
+    ) -> cst.BaseExpression | None:
         """The value `name` holds at `at` when the last binding before it is `name = value`
         in a block that holds `at` (it ran, and nothing rebound the name since: a parameter
-        reassigned under `if lengths is None:` counts); None otherwise. Loops aside."""
+        reassigned under `if lengths is None:` counts); None otherwise. Loops aside.
+        `through_updates`: `name += x` after it keeps that value (a tensor updated in place
+        keeps its device)."""
         table, _ = self.lookup(name, self.enclosing_function(at))
         # Statement order: `lengths = lengths.cuda()` reads the value bound before it.
         position = self.statement_start(at)
-        earlier = [b for b in table.bindings.get(name, []) if b.position < position]
+        earlier = [
+            b
+            for b in table.bindings.get(name, [])
+            if b.position < position and not (through_updates and b.kind == "update")
+        ]
         if not earlier:
             return None
         last = max(earlier, key=lambda b: b.position)

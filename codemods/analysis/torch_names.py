@@ -1269,3 +1269,14 @@ CLIP_LOADERS = frozenset(
 CLIP_TOKENIZERS = frozenset({"clip.tokenize", "clip.clip.tokenize", "open_clip.tokenize"})
 #: Methods of a CLIP model that run it on what they are given.
 CLIP_ENCODERS = frozenset({"encode_text", "encode_image"})
+#: `torch.distributed` collectives -> the (position, keyword) of each tensor they communicate
+#: in place: NCCL takes only CUDA tensors there.
+COLLECTIVE_TENSORS: dict[str, tuple[tuple[int, str], ...]] = {
+    "torch.distributed.all_reduce": ((0, "tensor"),),
+    "torch.distributed.reduce": ((0, "tensor"),),
+    "torch.distributed.broadcast": ((0, "tensor"),),
+    "torch.distributed.all_gather": ((0, "tensor_list"), (1, "tensor")),
+    "torch.distributed.all_gather_into_tensor": ((0, "output_tensor"), (1, "input_tensor")),
+    "torch.distributed.reduce_scatter_tensor": ((0, "output"), (1, "input")),
+    "torch.distributed.all_to_all_single": ((0, "output"), (1, "input")),
+}

@@ -13,7 +13,12 @@ import libcst as cst
 from devfix.codemods.analysis.flow.calls import CallSites
 from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.moves import string_device
-from devfix.codemods.analysis.names import call_tail, code_of, parsed_expression
+from devfix.codemods.analysis.names import (
+    call_tail,
+    code_of,
+    keyword_argument,
+    parsed_expression,
+)
 from devfix.codemods.analysis.torch_names import (
     DEFAULT_DEVICE_SETTERS,
     DISTRIBUTED_MARKERS,
@@ -30,6 +35,9 @@ if TYPE_CHECKING:
 _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS)
 #: The comment that opens each code cell of a notebook in the module devfix analyses.
 _CELL_MARKER = "# ~~devfix-cell~~ "
+
+#: The calls that create a process group, and so name its backend.
+_GROUP_CALLS = frozenset({"torch.distributed.init_process_group", "torch.distributed.new_group"})
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,62 @@ class ProcessTopology(CallSites):
     def is_distributed(self) -> bool:
         """The script runs as one of several processes (torchrun, DDP, accelerate, `Trainer`)."""
         return self.distributed_evidence() is not None
+
+    def process_group_backends(self) -> set[str]:
+        """The backends the file's `init_process_group` / `new_group` calls name: see
+        :meth:`group_backend`."""
+        found: set[str] = set()
+        for call in self.context.of_type(self.context.module, cst.Call):
+            backend = self.group_backend(call)
+            if backend is not None:
+                found.add(backend)
+        return found
+
+    def collective_backends(self, collective: cst.Call) -> set[str]:
+        """The backends a collective's group can have: those of the `new_group` calls its
+        `group=` names, else any the file's groups have (:meth:`process_group_backends`)."""
+        group = keyword_argument(collective, "group")
+        if group is not None and isinstance(group.value, cst.Name):
+            calls = self.scopes.computing_calls(group.value.value, collective)
+            backends = {self.group_backend(call) for call in calls}
+            if calls and None not in backends:
+                return {backend for backend in backends if backend is not None}
+        return self.process_group_backends()
+
+    def requires_nccl(self) -> bool:
+        """An `init_process_group` naming NCCL alone runs on every path of its function (or
+        of the module): the script cannot run without CUDA."""
+        for call in self.context.of_type(self.context.module, cst.Call):
+            if call_tail(call.func) != "init_process_group":
+                continue
+            backend = self.group_backend(call)
+            if backend is None or "nccl" not in backend or "gloo" in backend:
+                continue
+            if self.scopes.on_every_path(call, lambda _statement: False):
+                return True
+        return False
+
+    def group_backend(self, call: cst.Call) -> str | None:
+        """The backend an `init_process_group` / `new_group` call names (`"nccl"`, `"gloo"`,
+        `"cpu:gloo,cuda:nccl"`), lower-case; "?" for one not written as a string
+        (`backend=args.dist_backend`), "" for a call that names none (torch's default since
+        2.6: NCCL alone on a machine with CUDA); None for another call."""
+        tail = call_tail(call.func)
+        if tail not in ("init_process_group", "new_group"):
+            return None
+        if self.names.qualified_name(call.func) not in _GROUP_CALLS:
+            return None
+        backend = keyword_argument(call, "backend")
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if backend is None and tail == "init_process_group" and positional:
+            backend = positional[0]
+        if backend is None:
+            return ""
+        if isinstance(backend.value, cst.SimpleString) and isinstance(
+            backend.value.evaluated_value, str
+        ):
+            return backend.value.evaluated_value.lower()
+        return "?"
 
     def is_notebook(self) -> bool:
         """The file is a Jupyter notebook (its code cells joined into one module)."""
