@@ -205,6 +205,28 @@ def _unknown_bases(node: cst.ClassDef, qualified: set[str]) -> bool:
     return not any(name in _PLAIN_BASES or name.startswith("torch.") for name in qualified)
 
 
+#: Words of a base class's resolved name that say it is a model class of its project
+#: (`lib.models.core.Estimator`, `lib.nets.BaseNet`), for a class that also defines `forward`.
+_MODEL_PACKAGES = frozenset(
+    {"model", "models", "module", "modules", "nn", "net", "nets", "networks"}
+)
+_MODEL_CLASS_WORDS = ("Model", "Module", "Net")
+
+
+def _named_as_model_base(node: cst.ClassDef, context: FileContext) -> bool:
+    """A base whose resolved name is a model class of its project: its class name has "Model",
+    "Module" or "Net" in it, or its package is a `models` (`nn`, `networks`, ...) package. Such
+    a base cannot be read from this file; the class around `forward` is all the evidence."""
+    for base in node.bases:
+        for qualified in context.qualified_names(base.value):
+            *package, class_name = qualified.name.split(".")
+            if any(word in class_name for word in _MODEL_CLASS_WORDS):
+                return True
+            if any(part in _MODEL_PACKAGES for part in package):
+                return True
+    return False
+
+
 def is_super_init(node: cst.CSTNode) -> bool:
     """`super().__init__(...)`, `super(Cls, self).__init__(...)` or `Base.__init__(self, ...)`."""
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
@@ -464,6 +486,8 @@ class ModuleFacts(Analysis):
             for value in self._self_attribute_values(function)
         ]
         if any((self.constructed_module(value) or "").startswith("torch.nn.") for value in built):
+            return True
+        if _named_as_model_base(node, self.context):
             return True
         # Parts of types from elsewhere (a star import) that the class moves as it builds them
         # and then calls: only modules are both moved and callable.

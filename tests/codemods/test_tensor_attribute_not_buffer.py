@@ -854,3 +854,56 @@ def test_a_table_its_readers_index_with_cpu_copies_is_kept_on_the_cpu() -> None:
         """,
         reason="it is kept on the CPU on purpose: `take`, which `forward` hands it to",
     )
+
+
+def test_a_subclass_of_a_model_base_from_another_package_holds_its_statistics_as_buffers() -> None:
+    # The base cannot be read here; its resolved name (a `models` package, "Net" in the class
+    # name) and `forward` say the class is a module, though it builds no layer of its own.
+    for base_import, base in (
+        ("from kalman.models.core import Estimator", "Estimator"),
+        ("from kalman import nets", "nets.BaseNet"),
+    ):
+        before = f"""
+            import torch
+            {base_import}
+
+            class RunningScaler({base}):
+                def __init__(self, width):
+                    super().__init__()
+                    self.total = torch.zeros(width)
+                    self.precision = torch.eye(width)
+
+                def refit(self, covariance):
+                    self.precision = torch.linalg.inv(self.precision + covariance)
+
+                def forward(self, x):
+                    return x @ self.precision / (self.total + 1)
+            """
+        assert_fix(
+            RULE,
+            before,
+            before.replace(
+                "self.total = torch.zeros(width)",
+                'self.register_buffer("total", torch.zeros(width), persistent=False)',
+            ).replace(
+                "self.precision = torch.eye(width)",
+                'self.register_buffer("precision", torch.eye(width), persistent=False)',
+            ),
+            unsafe=True,
+        )
+    # A class from a package named for something else, building no layer: no evidence.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from kalman.filters import Smoother
+
+        class RunningScaler(Smoother):
+            def __init__(self, width):
+                super().__init__()
+                self.total = torch.zeros(width)
+
+            def forward(self, x):
+                return x / (self.total + 1)
+        """,
+    )
