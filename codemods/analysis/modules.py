@@ -9,7 +9,7 @@ import functools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
@@ -225,6 +225,38 @@ def _named_as_model_base(node: cst.ClassDef, context: FileContext) -> bool:
             if any(part in _MODEL_PACKAGES for part in package):
                 return True
     return False
+
+
+def _unpacked_values(
+    target: cst.BaseExpression, value: cst.BaseExpression
+) -> list[tuple[str, cst.BaseExpression]]:
+    """What each name of `a, b = value` holds, for the tensor judge: `value[i]` for a call's
+    result unpacked into plain names (a helper's returned tuple), else an unknown marker."""
+    elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else []
+    if (
+        isinstance(value, cst.Call)
+        and elements
+        and all(
+            isinstance(element, cst.Element) and isinstance(element.value, cst.Name)
+            for element in elements
+        )
+    ):
+        return [
+            (
+                cast("cst.Name", element.value).value,
+                cst.Subscript(value, [cst.SubscriptElement(cst.Index(cst.Integer(str(position))))]),
+            )
+            for position, element in enumerate(elements)
+        ]
+    return [(name.value, cst.Name("__unknown__")) for name in target_names(target)]
+
+
+def _constant_index(node: cst.Subscript) -> int | None:
+    """`i` of `value[i]` for a non-negative integer literal `i`."""
+    if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+        return None
+    index = node.slice[0].slice.value
+    return int(index.value) if isinstance(index, cst.Integer) and index.value.isdigit() else None
 
 
 def is_super_init(node: cst.CSTNode) -> bool:
@@ -692,6 +724,21 @@ class ModuleFacts(Analysis):
         )
         self._returns_tensor[id(function)] = verdict
         return verdict
+
+    def returns_tensor_at(self, function: cst.FunctionDef, index: int) -> bool:
+        """Every `return` of `function` returns a tuple whose element `index` is provably a
+        tensor, and there is at least one."""
+        judge = self.tensor_judge(function)
+        returns = [
+            node for node in self.scopes.nodes(function.body) if isinstance(node, cst.Return)
+        ]
+        return bool(returns) and all(
+            isinstance(r.value, cst.Tuple)
+            and len(r.value.elements) > index
+            and not isinstance(r.value.elements[index], cst.StarredElement)
+            and judge.is_tensor(r.value.elements[index].value)
+            for r in returns
+        )
 
     def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
         other_values: set[str] = set()
@@ -1438,8 +1485,8 @@ class TensorJudge:
                         if isinstance(target.target, cst.Name):
                             table.setdefault(target.target.value, []).append(node.value)
                         else:
-                            for name in target_names(target.target):
-                                table.setdefault(name.value, []).append(cst.Name("__unknown__"))
+                            for unpacked, element in _unpacked_values(target.target, node.value):
+                                table.setdefault(unpacked, []).append(element)
                 elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(
                     node.target, cst.Name
                 ):
@@ -1514,7 +1561,7 @@ class TensorJudge:
                 return "tensor"  # derived from the module's state, never a new leaf
             return None
         if isinstance(node, cst.Subscript):
-            return self._judge(node.value, seen, same_attr)
+            return self._judge_subscript(node, seen, same_attr)
         if isinstance(node, cst.BinaryOperation):
             left = self._judge(node.left, seen, same_attr)
             right = self._judge(node.right, seen, same_attr)
@@ -1527,6 +1574,20 @@ class TensorJudge:
         if isinstance(node, cst.Call):
             return self._judge_call(node, seen, same_attr)
         return None
+
+    def _judge_subscript(
+        self, node: cst.Subscript, seen: frozenset[str], same_attr: str | None
+    ) -> str | None:
+        index = _constant_index(node)
+        helper = (
+            self._local_callee(node.value.func)
+            if index is not None and isinstance(node.value, cst.Call)
+            else None
+        )
+        if helper is not None and index is not None and self.modules is not None:
+            # `slopes, bias = build_bias(n)`: the element each `return` of the helper has.
+            return "tensor" if self.modules.returns_tensor_at(helper, index) else None
+        return self._judge(node.value, seen, same_attr)
 
     def _judge_call(
         self, node: cst.Call, seen: frozenset[str], same_attr: str | None

@@ -907,3 +907,44 @@ def test_a_subclass_of_a_model_base_from_another_package_holds_its_statistics_as
                 return x / (self.total + 1)
         """,
     )
+
+
+def test_tables_unpacked_from_a_helper_that_returns_a_pair_become_buffers() -> None:
+    before = """
+        import torch
+        from torch import nn
+
+        def window_pair(size):
+            rising = torch.linspace(0, 1, size)
+            return rising, rising.flip(0)
+
+        class Crossfade(nn.Module):
+            def __init__(self, size, device):
+                super().__init__()
+                fade_in, fade_out = window_pair(size)
+                self.fade_in = fade_in.to(device)
+                self.fade_out = fade_out.to(device)
+                self.proj = nn.Linear(size, size)
+
+            def forward(self, a, b):
+                return self.proj(a * self.fade_in + b * self.fade_out)
+        """
+    after = before.replace(
+        "self.fade_in = fade_in.to(device)",
+        'self.register_buffer("fade_in", fade_in.to(device), persistent=False)',
+    ).replace(
+        "self.fade_out = fade_out.to(device)",
+        'self.register_buffer("fade_out", fade_out.to(device), persistent=False)',
+    )
+    assert_fix(RULE, before, after, unsafe=True)
+    # A helper that also returns a non-tensor in that place proves nothing: `fade_out` stays.
+    maybe = before.replace("return rising, rising.flip(0)", "return rising, None")
+    assert_fix(
+        RULE,
+        maybe,
+        maybe.replace(
+            "self.fade_in = fade_in.to(device)",
+            'self.register_buffer("fade_in", fade_in.to(device), persistent=False)',
+        ),
+        unsafe=True,
+    )
