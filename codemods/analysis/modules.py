@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, cast
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.names import Names, argument_of, call_tail, code_of, dotted_name
+from devfix.codemods.analysis.names import (
+    Names,
+    argument_of,
+    call_tail,
+    code_of,
+    dotted_name,
+    indexed_by_a_string,
+)
 from devfix.codemods.analysis.scopes import ASSIGNING_NODES, Scopes, bound_by, target_names
 from devfix.codemods.analysis.torch_names import (
     BASES_WITH_DEVICE_PROPERTY,
@@ -1281,8 +1288,8 @@ class ModuleFacts(Analysis):
         ):
             if isinstance(node, cst.Attribute):
                 base = node.value
-                if isinstance(base, cst.Subscript):
-                    base = base.value  # `y[mask].shape`
+                if isinstance(base, cst.Subscript) and not indexed_by_a_string(base):
+                    base = base.value  # `y[mask].shape`; `batch["x"].shape` is the entry's
                 if isinstance(base, cst.Name) and self._used_as_tensor_member(node):
                     names.add(base.value)
             elif isinstance(node, cst.Call):

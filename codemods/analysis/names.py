@@ -64,6 +64,17 @@ def receiver_root(node: cst.BaseExpression) -> str | None:
             return None
 
 
+def indexed_by_a_string(node: cst.BaseExpression) -> bool:
+    """`batch["x"]`: a subscript by a string literal, which reads a mapping's entry (a tensor
+    is never indexed so)."""
+    return (
+        isinstance(node, cst.Subscript)
+        and len(node.slice) == 1
+        and isinstance(node.slice[0].slice, cst.Index)
+        and isinstance(node.slice[0].slice.value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
 def keyword_argument(call: cst.Call, keyword: str) -> cst.Arg | None:
     """The argument passed as `keyword=...`, if any."""
     for arg in call.args:

@@ -1759,3 +1759,40 @@ def test_a_literal_gpu_beside_a_new_tensor_moved_to_the_input_follows_that_tenso
         """,
         unsafe=True,
     )
+
+
+def test_a_batch_read_by_string_keys_is_a_mapping_whose_entries_hold_the_tensors() -> None:
+    # `batch["x"].shape` says nothing about `batch` itself: `batch.device` would raise.
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Denoiser(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+                self.net = nn.Linear(4, 4)
+
+            def forward(self, batch):
+                n = batch["x"].shape[0]
+                scale = torch.full((n, 1), 0.5, device=self.device)
+                return self.net(batch["x"] * scale)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Denoiser(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.device = device
+                self.net = nn.Linear(4, 4)
+
+            def forward(self, batch):
+                n = batch["x"].shape[0]
+                scale = torch.full((n, 1), 0.5, device=self.net.weight.device)
+                return self.net(batch["x"] * scale)
+        """,
+    )
