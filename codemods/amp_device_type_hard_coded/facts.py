@@ -324,12 +324,42 @@ class AmpObjects(Analysis):
         if amp is None:
             return None
         if not amp.cuda_only and (
-            (enabled is not None and _mentions_device_type(self.context, enabled))
+            (enabled is not None and self._enabled_by_a_device_test(enabled, node))
             or self.facts.flow.guarded_by_cuda_check(node)
             or self.under_cuda_test(node)
         ):
             return AmpDevice(None, "cuda", cuda_only=True)
         return amp
+
+    def _enabled_by_a_device_test(self, enabled: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`enabled=` mentions a device type (`device.type == "cuda"`,
+        `torch.cuda.is_available()`), itself or through a name bound to one: a local, or a
+        parameter every caller of the function fills with one."""
+        if _mentions_device_type(self.context, enabled):
+            return True
+        if not isinstance(enabled, cst.Name):
+            return False
+        values = self.scopes.assigned_before(enabled.value, at)
+        function = self.scopes.enclosing_function(at)
+        if not values and function is not None and enabled.value in param_names(function):
+            sites = self.facts.flow.call_sites(function)
+            passed = [
+                self.facts.flow.argument_for(call, function, enabled.value) for call, _ in sites
+            ]
+            values = [
+                inner
+                for argument, (call, _) in zip(passed, sites)
+                for inner in (
+                    self.scopes.assigned_before(argument.value, call)
+                    if isinstance(argument, cst.Name)
+                    else [argument]
+                    if argument is not None
+                    else []
+                )
+            ]
+            if None in passed or not sites:
+                return False
+        return bool(values) and all(_mentions_device_type(self.context, v) for v in values)
 
     def in_training_code(self, node: cst.CSTNode) -> bool:
         """Neither model code (the methods of a module, where AMP blocks are part of the model)

@@ -473,3 +473,35 @@ def test_a_decorator_never_reads_the_parameters_of_the_function_it_decorates() -
             return fp32_loss(model(x), torch.zeros(8, dtype=torch.long), args.device)
         """,
     )
+
+
+def test_an_enabled_flag_that_every_caller_sets_from_a_cuda_test_keeps_the_cuda_autocast() -> None:
+    source = """
+        import torch
+
+        def score(model, batches, device, mixed):
+            for batch in batches:
+                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
+                    yield model(batch.to(device))
+
+        def main():
+            device = torch.device("cuda" if torch.cuda.is_available() else "mps")
+            mixed = torch.cuda.is_available()
+            model = Net().to(device)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mixed):
+                model(warmup.to(device))
+            return list(score(model, batches, device, mixed))
+        """
+    # Off wherever CUDA is missing: no warning, and no CPU/MPS autocast switched on instead.
+    assert_noop(RULE, source)
+    # A flag the user sets is no such test: on the Apple GPU it warns and trains in float32.
+    flagged = source.replace("mixed = torch.cuda.is_available()", "mixed = args.amp")
+    findings = assert_fix(
+        RULE,
+        flagged,
+        flagged.replace(
+            'torch.autocast("cuda",', "torch.autocast(torch.device(device).type,", 1
+        ).replace('torch.autocast("cuda",', "torch.autocast(device.type,"),
+        unsafe=True,
+    )
+    assert len(findings) == 2
