@@ -64,6 +64,21 @@ def receiver_root(node: cst.BaseExpression) -> str | None:
             return None
 
 
+def is_main_guard(node: cst.CSTNode) -> bool:
+    """`if __name__ == "__main__":` (either operand order): the script's entry point."""
+    if not isinstance(node, cst.If):
+        return False
+    test = node.test
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    parts = [test.left, test.comparisons[0].comparator]
+    names = [p for p in parts if isinstance(p, cst.Name) and p.value == "__name__"]
+    strings = [
+        p for p in parts if isinstance(p, cst.SimpleString) and p.evaluated_value == "__main__"
+    ]
+    return bool(names and strings) and isinstance(test.comparisons[0].operator, cst.Equal)
+
+
 def indexed_by_a_string(node: cst.BaseExpression) -> bool:
     """`batch["x"]`: a subscript by a string literal, which reads a mapping's entry (a tensor
     is never indexed so)."""

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import dotted_name, is_constant
+from devfix.codemods.analysis.names import dotted_name, is_constant, is_main_guard
 from devfix.context import FileContext
 from devfix.scopes import ASSIGNING_NODES as ASSIGNING_NODES
 from devfix.scopes import DEFINITION_NODES, ScopeRules, declared_names, import_bindings
@@ -706,8 +706,8 @@ class Scopes:
 
     def _condition(self, node: cst.CSTNode) -> cst.If | None:
         for ancestor in self.context.ancestors(node):
-            if isinstance(ancestor, cst.If):
-                return ancestor
+            if isinstance(ancestor, cst.If) and not is_main_guard(ancestor):
+                return ancestor  # the entry point's guard holds whenever the script runs
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
                 return None
         return None

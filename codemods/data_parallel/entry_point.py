@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow.training import is_main_guard
-from devfix.codemods.analysis.names import call_tail, keyword_argument
+from devfix.codemods.analysis.names import call_tail, is_main_guard, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     DATALOADERS,
     DISTRIBUTED_DATA_PARALLEL,

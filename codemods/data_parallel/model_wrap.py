@@ -17,8 +17,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow.training import is_main_guard
-from devfix.codemods.analysis.names import argument, call_tail, code_of, root_name
+from devfix.codemods.analysis.names import argument, call_tail, code_of, is_main_guard, root_name
 from devfix.codemods.analysis.torch_names import (
     DATA_PARALLEL,
     FUNCTIONAL_DATA_PARALLEL,

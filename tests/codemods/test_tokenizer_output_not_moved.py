@@ -899,3 +899,41 @@ def test_fields_that_are_no_encoding_fields_are_left_where_they_are() -> None:
             return model(batch["tokens"].to(device), batch["lengths"], batch["chars"])
         """,
     )
+
+
+def test_a_model_moved_under_the_entry_point_guard_is_moved_whenever_the_script_runs() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def embed(text, tokenizer, model):
+            tokens = tokenizer(text, return_tensors="pt")
+            return model(**tokens).last_hidden_state.mean(1)
+
+        if __name__ == "__main__":
+            tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+            model = AutoModel.from_pretrained("bert-base-uncased")
+            model.to(DEVICE)
+            print(embed("hello", tokenizer, model))
+        """,
+        """
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def embed(text, tokenizer, model):
+            tokens = tokenizer(text, return_tensors="pt").to(DEVICE)
+            return model(**tokens).last_hidden_state.mean(1)
+
+        if __name__ == "__main__":
+            tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+            model = AutoModel.from_pretrained("bert-base-uncased")
+            model.to(DEVICE)
+            print(embed("hello", tokenizer, model))
+        """,
+    )

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devfix.codemods.analysis.flow.calls import CallSites
-from devfix.codemods.analysis.flow.training import is_main_guard
 from devfix.codemods.analysis.moves import string_device
 from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
+    is_main_guard,
     keyword_argument,
     parsed_expression,
 )
