@@ -6,8 +6,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods.analysis.flow.pipeline import DataFunction
-from devfix.codemods.analysis.flow.training import is_main_guard
-from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.names import code_of, is_main_guard
 from tests.analysis._parsed import parse
 
 SCRIPT = """
