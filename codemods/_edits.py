@@ -93,7 +93,12 @@ def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> c
         return call.with_changes(args=[new_arg])
     last = args[-1]
     if not isinstance(last.comma, cst.Comma):
-        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        # `f(\n    a, b\n)`: the line break before `)` follows the new last argument.
+        args[-1] = last.with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            whitespace_after_arg=cst.SimpleWhitespace(""),
+        )
+        new_arg = new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg)
         return call.with_changes(args=[*args, new_arg])
     closing = last.comma.whitespace_after
     if not isinstance(closing, cst.ParenthesizedWhitespace):

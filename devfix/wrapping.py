@@ -95,6 +95,7 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
     positions = wrapper.resolve(PositionProvider)
     calls: dict[int, list[cst.Call]] = {}
     displays: dict[int, list[cst.Dict | cst.List]] = {}
+    hugged: dict[int, cst.Call] = {}
     # A call inside an f-string's replacement field is never split: before Python 3.12 a
     # field cannot span lines (and a string's text is no place for a line break anyway).
     in_strings = [
@@ -104,6 +105,11 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
     ]
     for node, span in positions.items():
         single = span.start.line == span.end.line and span.start.line in long
+        if isinstance(node, cst.Call) and node.args and not single:
+            # `f(\n    a, b, c\n)`: every argument on one line of a call that spans more.
+            first, last = positions[node.args[0]].start.line, positions[node.args[-1]].end.line
+            if first == last and first in long and span.start.line < first < span.end.line:
+                hugged[first] = node
         if single and isinstance(node, cst.Call) and node.args:
             inside = any(
                 (line, column) <= (span.start.line, span.start.column)
@@ -115,6 +121,17 @@ def wrap_long_lines(before: str, after: str, limit: int) -> str:
         elif single and isinstance(node, (cst.Dict, cst.List)) and node.elements:
             displays.setdefault(span.start.line, []).append(node)
     module = wrapper.module
+    for number, call in hugged.items():
+        line = lines[number - 1]
+        body, ending = line.rstrip("\r\n"), line[len(line.rstrip("\r\n")) :]
+        indent = body[: len(body) - len(body.lstrip())]
+        arguments = _argument_texts(module, call)
+        if "#" in body or arguments is None:
+            continue
+        parts = [indent + argument + "," for argument in arguments]
+        if all(len(part) <= limit for part in parts):
+            lines[number - 1] = "".join(part + (ending or "\n") for part in parts)
+            calls.pop(number, None)  # split here: the calls inside stay whole
     before_calls = {number: lines[number - 1].rstrip("\r\n") for number in calls}
     for number in sorted(calls, reverse=True):
         line = lines[number - 1]
@@ -240,17 +257,23 @@ def _wrapped(
     indent = line[: len(line) - len(line.lstrip())]
     head = line[: opening + 1].rstrip()
     tail = indent + line[call_end - 1 :]
-    arguments = [
-        module.code_for_node(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
-        for arg in call.args
-    ]
-    if any("\n" in argument for argument in arguments):
+    arguments = _argument_texts(module, call)
+    if arguments is None:
         return None
     inner = _inner_indent(indent)
     one_line = [head, inner + ", ".join(arguments), tail]
     if all(len(part) <= limit for part in one_line):
         return one_line
     return _one_per_line(head, arguments, tail, inner, limit)
+
+
+def _argument_texts(module: cst.Module, call: cst.Call) -> list[str] | None:
+    """Each argument's source without its comma; None when one spans lines."""
+    arguments = [
+        module.code_for_node(arg.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip()
+        for arg in call.args
+    ]
+    return None if any("\n" in argument for argument in arguments) else arguments
 
 
 def _inner_indent(indent: str) -> str:

@@ -222,3 +222,16 @@ def test_a_dict_literal_a_rewrite_made_too_long_is_split_at_its_keys() -> None:
         '    "step": step,\n'
         "}\n"
     )
+
+
+def test_a_call_whose_arguments_share_one_line_between_its_parentheses_goes_one_per_line() -> None:
+    before = "state = torch.load(\n    os.path.join(root, 'mean.pt'), weights_only=True\n)\n"
+    grown = "state = torch.load(\n    os.path.join(root, 'mean.pt'), weights_only=True, map_location=device\n)\n"
+    # The arguments' line is the one split, not the call inside it.
+    assert wrap_long_lines(before, grown, 60) == (
+        "state = torch.load(\n"
+        "    os.path.join(root, 'mean.pt'),\n"
+        "    weights_only=True,\n"
+        "    map_location=device,\n"
+        ")\n"
+    )

@@ -13,9 +13,9 @@ from transformers import AutoModelForCausalLM, BitsAndBytesConfig, Trainer, Trai
 
 bnb_config = BitsAndBytesConfig(load_in_4bit=True)
 model = AutoModelForCausalLM.from_pretrained(
-    "org/base-7b", quantization_config=bnb_config, device_map={"": int(
-        os.environ.get("LOCAL_RANK", "0")
-    )}
+    "org/base-7b",
+    quantization_config=bnb_config,
+    device_map={"": int(os.environ.get("LOCAL_RANK", "0"))},
 )
 data = [{"input_ids": torch.randint(0, 32, (4,)), "labels": torch.randint(0, 32, (4,))}]
 trainer = Trainer(model=model, args=TrainingArguments(output_dir="qlora"), train_dataset=data)

@@ -7,6 +7,7 @@ import libcst as cst
 from devfix.codemods._edits import (
     and_also,
     and_keyword,
+    append_keyword,
     as_call_of,
     comma_separated,
     keyword_arg,
@@ -136,3 +137,9 @@ def test_wrapped_in_call_keeps_the_first_line_short() -> None:
     assert wrapped("a, b") == "nn.ModuleList((a, b))"
     assert wrapped("[\n    a,\n]") == "nn.ModuleList([\n    a,\n])"
     assert wrapped("[a(i)\n for i in x]") == "nn.ModuleList(\n    [a(i)\n for i in x]\n)"
+
+
+def test_append_keyword_keeps_the_line_break_before_the_closing_parenthesis() -> None:
+    call = _call("torch.load(\n    path, weights_only=True\n)")
+    grown = append_keyword(call, "map_location", cst.Name("device"))
+    assert code_of(grown) == "torch.load(\n    path, weights_only=True, map_location=device\n)"
