@@ -30,8 +30,9 @@ class GlobalRankAsDevice(DevicePass):
 
     ## What it does
     Finds the global rank of a launch, `dist.get_rank()` or the `RANK` variable torchrun sets
-    (`int(os.environ["RANK"])`, or a name bound to either, also unpacked from a function or
-    method of this file that returns one: `world, rank = self.dist_info()`), or a
+    (`int(os.environ["RANK"])`; Slurm's `SLURM_PROCID`, `mpirun`'s `OMPI_COMM_WORLD_RANK` and
+    `PMI_RANK` alike), or a name bound to either, also returned (or unpacked) from a function
+    or method of this file that returns one: `world, rank = self.dist_info()`), or a
     configuration's `global_rank` field (`self.args.global_rank`), where a GPU of this
     machine is meant: `DistributedDataParallel(..., device_ids=[rank], output_device=rank)`,
     `torch.cuda.set_device(rank)` (and the same selector of another backend: `torch.xpu`,
@@ -40,7 +41,8 @@ class GlobalRankAsDevice(DevicePass):
     `torch.cuda.device(rank)`, `torch.device("cuda", rank)`, `torch.device(rank)`,
     `f"cuda:{rank}"`, `"cuda:" + str(rank)`, `.to(rank)` and `.cuda(rank)`. The fix uses
     the process's local GPU index: a name the code already binds to it (`local_rank =
-    int(os.environ["LOCAL_RANK"])`, `device = rank % torch.cuda.device_count()`), else
+    int(os.environ["LOCAL_RANK"])` or `SLURM_LOCALID`, `device = rank %
+    torch.cuda.device_count()`), else
     `rank % torch.cuda.device_count()` (that backend's `device_count()`).
 
     ## Why is this bad?
@@ -85,7 +87,7 @@ class GlobalRankAsDevice(DevicePass):
     MESSAGE = "the global rank is used as a GPU index of this machine"
     FIX_TITLE = "Use the process's local GPU index"
     APPLICABILITY = Applicability.SAFE
-    TRIGGER_WORDS = ("RANK", "get_rank", "global_rank")
+    TRIGGER_WORDS = ("RANK", "get_rank", "global_rank", "SLURM_PROCID")
 
     def visit_Call(self, node: cst.Call) -> None:
         tail = call_tail(node.func)

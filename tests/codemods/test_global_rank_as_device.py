@@ -418,3 +418,36 @@ def test_a_device_built_from_the_rank_alone_is_a_gpu_index() -> None:
         spare = torch.device("cpu")
         """,
     )
+
+
+def test_slurm_s_task_rank_read_by_a_helper_is_the_global_rank() -> None:
+    # `srun` sets SLURM_PROCID to the task's rank in the whole job, SLURM_LOCALID on its node.
+    assert_fix(
+        RULE,
+        """
+        import os
+        import torch
+
+        def task_rank():
+            return int(os.environ.get("SLURM_PROCID", 0))
+
+        def main():
+            rank = task_rank()
+            gpu = int(os.environ["SLURM_LOCALID"])
+            device = torch.device(f"cuda:{rank}")
+            model = Net().to(device)
+        """,
+        """
+        import os
+        import torch
+
+        def task_rank():
+            return int(os.environ.get("SLURM_PROCID", 0))
+
+        def main():
+            rank = task_rank()
+            gpu = int(os.environ["SLURM_LOCALID"])
+            device = torch.device(f"cuda:{gpu}")
+            model = Net().to(device)
+        """,
+    )

@@ -33,6 +33,12 @@ _LOCAL_RANK_CALLS = frozenset(
     }
 )
 #: Fields of a configuration or trainer object that name a rank by kind.
+#: What launchers set for a process's rank in the whole launch (torchrun, Slurm's `srun`,
+#: Open MPI's and MPICH's `mpirun`) and on its machine.
+_GLOBAL_RANK_VARIABLES = frozenset({"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+_LOCAL_RANK_VARIABLES = frozenset(
+    {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"}
+)
 _RANK_FIELDS: dict[str, RankKind] = {"global_rank": "global", "local_rank": "local"}
 _SPAWN_CALLS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
 
@@ -72,6 +78,15 @@ class ProcessRanks(CallSites):
                 return Rank("global", value)
             if name in _LOCAL_RANK_CALLS:
                 return Rank("local", value)
+            callee = self._callee(value) if depth < 3 else None
+            if callee is not None:
+                # `rank = get_rank()`, a helper of this file that reads the launcher's rank.
+                returned = [
+                    exit_.value
+                    for exit_ in self.scopes.find(callee.body, cst.Return, own_scope=True)
+                    if exit_.value is not None
+                ]
+                return self._same_kind(returned, depth) if returned else None
             return None
         if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo):
             right = value.right
@@ -180,9 +195,9 @@ class ProcessRanks(CallSites):
         if not isinstance(key, cst.SimpleString):
             return None
         variable = key.evaluated_value
-        if variable == "RANK":
+        if variable in _GLOBAL_RANK_VARIABLES:
             return Rank("global", read)
-        if variable == "LOCAL_RANK":
+        if variable in _LOCAL_RANK_VARIABLES:
             return Rank("local", read)
         return None
 
