@@ -23,6 +23,7 @@ from devfix.codemods.analysis.names import (
 from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     CUDA_LEGACY_CONSTRUCTORS,
+    LEGACY_CONSTRUCTORS,
     LEGACY_DTYPES,
     SAME_DEVICE_METHODS,
     TENSOR_FACTORIES,
@@ -64,7 +65,10 @@ class DeviceFixedAtConstruction(DevicePass):
     work to a literal second GPU (`.to("cuda:1")`) is DF304's (a deliberate choice, reported
     without a fix). A cast to another tensor's type name, `t.type(x.type())`, is a move too: the
     name (`torch.cuda.FloatTensor`) holds no GPU index, so the copy lands on the current CUDA
-    device; it becomes `t.to(x)`, which takes `x`'s dtype and its device. A legacy constructor
+    device; it becomes `t.to(x)`, which takes `x`'s dtype and its device. A cast to a CPU type
+    name, `g.type(torch.LongTensor)`, copies the tensor to the CPU: it becomes the dtype cast
+    alone, `g.to(torch.int64)` (unsafe: code after it that wanted the CPU copy gets the
+    tensor where it was). A legacy constructor
     spelled through a type chosen by a tensor's `is_cuda` (`FloatTensor = torch.cuda.FloatTensor
     if x.is_cuda else torch.FloatTensor`, then `FloatTensor(n, 4)`) becomes the factory on that
     tensor's device (`torch.empty(n, 4, dtype=torch.float32, device=x.device)`). In a library
@@ -493,6 +497,9 @@ class DeviceFixedAtConstruction(DevicePass):
         if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
             return
         other = node.args[0].value
+        if self.qualified_name(other) in LEGACY_CONSTRUCTORS:
+            self._check_cast_to_a_cpu_type(node, method, other)
+            return
         if not (
             isinstance(other, cst.Call)
             and not other.args
@@ -514,6 +521,35 @@ class DeviceFixedAtConstruction(DevicePass):
             f"`{shown}`'s; use `.to({shown})` (its dtype and its device)",
             fix_title=f"Use `.to({shown})`",
             edits=[Edit(node, method_call(method.value, "to", source))],
+        )
+
+    def _check_cast_to_a_cpu_type(
+        self, node: cst.Call, method: cst.Attribute, cpu_type: cst.BaseExpression
+    ) -> None:
+        """`g.type(torch.LongTensor)` in model code: a CPU type name, so the copy goes to the
+        CPU, away from the inputs and weights; the dtype alone is `g.to(torch.int64)`."""
+        dtype = LEGACY_DTYPES.get(code_of(cpu_type).rsplit(".", 1)[-1])
+        torch_name = self.facts.names.torch_alias()
+        if dtype is None or self.facts.modules.is_module_expression(method.value):
+            return
+        function = self.facts.modules.model_code_after_construction(node)
+        if function is None:
+            return
+        shown = code_of(cpu_type)
+        what = (
+            f"`{function.name}` casts with `.type({shown})`, a CPU tensor type: the tensor goes "
+            "to the CPU, away from the inputs and weights the model code computes with"
+        )
+        if torch_name is None:
+            self.report(node, message=f"{what}; cast the dtype alone (`torch` is not imported)")
+            return
+        cast_to = f"{torch_name}.{dtype}"
+        self.report(
+            node,
+            message=f"{what}; cast the dtype alone: `.to({cast_to})`",
+            fix_title=f"Use `.to({cast_to})`",
+            edits=[Edit(node, method_call(method.value, "to", cst.parse_expression(cast_to)))],
+            applicability=Applicability.UNSAFE,
         )
 
     def _check_argument(self, node: cst.Call, device_arg: cst.Arg, *, offload: bool) -> None:

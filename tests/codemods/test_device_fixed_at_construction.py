@@ -1796,3 +1796,33 @@ def test_a_batch_read_by_string_keys_is_a_mapping_whose_entries_hold_the_tensors
                 return self.net(batch["x"] * scale)
         """,
     )
+
+
+def test_a_cast_to_a_cpu_tensor_type_in_forward_becomes_the_dtype_cast_alone() -> None:
+    source = """
+        import torch as th
+        from torch import nn
+        from torch.utils.data import Dataset
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tags = nn.Embedding(10, 4)
+
+            def forward(self, ids, weights):
+                ids = ids.type(th.LongTensor)
+                return self.tags(ids) * weights.type(th.cuda.FloatTensor)
+
+        class Rows(Dataset):
+            def __getitem__(self, i):
+                return self.rows[i].type(th.FloatTensor)
+        """
+    findings = assert_fix(
+        RULE,
+        source,
+        source.replace("ids = ids.type(th.LongTensor)", "ids = ids.to(th.int64)"),
+        unsafe=True,
+    )
+    assert [f.applicability for f in findings if "CPU tensor type" in f.message] == [
+        Applicability.UNSAFE
+    ]
