@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.devices import Current, Literal, Named
+from devfix.codemods.analysis.flow.calls import is_name
 from devfix.codemods.analysis.held_models import HeldModels, SiblingMove
 from devfix.codemods.analysis.modules import strip_module_methods
 from devfix.codemods.analysis.moves import cuda_type
@@ -35,7 +36,12 @@ class ModelNotMovedToDevice(DevicePass):
     code moves to a device (`model(x.to(device))`, `model.generate(ids)` after
     `ids = ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)` or
     `enc = {k: v.to(device) for k, v in enc.items()}`), and adds the
-    same move for the model right after it is built: `model.to(device)`.
+    same move for the model right after it is built: `model.to(device)`. A model handed by
+    position to a function of this file that only runs it, on inputs it moves to a device
+    the caller can name (`model = finetune(model, loader)`), counts as called there; the move
+    then comes after the last statement that replaces one of its layers (`model.fc =
+    nn.Linear(512, 2)`), since a head put in after the move would stay on the CPU.
+    torchvision's model builders (`models.resnet18(...)`) and `timm.create_model` build models.
     An agent or trainer class (not a module itself) that builds several networks in one method
     (`self.actor = Actor(...)`, `self.critic = Critic(...)`), moves some of them and never
     another that it runs and optimizes (`self.critic(...)`, `Adam(self.critic.parameters())`)
@@ -374,7 +380,7 @@ class ModelNotMovedToDevice(DevicePass):
         found = self._moved_input(name, scope, node)
         if found is None:
             return
-        call, device = found
+        call, device, statement = found
         shown = code_of(device) if device is not None else None
         move = f"{name}.to({shown})" if shown is not None else f"{name}.cuda()"
         where = f"`{code_of(call.func)}` (line {self.facts.scopes.line_of(call)})"
@@ -477,14 +483,22 @@ class ModelNotMovedToDevice(DevicePass):
 
     def _moved_input(
         self, name: str, scope: cst.CSTNode, binding: cst.Assign
-    ) -> tuple[cst.Call, cst.BaseExpression | None] | None:
-        """The first call of the model `name` whose input is moved to a device (and that
-        device: None for `.cuda()`), when `name` is used as nothing but a model that stays put:
-        one binding, called or asked for its parameters, never moved, wrapped or handed on."""
+    ) -> tuple[cst.Call, cst.BaseExpression | None, cst.SimpleStatementLine] | None:
+        """The first call of the model `name` whose input is moved to a device, that device
+        (None for `.cuda()`) and the statement to move the model after (its building, or the
+        last one that replaces one of its layers, `model.fc = nn.Linear(...)`), when `name` is
+        used as nothing but a model that stays put: one binding, called (here, or by a
+        function of this file it is handed to) or asked for its parameters, never moved,
+        wrapped or handed on otherwise."""
         scopes = self.facts.scopes
-        if len(scopes.assigned_values(name, binding)) != 1:
+        values = scopes.assigned_values(name, binding)
+        if len([v for v in values if not self._hands_back(v, name)]) != 1:
             return None
-        runs: list[cst.Call] = []
+        built = self.context.parent(binding)
+        if not isinstance(built, cst.SimpleStatementLine):
+            return None
+        anchor = built
+        runs: list[tuple[cst.Call, cst.CSTNode]] = []
         own = {id(use) for use in scopes.names_in(scope, name)}
         # Uses in nested functions count too: they run the same model (or move it).
         for use in self.facts.scopes.find(scope, cst.Name):
@@ -499,7 +513,17 @@ class ModelNotMovedToDevice(DevicePass):
                 return None
             run = self._run_of(use)
             if run is not None:
-                runs.append(run)
+                runs.append((run, run))
+                continue
+            replaced = self._replaces_a_layer(use, built)
+            if replaced is not None:
+                anchor = max(anchor, replaced, key=lambda s: self.context.order(s)[0])
+                continue
+            if self._printed(use):
+                continue
+            handed = self._handed_to_a_function(use)
+            if handed is not None:
+                runs.extend((run, handed[0]) for run in handed[1])
                 continue
             if (
                 isinstance(parent, cst.Attribute)
@@ -508,13 +532,82 @@ class ModelNotMovedToDevice(DevicePass):
             ):
                 continue
             return None  # moved, wrapped, handed to a call, stored: decided elsewhere
-        for call in runs:
-            if self.context.order(call)[0] < self.context.order(binding)[1]:
+        for call, site in runs:
+            if self.context.order(site)[0] < self.context.order(anchor)[1]:
                 continue
             device = self._input_device(call)
             if device is not None:
-                return call, device[0]
+                return call, device[0], anchor
         return None
+
+    def _replaces_a_layer(
+        self, use: cst.Name, built: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine | None:
+        """The statement, in the block that builds the model, that assigns to a part of it
+        (`model.classifier[6] = nn.Linear(4096, 2)`): the model is finished there."""
+        node: cst.CSTNode = use
+        while isinstance(parent := self.context.parent(node), (cst.Attribute, cst.Subscript)):
+            if parent.value is not node:
+                return None
+            node = parent
+        target = self.context.parent(node)
+        if node is use or not (isinstance(target, cst.AssignTarget) and target.target is node):
+            return None
+        assign = self.context.parent(target)
+        statement = self.context.parent(assign) if assign is not None else None
+        if not (
+            isinstance(statement, cst.SimpleStatementLine)
+            and self.context.parent(statement) is self.context.parent(built)
+        ):
+            return None
+        return statement
+
+    def _printed(self, use: cst.Name) -> bool:
+        """`print(model)`, `print(model.classifier)`: shown, not placed."""
+        node: cst.CSTNode = use
+        while isinstance(parent := self.context.parent(node), cst.Attribute):
+            node = parent
+        arg = self.context.parent(node)
+        call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+        return isinstance(call, cst.Call) and self.qualified_name(call.func) == "builtins.print"
+
+    def _hands_back(self, value: cst.BaseExpression, name: str) -> bool:
+        """`model = finetune(model, ...)`: a function of this file handed the model by
+        position, whose every `return` gives that parameter back."""
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+            return False
+        callee = self.facts.scopes.module_functions().get(value.func.value)
+        positional = [arg for arg in value.args if arg.keyword is None]
+        index = next((i for i, arg in enumerate(positional) if is_name(arg.value, name)), None)
+        if callee is None or index is None or index >= len(callee.params.params):
+            return False
+        param = callee.params.params[index].name.value
+        returns = list(self.facts.scopes.find(callee.body, cst.Return, own_scope=True))
+        return bool(returns) and all(
+            r.value is not None and is_name(r.value, param) for r in returns
+        )
+
+    def _handed_to_a_function(self, use: cst.Name) -> tuple[cst.Call, list[cst.Call]] | None:
+        """(the call, the runs of its parameter) when the model is handed by position to a
+        function of this file (`train(model, loader)`) that only runs it (reading its
+        attributes, `.train()`/`.eval()` and returning it are fine)."""
+        arg = self.context.parent(use)
+        call = self.context.parent(arg) if isinstance(arg, cst.Arg) else None
+        if not (
+            isinstance(arg, cst.Arg)
+            and arg.keyword is None
+            and not arg.star
+            and isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Name)
+        ):
+            return None
+        callee = self.facts.scopes.module_functions().get(call.func.value)
+        position = [a for a in call.args if a.keyword is None].index(arg)
+        params = list(callee.params.params) if callee is not None else []
+        if callee is None or position >= len(params):
+            return None
+        runs = self._parameter_runs(params[position].name.value, callee)
+        return (call, runs) if runs else None
 
     def _input_device(self, call: cst.Call) -> tuple[cst.BaseExpression | None] | None:
         """(device,) that an argument of `call` provably lives on (None inside: the current

@@ -220,6 +220,25 @@ _MODEL_PACKAGES = frozenset(
 _MODEL_CLASS_WORDS = ("Model", "Module", "Net")
 
 
+#: The functions of `torchvision.models` that return no model.
+_TORCHVISION_NON_BUILDERS = frozenset({"get_weight", "get_model_weights", "list_models"})
+
+
+def _torchvision_model_builder(qualified: str) -> bool:
+    """`torchvision.models.resnet18`, `torchvision.models.detection.fasterrcnn_resnet50_fpn`,
+    `torchvision.models.get_model`: a function that builds a model (weights enums and the
+    helpers of `torchvision.models` aside)."""
+    if not qualified.startswith("torchvision.models."):
+        return False
+    tail = qualified.rsplit(".", 1)[1]
+    return (
+        ".utils." not in qualified
+        and tail not in _TORCHVISION_NON_BUILDERS
+        and not tail.endswith("_Weights")
+        and not tail.startswith("_")
+    )
+
+
 def _named_as_model_base(node: cst.ClassDef, context: FileContext) -> bool:
     """A base whose resolved name is a model class of its project: its class name has "Model",
     "Module" or "Net" in it, or its package is a `models` (`nn`, `networks`, ...) package. Such
@@ -829,6 +848,8 @@ class ModuleFacts(Analysis):
                 return qualified
             return None
         if self.local_module_class(qualified) is not None:
+            return qualified
+        if qualified == "timm.create_model" or _torchvision_model_builder(qualified):
             return qualified
         return None
 

@@ -835,3 +835,44 @@ def test_inputs_moved_to_a_layer_s_own_device_say_nothing_about_moving_the_modul
                 return self(ids).argmax(-1)
         """,
     )
+
+
+def test_a_pretrained_model_handed_to_a_function_that_moves_its_batches_is_moved_once_finished() -> (
+    None
+):
+    before = """
+        import torch
+        from torch import nn
+        from torchvision import models
+
+        dvc = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+        def finetune(net, loader, optim):
+            net.train()
+            for imgs, tgts in loader:
+                imgs, tgts = imgs.to(dvc), tgts.to(dvc)
+                loss = nn.functional.cross_entropy(net(imgs), tgts)
+                optim.zero_grad()
+                loss.backward()
+                optim.step()
+            return net
+
+        model = models.resnet18(weights=None)
+        print(model.fc)
+        model.fc = nn.Linear(512, 2)  # two classes
+        optim = torch.optim.SGD(model.parameters(), lr=0.001)
+        model = finetune(model, loader, optim)
+        """
+    # Moved after its new head is in place (a move right after it is built would leave the
+    # head on the CPU).
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "model.fc = nn.Linear(512, 2)  # two classes\n",
+            "model.fc = nn.Linear(512, 2)  # two classes\n        model.to(dvc)\n",
+        ),
+    )
+    # A function that places the model itself, or returns something else, decides elsewhere.
+    assert_noop(RULE, before.replace("    net.train()\n", "    net.to(dvc)\n"))
+    assert_noop(RULE, before.replace("    return net\n", "    return loss.item()\n"))
