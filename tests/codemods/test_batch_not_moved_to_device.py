@@ -891,3 +891,35 @@ class Scorer:
         unsafe=True,
     )
     assert "(on `self.dev`)" in findings[0].message
+
+
+def test_a_label_compared_with_what_another_library_makes_of_the_output_stays_put() -> None:
+    source = """
+        import torch
+        from spikes import decode
+
+        def train(net, loader, device):
+            net.to(device)
+            hits = 0
+            for spikes, target, label in loader:
+                spikes = spikes.to(device)
+                target = target.to(device)
+                output = net(spikes)
+                hits += int((decode(output) == label).sum())
+                loss = torch.nn.functional.mse_loss(output, target)
+                loss.backward()
+        """
+    # `decode` may return its classes anywhere, the CPU included: nothing says `label` must
+    # go to the GPU.
+    assert_noop(RULE, source)
+    # Compared with the output's own method, it meets the output on the device.
+    own = source.replace("decode(output)", "output.argmax(1)")
+    assert_fix(
+        RULE,
+        own,
+        own.replace(
+            "                spikes = spikes.to(device)\n",
+            "                label = label.to(device)\n                spikes = spikes.to(device)\n",
+        ),
+        unsafe=True,
+    )

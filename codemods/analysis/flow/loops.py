@@ -1116,17 +1116,36 @@ class BatchLoops(ModelPlacement):
         torch_calls_only: bool,
     ) -> Iterator[cst.BaseExpression]:
         """The operands, not computed from the model's output, of the calls (other than the
-        model's), operations and comparisons in `nodes` that have an operand that is."""
+        model's), operations and comparisons in `nodes` that have an operand that is (what
+        a function of another library makes of the output is not)."""
         for node in nodes:
             parts = self._operands(node, model_ids, from_model, torch_calls_only)
             if len(parts) < 2:
                 continue
-            flags = [from_model(p) for p in parts]
+            flags = [
+                from_model(p) and not self._unknown_function_of(p, model_ids, from_model)
+                for p in parts
+            ]
             if not any(flags):
                 continue
             for part, is_model in zip(parts, flags):
                 if not is_model:
                     yield part
+
+    def _unknown_function_of(
+        self,
+        part: cst.BaseExpression,
+        model_ids: set[int],
+        from_model: Callable[[cst.CSTNode], bool],
+    ) -> bool:
+        """`spikes.decode(output)`: what a function of another library makes of the model's
+        output, which may be on any device (not torch's functions, nor the output's methods)."""
+        if not isinstance(part, cst.Call) or id(part) in model_ids:
+            return False
+        if isinstance(part.func, cst.Attribute) and from_model(part.func.value):
+            return False  # `outputs.argmax(1)`: a method of the output
+        qualified = self.names.qualified_name_through_star(part.func) or ""
+        return bool(qualified) and not qualified.startswith(("torch.", "builtins."))
 
     def _operands(
         self,
