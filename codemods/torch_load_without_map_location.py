@@ -8,7 +8,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import append_keyword
-from devfix.codemods.analysis.names import call_tail, has_star_kwargs, keyword_argument
+from devfix.codemods.analysis.names import call_tail, code_of, has_star_kwargs, keyword_argument
 from devfix.codemods.analysis.torch_names import URL_STATE_LOADERS
 from devfix.types import Applicability, Edit
 
@@ -34,7 +34,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
     current GPU, where `.cuda()` puts the rest.
     `weights_only`, `mmap` and every other argument stay exactly as written. A script that
     imports `torch` nowhere but takes it from a star-imported helper module
-    (`from utils import *`) is read the same way.
+    (`from utils import *`) is read the same way. A helper that hands its own
+    `map_location=None` parameter on (`def load_weights(path, map_location=None): return
+    torch.load(path, map_location=map_location)`) is judged at each call of the file that
+    leaves it unset, which gets the keyword.
 
     Left alone: a load in one branch of an `if` whose other branch loads with a `map_location`
     (`if args.gpu is None: torch.load(path)`, `else: torch.load(path, map_location=loc)`): the
@@ -120,8 +123,16 @@ class TorchLoadWithoutMapLocation(DevicePass):
         positional = [arg for arg in node.args if arg.keyword is None]
         if not positional or len(positional) > position or any(arg.star for arg in positional):
             return  # `map_location` given by position, or perhaps inside `*args`
-        if keyword_argument(node, "map_location") is not None or has_star_kwargs(node):
+        forwarded = keyword_argument(node, "map_location")
+        if forwarded is not None and isinstance(forwarded.value, cst.Name):
+            # `def load(path, map_location=None)`: judged at each call that leaves it None.
+            for call in self.facts.flow.callers_leaving_default(node, forwarded.value.value):
+                self._check(call, via=f" (`{code_of(call.func)}` passes it `map_location=None`)")
+        if forwarded is not None or has_star_kwargs(node):
             return
+        self._check(node)
+
+    def _check(self, node: cst.Call, via: str = "") -> None:
         if self._other_branch_maps(node):
             return
         flow = self.facts.flow
@@ -135,7 +146,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
             # there, and loading them to the CPU would break their direct use.
             return
         target, reason, certain = self._map_target(node, only_state)
-        message = f"{self.MESSAGE}; {reason}"
+        message = f"{self.MESSAGE}{via}; {reason}"
         if not certain:
             message += (
                 "; tensors the script uses straight from the checkpoint now arrive on the CPU "

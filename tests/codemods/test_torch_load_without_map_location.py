@@ -510,3 +510,42 @@ def test_a_file_each_process_writes_and_reads_back_for_itself_is_left_alone() ->
         shared.replace("torch.load(bank_file)", 'torch.load(bank_file, map_location="cuda")'),
     )
     assert findings[0].applicability is Applicability.SAFE
+
+
+def test_a_helper_passing_its_none_default_on_is_fixed_where_it_is_called_without_one() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        class Quantized:
+            @classmethod
+            def read_blocks(cls, folder, map_location=None):
+                return torch.load(folder + "/blocks.pt", map_location=map_location)
+
+            @classmethod
+            def restore(cls, folder, device="cuda"):
+                blocks = cls.read_blocks(folder)
+                model = cls.build()
+                model.load_state_dict(blocks)
+                kept = cls.read_blocks(folder, device)
+                return model.to(device)
+        """,
+        """
+        import torch
+
+        class Quantized:
+            @classmethod
+            def read_blocks(cls, folder, map_location=None):
+                return torch.load(folder + "/blocks.pt", map_location=map_location)
+
+            @classmethod
+            def restore(cls, folder, device="cuda"):
+                blocks = cls.read_blocks(folder, map_location="cpu")
+                model = cls.build()
+                model.load_state_dict(blocks)
+                kept = cls.read_blocks(folder, device)
+                return model.to(device)
+        """,
+    )
+    assert "(`cls.read_blocks` passes it `map_location=None`)" in findings[0].message

@@ -83,6 +83,39 @@ class CallSites(Analysis):
                 sites.append((node, self.scopes.enclosing_function(node)))
         return sites
 
+    def callers_leaving_default(self, at: cst.CSTNode, name: str) -> list[cst.Call]:
+        """The calls, in this file, of the function around `at` that leave its parameter
+        `name` (whose default is `None`) unset: a module-level function's, or a method's
+        called on `self`/`cls` in its class. [] when some call may set it through `*args` or
+        `**kwargs`."""
+        function = self.scopes.enclosing_function(at)
+        if function is None:
+            return []
+        param = next(
+            (
+                p
+                for p in (*function.params.params, *function.params.kwonly_params)
+                if p.name.value == name
+            ),
+            None,
+        )
+        if param is None or not (param.default is not None and is_name(param.default, "None")):
+            return []
+        owner = self.scopes.class_of(function)
+        if owner is None:
+            calls = [call for call, _ in self.call_sites(function)]
+        else:
+            calls = [
+                node
+                for node in self.context.of_type(owner, cst.Call)
+                if isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == function.name.value
+                and (is_name(node.func.value, "self") or is_name(node.func.value, "cls"))
+            ]
+        if any(arg.star for call in calls for arg in call.args):
+            return []
+        return [call for call in calls if self.argument_for(call, function, name) is None]
+
     def argument_for(
         self, call: cst.Call, function: cst.FunctionDef, param: str
     ) -> cst.BaseExpression | None:
@@ -96,11 +129,11 @@ class CallSites(Analysis):
         names = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
         if (
             names
-            and names[0] == "self"
+            and names[0] in ("self", "cls")
             and isinstance(call.func, cst.Attribute)
-            and is_name(call.func.value, "self")
+            and (is_name(call.func.value, "self") or is_name(call.func.value, "cls"))
         ):
-            names = names[1:]  # `self.m(a)`: `a` fills the parameter after `self`
+            names = names[1:]  # `self.m(a)`, `cls.m(a)`: `a` fills the parameter after it
         if param not in names:
             return None
         index = names.index(param)
