@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods.analysis.names import dotted_name
 from devfix.codemods.analysis.scopes import target_names
 from devfix.codemods.move_result_discarded.facts import HeldValues
 from devfix.types import Applicability, Edit
@@ -28,6 +29,9 @@ class MoveResultDiscarded(DevicePass):
     `.parameters()`, `.eval()`, `.keys()`, ...), names the code says nothing about, and
     tensors that a module's method computes from the module's own buffers (already on its
     device).
+    A moved copy kept in a name that the code rebinds from the original before reading it
+    (`w = self.w.to(x.device)`, then `w = self.w[y]`) is dropped as surely: the rebinding reads
+    the moved copy instead (`w = w[y]`).
     Reported without a fix: a loop variable that the loop does not read after the move
     (rebinding it moves nothing in the sequence) and a module-level name moved inside a
     function (assigning it there would make it local).
@@ -115,6 +119,47 @@ class MoveResultDiscarded(DevicePass):
             fix_title=f"Assign it back: `{name} = {code}`",
             edits=[Edit(node, replacement)],
             applicability=Applicability.SAFE if held.proven else Applicability.UNSAFE,
+        )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        """`alpha = self.alpha.to(x.device)`, then `alpha = self.alpha.gather(0, y)` before
+        `alpha` is read: the moved copy is dropped and the original read in its place."""
+        if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):
+            return
+        call = node.value
+        if not (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in _MOVES
+            and self.facts.moves.move_of(call) is not None
+        ):
+            return
+        name, original = node.targets[0].target.value, dotted_name(call.func.value)
+        scope = self.facts.scopes.enclosing_scope(node)
+        later = self.facts.scopes.names_after(scope, name, node)
+        first = next((n for n in later if not self.facts.scopes.within(n, node)), None)
+        target = self.context.parent(first) if first is not None else None
+        rebinding = self.context.parent(target) if isinstance(target, cst.AssignTarget) else None
+        if original is None or original == name or not isinstance(rebinding, cst.Assign):
+            return
+        reads = [
+            read
+            for read in self.context.of_type(rebinding.value, (cst.Name, cst.Attribute))
+            if dotted_name(read) == original
+        ]
+        if not reads or self.context.parent(rebinding) is None:
+            return
+        block = self.context.parent(self.context.parent(rebinding) or rebinding)
+        if block is not self.context.parent(self.context.parent(node) or node):
+            return  # rebound on some paths only: the copy may be read on the others
+        line = self.facts.scopes.line_of(rebinding)
+        self.report(
+            node,
+            message=f"`{name}` holds `{original}` moved by `.{call.func.attr.value}()`, but "
+            f"line {line} rebinds it from `{original}` itself, which stayed where it was: the "
+            f"moved copy is never read; read `{name}` there",
+            fix_title=f"Read the moved `{name}` on line {line}",
+            edits=[Edit(read, cst.Name(name)) for read in reads],
         )
 
     def _loop_over(self, name: str, node: cst.CSTNode) -> cst.For | None:

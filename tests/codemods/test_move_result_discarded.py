@@ -236,3 +236,39 @@ def test_a_batch_whose_collate_fn_returns_a_dict_is_not_known_to_be_a_tensor() -
                 model(**batch)
         """,
     )
+
+
+def test_a_moved_copy_rebound_from_the_original_before_it_is_read_is_read_instead() -> None:
+    before = """
+        import torch
+        from torch import nn
+
+        class Weighted(nn.Module):
+            def __init__(self, weights):
+                super().__init__()
+                self.class_weights = weights
+
+            def forward(self, scores, targets):
+                w = self.class_weights.to(scores.device)
+                picked = scores.gather(1, targets[:, None])
+                w = self.class_weights[targets]  # per-sample weight
+                return -(w * picked.squeeze(1)).mean()
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace("w = self.class_weights[targets]", "w = w[targets]"),
+    )
+    assert "line 13 rebinds it from `self.class_weights` itself" in findings[0].message
+    # Read before it is rebound, or rebound on one path only: the copy is used.
+    assert_noop(
+        RULE,
+        before.replace("picked = scores.gather", "picked = w[0] * scores.gather"),
+    )
+    assert_noop(
+        RULE,
+        before.replace(
+            "                w = self.class_weights[targets]",
+            "                if targets.dim() == 1:\n                    w = self.class_weights[targets]",
+        ),
+    )
