@@ -85,7 +85,8 @@ class DeviceFixedAtConstruction(DevicePass):
     torch.Tensor(levels)`, its one assignment in the class) and combines it with the tensors a
     method is given (`self.quantiles * err`) gets `self.quantiles.to(err.device)` there: no
     `model.to()` moves a plain object's tensors. A 0-dim scalar is left alone. Such a table
-    (also one computed from others there: `self.alpha_bars = torch.cumprod(1 - self.betas, 0)`)
+    (also one computed from others there: `self.alpha_bars = torch.cumprod(1 - self.betas, 0)`,
+    or returned by a method of the object: `self.keep = self.keep_table(rates)`)
     indexed by a value (`self.alpha_bars[t]`) in a method that is given a tensor becomes
     `self.alpha_bars.to(images.device)[t]` (unsafe, a judgement: the tensor the method is
     given), since a CPU table indexed on a GPU fails. A bare `.cuda()` of a name the function

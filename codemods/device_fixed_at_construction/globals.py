@@ -17,12 +17,13 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.flow.calls import MOVES
-from devfix.codemods.analysis.modules import FunctionInfo, methods, self_attribute
+from devfix.codemods.analysis.modules import FunctionInfo, method, methods, self_attribute
 from devfix.codemods.analysis.moves import cuda_string
 from devfix.codemods.analysis.names import dotted_name, is_number, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     DATA_FACTORIES,
+    MOVE_METHODS,
     SAME_DEVICE_METHODS,
     TENSOR_FACTORIES,
 )
@@ -147,17 +148,17 @@ class ImportTimeTensors(Analysis):
         self, classdef: cst.ClassDef, attr: str, depth: int
     ) -> cst.BaseExpression | None:
         assigned = [
-            (assign, method)
-            for method in methods(classdef)
-            for assign in self.context.of_type(method.body, (cst.Assign, cst.AugAssign))
+            (assign, setter)
+            for setter in methods(classdef)
+            for assign in self.context.of_type(setter.body, (cst.Assign, cst.AugAssign))
             if any(self_attribute(target) == attr for target in _targets(assign))
         ]
         if not assigned or depth > 4:
             return None
         values: list[cst.BaseExpression] = []
-        for assign, method in assigned:
+        for assign, setter in assigned:
             # Set in `__init__` only (each branch of a choice there), never moved later.
-            if method.name.value != "__init__" or not isinstance(assign, cst.Assign):
+            if setter.name.value != "__init__" or not isinstance(assign, cst.Assign):
                 return None
             if not self._cpu_value(assign.value, classdef, depth):
                 return None
@@ -181,6 +182,18 @@ class ImportTimeTensors(Analysis):
         if not isinstance(value, cst.Call) or keyword_argument(value, "device") is not None:
             return False
         qualified = self.names.qualified_name(value.func) or ""
+        if isinstance(value.func, cst.Attribute) and not qualified.startswith("torch."):
+            helper = method(classdef, self_attribute(value.func) or "")
+            if helper is not None and depth < 4:
+                # `self.keep = self.keep_table(rates)`: what its returns make.
+                returns = self.scopes.find(helper.body, cst.Return, own_scope=True)
+                return bool(returns) and all(
+                    r.value is not None and self._cpu_value(r.value, classdef, depth + 1)
+                    for r in returns
+                )
+            if value.func.attr.value in SAME_DEVICE_METHODS - MOVE_METHODS - {"type"}:
+                # `torch.tensor(rows).float()`: where the tensor it is called on is.
+                return self._cpu_value(value.func.value, classdef, depth)
         if qualified in CPU_SOURCES:
             return not (value.args and is_number(value.args[0].value))
         if qualified.startswith("torch.") and qualified not in TENSOR_FACTORIES:

@@ -1826,3 +1826,26 @@ def test_a_cast_to_a_cpu_tensor_type_in_forward_becomes_the_dtype_cast_alone() -
     assert [f.applicability for f in findings if "CPU tensor type" in f.message] == [
         Applicability.UNSAFE
     ]
+
+
+def test_a_plain_object_s_table_built_by_a_helper_method_follows_the_index_it_is_read_with() -> None:
+    before = """
+        import torch
+
+        class DropSampler:
+            def __init__(self, rates):
+                self.keep = self.keep_table(rates)
+
+            def keep_table(self, rates):
+                rows = [1.0 - r for r in rates]
+                return torch.tensor(rows).float()
+
+            def sample(self, scores, kinds):
+                return torch.bernoulli(self.keep[kinds]).expand(scores.shape) * scores
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace("self.keep[kinds]", "self.keep.to(scores.device)[kinds]"),
+        unsafe=True,
+    )
