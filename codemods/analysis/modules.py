@@ -1174,6 +1174,8 @@ class ModuleFacts(Analysis):
                 and isinstance(value, cst.Call)
                 and dotted_name(value.func) is not None
                 and self.names.qualified_name(value.func) in PARAMETER
+                # `if learn: self.x = nn.Parameter(self.x)`: on the other path a plain tensor.
+                and self.scopes.on_every_path(node, lambda _statement: False)
             ):
                 return True
         return False

@@ -24,7 +24,7 @@ from devfix.codemods.analysis.modules import (
     super_init_call,
 )
 from devfix.codemods.analysis.moves import copies_to_host
-from devfix.codemods.analysis.torch_names import CPU_SOURCES, DATA_FACTORIES
+from devfix.codemods.analysis.torch_names import CPU_SOURCES, DATA_FACTORIES, PARAMETER
 
 #: A module method and its class.
 Method = tuple[cst.FunctionDef, cst.ClassDef]
@@ -355,8 +355,11 @@ class Buffers(Analysis):
                             "would raise"
                         )
                     continue
-                if judge.is_tensor(value, same_attr=attr):
-                    continue
+                if judge.is_tensor(value, same_attr=attr) or (
+                    isinstance(value, cst.Call)
+                    and self.names.qualified_name(value.func) in PARAMETER
+                ):
+                    continue  # an `nn.Parameter` takes a buffer's name over (`__setattr__`)
                 place = (
                     "earlier in `__init__`" if function is writer else f"in `{function.name.value}`"
                 )

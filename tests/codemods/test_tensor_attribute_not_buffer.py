@@ -948,3 +948,37 @@ def test_tables_unpacked_from_a_helper_that_returns_a_pair_become_buffers() -> N
         ),
         unsafe=True,
     )
+
+
+def test_a_tensor_made_trainable_on_one_path_only_is_a_buffer_on_the_other() -> None:
+    before = """
+        import torch
+        from torch import nn
+
+        class Denoiser(nn.Module):
+            def __init__(self, steps, learn_scale=False):
+                super().__init__()
+                self.net = nn.Linear(8, 8)
+                self.scale = torch.ones(steps)
+                if learn_scale:
+                    self.scale = nn.Parameter(self.scale)
+
+            def forward(self, x, t):
+                return self.net(x) * self.scale[t, None]
+        """
+    # `nn.Parameter` takes the buffer's name over where it is learnt; elsewhere the buffer
+    # follows `model.to()`.
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "self.scale = torch.ones(steps)",
+            'self.register_buffer("scale", torch.ones(steps), persistent=False)',
+        ),
+        unsafe=True,
+    )
+    always = before.replace(
+        "                if learn_scale:\n                    self.scale = nn.Parameter(self.scale)",
+        "                self.scale = nn.Parameter(self.scale)",
+    )
+    assert_noop(RULE, always)
