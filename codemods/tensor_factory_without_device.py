@@ -274,14 +274,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             message=f"`{qualified}` creates a CPU tensor for `{target}`, which meets tensors on "
             f"`{expression}` ({needed.evidence}); it needs {fix}",
             fix_title=f"Use {fix}",
-            edits=[
-                Edit(
-                    node,
-                    method_call(node, "to", device)
-                    if moved
-                    else append_keyword(node, "device", device),
-                )
-            ],
+            edits=[_placed(node, device, moved=moved)],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
@@ -323,14 +316,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             message=f"`{qualified}` creates a CPU tensor that meets `{operand}` in arithmetic, "
             f"which is on a device; it needs {fix}",
             fix_title=f"Use {fix}",
-            edits=[
-                Edit(
-                    node,
-                    method_call(node, "to", device)
-                    if moved
-                    else append_keyword(node, "device", device),
-                )
-            ],
+            edits=[_placed(node, device, moved=moved)],
         )
         return True
 
@@ -391,3 +377,10 @@ class TensorFactoryWithoutDevice(DevicePass):
             fix_title=f"Use `device={shown}`",
             edits=[Edit(node, append_keyword(node, "device", device))],
         )
+
+
+def _placed(node: cst.Call, device: cst.BaseExpression, *, moved: bool) -> Edit:
+    """The factory given `device=`, or `.to(device)` after a call that takes none."""
+    return Edit(
+        node, method_call(node, "to", device) if moved else append_keyword(node, "device", device)
+    )
