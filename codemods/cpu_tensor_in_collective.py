@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
@@ -9,9 +11,7 @@ from devfix.codemods._edits import append_keyword, method_call, method_chain
 from devfix.codemods.analysis.names import argument_of, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     COLLECTIVE_TENSORS,
-    CPU_SOURCES,
     LEGACY_CONSTRUCTORS,
-    SAME_DEVICE_METHODS,
     tails,
 )
 from devfix.types import Applicability, Edit
@@ -37,7 +37,8 @@ class CpuTensorInCollective(DevicePass):
     device is the one the function (or the module level) moves its model and data to, when
     it names exactly one. A collective whose `group=` is a Gloo group
     (`dist.new_group(backend="gloo")`), and a file whose process groups are all Gloo (or MPI,
-    or `"cpu:gloo,cuda:nccl"`), are left alone: they take CPU tensors. Where the file names no
+    or `"cpu:gloo,cuda:nccl"`), are left alone: they take CPU tensors; a `group=` made where
+    the file cannot see (a parameter) gets a finding without a fix. Where the file names no
     backend or one it computes, the finding is a latent hazard: NCCL, torch's backend for GPUs,
     refuses the tensor.
 
@@ -99,37 +100,26 @@ class CpuTensorInCollective(DevicePass):
         backends = self.facts.flow.collective_backends(node)
         if backends and all(any(cpu in backend for cpu in _CPU_BACKENDS) for backend in backends):
             return  # Gloo (or MPI) takes CPU tensors
-        nccl = any("nccl" in backend for backend in backends)
+        nccl = backends is not None and any("nccl" in backend for backend in backends)
         for position, keyword in COLLECTIVE_TENSORS[collective]:
             argument = argument_of(node, keyword, position)
-            if argument is None:
+            made = (
+                self.facts.devices.cpu_factory_of(argument.value, node)
+                if argument is not None
+                else None
+            )
+            if made is None or argument is None:
                 continue
-            made = self._made_on_cpu(argument.value, node)
-            if made is not None:
-                self._report(node, collective, argument.value, made, nccl=nccl)
-
-    def _made_on_cpu(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
-        """The CPU factory call that makes `value`: the call itself, or the value of the name
-        (`t = torch.tensor([x])`), through tensor methods (`.float()`); None otherwise."""
-        if isinstance(value, cst.Name):
-            bound = self.facts.scopes.value_at(value.value, at, through_updates=True)
-            if bound is None:
-                return None
-            value = bound
-        if isinstance(value, cst.ListComp):
-            value = value.elt  # `all_gather`'s outputs: `[torch.zeros(n) for _ in ranks]`
-        while (
-            isinstance(value, cst.Call)
-            and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in SAME_DEVICE_METHODS
-            and value.func.attr.value not in ("to", "cuda", "type_as")
-        ):
-            value = value.func.value
-        if not isinstance(value, cst.Call):
-            return None
-        if self.qualified_name(value.func) not in CPU_SOURCES:
-            return None
-        return value if keyword_argument(value, "device") is None else None
+            if backends is None:
+                group = code_of(cast("cst.Arg", keyword_argument(node, "group")).value)
+                self.report(
+                    made,
+                    message=f"`{code_of(argument.value)}` is made on the CPU and handed to "
+                    f"`{collective.rsplit('.', 1)[1]}` of `{group}`, a group made elsewhere; no "
+                    "fix: NCCL needs it on the GPU, a Gloo group takes it as it is",
+                )
+                continue
+            self._report(node, collective, argument.value, made, nccl=nccl)
 
     def _report(
         self,

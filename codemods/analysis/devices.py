@@ -1486,6 +1486,30 @@ class DeviceInference(Analysis):
             return Literal(evidence, text=literal)
         return Named(evidence, name=text)
 
+    def cpu_factory_of(self, value: cst.BaseExpression, at: cst.CSTNode) -> cst.Call | None:
+        """The CPU factory call that makes `value` (no `device=`): the call itself, the value
+        a name holds at `at` (`t = torch.tensor([x])`, updated in place since: `t += 1`),
+        through tensor methods that keep the device (`.float()`), or the element of a
+        comprehension (`[torch.zeros(n) for _ in ranks]`); None otherwise."""
+        if isinstance(value, cst.Name):
+            bound = self.scopes.value_at(value.value, at, through_updates=True)
+            if bound is None:
+                return None
+            value = bound
+        if isinstance(value, cst.ListComp):
+            value = value.elt
+        while (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in SAME_DEVICE_METHODS - MOVE_METHODS - {"type"}
+        ):
+            value = value.func.value
+        if not isinstance(value, cst.Call) or self.names.qualified_name(value.func) not in (
+            CPU_SOURCES
+        ):
+            return None
+        return value if keyword_argument(value, "device") is None else None
+
     def operand_on_a_device(self, value: cst.BaseExpression) -> str | None:
         """`torch.tensor(w) * loss` in a script's code, where `loss` is computed from a moved
         model's output (or a tensor moved to a device): the dotted name of the operand that

@@ -229,3 +229,37 @@ def test_several_devices_or_one_bound_later_get_a_finding_without_a_fix() -> Non
         """,
         reason="no fix: `device` is not set where it is made (line 7)",
     )
+
+
+def test_a_group_made_elsewhere_or_named_by_torch_s_backend_enum_is_not_taken_for_nccl() -> None:
+    # The caller's group may be Gloo, which takes the CPU tensor: a finding, no fix.
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+
+        def agree(failed, side_group, device):
+            dist.init_process_group("nccl")
+            model = Net().to(device)
+            flag = torch.tensor([int(failed)])
+            dist.all_reduce(flag, group=side_group)
+            return flag.item() > 0
+        """,
+        reason="a group made elsewhere; no fix: NCCL needs it on the GPU",
+    )
+    assert_noop(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+
+        def agree(failed, device):
+            dist.init_process_group("nccl")
+            side = dist.new_group(backend=dist.Backend.GLOO)
+            model = Net().to(device)
+            flag = torch.tensor([int(failed)])
+            dist.all_reduce(flag, group=side)
+            return flag.item() > 0
+        """,
+    )

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from devfix.codemods.analysis.flow.calls import CallSites
+from devfix.codemods.analysis.flow.calls import CallSites, is_name
 from devfix.codemods.analysis.moves import string_device
 from devfix.codemods.analysis.names import (
     call_tail,
@@ -36,6 +36,10 @@ _MARKER_TAILS = frozenset(name.rsplit(".", 1)[1] for name in DISTRIBUTED_MARKERS
 #: The comment that opens each code cell of a notebook in the module devfix analyses.
 _CELL_MARKER = "# ~~devfix-cell~~ "
 
+#: torch's enum of backend names (`dist.Backend.NCCL`).
+_BACKEND_ENUMS = frozenset(
+    {"torch.distributed.Backend", "torch.distributed.distributed_c10d.Backend"}
+)
 #: The calls that create a process group, and so name its backend.
 _GROUP_CALLS = frozenset({"torch.distributed.init_process_group", "torch.distributed.new_group"})
 
@@ -111,16 +115,19 @@ class ProcessTopology(CallSites):
                 found.add(backend)
         return found
 
-    def collective_backends(self, collective: cst.Call) -> set[str]:
+    def collective_backends(self, collective: cst.Call) -> set[str] | None:
         """The backends a collective's group can have: those of the `new_group` calls its
-        `group=` names, else any the file's groups have (:meth:`process_group_backends`)."""
+        `group=` names, else any the file's groups have (:meth:`process_group_backends`);
+        None for a group made where this file cannot see (a parameter, an attribute)."""
         group = keyword_argument(collective, "group")
-        if group is not None and isinstance(group.value, cst.Name):
+        if group is None or is_name(group.value, "None"):
+            return self.process_group_backends()
+        if isinstance(group.value, cst.Name):
             calls = self.scopes.computing_calls(group.value.value, collective)
             backends = {self.group_backend(call) for call in calls}
             if calls and None not in backends:
                 return {backend for backend in backends if backend is not None}
-        return self.process_group_backends()
+        return None
 
     def requires_nccl(self) -> bool:
         """An `init_process_group` naming NCCL alone runs on every path of its function (or
@@ -155,6 +162,9 @@ class ProcessTopology(CallSites):
             backend.value.evaluated_value, str
         ):
             return backend.value.evaluated_value.lower()
+        named = self.names.qualified_name(backend.value) or ""
+        if named.rsplit(".", 1)[0] in _BACKEND_ENUMS:
+            return named.rsplit(".", 1)[1].lower()  # `dist.Backend.GLOO`
         return "?"
 
     def is_notebook(self) -> bool:
