@@ -35,7 +35,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
     `weights_only`, `mmap` and every other argument stay exactly as written. A script that
     imports `torch` nowhere but takes it from a star-imported helper module
     (`from utils import *`) is read the same way. A helper that hands its own
-    `map_location=None` parameter on (`def load_weights(path, map_location=None): return
+    `map_location=None` parameter on (`def read_blocks(path, map_location=None): return
     torch.load(path, map_location=map_location)`) is judged at each call of the file that
     leaves it unset, which gets the keyword.
 
