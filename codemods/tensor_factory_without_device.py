@@ -100,7 +100,8 @@ class TensorFactoryWithoutDevice(DevicePass):
     argument: the fix then uses the first such argument's device; when the function gives its
     other factories `device=` of one of its inputs (`torch.ones(6, device=targets.device)`, at
     least twice), that input's device, before the device of a tensor the new one is shaped
-    after (which may be a module attribute left elsewhere); and when a module's method
+    after or takes the dtype of (`torch.zeros(n, dtype=scores.dtype)`; it may be a module
+    attribute left elsewhere); and when a module's method
     has nothing else to go by: the device of one of the module's own layers
     (`self.conv.weight.device`), since its work runs where its parameters are, in each replica
     and after `model.to()` (never in a module that puts its layers on devices by hand). When

@@ -441,8 +441,9 @@ class DeviceInference(Analysis):
         self, value: cst.BaseExpression, function: FunctionInfo, depth: int = 0
     ) -> Device | None:
         """`torch.zeros(x.shape[0], n)`, `torch.zeros(X.size(0), n)` (also inside a
-        comprehension over `X`): the tensor whose sizes size the new one, a judgement of
-        where it is needed. Only a name, or a name subscripted with a literal key."""
+        comprehension over `X`), `torch.zeros(n, dtype=x.dtype)`: the tensor whose sizes size
+        the new one, or whose dtype it takes, a judgement of where it is needed. Only a name,
+        or a name subscripted with a literal key."""
         factory = value
         while (
             isinstance(factory, cst.Call)
@@ -464,6 +465,10 @@ class DeviceInference(Analysis):
         if not isinstance(factory, cst.Call):
             return None
         for arg in factory.args:
+            if arg.keyword is not None and arg.keyword.value == "dtype":
+                found = self._typed_after(arg.value, function)
+                if found is not None:
+                    return found
             if arg.keyword is not None and arg.keyword.value not in ("size",):
                 continue
             found = self._sized_after(arg.value, function)
@@ -477,6 +482,18 @@ class DeviceInference(Analysis):
                     if found is not None:
                         return found
         return None
+
+    def _typed_after(self, dtype: cst.BaseExpression, function: FunctionInfo) -> Device | None:
+        """`dtype=scores.dtype`: the tensor the new one is made like, a judgement of where it
+        is needed (`torch.zeros(n, dtype=scores.dtype)` stands in for `scores`)."""
+        if not (isinstance(dtype, cst.Attribute) and dtype.attr.value == "dtype"):
+            return None
+        source = dtype.value
+        root = receiver_root(source) if _plain_reference(source) else None
+        if root is None or root == _self(function):
+            return None
+        shown = code_of(source)
+        return SameAs(f"it takes the dtype of `{shown}`", proof=False, name=shown)
 
     def _sized_after(self, size: cst.BaseExpression, function: FunctionInfo) -> Device | None:
         """The tensor whose `.shape` or `.size()` the expression `size` reads."""

@@ -1764,3 +1764,28 @@ def test_a_data_tensor_weighting_a_moved_models_errors_in_an_updater_follows_the
             "torch.tensor(priorities, dtype=torch.float32, device=errors.device)",
         ),
     )
+
+
+def test_a_tensor_made_with_another_s_dtype_is_made_on_its_device_too() -> None:
+    before = """
+        import torch
+
+        class Ranker:
+            def rank(self, scores, groups):
+                parts = []
+                for group in groups:
+                    picked = torch.index_select(scores, 0, group)
+                    if picked.numel() == 0:
+                        parts.append(torch.full((len(group),), -1.0, dtype=picked.dtype))
+                        continue
+                    parts.append(picked.softmax(0))
+                return torch.cat(parts)
+        """
+    findings = assert_fix(
+        RULE,
+        before,
+        before.replace("dtype=picked.dtype)", "dtype=picked.dtype, device=picked.device)"),
+        unsafe=True,
+    )
+    assert "it takes the dtype of `picked`" in findings[0].message
+    assert findings[0].applicability is Applicability.UNSAFE
