@@ -5,7 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
+from devfix.codemods._edits import statement_before
 from devfix.codemods.analysis.flow.loops import LoopPlan
+from devfix.context import FileContext
 from devfix.types import Applicability
 
 
@@ -29,7 +31,11 @@ class BatchNotMovedToDevice(DevicePass):
     batches read as `batch[0]`, `batch = batch.to(device)` for a single tensor; an unpacked name
     used as a dict (`features, targets = batch` with `model(**features)`) gets its own line with
     the comprehension. A loader rebound to a progress bar around itself (`loader =
-    tqdm(loader)` under `if verbose:`) is still that loader.
+    tqdm(loader)` under `if verbose:`) is still that loader. In a LightningModule, a batch
+    drawn by hand (`batch = next(iter(self.trainer.val_dataloaders))` in `on_train_start`) and
+    handed to the module (`self.compute_metrics(batch)`) gets `batch =
+    self.transfer_batch_to_device(batch, self.device, 0)` before that use: the trainer moves
+    only the batches it hands the steps.
 
     ## Why is this bad?
     A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer
@@ -87,6 +93,10 @@ class BatchNotMovedToDevice(DevicePass):
     APPLICABILITY = Applicability.UNSAFE
     TRIGGER_WORDS = ("DataLoader", "loader", "__next__", "__iter__")
 
+    def __init__(self, context: FileContext) -> None:
+        super().__init__(context)
+        self._hooked: set[int] = set()
+
     def visit_For(self, node: cst.For) -> None:
         if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):
             return
@@ -103,6 +113,20 @@ class BatchNotMovedToDevice(DevicePass):
         plan = self.facts.flow.next_batch_plan(node)
         if plan is not None:
             self._report(node, plan, "after it")
+            return
+        drawn = self.facts.flow.hand_drawn_lightning_batch(node)
+        if drawn is not None and id(drawn[1]) not in self._hooked:
+            self._hooked.add(id(drawn[1]))  # one move before the use, for every branch
+            name, use = drawn
+            move = f"{name} = self.transfer_batch_to_device({name}, self.device, 0)"
+            self.report(
+                node,
+                message=f"batch `{name}` is drawn by hand in a Lightning hook and handed to the "
+                f"module (line {self.facts.scopes.line_of(use)}) on the CPU: the trainer moves "
+                "only its own loops' batches",
+                fix_title=f"Add `{move}` before it is used",
+                edits=[statement_before(use, move)],
+            )
 
     def _report(self, node: cst.CSTNode, plan: LoopPlan, where_added: str) -> None:
         if not plan.unmoved:

@@ -1094,6 +1094,15 @@ METRIC_UPDATE_METHODS = frozenset({"update", "forward"})
 LIGHTNING_STEP_HOOKS = frozenset(
     {"training_step", "validation_step", "test_step", "predict_step", "forward"}
 )
+#: Lightning's module classes: the trainer moves the batches of its own loops to them.
+LIGHTNING_MODULES = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+    }
+)
 #: `torch.Generator`: created on the CPU unless `device=` says otherwise.
 GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
 #: Random factories and functions that take `generator=`; their device is `device=` (or the

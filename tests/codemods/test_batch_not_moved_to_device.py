@@ -923,3 +923,41 @@ def test_a_label_compared_with_what_another_library_makes_of_the_output_stays_pu
         ),
         unsafe=True,
     )
+
+
+def test_a_batch_drawn_by_hand_in_a_lightning_hook_is_moved_before_the_module_gets_it() -> None:
+    before = """
+        import lightning.pytorch as pl
+
+        class Forecaster(pl.LightningModule):
+            def score(self, batch):
+                x, y = batch
+                return {"mse": ((self(x) - y) ** 2).mean()}
+
+            def on_validation_epoch_start(self):
+                if self.trainer.val_dataloaders is None:
+                    return
+                probe = next(iter(self.trainer.val_dataloaders))
+                # one probe batch per epoch
+                self.log_dict(self.score(probe))
+
+            def validation_step(self, batch, batch_idx):
+                return self.score(batch)
+        """
+    # The trainer moves the batch it hands `validation_step`, never one drawn by hand.
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "                # one probe batch per epoch\n",
+            "                # one probe batch per epoch\n"
+            "                probe = self.transfer_batch_to_device(probe, self.device, 0)\n",
+        ),
+        unsafe=True,
+    )
+    # Moved by the module itself first, or in a class Lightning does not drive: nothing to add.
+    moved = before.replace(
+        "self.score(probe)", "self.score(self.transfer_batch_to_device(probe, self.device, 0))"
+    )
+    assert_noop(RULE, moved)
+    assert_noop(RULE, before.replace("(pl.LightningModule)", "(BaseForecaster)"))

@@ -28,6 +28,7 @@ from devfix.codemods.analysis.torch_names import (
     CPU_BATCH_MAKERS,
     DATALOADERS,
     ITERATION_WRAPPERS,
+    LIGHTNING_MODULES,
     TENSOR_DATASETS,
 )
 from devfix.context import FileContext
@@ -580,6 +581,52 @@ class BatchLoops(ModelPlacement):
             return "\n".join(dicts)
         moved = ", ".join(code_of(plan.move.apply(cst.Name(n))) for n in rest)
         return "\n".join([*dicts, f"{', '.join(rest)} = {moved}"])
+
+    def hand_drawn_lightning_batch(
+        self, assign: cst.Assign
+    ) -> tuple[str, cst.SimpleStatementLine] | None:
+        """`batch = next(iter(self.trainer.val_dataloaders))` in a method of a LightningModule
+        (a hook such as `on_train_start`), then `self.compute_metrics(batch, 0)`: the trainer
+        moves only the batches it hands its steps. The name, and the first statement of
+        the method's body that hands it to the module (`self(...)`, `self.<method>(...)`)."""
+        value = assign.value
+        if not (
+            len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+            and isinstance(value, cst.Call)
+            and self.names.qualified_name(value.func) == "builtins.next"
+            and len(value.args) == 1
+            and isinstance(value.args[0].value, cst.Call)
+            and self.names.qualified_name(value.args[0].value.func) == "builtins.iter"
+        ):
+            return None
+        name = assign.targets[0].target.value
+        function = self.scopes.enclosing_function(assign)
+        owner = self.scopes.class_of(function)
+        if function is None or owner is None:
+            return None
+        bases = {q.name for base in owner.bases for q in self.context.qualified_names(base.value)}
+        if not bases & LIGHTNING_MODULES:
+            return None
+        own = {m.name.value for m in owner.body.body if isinstance(m, cst.FunctionDef)}
+        for statement in function.body.body:
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for call in self.context.of_type(statement, cst.Call):
+                receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+                handed = any(is_name(arg.value, name) for arg in call.args)
+                if handed and (
+                    is_name(call.func, "self")
+                    or (
+                        receiver is not None
+                        and is_name(receiver, "self")
+                        and call_tail(call.func) in own
+                    )
+                ):
+                    return name, statement
+                if handed or (receiver is not None and is_name(receiver, name)):
+                    return None  # moved or handed on first: decided there
+        return None
 
     def next_batch_plan(self, assign: cst.Assign) -> LoopPlan | None:
         """`x, y = next(iter(loader))` (one batch taken from a DataLoader): the plan to move
