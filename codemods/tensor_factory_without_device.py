@@ -109,8 +109,13 @@ class TensorFactoryWithoutDevice(DevicePass):
     reason. In script code the
     device is the model's move (`device=device` after `model.to(device)`); a model moved only
     under `if torch.cuda.is_available():` gets the file's own move helper (`to_var(...)`) when
-    it has exactly one, and is reported without a fix otherwise. `self.device` is
-    never invented, and `next(self.parameters())` is never used (it is empty on DataParallel
+    it has exactly one, and is reported without a fix otherwise. Outside model code, a new
+    tensor (a factory, `torch.from_numpy`) that meets a tensor on a device in arithmetic or a
+    comparison, also a few steps later through the names and operations it flows into (`keep =
+    torch.arange(n) < sizes`, then `hidden * keep.float().unsqueeze(-1)`, where `hidden` is a
+    moved model's output), is made on that tensor's device; a reduction to a 0-dim value on
+    the way (`sizes.sum()`) ends the trail, since such a value meets tensors anywhere.
+    `self.device` is never invented, and `next(self.parameters())` is never used (it is empty on DataParallel
     replicas).
 
     ## References
@@ -145,6 +150,8 @@ class TensorFactoryWithoutDevice(DevicePass):
             function = self.facts.modules.enclosing_function(node)
             if function is None or self._in_script_function(function):
                 self._check_script_tensor(node, qualified, moved=True)
+            elif not function.is_model_code and not self.facts.flow.in_data_pipeline(function.node):
+                self._meets_a_placed_operand(node, node, qualified, moved=True)
 
     def _is_a_loss(self, call: cst.Call) -> bool:
         if self.facts.modules.loss_kind(call) is not None:
@@ -310,6 +317,14 @@ class TensorFactoryWithoutDevice(DevicePass):
         operand = self.facts.devices.operand_on_a_device(value)
         if operand is None:
             return False
+        if not self.facts.moves.visible_at(operand, node):
+            self.report(
+                node,
+                message=f"`{qualified}` creates a CPU tensor that later meets `{operand}` in "
+                f"arithmetic, which is on a device; no fix: `{operand}` is not set where it is "
+                "made",
+            )
+            return True
         device = cst.parse_expression(f"{operand}.device")
         fix = f"`.to({operand}.device)`" if moved else f"`device={operand}.device`"
         self.report(

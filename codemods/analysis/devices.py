@@ -63,7 +63,16 @@ _MAX_FLOW_DEPTH = 6
 _EXTRA_MOVE_DEPTH = 4
 _MAX_PLACED_DEPTH = 8
 _MAX_CPU_DEPTH = 6
+#: How far a new tensor is followed to the operand on a device it meets, and how many uses of
+#: each name it is assigned to are read.
+_MAX_OPERAND_DEPTH = 6
+_MAX_OPERAND_USES = 8
 
+#: Tensor methods whose result keeps the tensor's device and its size (not a reduction to a
+#: 0-dim scalar, which may meet a tensor on any device).
+_CARRYING_METHODS = SAME_DEVICE_METHODS - MOVE_METHODS - {
+    "argmax", "mean", "sum", "select", "type", "T", "mT", "fill_", "requires_grad_",
+}  # fmt: skip
 #: Statements whose body may not run, or run more than once.
 _BRANCHES = (cst.If, cst.Else, cst.For, cst.While, cst.Try, cst.ExceptHandler, cst.Match)
 #: Methods that tensors have and NumPy arrays, lists and numbers do not.
@@ -1527,35 +1536,56 @@ class DeviceInference(Analysis):
             return None
         return value if keyword_argument(value, "device") is None else None
 
-    def operand_on_a_device(self, value: cst.BaseExpression) -> str | None:
+    def operand_on_a_device(self, value: cst.BaseExpression, depth: int = 0) -> str | None:
         """`torch.tensor(w) * loss` in a script's code, where `loss` is computed from a moved
         model's output (or a tensor moved to a device): the dotted name of the operand that
-        the new tensor (`value` itself, or the name it is assigned to, at its first use) meets
-        in arithmetic. Only a name: its `.device` is where the new tensor must live."""
-        parent = self.context.parent(value)
-        if isinstance(parent, cst.Assign) and self.scopes.assigned_name(value) is not None:
-            name = self.scopes.assigned_name(value)
-            scope = self.scopes.enclosing_scope(value)
-            first = next(
-                (
-                    use
-                    for use in self.scopes.names_after(scope, name or "", parent)
-                    if not self.scopes.within(use, parent)
-                ),
-                None,
-            )
-            if first is None:
-                return None
-            value, parent = first, self.context.parent(first)
-        if not isinstance(parent, cst.BinaryOperation):
+        the new tensor meets in arithmetic or a comparison. The new tensor is `value`, carried
+        on through methods that keep its shape and device (`.unsqueeze(1)`, `.long()`), the
+        operations it takes part in, and the names they are assigned to (a few uses each:
+        `mask = torch.arange(n) < counts`, then `hidden * mask.unsqueeze(-1)`). Only a name:
+        its `.device` is where the new tensor must live."""
+        if depth > _MAX_OPERAND_DEPTH:
             return None
-        other = parent.right if parent.left is value else parent.left
-        shown = dotted_name(other)
-        if shown is None or (
-            isinstance(other, cst.Attribute) and other.attr.value in NON_TENSOR_MEMBERS
+        node = value
+        while (
+            isinstance(parent := self.context.parent(node), cst.Attribute)
+            and parent.value is node
+            and parent.attr.value in _CARRYING_METHODS
+            and isinstance(call := self.context.parent(parent), cst.Call)
+            and call.func is parent
         ):
+            node = call
+        parent = self.context.parent(node)
+        if isinstance(parent, cst.ComparisonTarget):
+            parent = self.context.parent(parent)  # the right of `a < b`
+        if isinstance(parent, cst.Assign) and parent.value is node:
+            name = self.scopes.assigned_name(node)
+            if name is None:
+                return None
+            uses = [
+                use
+                for use in self.scopes.names_after(self.scopes.enclosing_scope(node), name, parent)
+                if not self.scopes.within(use, parent)
+            ]
+            for use in uses[:_MAX_OPERAND_USES]:
+                found = self.operand_on_a_device(use, depth + 1)
+                if found is not None:
+                    return found
             return None
-        return shown if self.placed(other, parent) is not None else None
+        if isinstance(parent, cst.BinaryOperation):
+            others = [parent.right if parent.left is node else parent.left]
+        elif isinstance(parent, cst.Comparison) and len(parent.comparisons) == 1:
+            right = parent.comparisons[0].comparator
+            others = [right if parent.left is node else parent.left]
+        else:
+            return None
+        for other in others:
+            shown = dotted_name(other)
+            member = isinstance(other, cst.Attribute) and other.attr.value in NON_TENSOR_MEMBERS
+            if shown is not None and not member and self.placed(other, parent) is not None:
+                return shown
+        # What the operation makes holds the new tensor's values: it meets what that meets.
+        return self.operand_on_a_device(parent, depth + 1)
 
     def _model_output(self, call: cst.Call) -> Device | None:
         """`model(x)`, `model.generate(...)`: the output of a model moved to a device."""

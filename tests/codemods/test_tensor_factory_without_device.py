@@ -1789,3 +1789,47 @@ def test_a_tensor_made_with_another_s_dtype_is_made_on_its_device_too() -> None:
     )
     assert "it takes the dtype of `picked`" in findings[0].message
     assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_tensors_that_meet_a_model_output_a_few_steps_later_are_made_on_its_device() -> None:
+    before = """
+        import numpy as np
+        import torch
+
+        class Embedder:
+            def __init__(self, net, device):
+                self.device = device
+                self.net = net.to(device)
+
+            def embed(self, ids, lengths):
+                hidden = self.net(ids.to(self.device))
+                sizes = torch.from_numpy(np.asarray(lengths))
+                width = int(sizes.max())
+                keep = torch.arange(width).expand(len(lengths), width) < sizes.unsqueeze(1)
+                weights = keep.float()
+                return (hidden * weights.unsqueeze(-1)).sum(1) / sizes.unsqueeze(-1)
+        """
+    after = before.replace(
+        "torch.from_numpy(np.asarray(lengths))",
+        "torch.from_numpy(np.asarray(lengths)).to(hidden.device)",
+    ).replace("torch.arange(width)", "torch.arange(width, device=hidden.device)")
+    findings = assert_fix(RULE, before, after)
+    assert all("meets `hidden` in arithmetic" in f.message for f in findings)
+    # Summed to a 0-dim scalar first, a CPU value may meet a tensor on any device.
+    assert_noop(
+        RULE,
+        """
+        import numpy as np
+        import torch
+
+        class Embedder:
+            def __init__(self, net, device):
+                self.device = device
+                self.net = net.to(device)
+
+            def embed(self, ids, lengths):
+                hidden = self.net(ids.to(self.device))
+                sizes = torch.from_numpy(np.asarray(lengths))
+                return hidden.sum(1) / sizes.sum()
+        """,
+    )
