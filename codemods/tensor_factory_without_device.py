@@ -115,8 +115,8 @@ class TensorFactoryWithoutDevice(DevicePass):
     torch.arange(n) < sizes`, then `hidden * keep.float().unsqueeze(-1)`, where `hidden` is a
     moved model's output), is made on that tensor's device; a reduction to a 0-dim value on
     the way (`sizes.sum()`) ends the trail, since such a value meets tensors anywhere.
-    `self.device` is never invented, and `next(self.parameters())` is never used (it is empty on DataParallel
-    replicas).
+    `self.device` is never invented, and `next(self.parameters())` is never used (it is
+    empty on DataParallel replicas).
 
     ## References
     - PyTorch docs, "Tensor Creation Ops" (`device` argument); "CUDA semantics".
