@@ -1828,7 +1828,9 @@ def test_a_cast_to_a_cpu_tensor_type_in_forward_becomes_the_dtype_cast_alone() -
     ]
 
 
-def test_a_plain_object_s_table_built_by_a_helper_method_follows_the_index_it_is_read_with() -> None:
+def test_a_plain_object_s_table_built_by_a_helper_method_follows_the_index_it_is_read_with() -> (
+    None
+):
     before = """
         import torch
 
