@@ -122,6 +122,14 @@ def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> c
     return call.with_changes(args=args)
 
 
+def made_on(call: cst.Call, device: cst.BaseExpression, *, takes_device: bool) -> cst.Call:
+    """The tensor `call` makes, on `device`: `device=` for a factory that takes it, else
+    `.to(device)` after the call (a legacy constructor, `torch.from_numpy`)."""
+    if takes_device:
+        return append_keyword(call, "device", device)
+    return method_call(call, "to", device)
+
+
 def _line_indent_before(args: list[cst.Arg], call: cst.Call) -> cst.SimpleWhitespace | None:
     """The indentation that precedes the last argument of a one-per-line call."""
     if len(args) >= 2:

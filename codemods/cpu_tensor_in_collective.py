@@ -7,7 +7,7 @@ from typing import cast
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import append_keyword, method_call, method_chain
+from devfix.codemods._edits import made_on, method_chain
 from devfix.codemods.analysis.names import argument_of, call_tail, code_of, keyword_argument
 from devfix.codemods.analysis.torch_names import (
     COLLECTIVE_TENSORS,
@@ -154,11 +154,7 @@ class CpuTensorInCollective(DevicePass):
             maker = self.qualified_name(made.func)
             # Legacy constructors and `from_numpy` take no `device=`.
             factory = maker not in LEGACY_CONSTRUCTORS and maker != "torch.from_numpy"
-            replacement: cst.BaseExpression = (
-                append_keyword(made, "device", device)
-                if factory
-                else method_call(made, "to", device)
-            )
+            replacement: cst.BaseExpression = made_on(made, device, takes_device=factory)
             fix = f"`device={device_text}`" if factory else f"`.to({device_text})`"
         elif devices == [".cuda()"] and self.facts.flow.requires_nccl():
             replacement = method_chain(made, "cuda")

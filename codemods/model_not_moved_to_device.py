@@ -579,9 +579,9 @@ class ModelNotMovedToDevice(DevicePass):
         callee = self.facts.scopes.module_functions().get(value.func.value)
         positional = [arg for arg in value.args if arg.keyword is None]
         index = next((i for i, arg in enumerate(positional) if is_name(arg.value, name)), None)
-        if callee is None or index is None or index >= len(callee.params.params):
+        param = self.facts.modules.parameter_receiving(value, index) if index is not None else None
+        if callee is None or param is None:
             return False
-        param = callee.params.params[index].name.value
         returns = list(self.facts.scopes.find(callee.body, cst.Return, own_scope=True))
         return bool(returns) and all(
             r.value is not None and is_name(r.value, param) for r in returns
@@ -603,10 +603,10 @@ class ModelNotMovedToDevice(DevicePass):
             return None
         callee = self.facts.scopes.module_functions().get(call.func.value)
         position = [a for a in call.args if a.keyword is None].index(arg)
-        params = list(callee.params.params) if callee is not None else []
-        if callee is None or position >= len(params):
+        param = self.facts.modules.parameter_receiving(call, position)
+        if callee is None or param is None:
             return None
-        runs = self._parameter_runs(params[position].name.value, callee)
+        runs = self._parameter_runs(param, callee)
         return (call, runs) if runs else None
 
     def _input_device(self, call: cst.Call) -> tuple[cst.BaseExpression | None] | None:

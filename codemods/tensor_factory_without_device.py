@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import append_keyword, method_call
+from devfix.codemods._edits import append_keyword, made_on, method_call
 from devfix.codemods.analysis.devices import Unknown, instance_name
 from devfix.codemods.analysis.modules import FunctionInfo
 from devfix.codemods.analysis.moves import states_device
@@ -216,9 +216,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             )
             return
         device = cst.parse_expression(expression)
-        replacement = (
-            method_call(node, "to", device) if legacy else append_keyword(node, "device", device)
-        )
+        replacement = made_on(node, device, takes_device=not legacy)
         fix = f"`.to({expression})`" if legacy else f"`device={expression}`"
         self.report(
             node,
@@ -282,7 +280,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             message=f"`{qualified}` creates a CPU tensor for `{target}`, which meets tensors on "
             f"`{expression}` ({needed.evidence}); it needs {fix}",
             fix_title=f"Use {fix}",
-            edits=[_placed(node, device, moved=moved)],
+            edits=[Edit(node, made_on(node, device, takes_device=not moved))],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 
@@ -332,7 +330,7 @@ class TensorFactoryWithoutDevice(DevicePass):
             message=f"`{qualified}` creates a CPU tensor that meets `{operand}` in arithmetic, "
             f"which is on a device; it needs {fix}",
             fix_title=f"Use {fix}",
-            edits=[_placed(node, device, moved=moved)],
+            edits=[Edit(node, made_on(node, device, takes_device=not moved))],
         )
         return True
 
@@ -393,10 +391,3 @@ class TensorFactoryWithoutDevice(DevicePass):
             fix_title=f"Use `device={shown}`",
             edits=[Edit(node, append_keyword(node, "device", device))],
         )
-
-
-def _placed(node: cst.Call, device: cst.BaseExpression, *, moved: bool) -> Edit:
-    """The factory given `device=`, or `.to(device)` after a call that takes none."""
-    return Edit(
-        node, method_call(node, "to", device) if moved else append_keyword(node, "device", device)
-    )

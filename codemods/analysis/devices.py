@@ -47,6 +47,7 @@ from devfix.codemods.analysis.scopes import target_names
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
     CPU_SOURCES,
+    DEVICE_KEEPING_METHODS,
     LAYER_PARAMETER,
     LEAVES_DEVICE_METHODS,
     MODULE_ONLY_METHODS,
@@ -70,8 +71,8 @@ _MAX_OPERAND_USES = 8
 
 #: Tensor methods whose result keeps the tensor's device and its size (not a reduction to a
 #: 0-dim scalar, which may meet a tensor on any device).
-_CARRYING_METHODS = SAME_DEVICE_METHODS - MOVE_METHODS - {
-    "argmax", "mean", "sum", "select", "type", "T", "mT", "fill_", "requires_grad_",
+_CARRYING_METHODS = DEVICE_KEEPING_METHODS - {
+    "argmax", "mean", "sum", "select", "T", "mT", "fill_", "requires_grad_",
 }  # fmt: skip
 #: Statements whose body may not run, or run more than once.
 _BRANCHES = (cst.If, cst.Else, cst.For, cst.While, cst.Try, cst.ExceptHandler, cst.Match)
@@ -1527,7 +1528,7 @@ class DeviceInference(Analysis):
         while (
             isinstance(value, cst.Call)
             and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value in SAME_DEVICE_METHODS - MOVE_METHODS - {"type"}
+            and value.func.attr.value in DEVICE_KEEPING_METHODS
         ):
             value = value.func.value
         if not isinstance(value, cst.Call) or self.names.qualified_name(value.func) not in (

@@ -410,6 +410,7 @@ class ModuleFacts(Analysis):
         self._local_tables: dict[int, set[str]] = {}
         self._construction: dict[int, frozenset[str]] = {}
         self._returns_tensor: dict[int, bool] = {}
+        self._returns_tensor_at: dict[tuple[int, int], bool] = {}
         self._tensor_attrs: dict[int, frozenset[str]] = {}
         self._called: dict[int, frozenset[str]] = {}
         self._torch_layers: dict[int, frozenset[str]] = {}
@@ -754,17 +755,24 @@ class ModuleFacts(Analysis):
     def returns_tensor_at(self, function: cst.FunctionDef, index: int) -> bool:
         """Every `return` of `function` returns a tuple whose element `index` is provably a
         tensor, and there is at least one."""
+        key = (id(function), index)
+        known = self._returns_tensor_at.get(key)
+        if known is not None:
+            return known
+        self._returns_tensor_at[key] = False  # recursion (`a, b = pair(n - 1)`): not proven
         judge = self.tensor_judge(function)
         returns = [
             node for node in self.scopes.nodes(function.body) if isinstance(node, cst.Return)
         ]
-        return bool(returns) and all(
+        verdict = bool(returns) and all(
             isinstance(r.value, cst.Tuple)
             and len(r.value.elements) > index
             and not isinstance(r.value.elements[index], cst.StarredElement)
             and judge.is_tensor(r.value.elements[index].value)
             for r in returns
         )
+        self._returns_tensor_at[key] = verdict
+        return verdict
 
     def _read_init(self, init: cst.FunctionDef, info: ClassInfo) -> None:
         other_values: set[str] = set()

@@ -309,6 +309,9 @@ SAME_DEVICE_FUNCTIONS = frozenset(
 LEAVES_DEVICE_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
 #: Calls that state a device explicitly; a factory already moved by them is not DF101's business.
 MOVE_METHODS = frozenset({"to", "cuda", "cpu", "type_as"})
+#: Tensor methods whose result is on the tensor's device, whatever their arguments (not
+#: `.type(...)`, which may name a CUDA or a CPU type).
+DEVICE_KEEPING_METHODS = SAME_DEVICE_METHODS - MOVE_METHODS - {"type"}
 #: Fields of the outputs of Hugging Face models (`ModelOutput`): read from what a model returned.
 MODEL_OUTPUT_FIELDS = frozenset(
     {"logits", "loss", "last_hidden_state", "past_key_values", "hidden_states", "attentions"}

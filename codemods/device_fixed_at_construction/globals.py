@@ -23,7 +23,7 @@ from devfix.codemods.analysis.names import dotted_name, is_number, keyword_argum
 from devfix.codemods.analysis.torch_names import (
     CPU_SOURCES,
     DATA_FACTORIES,
-    MOVE_METHODS,
+    DEVICE_KEEPING_METHODS,
     SAME_DEVICE_METHODS,
     TENSOR_FACTORIES,
 )
@@ -191,7 +191,7 @@ class ImportTimeTensors(Analysis):
                     r.value is not None and self._cpu_value(r.value, classdef, depth + 1)
                     for r in returns
                 )
-            if value.func.attr.value in SAME_DEVICE_METHODS - MOVE_METHODS - {"type"}:
+            if value.func.attr.value in DEVICE_KEEPING_METHODS:
                 # `torch.tensor(rows).float()`: where the tensor it is called on is.
                 return self._cpu_value(value.func.value, classdef, depth)
         if qualified in CPU_SOURCES:

@@ -147,10 +147,8 @@ class MoveResultDiscarded(DevicePass):
             for read in self.context.of_type(rebinding.value, (cst.Name, cst.Attribute))
             if dotted_name(read) == original
         ]
-        if not reads or self.context.parent(rebinding) is None:
-            return
-        block = self.context.parent(self.context.parent(rebinding) or rebinding)
-        if block is not self.context.parent(self.context.parent(node) or node):
+        rebound_in, moved_in = (self.facts.scopes.placements(n)[0].owner for n in (rebinding, node))
+        if not reads or rebound_in is not moved_in:
             return  # rebound on some paths only: the copy may be read on the others
         line = self.facts.scopes.line_of(rebinding)
         self.report(

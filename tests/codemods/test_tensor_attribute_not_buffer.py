@@ -982,3 +982,29 @@ def test_a_tensor_made_trainable_on_one_path_only_is_a_buffer_on_the_other() -> 
         "                self.scale = nn.Parameter(self.scale)",
     )
     assert_noop(RULE, always)
+
+
+def test_a_helper_that_unpacks_its_own_result_proves_nothing_and_ends() -> None:
+    # `a, b = pair(n - 1)` inside `pair`: the judge asks about the same return again.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        def pair(n):
+            if n == 0:
+                return torch.ones(2), torch.zeros(2)
+            a, b = pair(n - 1)
+            return a, b
+
+        class Halves(nn.Module):
+            def __init__(self, n):
+                super().__init__()
+                first, _ = pair(n)
+                self.first = first
+
+            def forward(self, t):
+                return t * self.first
+        """,
+    )

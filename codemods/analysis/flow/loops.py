@@ -609,9 +609,12 @@ class BatchLoops(ModelPlacement):
         if not bases & LIGHTNING_MODULES:
             return None
         own = {m.name.value for m in owner.body.body if isinstance(m, cst.FunctionDef)}
+        drawn_at = self.context.order(assign)[0]
         for statement in function.body.body:
             if not isinstance(statement, cst.SimpleStatementLine):
                 continue
+            if self.context.order(statement)[1] <= drawn_at:
+                continue  # before the draw: another value of the name
             for call in self.context.of_type(statement, cst.Call):
                 receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
                 handed = any(is_name(arg.value, name) for arg in call.args)

@@ -69,6 +69,7 @@ class ProcessTopology(CallSites):
         self._distributed: str | None = None
         self._multi_device: bool | None = None
         self._default_setter_calls: list[cst.Call] | None = None
+        self._group_calls: list[tuple[cst.Call, str]] | None = None
 
     def distributed_evidence(self) -> str | None:
         """What makes the script one process of several, in a word ("Trainer", "accelerate",
@@ -105,15 +106,20 @@ class ProcessTopology(CallSites):
         """The script runs as one of several processes (torchrun, DDP, accelerate, `Trainer`)."""
         return self.distributed_evidence() is not None
 
+    def _process_groups(self) -> list[tuple[cst.Call, str]]:
+        """The file's `init_process_group` / `new_group` calls, each with its backend."""
+        if self._group_calls is None:
+            self._group_calls = [
+                (call, backend)
+                for call in self.context.of_type(self.context.module, cst.Call)
+                if (backend := self.group_backend(call)) is not None
+            ]
+        return self._group_calls
+
     def process_group_backends(self) -> set[str]:
         """The backends the file's `init_process_group` / `new_group` calls name: see
         :meth:`group_backend`."""
-        found: set[str] = set()
-        for call in self.context.of_type(self.context.module, cst.Call):
-            backend = self.group_backend(call)
-            if backend is not None:
-                found.add(backend)
-        return found
+        return {backend for _, backend in self._process_groups()}
 
     def collective_backends(self, collective: cst.Call) -> set[str] | None:
         """The backends a collective's group can have: those of the `new_group` calls its
@@ -132,15 +138,13 @@ class ProcessTopology(CallSites):
     def requires_nccl(self) -> bool:
         """An `init_process_group` naming NCCL alone runs on every path of its function (or
         of the module): the script cannot run without CUDA."""
-        for call in self.context.of_type(self.context.module, cst.Call):
-            if call_tail(call.func) != "init_process_group":
-                continue
-            backend = self.group_backend(call)
-            if backend is None or "nccl" not in backend or "gloo" in backend:
-                continue
-            if self.scopes.on_every_path(call, lambda _statement: False):
-                return True
-        return False
+        return any(
+            call_tail(call.func) == "init_process_group"
+            and "nccl" in backend
+            and "gloo" not in backend
+            and self.scopes.on_every_path(call, lambda _statement: False)
+            for call, backend in self._process_groups()
+        )
 
     def group_backend(self, call: cst.Call) -> str | None:
         """The backend an `init_process_group` / `new_group` call names (`"nccl"`, `"gloo"`,
