@@ -3,6 +3,7 @@
     python bench/sweep.py                 # both trees, one worker per core
     python bench/sweep.py --tree stdlib -j 2
     python bench/sweep.py --sample 300    # the fixed sample that CI runs
+    python bench/sweep.py --root .../site-packages/transformers   # any other tree
 
 For every file: `check` and `apply --unsafe-fixes` (in process, through the engine API) must not
 crash, a rewritten file must parse and compile, a second apply must change nothing, and an
@@ -111,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tree", choices=("torch", "stdlib", "both"), default="both")
     parser.add_argument(
+        "--root",
+        action="append",
+        default=[],
+        help="sweep this source tree instead (repeatable; named by its folder)",
+    )
+    parser.add_argument(
         "--sample", type=int, default=None, help="check a fixed sample of N files per tree"
     )
     parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
@@ -118,10 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         "-v", "--verbose", action="store_true", help="list every refused and changed file"
     )
     args = parser.parse_args(argv)
-    trees = []
-    if args.tree in ("torch", "both"):
+    trees = [(os.path.basename(os.path.normpath(root)), root) for root in args.root]
+    if not args.root and args.tree in ("torch", "both"):
         trees.append(("torch", torch_root()))
-    if args.tree in ("stdlib", "both"):
+    if not args.root and args.tree in ("stdlib", "both"):
         trees.append(("stdlib", stdlib_root()))
     ok = True
     for name, root in trees:
