@@ -961,3 +961,74 @@ def test_a_batch_drawn_by_hand_in_a_lightning_hook_is_moved_before_the_module_ge
     )
     assert_noop(RULE, moved)
     assert_noop(RULE, before.replace("(pl.LightningModule)", "(BaseForecaster)"))
+
+
+def test_a_batch_moved_where_the_model_gets_it_stays_where_the_loop_also_reads_it() -> None:
+    # `x` goes to the device only inside the model's call; the spectrogram difference reads it
+    # beside a host copy of the output, so a move at the head of the loop would break it.
+    assert_noop(
+        RULE,
+        HEADER
+        + """
+with torch.no_grad():
+    for x, y in loader:
+        y = y.to(device)
+        if hasattr(model, "module"):
+            out = model.module(x.float().to(device))
+        else:
+            out = model(x.float().to(device))
+        err = criterion(out, y).item()
+        delta = torch.clamp(torch.abs(x[0] - out[0].cpu()), min=1e-6, max=1.0)
+        print(err, delta.numpy())
+""",
+    )
+
+
+def test_a_batch_that_meets_only_a_host_copy_of_the_output_is_not_bound_to_the_device() -> None:
+    findings = assert_fix(
+        RULE,
+        HEADER
+        + """
+for x, y in loader:
+    out = model(x)
+    gap = (y - out.detach().cpu()).abs().sum()
+""",
+        HEADER
+        + """
+for x, y in loader:
+    x = x.to(device)
+    out = model(x)
+    gap = (y - out.detach().cpu()).abs().sum()
+""",
+        unsafe=True,
+    )
+    assert "`x`" in findings[0].message and "`y`" not in findings[0].message
+
+
+def test_a_parameter_moved_in_a_call_beside_its_unmoved_self_is_left_as_it_is() -> None:
+    # A file that also loads checkpoints with a `loader`; the loop walks parameter names and
+    # tensors and hands a sharding helper a moved copy of each beside the original.
+    assert_noop(
+        RULE,
+        """
+from functools import partial
+
+import torch
+from helpers import shard
+
+
+def load_all(model, files):
+    loader = partial(torch.load, map_location="cpu")
+    for path in files:
+        model.load_state_dict(loader(path), strict=False)
+
+
+def place(model, device_map):
+    shard_device = list(device_map.values())[0]
+    pending = {name: param for name, param in model.named_parameters() if "head" not in name}
+    for name, param in pending.items():
+        if param.device.type == "meta":
+            continue
+        shard(model, param.to(shard_device), param, name)
+""",
+    )

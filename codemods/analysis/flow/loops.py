@@ -152,6 +152,16 @@ def _unpacked_index(context: FileContext, value: cst.BaseExpression, name: str) 
     return None
 
 
+#: Methods whose result a loop walks key by key or tensor by tensor: a dict's views and a
+#: module's own parameters, buffers and submodules.
+COLLECTION_WALKS = frozenset(
+    {
+        "items", "keys", "values", "named_parameters", "parameters", "named_buffers",
+        "buffers", "named_modules", "modules", "named_children", "children",
+    }
+)  # fmt: skip
+
+
 def _names_an_iterator(func: cst.BaseExpression) -> bool:
     """A project's own progress-bar or iterator wrapper (`_build_tqdm_iterator(loader)`,
     `make_iter(loader)`), named as one: it yields what its first argument yields."""
@@ -331,6 +341,8 @@ class BatchLoops(ModelPlacement):
             and self._from_outside(loop.iter, function)
         )
         untyped = not loaders and not outside and not self._typed_loader(loop.iter, function)
+        if untyped and self._iterates_a_collection(loop.iter):
+            return None  # `for name, param in pending.items()`: keys and values, no batches
         target = self._batch_target(loop)
         if target is None:
             return None
@@ -701,6 +713,21 @@ class BatchLoops(ModelPlacement):
             return plan
         plan.edit = Edit(line, cst.FlattenSentinel([line, *new_line]))
         return plan
+
+    def _iterates_a_collection(self, expr: cst.BaseExpression) -> bool:
+        """`pending.items()`, `model.named_parameters()`, `range(n)`: the loop walks a dict's
+        keys and values, a module's own tensors or numbers, not batches a loader yields."""
+        while (
+            isinstance(expr, cst.Call)
+            and expr.args
+            and self.names.qualified_name(expr.func) in ITERATION_WRAPPERS
+        ):
+            expr = expr.args[0].value
+        if not isinstance(expr, cst.Call):
+            return False
+        if isinstance(expr.func, cst.Attribute):
+            return expr.func.attr.value in COLLECTION_WALKS
+        return self.names.qualified_name(expr.func) in ("range", "builtins.range")
 
     def _from_outside(self, expr: cst.BaseExpression, function: cst.FunctionDef | None) -> bool:
         """`expr` (through `enumerate`/`tqdm`) is a name every binding of which is the result of
@@ -1114,7 +1141,11 @@ class BatchLoops(ModelPlacement):
         bound: set[str] = set()
         for call in model_calls:
             for arg in call.args:
-                bound |= batch_of(arg.value)
+                # `net(x.to(device))`: moved where the model gets it; the loop's other uses of
+                # `x` may need it where it is (`x[0] - out.cpu()`).
+                root = receiver_root(arg.value)
+                if not (is_move_call(arg.value) and root and _moved_whole(arg.value, root)):
+                    bound |= batch_of(arg.value)
         derived: set[str] = set()
         model_ids = {id(c) for c in model_calls}
 
@@ -1172,8 +1203,11 @@ class BatchLoops(ModelPlacement):
             parts = self._operands(node, model_ids, from_model, torch_calls_only)
             if len(parts) < 2:
                 continue
+            # `x[0] - out.cpu()`: a host copy of the output puts nothing on the device.
             flags = [
-                from_model(p) and not self._unknown_function_of(p, model_ids, from_model)
+                from_model(p)
+                and not _to_host(p)
+                and not self._unknown_function_of(p, model_ids, from_model)
                 for p in parts
             ]
             if not any(flags):
