@@ -500,10 +500,34 @@ class DeviceInference(Analysis):
             return None
         source = dtype.value
         root = receiver_root(source) if _plain_reference(source) else None
-        if root is None or root == _self(function):
+        if root is None or root == _self(function) or self._metadata_only(root, function):
             return None
         shown = code_of(source)
         return SameAs(f"it takes the dtype of `{shown}`", proof=False, name=shown)
+
+    def _metadata_only(self, name: str, function: FunctionInfo) -> bool:
+        """A parameter the function reads only the `.shape`, `.dtype` or `.ndim` of (`def
+        make(info): return torch.empty(*info.shape, dtype=info.dtype)`), or a name bound only
+        to NumPy's results: an array or a record of a tensor's metadata as well as a tensor,
+        which may have no `.device` to name. A module's inputs are its tensors."""
+        if function.owner is not None and function.owner.is_module and name in function.params:
+            return False
+        if name not in function.params:
+            values = self.scopes.simple_assignments(function.node, name)
+            return bool(values) and all(
+                isinstance(v, cst.Call)
+                and (self.names.qualified_name(v.func) or "").startswith("numpy.")
+                for v in values
+            )
+        for use in self.scopes.names_in(function.node.body, name):
+            parent = self.context.parent(use)
+            if not (
+                isinstance(parent, cst.Attribute)
+                and parent.value is use
+                and parent.attr.value in ("shape", "dtype", "ndim")
+            ):
+                return False
+        return True
 
     def _sized_after(self, size: cst.BaseExpression, function: FunctionInfo) -> Device | None:
         """The tensor whose `.shape` or `.size()` the expression `size` reads."""
@@ -520,7 +544,7 @@ class DeviceInference(Analysis):
             if source is None or not _plain_reference(source):
                 continue
             root = receiver_root(source)
-            if root is None or root == _self(function):
+            if root is None or root == _self(function) or self._metadata_only(root, function):
                 continue
             shown = code_of(source)
             return SameAs(f"it is shaped after `{shown}`", proof=False, name=shown)
@@ -889,8 +913,19 @@ class DeviceInference(Analysis):
                 )
             return
         origin = self._tensor_origin(root, function, line, set())
-        if origin is not None:
+        if origin is not None and not self._made_without_device(origin, function):
             yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _made_without_device(self, name: str, function: FunctionInfo) -> bool:
+        """`b = torch.tensor([...])` and nothing else: a CPU tensor made beside the new one,
+        whose device is as much in question as its own."""
+        values = self.scopes.simple_assignments(function.node, name)
+        return bool(values) and all(
+            isinstance(v, cst.Call)
+            and self.names.qualified_name(v.func) in TENSOR_FACTORIES - {"torch.as_tensor"}
+            and keyword_argument(v, "device") is None
+            for v in values
+        )
 
     def _moved_to_an_input(self, name: str, at: cst.CSTNode, function: FunctionInfo) -> bool:
         """`name` holds a tensor a torch factory made and moved to the device of one of the

@@ -1291,6 +1291,9 @@ class ModuleFacts(Analysis):
         the code checks to be a tensor before it handles it as one."""
         qualified = self.names.qualified_name(call.func)
         positional = [a.value for a in call.args if a.keyword is None]
+        negated = self.context.parent(call)
+        if isinstance(negated, cst.UnaryOperation) and isinstance(negated.operator, cst.Not):
+            return None  # `if not isinstance(x, torch.Tensor): x = torch.tensor(x)`
         if qualified in ("isinstance", "builtins.isinstance") and len(positional) == 2:
             kind = self.names.qualified_name(positional[1])
             if kind == "torch.Tensor" and isinstance(positional[0], cst.Name):

@@ -1833,3 +1833,95 @@ def test_tensors_that_meet_a_model_output_a_few_steps_later_are_made_on_its_devi
                 return hidden.sum(1) / sizes.sum()
         """,
     )
+
+
+def test_a_record_read_only_for_its_shape_and_dtype_names_no_device() -> None:
+    # `info` may be a tensor, a NumPy array or a record of a tensor's metadata; only a tensor
+    # has `.device`.
+    assert_declined(
+        RULE,
+        """
+import torch
+
+
+def rebuild(infos):
+    def make(info):
+        return torch.empty(*info.shape, dtype=info.dtype)
+
+    return [make(info) for info in infos]
+""",
+        reason="no tensor or layer in scope tells",
+    )
+
+
+def test_a_numpy_array_that_sizes_a_new_tensor_names_no_device() -> None:
+    assert_declined(
+        RULE,
+        """
+import numpy as np
+import torch
+from torch import nn
+
+
+class Lookup(nn.Module):
+    def forward(self, ids):
+        table = np.load("table.npy")
+        counts = torch.zeros(table.shape[0], dtype=torch.long)
+        return counts
+""",
+        reason="no tensor or layer in scope tells",
+    )
+
+
+def test_a_name_checked_not_to_be_a_tensor_is_no_device_before_it_is_converted() -> None:
+    # At the first conversion `std` may still be a list: `device=std.device` would raise.
+    assert_noop(
+        RULE,
+        """
+import numpy as np
+import torch
+from helpers import is_torch_tensor
+
+
+def normalize(image, mean, std):
+    if is_torch_tensor(image):
+        if not isinstance(mean, torch.Tensor):
+            mean = torch.from_numpy(mean) if isinstance(mean, np.ndarray) else torch.tensor(mean)
+        if not isinstance(std, torch.Tensor):
+            std = torch.from_numpy(std) if isinstance(std, np.ndarray) else torch.tensor(std)
+    return (image - mean[:, None, None]) / std[:, None, None]
+""",
+        unsafe=True,
+    )
+
+
+def test_a_sibling_made_on_the_cpu_beside_it_is_no_evidence() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class Biquad(nn.Module):
+    def forward(self, w0: torch.Tensor) -> torch.Tensor:
+        b0 = w0 / 2
+        b = torch.tensor([b0, 0, -b0], dtype=torch.float64)
+        a = torch.tensor([1 + b0, 2 * b0, 1 - b0], dtype=torch.float64)
+        return torch.stack([b, a], dim=0) * w0
+""",
+        """
+import torch
+from torch import nn
+
+
+class Biquad(nn.Module):
+    def forward(self, w0: torch.Tensor) -> torch.Tensor:
+        b0 = w0 / 2
+        b = torch.tensor([b0, 0, -b0], dtype=torch.float64, device=w0.device)
+        a = torch.tensor([1 + b0, 2 * b0, 1 - b0], dtype=torch.float64, device=w0.device)
+        return torch.stack([b, a], dim=0) * w0
+""",
+        unsafe=True,
+    )
+    assert len(findings) == 2
