@@ -1767,7 +1767,40 @@ class AttributeUses:
                     uses._added(modules, node.value)
                 if isinstance(node, cst.Call):
                     uses._called(modules, classdef, function, node, self_var, attr)
+                elif isinstance(node, cst.For) and uses._registers_each(
+                    modules, node, self_var, attr
+                ):
+                    uses.registered_elsewhere = True
         return uses
+
+    @staticmethod
+    def _registers_each(modules: ModuleFacts, loop: cst.For, self_var: str, attr: str) -> bool:
+        """`for i, layer in enumerate(self.<attr>): self.add_module(str(i), layer)` (or
+        `register_module`, `setattr(self, ...)`): each element is registered under a name of
+        its own, so an `nn` container would register it twice."""
+        subtree = modules.context.subtree
+        if not any(self_attribute(node, self_var) == attr for node in subtree(loop.iter)):
+            return False
+        for node in subtree(loop.body):
+            if not isinstance(node, cst.Call):
+                continue
+            func = node.func
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == self_var
+                and func.attr.value in ("add_module", "register_module")
+            ):
+                return True
+            if (
+                isinstance(func, cst.Name)
+                and func.value == "setattr"
+                and node.args
+                and isinstance(node.args[0].value, cst.Name)
+                and node.args[0].value.value == self_var
+            ):
+                return True
+        return False
 
     def _assigned(
         self, modules: ModuleFacts, assign: cst.Assign, self_var: str, attr: str, where: str

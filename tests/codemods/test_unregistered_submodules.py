@@ -581,3 +581,32 @@ def test_a_method_that_builds_nothing_or_runs_before_the_move_is_left_alone() ->
         moved.reset()
         """,
     )
+
+
+def test_a_list_whose_modules_a_loop_registers_one_by_one_is_left_alone() -> None:
+    # `add_module` registers each layer as "0", "1": an `nn.ModuleList` would register them a
+    # second time as "layers.0", and the state_dict of released checkpoints would no longer load.
+    for register in ("self.add_module(str(i), layer)", 'setattr(self, f"stage{i}", layer)'):
+        assert_noop(
+            RULE,
+            f"""
+import torch
+from torch import nn
+
+
+class PoolingBlock(nn.Module):
+    def __init__(self, scale: int, channels: int) -> None:
+        super().__init__()
+        self.layers = [
+            nn.AdaptiveAvgPool2d(scale),
+            nn.Conv2d(channels, channels, kernel_size=1),
+        ]
+        for i, layer in enumerate(self.layers):
+            {register}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+""",
+        )
