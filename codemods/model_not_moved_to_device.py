@@ -455,6 +455,8 @@ class ModelNotMovedToDevice(DevicePass):
         # A loss module holds no weights to move unless it has class weights (DF303's).
         if qualified is None or qualified.endswith("Loss") or qualified in MODEL_WRAPPERS:
             return False  # a wrapper (DataParallel, DDP) has the device of what it wraps
+        if qualified.startswith("torch.nn.") and keyword_argument(value, "device") is not None:
+            return False  # `nn.LayerNorm(n, device=device)`: built where it runs
         return not any(self._holds_modules(arg, value) for arg in value.args)
 
     def _holds_modules(self, arg: cst.Arg, at: cst.CSTNode) -> bool:

@@ -876,3 +876,22 @@ def test_a_pretrained_model_handed_to_a_function_that_moves_its_batches_is_moved
     # A function that places the model itself, or returns something else, decides elsewhere.
     assert_noop(RULE, before.replace("    net.train()\n", "    net.to(dvc)\n"))
     assert_noop(RULE, before.replace("    return net\n", "    return loss.item()\n"))
+
+
+def test_a_layer_built_with_the_device_of_its_inputs_is_placed() -> None:
+    assert_noop(
+        RULE,
+        """
+import torch
+
+
+def half_precision_works(device: str) -> bool:
+    try:
+        x = torch.randn(3, 5, dtype=torch.float16, device=device)
+        norm = torch.nn.LayerNorm(5, dtype=torch.float16, device=device)
+        _ = norm(x)
+    except RuntimeError:
+        return False
+    return True
+""",
+    )
