@@ -1222,7 +1222,31 @@ class DeviceInference(Analysis):
         function = self.facts.modules.model_code_after_construction(call)
         if function is None or self.spread_move(call, function):
             return None
+        if self._transfers_an_input(call, function):
+            return None
         return function
+
+    def _transfers_an_input(self, call: cst.Call, function: FunctionInfo) -> bool:
+        """`if not blocks.is_cuda and torch.cuda.is_available(): blocks = blocks.cuda()`: the
+        function moves its inputs under a test of where an input is, a transfer of its data
+        to the GPU for its work, on purpose."""
+        if not isinstance(call.func, cst.Attribute):
+            return False
+        root = receiver_root(call.func.value)
+        if root is None or root not in function.params:
+            return False
+        for ancestor in self.context.ancestors(call):
+            if ancestor is function.node:
+                return False
+            if isinstance(ancestor, cst.If) and any(
+                isinstance(node, cst.Attribute)
+                and node.attr.value in ("is_cuda", "device")
+                and isinstance(node.value, cst.Name)
+                and node.value.value in function.params
+                for node in self.context.subtree(ancestor.test)
+            ):
+                return True
+        return False
 
     def fixed_move(
         self, call: cst.Call, device: cst.BaseExpression, *, offload: bool

@@ -1851,3 +1851,27 @@ def test_a_plain_object_s_table_built_by_a_helper_method_follows_the_index_it_is
         before.replace("self.keep[kinds]", "self.keep.to(scores.device)[kinds]"),
         unsafe=True,
     )
+
+
+def test_inputs_sent_to_the_gpu_under_a_test_of_where_they_are_are_left_alone() -> None:
+    # The function moves its CPU inputs to the GPU for its own work; `blocks.to(scales.device)`
+    # would keep them on the CPU.
+    assert_noop(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+def dequantize(blocks: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    if not blocks.is_cuda and torch.cuda.is_available():
+        blocks = blocks.cuda()
+        scales = scales.cuda()
+    return blocks.float() * scales
+
+
+class Dequant(nn.Module):
+    def forward(self, blocks, scales):
+        return dequantize(blocks, scales)
+""",
+    )
