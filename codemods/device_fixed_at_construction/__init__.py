@@ -63,14 +63,14 @@ class DeviceFixedAtConstruction(DevicePass):
     one-hot) goes to the device of the tensor it meets (`label.to(one_hot.device)`); the
     module's own placement stays. A plain function of a training script that offloads its own
     work to a literal second GPU (`.to("cuda:1")`) is DF304's (a deliberate choice, reported
-    without a fix); so is a function that sends its inputs to the GPU under a test of where one
-    of them is (`if not blocks.is_cuda and torch.cuda.is_available(): blocks = blocks.cuda()`),
-    which is left as it is. A cast to another tensor's type name, `t.type(x.type())`, is a move too: the
-    name (`torch.cuda.FloatTensor`) holds no GPU index, so the copy lands on the current CUDA
-    device; it becomes `t.to(x)`, which takes `x`'s dtype and its device. A cast to a CPU type
-    name, `g.type(torch.LongTensor)`, copies the tensor to the CPU: it becomes the dtype cast
-    alone, `g.to(torch.int64)` (unsafe: code after it that wanted the CPU copy gets the
-    tensor where it was). A legacy constructor
+    without a fix); a function that sends its inputs to the GPU under a test of where one of them
+    is (`if not blocks.is_cuda and torch.cuda.is_available(): blocks = blocks.cuda()`) keeps
+    its move. A cast to another tensor's type name, `t.type(x.type())`, is a move
+    too: the name (`torch.cuda.FloatTensor`) holds no GPU index, so the copy lands on the
+    current CUDA device; it becomes `t.to(x)`, which takes `x`'s dtype and its device. A cast to
+    a CPU type name, `g.type(torch.LongTensor)`, copies the tensor to the CPU: it becomes the
+    dtype cast alone, `g.to(torch.int64)` (unsafe: code after it that wanted the CPU copy gets
+    the tensor where it was). A legacy constructor
     spelled through a type chosen by a tensor's `is_cuda` (`FloatTensor = torch.cuda.FloatTensor
     if x.is_cuda else torch.FloatTensor`, then `FloatTensor(n, 4)`) becomes the factory on that
     tensor's device (`torch.empty(n, 4, dtype=torch.float32, device=x.device)`). In a library
