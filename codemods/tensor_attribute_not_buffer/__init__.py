@@ -60,7 +60,9 @@ class TensorAttributeNotBuffer(DevicePass):
     `getattr(..., "<name>")`): it cannot meet another tensor here, and registering it would only
     add a buffer; a tensor the class uses with CPU copies, directly or through a function of
     the file it hands it to (`extract(self.betas, t)` with `a.gather(-1, t.cpu())`): it is kept
-    on the CPU on purpose, and a buffer would follow the model away from them; a tensor with
+    on the CPU on purpose, and a buffer would follow the model away from them; a tensor that
+    every method reading it first re-binds to where its input is (`self.mean =
+    self.mean.type_as(x)` at the top of `forward`): it follows the inputs; a tensor with
     `requires_grad=True` (or `Variable(..., requires_grad=True)`, or `.requires_grad_()`) must
     become `nn.Parameter`, which changes
     `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
@@ -204,6 +206,12 @@ class TensorAttributeNotBuffer(DevicePass):
         kept = buffers.read_beside_host_copies(attr, owner[1]) if attr and not reason else None
         if kept is not None:
             reason = f"it is kept on the CPU on purpose: {kept}, so it is left as it is"
+        follower = buffers.follows_the_inputs(attr, owner[1]) if attr and not reason else None
+        if follower is not None:
+            reason = (
+                f"`{follower}` re-binds it to its input's device before reading it, so it "
+                "follows the inputs in every replica and is left as it is"
+            )
         if reason is not None:
             self.report(node, message=f"{holds}; {reason}")
             return

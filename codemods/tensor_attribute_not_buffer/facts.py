@@ -234,6 +234,58 @@ class Buffers(Analysis):
                         )
         return None
 
+    def follows_the_inputs(self, attr: str, classdef: cst.ClassDef) -> str | None:
+        """The method that re-binds `self.<attr>` to where its input is before it reads it
+        (`self.mean = self.mean.type_as(x)`), where that is every method that reads it besides
+        the construction code: the attribute follows the inputs in each replica and after any
+        `model.to()`. None otherwise."""
+        construction = self.facts.modules.construction_methods(classdef)
+        found: str | None = None
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None or function.name.value in construction:
+                continue
+            reads = [
+                node
+                for node in self.scopes.nodes(function.body)
+                if isinstance(node, cst.Attribute) and self_attribute(node, self_var) == attr
+            ]
+            if not reads:
+                continue
+            first = self.context.parent(self.context.parent(reads[0]))
+            statement = self.context.parent(first) if isinstance(first, cst.Assign) else None
+            if not (
+                isinstance(first, cst.Assign)
+                and isinstance(statement, cst.SimpleStatementLine)
+                and self.context.parent(statement) is function.body
+                and self._rebinds_to_an_input(first, self_var, attr, function)
+            ):
+                return None
+            found = found or function.name.value
+        return found
+
+    def _rebinds_to_an_input(
+        self, assign: cst.Assign, self_var: str, attr: str, function: cst.FunctionDef
+    ) -> bool:
+        """`self.<attr> = self.<attr>.type_as(x)` (or `.to(x)`, `.to(x.device)`) with `x` a
+        parameter of `function`."""
+        value = assign.value
+        if not (
+            len(assign.targets) == 1
+            and self_attribute(assign.targets[0].target, self_var) == attr
+            and isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("type_as", "to")
+            and self_attribute(value.func.value, self_var) == attr
+            and len(value.args) == 1
+        ):
+            return False
+        target = value.args[0].value
+        if isinstance(target, cst.Attribute) and target.attr.value == "device":
+            target = target.value
+        params = {p.name.value for p in function.params.params}
+        return isinstance(target, cst.Name) and target.value in params - {self_var}
+
     def _meets_host_copy(self, node: cst.BaseExpression) -> bool:
         """`node` is the receiver or an operand of a tensor operation whose other side is a CPU
         copy (`node.gather(-1, t.cpu())`, `node[t.cpu()]`, `node * w.cpu()`)."""

@@ -1008,3 +1008,39 @@ def test_a_helper_that_unpacks_its_own_result_proves_nothing_and_ends() -> None:
                 return t * self.first
         """,
     )
+
+
+def test_a_table_each_reader_first_rebinds_to_its_input_follows_the_inputs() -> None:
+    source = """
+import torch
+from torch import nn
+
+
+class Denoiser(nn.Module):
+    def __init__(self, shift=(0.4, 0.5, 0.6)):
+        super().__init__()
+        self.shift = torch.tensor(shift).view(1, -1, 1, 1)
+        self.body = nn.Conv2d(3, 3, 3, padding=1)
+
+    def forward(self, img):
+        self.shift = self.shift.to(img)
+        return self.body(img - self.shift) + self.shift
+"""
+    assert_declined(RULE, source, reason="follows the inputs in every replica")
+    # A reader that does not rebind it first still needs the buffer.
+    reader = (
+        source
+        + """
+    def undo(self, out):
+        return out + self.shift
+"""
+    )
+    assert_fix(
+        RULE,
+        reader,
+        reader.replace(
+            "self.shift = torch.tensor(shift).view(1, -1, 1, 1)",
+            'self.register_buffer("shift", torch.tensor(shift).view(1, -1, 1, 1), persistent=False)',
+        ),
+        unsafe=True,
+    )
