@@ -252,7 +252,8 @@ class Buffers(Analysis):
             ]
             if not reads:
                 continue
-            first = self.context.parent(self.context.parent(reads[0]))
+            target = self.context.parent(reads[0])
+            first = self.context.parent(target) if target is not None else None
             statement = self.context.parent(first) if isinstance(first, cst.Assign) else None
             if not (
                 isinstance(first, cst.Assign)
