@@ -1149,3 +1149,44 @@ def test_a_prompt_rebound_to_its_encoding_follows_the_model_not_the_tokenizer() 
         unsafe=True,
     )
     assert "puts the inputs of `lm`" in findings[0].message
+
+
+def test_a_model_class_overriding_train_does_not_make_an_inference_script_train() -> None:
+    # `super().train(mode)` only switches the mode: the file still only predicts, and picks
+    # its GPU for itself.
+    assert_noop(
+        RULE,
+        """
+import torch
+from torch import nn
+
+CPU = torch.device("cpu")
+
+
+class Predictor:
+    def setup(self):
+        self.device = torch.device("cuda")
+        self.model = FrozenCaptioner().to(self.device).eval()
+
+    def predict(self, features):
+        with torch.no_grad():
+            return self.model(features.to(self.device))
+
+
+class Captioner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.head(self.encoder(x))
+
+
+class FrozenCaptioner(Captioner):
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self.encoder.eval()
+        return self
+""",
+    )

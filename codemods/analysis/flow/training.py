@@ -205,11 +205,27 @@ class TrainingCode(CallSites):
                 arg.keyword is None or arg.keyword.value != "mode" for arg in node.args
             ):
                 only = node.args[0].value if len(node.args) == 1 else None
-                found = not (isinstance(only, cst.Name) and only.value in ("True", "False"))
+                found = not (
+                    isinstance(only, cst.Name)
+                    and (only.value in ("True", "False") or self._flag_parameter(only))
+                )
             if found:
                 break
         self.context.shared[key] = found
         return found
+
+    def _flag_parameter(self, name: cst.Name) -> bool:
+        """`mode` in `def train(self, mode=True): super().train(mode)`: a parameter of the
+        enclosing function whose default is a bool, handed on as the mode."""
+        function = self.scopes.enclosing_function(name)
+        if function is None:
+            return False
+        return any(
+            param.name.value == name.value
+            and isinstance(param.default, cst.Name)
+            and param.default.value in ("True", "False")
+            for param in function.params.params
+        )
 
     def _scopes_with_functions(self) -> Iterator[cst.CSTNode]:
         yield self.context.module
