@@ -1228,8 +1228,8 @@ class DeviceInference(Analysis):
 
     def _transfers_an_input(self, call: cst.Call, function: FunctionInfo) -> bool:
         """`if not blocks.is_cuda and torch.cuda.is_available(): blocks = blocks.cuda()`: the
-        function moves its inputs under a test of where an input is, a transfer of its data
-        to the GPU for its work, on purpose."""
+        function moves its inputs under a test of where an input is and of whether a GPU is
+        there, a transfer of its data to the GPU for its work, on purpose."""
         if not isinstance(call.func, cst.Attribute):
             return False
         root = receiver_root(call.func.value)
@@ -1238,12 +1238,19 @@ class DeviceInference(Analysis):
         for ancestor in self.context.ancestors(call):
             if ancestor is function.node:
                 return False
-            if isinstance(ancestor, cst.If) and any(
+            if not isinstance(ancestor, cst.If):
+                continue
+            tested = self.context.subtree(ancestor.test)
+            if any(
                 isinstance(node, cst.Attribute)
                 and node.attr.value in ("is_cuda", "device")
                 and isinstance(node.value, cst.Name)
                 and node.value.value in function.params
-                for node in self.context.subtree(ancestor.test)
+                for node in tested
+            ) and any(
+                isinstance(node, cst.Call)
+                and self.names.qualified_name(node.func) == "torch.cuda.is_available"
+                for node in tested
             ):
                 return True
         return False

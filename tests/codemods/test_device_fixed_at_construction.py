@@ -1875,3 +1875,45 @@ class Dequant(nn.Module):
         return dequantize(blocks, scales)
 """,
     )
+
+
+def test_an_input_sent_to_a_literal_gpu_without_a_test_that_one_is_there_is_fixed() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+import torch
+
+
+class Sampler:
+    def __init__(self, model):
+        self.model = model
+
+    def keep(self, name, value):
+        if isinstance(value, torch.Tensor) and value.device != torch.device("cuda"):
+            value = value.to(torch.device("cuda"))
+        setattr(self, name, value)
+
+    def schedule(self, betas):
+        self.keep("betas", betas.to(self.model.device))
+        return self.model(betas)
+""",
+        """
+import torch
+
+
+class Sampler:
+    def __init__(self, model):
+        self.model = model
+
+    def keep(self, name, value):
+        if isinstance(value, torch.Tensor) and value.device != torch.device("cuda"):
+            value = value.to(self.model.device)
+        setattr(self, name, value)
+
+    def schedule(self, betas):
+        self.keep("betas", betas.to(self.model.device))
+        return self.model(betas)
+""",
+        unsafe=True,
+    )
+    assert findings
