@@ -92,7 +92,11 @@ class TensorFactoryWithoutDevice(DevicePass):
     ...)`), or the layer it is fed to (`self.pos_embedding(t)` gives
     `self.pos_embedding.weight.device`). Legacy constructors cannot take `device=`, so they get
     `.to(<device>)` instead. `dtype` and every other argument are kept. Zero-dimensional scalars
-    such as `torch.tensor(2.0)` are legal next to CUDA tensors and are left alone.
+    such as `torch.tensor(2.0)` are legal next to CUDA tensors and are left alone, unless the
+    code writes into them: an accumulator `total = torch.tensor(0.0)` updated with `total +=
+    loss` fails once `loss` is on a GPU, so it is made where what is added to it is (the
+    tensors handed to the class's own method or the file's function that computes it, a
+    judgement).
 
     ## Fix safety
     Safe when the tensor provably meets the device it is given (the fix is a no-op on CPU and

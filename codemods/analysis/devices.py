@@ -298,10 +298,31 @@ class DeviceInference(Analysis):
         data = positional[0].value
         if self._is_sequence(data, function, 0):
             return True
+        if self._updated_in_place(call, function):
+            return True
         parent = self.context.parent(call)
         if isinstance(parent, cst.Attribute) and parent.value is call:
             return parent.attr.value in _GIVES_DIMENSIONS
         return False
+
+    def _updated_in_place(self, call: cst.Call, function: FunctionInfo) -> bool:
+        """`loss = torch.tensor(0.0)`, then `loss += ...`: a 0-dim CPU tensor that is written
+        to is never let off next to a CUDA value (only one that is read is)."""
+        assign = self.context.parent(call)
+        if not (
+            isinstance(assign, cst.Assign)
+            and len(assign.targets) == 1
+            and isinstance(assign.targets[0].target, cst.Name)
+        ):
+            return False
+        name = assign.targets[0].target.value
+        return any(
+            isinstance(node, cst.AugAssign)
+            and isinstance(node.target, cst.Name)
+            and node.target.value == name
+            and not isinstance(node.value, (cst.Integer, cst.Float))
+            for node in self.context.subtree(function.node.body)
+        )
 
     def moved_when_made(self, node: cst.Call, function: FunctionInfo) -> bool:
         """`torch.zeros(n).to(x.device)` or `.cuda()`: the device is stated right after the
@@ -887,10 +908,9 @@ class DeviceInference(Analysis):
             return
         root = receiver_root(other)
         if isinstance(other, cst.Call):
-            layer_attr = self_attribute(other.func)
-            layer = self._layer(function, layer_attr, f"it meets the output of `self.{layer_attr}`")
-            if layer is not None:
-                yield layer
+            output = self._output_meets(other, function, own_names, line)
+            if output is not None:
+                yield from output
                 return
         state = self._registered_state(other, function)
         if state is not None:
@@ -926,6 +946,36 @@ class DeviceInference(Analysis):
             and keyword_argument(v, "device") is None
             for v in values
         )
+
+    def _output_meets(
+        self, call: cst.Call, function: FunctionInfo, own_names: set[str], line: int
+    ) -> list[Device] | None:
+        """Evidence from the output of `call` when it is a layer's (its parameters) or the
+        class's own computation or the file's function (`self.subloss(z, q)`: its result is
+        where the tensors handed to it are, a judgement); None for any other call."""
+        layer_attr = self_attribute(call.func)
+        layer = self._layer(function, layer_attr, f"it meets the output of `self.{layer_attr}`")
+        if layer is not None:
+            return [layer]
+        if self._own_function(call, function) is None:
+            return None
+        return [
+            dataclasses.replace(found, proof=False)
+            for arg in call.args
+            if arg.keyword is None
+            for found in self._meet(arg.value, function, own_names, line)
+        ]
+
+    def _own_function(self, call: cst.Call, function: FunctionInfo) -> cst.FunctionDef | None:
+        """The function a call runs when it is a method of the calling function's own class
+        (`self.subloss(...)`, not a layer) or a function the file defines."""
+        if isinstance(call.func, cst.Name):
+            return self.scopes.module_functions().get(call.func.value)
+        owner = function.owner
+        attr = self_attribute(call.func)
+        if owner is None or attr is None or attr in owner.layers:
+            return None
+        return next((m for m in _methods_of(owner.node) if m.name.value == attr), None)
 
     def _moved_to_an_input(self, name: str, at: cst.CSTNode, function: FunctionInfo) -> bool:
         """`name` holds a tensor a torch factory made and moved to the device of one of the
@@ -1116,6 +1166,9 @@ class DeviceInference(Analysis):
     def _is_tensor_call(self, call: cst.Call, function: FunctionInfo, seen: set[str]) -> bool:
         """A layer of the module, a tensor method of a tensor, or a torch function given one."""
         layer_attr = self_attribute(call.func)
+        own = self._own_function(call, function)
+        if own is not None:
+            return self.facts.modules.returns_tensor(own)  # `sinkhorn(out)`, `self.score(x)`
         if layer_attr is not None:
             owner = function.owner
             return owner is not None and (

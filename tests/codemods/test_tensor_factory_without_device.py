@@ -1925,3 +1925,94 @@ class Biquad(nn.Module):
         unsafe=True,
     )
     assert len(findings) == 2
+
+
+def test_a_scalar_accumulator_written_in_place_follows_what_is_added_to_it() -> None:
+    # A 0-dim CPU tensor may be read next to CUDA tensors, but `total += cuda_value` writes
+    # into it and fails; what is added is the class's own computation on `anchor`.
+    findings = assert_fix(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class MultiViewLoss(nn.Module):
+    def pair_loss(self, a, b):
+        return (a - b).pow(2).mean()
+
+    def forward(self, views, target: torch.Tensor):
+        anchor = target.detach()
+        total = torch.tensor(0.0)
+        for view in views[1:]:
+            total += self.pair_loss(view, anchor)
+        count = torch.tensor(0.0)
+        count += 1
+        return total / len(views), count
+""",
+        """
+import torch
+from torch import nn
+
+
+class MultiViewLoss(nn.Module):
+    def pair_loss(self, a, b):
+        return (a - b).pow(2).mean()
+
+    def forward(self, views, target: torch.Tensor):
+        anchor = target.detach()
+        total = torch.tensor(0.0, device=anchor.device)
+        for view in views[1:]:
+            total += self.pair_loss(view, anchor)
+        count = torch.tensor(0.0)
+        count += 1
+        return total / len(views), count
+""",
+        unsafe=True,
+    )
+    assert len(findings) == 1 and findings[0].applicability is Applicability.UNSAFE
+
+
+def test_the_result_of_a_file_function_returning_tensors_is_a_tensor_it_meets() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    return x / x.norm(dim=1, keepdim=True)
+
+
+class Similarity(nn.Module):
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def forward(self, features):
+        z = normalize(features)
+        off_diagonal = 1 - torch.eye(self.size)
+        return (z @ z.T) * off_diagonal
+""",
+        """
+import torch
+from torch import nn
+
+
+def normalize(x: torch.Tensor) -> torch.Tensor:
+    return x / x.norm(dim=1, keepdim=True)
+
+
+class Similarity(nn.Module):
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def forward(self, features):
+        z = normalize(features)
+        off_diagonal = 1 - torch.eye(self.size, device=z.device)
+        return (z @ z.T) * off_diagonal
+""",
+        unsafe=True,
+    )
