@@ -27,7 +27,13 @@ from typing import Any, ClassVar
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.modules import FunctionInfo, method, names_a_device, self_attribute
+from devfix.codemods.analysis.modules import (
+    FunctionInfo,
+    is_tensor_type,
+    method,
+    names_a_device,
+    self_attribute,
+)
 from devfix.codemods.analysis.moves import (
     DeviceMove,
     copies_to_host,
@@ -527,10 +533,12 @@ class DeviceInference(Analysis):
         return SameAs(f"it takes the dtype of `{shown}`", proof=False, name=shown)
 
     def _metadata_only(self, name: str, function: FunctionInfo) -> bool:
-        """A parameter the function reads only the `.shape`, `.dtype` or `.ndim` of (`def
-        make(info): return torch.empty(*info.shape, dtype=info.dtype)`), or a name bound only
-        to NumPy's results: an array or a record of a tensor's metadata as well as a tensor,
-        which may have no `.device` to name. A module's inputs are its tensors."""
+        """A parameter the function copies both the size and the dtype of and reads nothing
+        else of (`def make(info): return torch.empty(*info.shape, dtype=info.dtype)`), or a
+        name bound only to NumPy's results: an array or a record of a tensor's metadata as well
+        as a tensor, which may have no `.device` to name. A parameter read for its shape alone
+        (`torch.ones(scores.shape[-2:])`) is a tensor the new one is laid over; a module's
+        inputs, and a parameter annotated as a tensor, are tensors."""
         if function.owner is not None and function.owner.is_module and name in function.params:
             return False
         if name not in function.params:
@@ -540,6 +548,14 @@ class DeviceInference(Analysis):
                 and (self.names.qualified_name(v.func) or "").startswith("numpy.")
                 for v in values
             )
+        if any(
+            param.name.value == name
+            and param.annotation is not None
+            and is_tensor_type(self.names.qualified_name(param.annotation.annotation))
+            for param in function.node.params.params
+        ):
+            return False
+        read: set[str] = set()
         for use in self.scopes.names_in(function.node.body, name):
             parent = self.context.parent(use)
             if not (
@@ -548,7 +564,8 @@ class DeviceInference(Analysis):
                 and parent.attr.value in ("shape", "dtype", "ndim")
             ):
                 return False
-        return True
+            read.add(parent.attr.value)
+        return "dtype" in read and bool(read & {"shape", "ndim"})
 
     def _sized_after(self, size: cst.BaseExpression, function: FunctionInfo) -> Device | None:
         """The tensor whose `.shape` or `.size()` the expression `size` reads."""

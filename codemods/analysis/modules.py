@@ -387,7 +387,7 @@ def _mentions_device(node: cst.CSTNode) -> bool:
     return "device" in code or "cuda" in code
 
 
-def _is_tensor_type(qualified: str | None) -> bool:
+def is_tensor_type(qualified: str | None) -> bool:
     return qualified is not None and qualified.startswith("torch.") and qualified.endswith("Tensor")
 
 
@@ -741,6 +741,18 @@ class ModuleFacts(Analysis):
         known = self._returns_tensor.get(id(function))
         if known is not None:
             return known
+        if (
+            function.returns is not None
+            and is_tensor_type(self.names.qualified_name(function.returns.annotation))
+            and not any(
+                isinstance(node, cst.Call)
+                and self.names.qualified_name(node.func) == "torch.nn.Parameter"
+                for node in self.context.subtree(function.body)
+            )
+        ):
+            # `def get_bias(...) -> Tensor:` (a Parameter, also a Tensor, registers itself).
+            self._returns_tensor[id(function)] = True
+            return True
         self._returns_tensor[id(function)] = False  # recursion: not proven
         judge = self.tensor_judge(function)
         returns = [
@@ -1268,7 +1280,7 @@ class ModuleFacts(Analysis):
                 param.name.value
                 for param in (*node.params.posonly_params, *node.params.params)
                 if param.annotation is not None
-                and _is_tensor_type(modules.names.qualified_name(param.annotation.annotation))
+                and is_tensor_type(modules.names.qualified_name(param.annotation.annotation))
             }
             return [p for p in params if p in evidence or p in annotated]
 

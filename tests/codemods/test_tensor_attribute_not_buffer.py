@@ -1044,3 +1044,45 @@ class Denoiser(nn.Module):
         ),
         unsafe=True,
     )
+
+
+def test_a_table_from_a_function_annotated_to_return_a_tensor_becomes_a_buffer() -> None:
+    source = """
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+def distance_bias(heads: int, side: int) -> Tensor:
+    cells = [(i, j) for i in range(side) for j in range(side)]
+    slopes = torch.Tensor([2.0 ** -(h + 1) for h in range(heads)]).unsqueeze(1)
+    rows = [math.dist(a, b) * -slopes for a in cells for b in cells]
+    return torch.cat(rows, dim=1).view(1, heads, side * side, side * side)
+
+
+def learned_bias(heads: int) -> Tensor:
+    return nn.Parameter(torch.zeros(heads))
+
+
+class Encoder(nn.Module):
+    def __init__(self, heads: int = 4, side: int = 3):
+        super().__init__()
+        self.bias = distance_bias(heads, side)
+        self.scale = learned_bias(heads)
+        self.attn = nn.MultiheadAttention(16, heads, batch_first=True)
+
+    def forward(self, x):
+        mask = self.bias[0] + self.scale.view(-1, 1, 1)
+        return self.attn(x, x, x, attn_mask=mask.repeat(x.shape[0], 1, 1))[0]
+"""
+    findings = assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "self.bias = distance_bias(heads, side)",
+            'self.register_buffer("bias", distance_bias(heads, side), persistent=False)',
+        ),
+        unsafe=True,
+    )
+    assert len(findings) == 1

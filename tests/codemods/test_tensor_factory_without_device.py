@@ -2016,3 +2016,53 @@ class Similarity(nn.Module):
 """,
         unsafe=True,
     )
+
+
+def test_a_tensor_read_only_for_its_shape_lays_the_new_one_over_it() -> None:
+    # A helper outside any module that sizes a mask after its argument: the mask is applied
+    # to that argument, so it is made where the argument is.
+    assert_fix(
+        RULE,
+        """
+import torch
+
+
+def band(logits, width: int):
+    rows = torch.arange(logits.shape[-2]).unsqueeze(-1)
+    cols = torch.arange(logits.shape[-1])
+    return (rows - cols).abs() > width
+""",
+        """
+import torch
+
+
+def band(logits, width: int):
+    rows = torch.arange(logits.shape[-2], device=logits.device).unsqueeze(-1)
+    cols = torch.arange(logits.shape[-1], device=logits.device)
+    return (rows - cols).abs() > width
+""",
+        unsafe=True,
+    )
+
+
+def test_a_parameter_annotated_as_a_tensor_is_a_tensor_whose_metadata_is_copied() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+from torch import Tensor
+
+
+def noise_like(sample: Tensor, scale: float) -> Tensor:
+    return torch.randn(sample.shape, dtype=sample.dtype) * scale
+""",
+        """
+import torch
+from torch import Tensor
+
+
+def noise_like(sample: Tensor, scale: float) -> Tensor:
+    return torch.randn(sample.shape, dtype=sample.dtype, device=sample.device) * scale
+""",
+        unsafe=True,
+    )
