@@ -35,7 +35,13 @@ class BatchNotMovedToDevice(DevicePass):
     drawn by hand (`batch = next(iter(self.trainer.val_dataloaders))` in `on_train_start`) and
     handed to the module (`self.compute_metrics(batch)`) gets `batch =
     self.transfer_batch_to_device(batch, self.device, 0)` before that use: the trainer moves
-    only the batches it hands the steps.
+    only the batches it hands the steps. A function that nothing in the file calls, handed a
+    model by its caller and building its DataLoader itself (a library's `def evaluate(model,
+    dataset)`), moves the batches it feeds that model (its output used) to
+    `next(model.parameters()).device` where it shows the model is a module (`model.eval()`,
+    `.train()`, `.parameters()`, annotated `nn.Module`), and is reported without a fix where
+    it does not: the caller chooses the device, and only a module has parameters to read it
+    from.
 
     ## Why is this bad?
     A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer

@@ -63,7 +63,9 @@ class TensorAttributeNotBuffer(DevicePass):
     the file it hands it to (`extract(self.betas, t)` with `a.gather(-1, t.cpu())`): it is kept
     on the CPU on purpose, and a buffer would follow the model away from them; a tensor that
     every method reading it first re-binds to where its input is (`self.mean =
-    self.mean.type_as(x)` at the top of `forward`): it follows the inputs; a tensor with
+    self.mean.type_as(x)` at the top of `forward`), or that every read hands out moved to the
+    device its caller names (a cache read back as `self.mask[:n, :n].to(device)`): it follows
+    the inputs; a tensor with
     `requires_grad=True` (or `Variable(..., requires_grad=True)`, or `.requires_grad_()`) must
     become `nn.Parameter`, which changes
     `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
@@ -212,6 +214,12 @@ class TensorAttributeNotBuffer(DevicePass):
             reason = (
                 f"`{follower}` re-binds it to its input's device before reading it, so it "
                 "follows the inputs in every replica and is left as it is"
+            )
+        handed = buffers.moved_at_each_read(attr, owner[1]) if attr and not reason else None
+        if handed is not None:
+            reason = (
+                f"`{handed}` hands it out moved to the device its caller names, so it follows "
+                "the inputs in every replica and is left as it is"
             )
         if reason is not None:
             self.report(node, message=f"{holds}; {reason}")

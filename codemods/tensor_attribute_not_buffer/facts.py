@@ -24,6 +24,7 @@ from devfix.codemods.analysis.modules import (
     super_init_call,
 )
 from devfix.codemods.analysis.moves import copies_to_host
+from devfix.codemods.analysis.names import keyword_argument
 from devfix.codemods.analysis.torch_names import CPU_SOURCES, DATA_FACTORIES, PARAMETER
 
 #: A module method and its class.
@@ -264,6 +265,67 @@ class Buffers(Analysis):
                 return None
             found = found or function.name.value
         return found
+
+    def moved_at_each_read(self, attr: str, classdef: cst.ClassDef) -> str | None:
+        """The method that hands `self.<attr>` out moved to a device it is given, where every
+        value read of it outside the construction code is such a move (`return
+        self.mask[:n, :n].to(device)`; reads of its `.shape` or `.dtype` aside): the cached
+        tensor goes where each caller asks, replica or not. None otherwise."""
+        construction = self.facts.modules.construction_methods(classdef)
+        found: str | None = None
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is None or function.name.value in construction:
+                continue
+            for node in self.scopes.nodes(function.body):
+                if not (
+                    isinstance(node, cst.Attribute)
+                    and self_attribute(node, self_var) == attr
+                    and self._read_as_value(node)
+                ):
+                    continue
+                reader = self.context.parent(node)
+                if isinstance(reader, cst.Attribute) and reader.attr.value in (
+                    "shape",
+                    "dtype",
+                    "ndim",
+                ):
+                    continue
+                if not self._moved_where_asked(node):
+                    return None
+                found = found or function.name.value
+        return found
+
+    def _moved_where_asked(self, read: cst.BaseExpression) -> bool:
+        """`read` (through slices: `read[:n, :n]`) is moved by `.to(x)` or `.type_as(x)` with
+        `x` a name or an attribute (`device`, `x.device`), not a literal device. An index that
+        may be a tensor (`read[timestep]`) meets it before the move, where it was made."""
+        node: cst.CSTNode = read
+        parent = self.context.parent(node)
+        while isinstance(parent, cst.Subscript) and parent.value is node:
+            if not all(
+                isinstance(element.slice, cst.Slice)
+                or (
+                    isinstance(element.slice, cst.Index)
+                    and isinstance(element.slice.value, (cst.Integer, cst.Ellipsis))
+                )
+                for element in parent.slice
+            ):
+                return False
+            node, parent = parent, self.context.parent(parent)
+        if not (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and parent.attr.value in ("to", "type_as")
+        ):
+            return False
+        call = self.context.parent(parent)
+        if not (isinstance(call, cst.Call) and call.func is parent):
+            return False
+        target = keyword_argument(call, "device") or next(
+            (arg for arg in call.args if arg.keyword is None), None
+        )  # `.to(dtype=x.dtype)` alone keeps the device
+        return target is not None and isinstance(target.value, (cst.Name, cst.Attribute))
 
     def _rebinds_to_an_input(
         self, assign: cst.Assign, self_var: str, attr: str, function: cst.FunctionDef

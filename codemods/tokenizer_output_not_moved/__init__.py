@@ -43,12 +43,15 @@ class TokenizerOutputNotMoved(DevicePass):
     chooses the device and the model carries it. A tokenizer of the file itself (a function,
     or the `__call__` of a class) that returns a plain dict gets each value moved instead
     (`{key: value.to(device) for key, value in tokenize(text).items()}`: a dict has no
-    `.to()`); one whose result is not known declines with that reason. Declined: an
-    unannotated model parameter (nothing says it has a `.device`), unless the same function
+    `.to()`); one whose result is not known declines with that reason. A model parameter
+    of a function nothing in the file calls (a library's `def top_n(model, text, tokenizer)`)
+    that the function shows to be a module (`model.eval()`, `.train()`, `.parameters()`, or
+    annotated `nn.Module`) gets `.to(next(model.parameters()).device)`; one it does not is
+    reported without a fix (nothing says it has a `.device`), unless the same function
     moves the same tokenizer's output for the same model call elsewhere (`ids =
     tokenize(t).to(dev)` before `clip.embed_text(ids)` in the training loop, where the
     validation loop forgets it): then the move is the same (unsafe: the two may run on
-    different devices); and a model the file itself leaves on the CPU.
+    different devices). Declined: a model the file itself leaves on the CPU.
     A model call that moves one field of an encoding and passes another as it is
     (`generate(input_ids=ids.to(model.device), attention_mask=mask)` with both taken from
     `enc`) gets the same move for the other field (`attention_mask`, `token_type_ids`,
@@ -133,8 +136,12 @@ class TokenizerOutputNotMoved(DevicePass):
         ):
             return
         found = self.facts.flow.model_call_fed(node)
-        if found is None:
-            self._check_sibling_move(node)
+        if found is None or (
+            found[1].move is None
+            and not found[1].pretrained
+            and self.facts.own(TokenizerOutputs).sibling_move(node) is not None
+        ):
+            self._check_sibling_move(node)  # where the code moves it for that model elsewhere
             return
         model_call, model = found
         model_name = model.model

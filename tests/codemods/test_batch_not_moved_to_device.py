@@ -1032,3 +1032,83 @@ def place(model, device_map):
         shard(model, param.to(shard_device), param, name)
 """,
     )
+
+
+def test_a_library_function_handed_a_module_moves_its_own_loaders_batches_to_it() -> None:
+    # Nothing in the file calls `predict`: the caller picks the model's device, and the
+    # function builds the loader itself, so its batches are on the CPU wherever the model is.
+    assert_fix(
+        RULE,
+        """
+import torch
+from torch.utils.data import DataLoader
+
+
+@torch.no_grad()
+def predict(classifier, samples, batch_size=32):
+    classifier.eval()
+    labels = []
+    for pixels in DataLoader(samples, batch_size=batch_size):
+        labels.append(classifier(pixels).argmax(-1))
+    return torch.cat(labels)
+""",
+        """
+import torch
+from torch.utils.data import DataLoader
+
+
+@torch.no_grad()
+def predict(classifier, samples, batch_size=32):
+    classifier.eval()
+    labels = []
+    for pixels in DataLoader(samples, batch_size=batch_size):
+        pixels = pixels.to(next(classifier.parameters()).device)
+        labels.append(classifier(pixels).argmax(-1))
+    return torch.cat(labels)
+""",
+        unsafe=True,
+    )
+
+
+def test_a_handed_callable_that_may_not_be_a_module_is_reported_without_a_fix() -> None:
+    assert_declined(
+        RULE,
+        """
+from torch.utils.data import DataLoader
+
+
+def collect(encoder, corpus):
+    codes = []
+    for tokens in DataLoader(corpus, batch_size=4):
+        codes.append(encoder(tokens))
+    return codes
+""",
+        reason="`encoder` is a parameter of `collect`, which nothing in this file calls",
+    )
+
+
+def test_a_handed_callback_whose_result_is_dropped_is_no_model() -> None:
+    assert_noop(
+        RULE,
+        """
+from torch.utils.data import DataLoader
+
+
+def drive(on_batch, corpus):
+    for tokens in DataLoader(corpus, batch_size=4):
+        on_batch(tokens)
+""",
+    )
+
+
+def test_a_handed_model_fed_from_a_loader_it_is_also_handed_is_left_to_the_caller() -> None:
+    assert_noop(
+        RULE,
+        """
+def drive(model, loader):
+    outputs = []
+    for tokens in loader:
+        outputs.append(model(tokens))
+    return outputs
+""",
+    )

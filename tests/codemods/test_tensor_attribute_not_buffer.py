@@ -1086,3 +1086,132 @@ class Encoder(nn.Module):
         unsafe=True,
     )
     assert len(findings) == 1
+
+
+def test_a_cache_handed_out_moved_to_the_callers_device_is_reported_not_rewritten() -> None:
+    assert_declined(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.bias_table = None
+
+    def table(self, n, device):
+        if self.bias_table is not None and self.bias_table.shape[0] >= n:
+            return self.bias_table[:n].to(device)
+        table = torch.linspace(0, 1, n, device=device)
+        self.bias_table = table
+        return table
+
+    def forward(self, x):
+        return self.proj(x) + self.table(x.shape[-1], x.device)
+""",
+        reason="hands it out moved to the device its caller names",
+    )
+
+
+def test_a_cache_read_back_unmoved_in_one_place_is_still_registered() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.bias_table = None
+
+    def table(self, n, device):
+        if self.bias_table is not None:
+            return self.bias_table[:n].to(device)
+        self.bias_table = torch.linspace(0, 1, n, device=device)
+        return self.bias_table
+
+    def forward(self, x):
+        return self.proj(x) + self.table(x.shape[-1], x.device)
+""",
+        """
+import torch
+from torch import nn
+
+
+class Decoder(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.register_buffer("bias_table", None, persistent=False)
+
+    def table(self, n, device):
+        if self.bias_table is not None:
+            return self.bias_table[:n].to(device)
+        self.bias_table = torch.linspace(0, 1, n, device=device)
+        return self.bias_table
+
+    def forward(self, x):
+        return self.proj(x) + self.table(x.shape[-1], x.device)
+""",
+        unsafe=True,
+    )
+
+
+def test_a_table_indexed_by_a_tensor_before_its_move_is_still_registered() -> None:
+    # `self.table[steps]` indexes the CPU table with the caller's (GPU) steps before `.to`.
+    source = """
+import torch
+from torch import nn
+
+
+class StepEmbedding(nn.Module):
+    def __init__(self, steps, dim):
+        super().__init__()
+        self.table = torch.randn(steps, dim)
+
+    def forward(self, steps):
+        return self.table[steps].to(steps.device)
+"""
+    assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "self.table = torch.randn(steps, dim)",
+            'self.register_buffer("table", torch.randn(steps, dim), persistent=False)',
+        ),
+        unsafe=True,
+    )
+
+
+def test_a_cache_whose_reads_only_change_its_dtype_is_still_registered() -> None:
+    source = """
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.freqs = None
+
+    def forward(self, x):
+        if self.freqs is None:
+            self.freqs = torch.arange(x.shape[-1], device=x.device).float()
+        return x * self.freqs.to(dtype=x.dtype)
+"""
+    assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "self.freqs = None",
+            'self.register_buffer("freqs", None, persistent=False)',
+            1,
+        ),
+        unsafe=True,
+    )

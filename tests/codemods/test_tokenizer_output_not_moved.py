@@ -937,3 +937,31 @@ def test_a_model_moved_under_the_entry_point_guard_is_moved_whenever_the_script_
             print(embed("hello", tokenizer, model))
         """,
     )
+
+
+def test_tokens_for_a_module_a_library_function_is_handed_go_to_its_parameters_device() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+
+
+@torch.inference_mode()
+def next_token(lm, tokenizer, prompt: str) -> str:
+    lm.eval()
+    encoded = tokenizer(prompt, return_tensors="pt")
+    logits = lm(**encoded).logits
+    return tokenizer.decode(logits[0, -1].argmax())
+""",
+        """
+import torch
+
+
+@torch.inference_mode()
+def next_token(lm, tokenizer, prompt: str) -> str:
+    lm.eval()
+    encoded = tokenizer(prompt, return_tensors="pt").to(next(lm.parameters()).device)
+    logits = lm(**encoded).logits
+    return tokenizer.decode(logits[0, -1].argmax())
+""",
+    )

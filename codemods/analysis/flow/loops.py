@@ -364,11 +364,7 @@ class BatchLoops(ModelPlacement):
         else:
             return None
         calls = [n for n in self._scope_nodes(loop.body) if isinstance(n, cst.Call)]
-        model_calls = [
-            (call, found)
-            for call, found in ([] if untyped else self._model_calls(calls, names))
-            if found.move is not None or found.reason
-        ]
+        model_calls = [] if untyped else self._fed_models(calls, names, loaders, function)
         plan = LoopPlan(loop, loaders)
         if model_calls:
             devices = {(m.move.code if m.move else m.reason) for _, m in model_calls}
@@ -548,6 +544,41 @@ class BatchLoops(ModelPlacement):
             if dotted_name(callee) is None or dotted_name(callee) in batch_names:
                 continue
             found = self.model_device(callee, call)
+            if found is not None:
+                yield call, found
+
+    def _fed_models(
+        self,
+        calls: list[cst.Call],
+        names: list[str],
+        loaders: list[cst.Call],
+        function: cst.FunctionDef | None,
+    ) -> list[tuple[cst.Call, ModelDevice]]:
+        """The model calls the loop's batch may reach whose device is known or explained; a
+        model the function is handed counts where the function builds its DataLoaders."""
+        found = [
+            (call, model)
+            for call, model in self._model_calls(calls, names)
+            if model.move is not None or model.reason
+        ]
+        if (
+            not found
+            and loaders
+            and all(self.scopes.enclosing_function(loader) is function for loader in loaders)
+        ):
+            found = list(self._handed_model_calls(calls, names))
+        return found
+
+    def _handed_model_calls(
+        self, calls: list[cst.Call], batch_names: list[str]
+    ) -> Iterator[tuple[cst.Call, ModelDevice]]:
+        """Calls of a model the function is handed by a caller outside the file, given the
+        batch (`model(**batch)`, `model(x)`), where the function builds the DataLoader itself."""
+        for call in calls:
+            handed = not isinstance(self.context.parent(call), cst.Expr) and any(
+                receiver_root(arg.value) in batch_names for arg in call.args
+            )  # a model's output is used: `step(batch)` alone is a callback
+            found = self.handed_model(call.func, call) if handed else None
             if found is not None:
                 yield call, found
 

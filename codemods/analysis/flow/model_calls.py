@@ -311,6 +311,8 @@ class ModelCalls(ModelPlacement):
         model = flow.model_device(callee, call)
         if model is None and submodules and isinstance(callee, cst.Attribute):
             model = flow.model_device(callee.value, call)
+        if model is None:
+            model = flow.handed_model(callee, call)  # `def top_n(model, text, tokenizer)`
         if model is None or (model.move is None and not model.pretrained and not model.reason):
             return None
         return call, model

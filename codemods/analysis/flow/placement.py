@@ -111,6 +111,44 @@ class ModelPlacement(CallSites):
             return ModelDevice(name, None, expressed, pretrained)
         return ModelDevice(name, expressed, "", pretrained)
 
+    def handed_model(self, model: cst.BaseExpression, at: cst.CSTNode) -> ModelDevice | None:
+        """A model that is a parameter of the function calling it, which nothing in this file
+        calls (a library's `def evaluate(model, dataset)`): the caller chooses its device. Its
+        first parameter's device where the function shows it is a module (annotated as one, or
+        it calls `.eval()`, `.train()` or `.parameters()` on it), else the reason no device is
+        known. None where the model is anything else."""
+        function = self.scopes.enclosing_function(at)
+        if not isinstance(model, cst.Name) or function is None or self.call_sites(function):
+            return None
+        name = model.value
+        params = {
+            p.name.value: p
+            for p in (*function.params.posonly_params, *function.params.params)
+            if p.name.value not in ("self", "cls")
+        }
+        if name not in params:
+            return None
+        annotation = params[name].annotation
+        kind = self.names.qualified_name(annotation.annotation) if annotation else None
+        shown = function.name.value
+        if (kind is not None and kind.startswith("torch.nn.")) or any(
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and is_name(node.func.value, name)
+            and node.func.attr.value in ("eval", "train", "parameters")
+            for node in self.context.subtree(function.body)
+        ):
+            device = cst.parse_expression(f"next({name}.parameters()).device")
+            return ModelDevice(name, DeviceMove("to", device))
+        return ModelDevice(
+            name,
+            None,
+            f"`{name}` is a parameter of `{shown}`, which nothing in this file calls: where its "
+            f"caller hands a model on a GPU, the inputs must go to that model's device "
+            f"(`next({name}.parameters()).device` for a module), and nothing here says what "
+            f"`{name}` is",
+        )
+
     def _find_move(
         self,
         name: str,
