@@ -90,7 +90,8 @@ class TensorFactoryWithoutDevice(DevicePass):
     keeps this example short.) The device is read from the code that uses the new tensor: the
     tensor it meets in an operation (`x + t`, `torch.cat([x, t])`, `scores.masked_fill(t,
     ...)`), or the layer it is fed to (`self.pos_embedding(t)` gives
-    `self.pos_embedding.weight.device`). Legacy constructors cannot take `device=`, so they get
+    `self.pos_embedding.weight.device`; an `nn.Sequential` that opens with such a layer gives
+    `self.encoder[0].weight.device`). Legacy constructors cannot take `device=`, so they get
     `.to(<device>)` instead. `dtype` and every other argument are kept. Zero-dimensional scalars
     such as `torch.tensor(2.0)` are legal next to CUDA tensors and are left alone, unless the
     code writes into them: an accumulator `total = torch.tensor(0.0)` updated with `total +=

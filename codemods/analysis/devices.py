@@ -590,7 +590,13 @@ class DeviceInference(Analysis):
 
     def _layer(self, function: FunctionInfo, attr: str | None, evidence: str) -> Device | None:
         owner = function.owner
-        if attr is None or owner is None or attr not in owner.layers:
+        if attr is None or owner is None:
+            return None
+        if attr in owner.sequential_heads:
+            # `self.encoder = nn.Sequential(nn.Linear(...), ...)`: its first layer's weight.
+            head = LAYER_PARAMETER[owner.sequential_heads[attr]]
+            return ParamsOf(evidence, module=f"self.{attr}[0]", parameter=head)
+        if attr not in owner.layers:
             return None
         return ParamsOf(
             evidence, module=f"self.{attr}", parameter=LAYER_PARAMETER[owner.layers[attr]]

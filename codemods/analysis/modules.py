@@ -73,6 +73,8 @@ class ClassInfo:
     device_attrs: set[str] = field(default_factory=set)
     #: `self.<attr>` that `__init__` only ever builds as a layer returning one tensor.
     tensor_layers: set[str] = field(default_factory=set)
+    #: `self.<attr> = nn.Sequential(nn.<Layer>(...), ...)`: attr -> its first layer's name.
+    sequential_heads: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -806,6 +808,11 @@ class ModuleFacts(Analysis):
                 if layer in LAYER_PARAMETER:
                     info.layers[attr] = layer
                     continue
+                head = value.args[0].value if value.args and not value.args[0].star else None
+                if layer == "torch.nn.Sequential" and isinstance(head, cst.Call):
+                    first = self.names.qualified_name(head.func)
+                    if first in LAYER_PARAMETER:
+                        info.sequential_heads[attr] = first
                 if layer == "torch.device":
                     info.device_attrs.add(attr)
                     continue
@@ -1805,8 +1812,7 @@ class AttributeUses:
             ):
                 return True
             if (
-                isinstance(func, cst.Name)
-                and func.value == "setattr"
+                modules.names.qualified_name(func) in ("setattr", "builtins.setattr")
                 and node.args
                 and isinstance(node.args[0].value, cst.Name)
                 and node.args[0].value.value == self_var

@@ -33,7 +33,8 @@ class TokenizerOutputNotMoved(DevicePass):
     that model). The fix appends
     `.to(<device>)` to the tokenizer call: the script's device variable when the model was
     moved to it (`model.to(device)`, or `accelerator.prepare(model)`, which puts it on
-    `accelerator.device`), else `model.device`: a model loaded with `device_map=` or
+    `accelerator.device`), else `model.device`: a model loaded with `device_map=` (also
+    through a `**kwargs` dict the loading function gives a `"device_map"`) or
     in 4 or 8 bits (`quantization_config=`, `load_in_4bit=True`: bitsandbytes places it on the
     current GPU, and such a model refuses `.to()`),
     a model a Hugging Face or TRL `Trainer` was built with (it moves the model onto its device),

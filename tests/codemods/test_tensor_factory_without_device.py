@@ -2066,3 +2066,61 @@ def noise_like(sample: Tensor, scale: float) -> Tensor:
 """,
         unsafe=True,
     )
+
+
+def test_a_tensor_fed_to_a_sequential_is_made_where_its_first_layer_is() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class Codebook(nn.Module):
+    def __init__(self, entries, dim):
+        super().__init__()
+        self.entries = entries
+        self.embed = nn.Sequential(nn.Linear(entries, dim), nn.Tanh(), nn.Linear(dim, dim))
+
+    def forward(self, weights):
+        codes = self.embed(torch.eye(self.entries))
+        return weights @ codes
+""",
+        """
+import torch
+from torch import nn
+
+
+class Codebook(nn.Module):
+    def __init__(self, entries, dim):
+        super().__init__()
+        self.entries = entries
+        self.embed = nn.Sequential(nn.Linear(entries, dim), nn.Tanh(), nn.Linear(dim, dim))
+
+    def forward(self, weights):
+        codes = self.embed(torch.eye(self.entries, device=self.embed[0].weight.device))
+        return weights @ codes
+""",
+        unsafe=True,
+    )
+
+
+def test_a_sequential_that_opens_with_no_parameters_names_no_device() -> None:
+    assert_declined(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class Codebook(nn.Module):
+    def __init__(self, entries, dim):
+        super().__init__()
+        self.entries = entries
+        self.embed = nn.Sequential(nn.Dropout(0.1), nn.Linear(entries, dim))
+
+    def forward(self):
+        return self.embed(torch.eye(self.entries))
+""",
+        reason="no tensor or layer in scope tells",
+    )

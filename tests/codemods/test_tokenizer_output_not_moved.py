@@ -965,3 +965,60 @@ def next_token(lm, tokenizer, prompt: str) -> str:
     return tokenizer.decode(logits[0, -1].argmax())
 """,
     )
+
+
+def test_a_device_map_put_in_the_loading_kwargs_places_the_model() -> None:
+    # The map reaches `from_pretrained` through `**options`, set only when the caller gave none.
+    assert_fix(
+        RULE,
+        """
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+
+class Translator:
+    def __init__(self):
+        self.net = None
+
+    def load(self, name, options):
+        options.setdefault("device_map", "auto")
+        self.net = AutoModelForSeq2SeqLM.from_pretrained(name, **options)
+        self.tok = AutoTokenizer.from_pretrained(name)
+
+    def __call__(self, text):
+        batch = self.tok([text], return_tensors="pt", padding=True)
+        return self.tok.batch_decode(self.net.generate(**batch), skip_special_tokens=True)
+""",
+        """
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+
+class Translator:
+    def __init__(self):
+        self.net = None
+
+    def load(self, name, options):
+        options.setdefault("device_map", "auto")
+        self.net = AutoModelForSeq2SeqLM.from_pretrained(name, **options)
+        self.tok = AutoTokenizer.from_pretrained(name)
+
+    def __call__(self, text):
+        batch = self.tok([text], return_tensors="pt", padding=True).to(self.net.device)
+        return self.tok.batch_decode(self.net.generate(**batch), skip_special_tokens=True)
+""",
+    )
+
+
+def test_a_cpu_device_map_put_in_the_loading_kwargs_leaves_the_model_on_the_cpu() -> None:
+    assert_noop(
+        RULE,
+        """
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+
+def answer(name, prompt, **options):
+    options["device_map"] = "cpu"
+    model = AutoModelForCausalLM.from_pretrained(name, **options)
+    tok = AutoTokenizer.from_pretrained(name)
+    return tok.decode(model.generate(**tok(prompt, return_tensors="pt"))[0])
+""",
+    )

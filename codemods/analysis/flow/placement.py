@@ -364,6 +364,45 @@ class ModelPlacement(CallSites):
             return (None, None, True)
         return None
 
+    def _device_map_in_kwargs(
+        self, call: cst.Call, function: cst.FunctionDef | None
+    ) -> cst.BaseExpression | None:
+        """The device map a `**kwargs` dict handed to `call` is given in `function`:
+        `kwargs["device_map"] = "cuda"` (also under an `if`), `kwargs.setdefault("device_map",
+        "auto")`."""
+        names = {
+            arg.value.value
+            for arg in call.args
+            if arg.star == "**" and isinstance(arg.value, cst.Name)
+        }
+        function = function or self.scopes.enclosing_function(call)  # `self.model = ...`
+        if not names or function is None:
+            return None
+        for node in self.context.subtree(function.body):
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    subscript = target.target
+                    if (
+                        isinstance(subscript, cst.Subscript)
+                        and isinstance(subscript.value, cst.Name)
+                        and subscript.value.value in names
+                        and len(subscript.slice) == 1
+                        and isinstance(subscript.slice[0].slice, cst.Index)
+                        and _is_string(subscript.slice[0].slice.value, "device_map")
+                    ):
+                        return node.value
+            if (
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "setdefault"
+                and isinstance(node.func.value, cst.Name)
+                and node.func.value.value in names
+                and len(node.args) == 2
+                and _is_string(node.args[0].value, "device_map")
+            ):
+                return node.args[1].value
+        return None
+
     def _move_in_value(
         self,
         value: cst.BaseExpression,
@@ -382,7 +421,7 @@ class ModelPlacement(CallSites):
                 device_map = next(
                     (a.value for a in value.args if a.keyword and a.keyword.value == "device_map"),
                     None,
-                )
+                ) or self._device_map_in_kwargs(value, function)
                 wrapped = self._wrapped_by_adapter(value, function, position, depth)
                 if device_map is None and wrapped is not None:
                     return wrapped
@@ -634,3 +673,7 @@ def _loads_quantized(call: cst.Call) -> bool:
         if keyword in ("load_in_4bit", "load_in_8bit") and is_name(arg.value, "True"):
             return True
     return False
+
+
+def _is_string(node: cst.BaseExpression, text: str) -> bool:
+    return isinstance(node, cst.SimpleString) and node.evaluated_value == text
