@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from functools import partial
 
@@ -34,6 +35,7 @@ from devfix.codemods.device_fixed_at_construction.facts import (
     guarded_by_is_cuda,
     layer_called,
     legacy_factory,
+    lone_is_cuda_branch,
 )
 from devfix.codemods.device_fixed_at_construction.globals import ImportTimeTensors
 from devfix.codemods.device_fixed_at_construction.layers import LayersBuiltOnAGpu
@@ -161,7 +163,10 @@ class DeviceFixedAtConstruction(DevicePass):
     whose parameter names a device: `make_mask(n, device)` with the module-level `device`) gets
     the device of the method's one tensor argument (unsafe), or is reported when several could
     be meant. A move under `if x.is_cuda:` goes to
-    `x.device` (safe: the branch runs only when `x` is on a GPU, and it is that one). A move
+    `x.device` (safe: the branch runs only when `x` is on a GPU, and it is that one); where
+    that branch is one assignment with no `else` (`if x.is_cuda: grid = grid.cuda()`), the
+    `if` goes too: on the CPU the name was left unbound, and `grid.to(x.device)` is right
+    there as well. A move
     under a flag (`mask.cuda() if self.use_gpu else mask`) replaces the whole conditional: the
     tensor's device is right whether the flag is set or not. A layer built in place instead of
     on a literal GPU is unsafe: nothing changes where the caller moves the model
@@ -759,16 +764,24 @@ class DeviceFixedAtConstruction(DevicePass):
             unknown = "no tensor or layer in scope tells which device it should follow"
             self.report(node, message=f"{moves}; {unknown}")
             return
+        flagged = self._flagged_move(target or node)
+        replacement = rebuild(cst.parse_expression(expression))
+        edit = Edit(flagged, replacement)
+        branch = next((a for a in self.context.ancestors(node) if isinstance(a, cst.If)), None)
+        alone = lone_is_cuda_branch(node, branch) if guard is not None else None
+        if branch is not None and alone is not None and flagged is node:
+            # The `if` goes too: the move to the guarding tensor's device is right on the CPU.
+            moved = alone.deep_replace(flagged, replacement)
+            assert isinstance(moved, cst.SimpleStatementLine)
+            edit = Edit(branch, moved.with_changes(leading_lines=branch.leading_lines))
+            needed = dataclasses.replace(
+                needed, evidence=f"{needed.evidence}; the `if` goes, right on the CPU too"
+            )
         self.report(
             node,
             message=f"{moves}; use `{expression}` ({needed.evidence})",
             fix_title=f"Use `{expression}`",
-            edits=[
-                Edit(
-                    self._flagged_move(target or node),
-                    rebuild(cst.parse_expression(expression)),
-                )
-            ],
+            edits=[edit],
             applicability=Applicability.SAFE if needed.proof else Applicability.UNSAFE,
         )
 

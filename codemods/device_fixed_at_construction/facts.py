@@ -178,3 +178,26 @@ def guarded_by_is_cuda(move: cst.Call, ancestors: Iterable[cst.CSTNode]) -> str 
             return None
         inside = ancestor
     return None
+
+
+def lone_is_cuda_branch(move: cst.Call, guard: cst.If | None) -> cst.SimpleStatementLine | None:
+    """`if x.is_cuda: grid = grid.cuda()` with no `else`, the one statement of its body
+    binding a name to the move: that statement, which a move to `x.device` makes right on
+    every device (on the CPU the name was left unbound, or kept what `.to` gives back)."""
+    if guard is None or guard.orelse is not None:
+        return None
+    body = guard.body
+    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        return None
+    statement = body.body[0]
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        return None
+    assign = statement.body[0]
+    if not (
+        isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.targets[0].target, cst.Name)
+        and assign.value is move
+    ):
+        return None
+    return statement

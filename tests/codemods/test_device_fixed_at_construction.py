@@ -1917,3 +1917,66 @@ class Sampler:
         unsafe=True,
     )
     assert findings
+
+
+def test_a_lone_is_cuda_branch_binding_the_move_becomes_unconditional() -> None:
+    # On the CPU `offsets` was never bound: the move to the input's device is right there too.
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Shift(nn.Module):
+            def forward(self, feats, steps):
+                offsets = torch.arange(steps).float().view(1, -1, 1, 1)
+                # offsets follow the features
+                if feats.is_cuda:
+                    offsets = offsets.cuda()
+                return feats + offsets
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Shift(nn.Module):
+            def forward(self, feats, steps):
+                offsets = torch.arange(steps).float().view(1, -1, 1, 1)
+                # offsets follow the features
+                offsets = offsets.to(feats.device)
+                return feats + offsets
+        """,
+        unsafe=True,
+    )
+    assert "the `if` goes" in findings[0].message
+
+
+def test_an_is_cuda_branch_doing_more_than_the_move_keeps_its_if() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Shift(nn.Module):
+            def forward(self, feats, steps):
+                offsets = torch.arange(steps).float().view(1, -1, 1, 1)
+                if feats.is_cuda:
+                    offsets = offsets.cuda()
+                    torch.cuda.synchronize()
+                return feats + offsets
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Shift(nn.Module):
+            def forward(self, feats, steps):
+                offsets = torch.arange(steps).float().view(1, -1, 1, 1)
+                if feats.is_cuda:
+                    offsets = offsets.to(feats.device)
+                    torch.cuda.synchronize()
+                return feats + offsets
+        """,
+        unsafe=True,
+    )
