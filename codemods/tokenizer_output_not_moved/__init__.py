@@ -57,7 +57,10 @@ class TokenizerOutputNotMoved(DevicePass):
     (`generate(input_ids=ids.to(model.device), attention_mask=mask)` with both taken from
     `enc`) gets the same move for the other field (`attention_mask`, `token_type_ids`,
     `position_ids`, `pixel_values`, the decoder's); unsafe where the field may be None
-    (`enc.get("attention_mask")`).
+    (`enc.get("attention_mask")`). An encoding one field of which is moved in place
+    (`inputs["input_ids"] = inputs.input_ids.to("cuda")`) before the whole of it reaches the
+    model (`model.generate(**inputs)`) is moved whole instead (`inputs = inputs.to("cuda")`:
+    a `BatchEncoding` moves every field; unsafe).
     Tokenizer output (or a field of it, `inputs.input_ids`) sent to a literal GPU
     (`.to("cuda:0")`, `.cuda()`) for a model loaded with a `device_map` the caller chooses (a
     parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`
@@ -136,6 +139,8 @@ class TokenizerOutputNotMoved(DevicePass):
             or argument.value.evaluated_value != "pt"
         ):
             return
+        if self._check_field_moved_alone(node):
+            return
         found = self.facts.flow.model_call_fed(node)
         if found is None or (
             found[1].move is None
@@ -189,6 +194,31 @@ class TokenizerOutputNotMoved(DevicePass):
             fix_title=f"Append `.to({shown})`",
             edits=[Edit(node, method_call(node, "to", device))],
         )
+
+    def _check_field_moved_alone(self, output: cst.Call) -> bool:
+        """`enc["input_ids"] = enc.input_ids.to(dev)` before `model.generate(**enc)`: the
+        whole encoding goes to `dev` instead (a `BatchEncoding` moves every field)."""
+        found = self.facts.own(TokenizerOutputs).field_moved_alone(output)
+        if found is None:
+            return False
+        assign, move = found
+        name = code_of(cst.ensure_type(assign.targets[0].target, cst.Subscript).value)
+        whole = cst.Assign(
+            targets=[cst.AssignTarget(cst.Name(name))],
+            value=move.with_changes(
+                func=cst.ensure_type(move.func, cst.Attribute).with_changes(value=cst.Name(name))
+            ),
+        )
+        self.report(
+            assign,
+            message=f"only one field of `{name}` is moved (`{code_of(assign.targets[0].target)}`) "
+            f"before the whole encoding reaches the model with `**{name}`: the others (the "
+            "attention mask, audio or pixel features) stay on the CPU",
+            fix_title=f"Move the whole encoding: `{code_of(whole)}`",
+            edits=[Edit(assign, whole)],
+            applicability=Applicability.UNSAFE,
+        )
+        return True
 
     def _check_unmoved_siblings(self, node: cst.Call) -> None:
         """`generate(input_ids=ids.to(dev), attention_mask=mask)`, both fields of one

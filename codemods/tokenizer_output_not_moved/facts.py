@@ -8,7 +8,13 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method
-from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
+from devfix.codemods.analysis.names import (
+    call_tail,
+    code_of,
+    dotted_name,
+    keyword_argument,
+    receiver_root,
+)
 from devfix.codemods.analysis.scopes import all_params
 from devfix.codemods.analysis.torch_names import ENCODING_FIELDS
 
@@ -87,6 +93,41 @@ class TokenizerOutputs(Analysis):
                     if self.facts.moves.visible_at(code_of(device), node):
                         return device, model
         return None
+
+    def field_moved_alone(self, output: cst.Call) -> tuple[cst.Assign, cst.Call] | None:
+        """`enc = processor(...)`, then `enc["input_ids"] = enc.input_ids.to(dev)` as the only
+        move of it, and `model.generate(**enc)` after that: the statement and its move; the
+        other fields (the attention mask, audio or pixel features) reach the model unmoved."""
+        name = self.scopes.assigned_name(output)
+        function = self.scopes.enclosing_function(output)
+        if name is None or function is None:
+            return None
+        moves: list[tuple[cst.Assign, cst.Call]] = []
+        for assign in self.scopes.find(function.body, cst.Assign, own_scope=True):
+            target = assign.targets[0].target if len(assign.targets) == 1 else None
+            value = assign.value
+            if not (
+                isinstance(target, cst.Subscript)
+                and isinstance(target.value, cst.Name)
+                and target.value.value == name
+                and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "to"
+                and receiver_root(value.func.value) == name
+            ):
+                continue
+            moves.append((assign, value))
+        if len(moves) != 1:
+            return None
+        after = self.context.order(moves[0][0])[1]
+        splatted = any(
+            arg.star == "**"
+            and isinstance(arg.value, cst.Name)
+            and arg.value.value == name
+            and self.context.order(arg)[0] > after
+            for arg in self.scopes.find(function.body, cst.Arg, own_scope=True)
+        )
+        return moves[0] if splatted else None
 
     def unmoved_siblings(self, call: cst.Call) -> tuple[cst.BaseExpression, list[cst.Arg]] | None:
         """A model call given one field of an encoding moved (`input_ids=ids.to(dev)`, `ids =

@@ -1022,3 +1022,58 @@ def answer(name, prompt, **options):
     return tok.decode(model.generate(**tok(prompt, return_tensors="pt"))[0])
 """,
     )
+
+
+def test_one_field_moved_in_place_before_the_whole_encoding_is_splatted_moves_it_whole() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+from transformers import AutoModel, AutoProcessor
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+processor = AutoProcessor.from_pretrained("clip")
+model = AutoModel.from_pretrained("clip").to(device)
+
+
+def similarity(image, captions):
+    enc = processor(text=captions, images=image, return_tensors="pt", padding=True)
+    enc["pixel_values"] = enc["pixel_values"].to(device)  # the image tower is the slow part
+    return model(**enc).logits_per_image.softmax(-1)
+""",
+        """
+import torch
+from transformers import AutoModel, AutoProcessor
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+processor = AutoProcessor.from_pretrained("clip")
+model = AutoModel.from_pretrained("clip").to(device)
+
+
+def similarity(image, captions):
+    enc = processor(text=captions, images=image, return_tensors="pt", padding=True)
+    enc = enc.to(device)  # the image tower is the slow part
+    return model(**enc).logits_per_image.softmax(-1)
+""",
+        unsafe=True,
+    )
+
+
+def test_a_field_moved_in_place_and_passed_by_name_is_left_to_the_sibling_check() -> None:
+    # Only `input_ids` reaches the model: nothing else of the encoding is left behind.
+    assert_noop(
+        RULE,
+        """
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tok = AutoTokenizer.from_pretrained("gpt2")
+model = AutoModelForCausalLM.from_pretrained("gpt2").to("cuda")
+
+
+def complete(prompt):
+    enc = tok(prompt, return_tensors="pt")
+    enc["input_ids"] = enc["input_ids"].to("cuda")
+    return tok.decode(model.generate(enc["input_ids"])[0])
+""",
+    )
