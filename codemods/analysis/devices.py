@@ -49,7 +49,7 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
     receiver_root,
 )
-from devfix.codemods.analysis.scopes import target_names
+from devfix.codemods.analysis.scopes import Binding, target_names
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
     CPU_SOURCES,
@@ -1542,10 +1542,37 @@ class DeviceInference(Analysis):
             )
         )
 
+    def _device_chooser(self, bindings: list[Binding]) -> str | None:
+        """`_device = get_device()` (every binding): a function of the project, imported or
+        defined in the file, called with no arguments: it picks a device for the whole
+        program, not that of the tensors at hand. Its name, or None."""
+        names: set[str] = set()
+        for binding in bindings:
+            value = binding.value
+            if not (
+                binding.kind == "assign"
+                and isinstance(value, cst.Call)
+                and not value.args
+                and isinstance(value.func, cst.Name)
+                and (
+                    self.names.binds_from_import(value.func.value)
+                    or value.func.value in self.scopes.module_functions()
+                )
+            ):
+                return None
+            names.add(value.func.value)
+        return next(iter(names)) if len(names) == 1 else None
+
     def _local_cuda_literal(self, name: str, function: FunctionInfo) -> Device | None:
         """`device = torch.device("cuda")` (every binding of the local `name` a CUDA literal):
         model code that picks a device of its own, whatever device its inputs are on."""
         bindings = self.scopes.table(function.node).bindings.get(name, [])
+        chooser = self._device_chooser(bindings)
+        if chooser is not None:
+            return Named(
+                f"`{name}`, set by `{chooser}()`, which sees none of this call's tensors",
+                name=name,
+            )
         found: list[Literal] = []
         for binding in bindings:
             if binding.kind != "assign" or binding.value is None:

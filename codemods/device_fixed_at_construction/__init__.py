@@ -56,7 +56,9 @@ class DeviceFixedAtConstruction(DevicePass):
     whose device is a module-level global, an attribute stored in `__init__` (`self.device =
     device`) or a literal CUDA device (`"cuda:0"`, `torch.device("cuda")`, also through a local
     the function sets to one: `device = torch.device("cuda")`, or to the default GPU when there
-    is one: `"cuda" if torch.cuda.is_available() else "cpu"`), and rewrites them to the device
+    is one: `"cuda" if torch.cuda.is_available() else "cpu"`), or a local a function of the
+    project sets, called with no arguments (`_device = get_device()`: it picks one device for
+    the whole program and sees none of the call's tensors), and rewrites them to the device
     of the tensor the value meets. A local bound once to such a choice is rewritten itself
     (`device = emissions.device`) when a tensor its moves meet is known where it is bound, so
     every move to it follows. DataParallel-era device ids inside a module or a loss

@@ -1980,3 +1980,60 @@ def test_an_is_cuda_branch_doing_more_than_the_move_keeps_its_if() -> None:
         """,
         unsafe=True,
     )
+
+
+def test_a_local_device_from_a_project_function_called_without_arguments_is_fixed() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        from .runtime import pick_device
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab, width):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, width)
+
+            def forward(self, tokens):
+                where = pick_device()
+                mask = torch.ones(tokens.shape, dtype=torch.bool, device=where)
+                return self.embed(tokens) * mask.unsqueeze(-1)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        from .runtime import pick_device
+
+        class Tagger(nn.Module):
+            def __init__(self, vocab, width):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, width)
+
+            def forward(self, tokens):
+                where = pick_device()
+                mask = torch.ones(tokens.shape, dtype=torch.bool, device=self.embed.weight.device)
+                return self.embed(tokens) * mask.unsqueeze(-1)
+        """,
+        unsafe=True,
+    )
+    assert "set by `pick_device()`" in findings[0].message
+
+
+def test_a_local_device_from_a_function_given_the_inputs_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        from .runtime import device_of
+
+        class Tagger(nn.Module):
+            def forward(self, tokens):
+                where = device_of(tokens)
+                return torch.ones(tokens.shape, device=where)
+        """,
+    )
