@@ -7,7 +7,12 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.devices import Current, Literal, Named
 from devfix.codemods.analysis.flow.calls import is_name
-from devfix.codemods.analysis.held_models import HeldModels, SiblingMove
+from devfix.codemods.analysis.held_models import (
+    Construction,
+    HeldModels,
+    SiblingMove,
+    built_value,
+)
 from devfix.codemods.analysis.modules import strip_module_methods
 from devfix.codemods.analysis.moves import cuda_type
 from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, keyword_argument
@@ -59,8 +64,10 @@ class ModelNotMovedToDevice(DevicePass):
     (`self.q = make_q(spec).to(self.device)`, or the
     value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
     network made after it follows it. A checkpoint the object loads (`self.lm =
-    AutoModelForCausalLM.from_pretrained(path)`) and only runs (`self.lm(**enc)`,
-    `self.lm.generate(...)`, reading `.config` or `.eval()` aside) counts with any of its inputs
+    AutoModelForCausalLM.from_pretrained(path)`, also annotated: `self.lm: LlamaForCausalLM =
+    ...`) and only runs (`self.lm(**enc)`, `self.lm.generate(...)`, a CLIP-like model's
+    `get_text_features` / `get_image_features` / `encode_image`, reading `.config` or
+    `.eval()` aside) counts with any of its inputs
     moved to a device the object holds (`enc = self.tok(...).to(self.accelerator.device)`); of
     several loads of the attribute in one method, the one without a placement is built there
     when the others have one (a full-weight branch beside an adapter loaded onto a base model
@@ -145,7 +152,7 @@ class ModelNotMovedToDevice(DevicePass):
                     message=f"{problem}; no fix: that device cannot be named where it is built",
                 )
                 continue
-            value = unplaced.built.value
+            value = built_value(unplaced.built)
             placed = cst.Call(
                 func=cst.Attribute(value=value, attr=cst.Name("to")),
                 args=[cst.Arg(cst.parse_expression(unplaced.device))],
@@ -212,17 +219,17 @@ class ModelNotMovedToDevice(DevicePass):
         if order(left.built)[0] < order(left.move)[0]:
             self.report(left.built, message=f"{problem}; no fix: it is built before that move")
             return
-        placed = left.move.with_changes(func=func.with_changes(value=left.built.value))
+        placed = left.move.with_changes(func=func.with_changes(value=built_value(left.built)))
         self._build_placed(left.built, placed, f"{problem}; build it on that device too")
 
-    def _build_placed(self, built: cst.Assign, placed: cst.Call, problem: str) -> None:
+    def _build_placed(self, built: Construction, placed: cst.Call, problem: str) -> None:
         """Report `built` with its value replaced by `placed`, the value moved as it is built
         (a judgement about where the object runs its networks: unsafe)."""
         self.report(
             built,
             message=f"{problem}: `{code_of(placed)}`",
             fix_title="Move it as it is built",
-            edits=[Edit(built.value, placed)],
+            edits=[Edit(built_value(built), placed)],
             applicability=Applicability.UNSAFE,
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import cast
+from typing import Union, cast
 
 import libcst as cst
 
@@ -20,10 +20,21 @@ from devfix.codemods.analysis.modules import method as method_named
 from devfix.codemods.analysis.modules import methods, names_a_device, self_attribute
 from devfix.codemods.analysis.names import code_of, dotted_name, keyword_argument
 from devfix.codemods.analysis.torch_names import (
+    CLIP_ENCODERS,
     MODEL_MEMBERS_KEEPING_PLACE,
     MOVE_METHODS,
     PLACED_AS_LOADED,
 )
+
+#: A statement that builds a held network: `self.q = Q(...)` or `self.q: Q = Q(...)`.
+Construction = Union[cst.Assign, cst.AnnAssign]
+
+
+def built_value(statement: Construction) -> cst.BaseExpression:
+    """What a construction assigns (an annotated one is one only with a value)."""
+    value = statement.value
+    assert value is not None
+    return value
 
 
 def _loads_pretrained(value: cst.BaseExpression) -> bool:
@@ -47,7 +58,7 @@ class SiblingMove:
     same method: a statement (`self.actor.cuda()`), or the construction's own `.to(...)`."""
 
     attribute: str
-    built: cst.Assign
+    built: Construction
     sibling: str
     move: cst.Call
     #: The move is a statement of its own (`self.actor.cuda()`), not part of a construction.
@@ -63,7 +74,7 @@ class UnplacedNetwork:
     (None when it cannot be named there)."""
 
     attribute: str
-    built: cst.Assign
+    built: Construction
     fed: str
     device_attribute: str
     device: str | None
@@ -87,8 +98,8 @@ class HeldModels(Analysis):
                 if not (
                     self._used_as_network(classdef, attribute, copies=True)
                     or (
-                        _loads_pretrained(assign.value)
-                        and not self._placed_as_loaded(assign.value, assign)
+                        _loads_pretrained(built_value(assign))
+                        and not self._placed_as_loaded(built_value(assign), assign)
                         and self._only_run(classdef, attribute)
                     )
                 ):
@@ -203,6 +214,7 @@ class HeldModels(Analysis):
                 and self_attribute(call.func.value) == attribute
                 and (
                     call.func.attr.value in ("generate", "forward")
+                    or (call.func.attr.value in CLIP_ENCODERS and self._loaded(classdef, attribute))
                     or self._runs_itself(classdef, attribute, call.func.attr.value)
                 )
             ):
@@ -256,28 +268,24 @@ class HeldModels(Analysis):
     def _loaded(self, classdef: cst.ClassDef, attribute: str) -> bool:
         """`self.<attribute>` is assigned a pretrained checkpoint somewhere in the class."""
         return any(
-            len(assign.targets) == 1
-            and self_attribute(assign.targets[0].target) == attribute
-            and _loads_pretrained(assign.value)
-            for assign in self.scopes.find(classdef.body, cst.Assign)
+            attr == attribute and _loads_pretrained(built_value(assign))
+            for method in methods(classdef)
+            for attr, assign in self._attribute_assignments(method)
         )
 
-    def _loaded_unplaced(self, method: cst.FunctionDef) -> dict[str, cst.Assign]:
+    def _loaded_unplaced(self, method: cst.FunctionDef) -> dict[str, Construction]:
         """`self.<attr> = X.from_pretrained(...)` of `method` where every other assignment of
         the attribute there loads it placed (`device_map=`, quantized): the one left on the
         CPU (a full-weight branch beside a LoRA one loaded with a device map)."""
-        by_attribute: dict[str, list[cst.Assign]] = {}
-        for assign in self.scopes.find(method.body, cst.Assign, own_scope=True):
-            if len(assign.targets) == 1:
-                attribute = self_attribute(assign.targets[0].target)
-                if attribute is not None:
-                    by_attribute.setdefault(attribute, []).append(assign)
-        found: dict[str, cst.Assign] = {}
+        by_attribute: dict[str, list[Construction]] = {}
+        for attribute, assign in self._attribute_assignments(method):
+            by_attribute.setdefault(attribute, []).append(assign)
+        found: dict[str, Construction] = {}
         for attribute, assigns in by_attribute.items():
             if not all(isinstance(a.value, cst.Call) for a in assigns):
                 continue
-            placed = [a for a in assigns if self._placed_as_loaded(a.value, a)]
-            unplaced = [a for a in assigns if _loads_pretrained(a.value) and a not in placed]
+            placed = [a for a in assigns if self._placed_as_loaded(built_value(a), a)]
+            unplaced = [a for a in assigns if _loads_pretrained(built_value(a)) and a not in placed]
             if len(unplaced) == 1 and len(unplaced) + len(placed) == len(assigns):
                 found[attribute] = unplaced[0]
         return found
@@ -301,8 +309,11 @@ class HeldModels(Analysis):
             if self_attribute(node) != attribute:
                 continue
             parent = self.context.parent(node)
-            if not isinstance(parent, cst.AssignTarget):
-                yield node, parent
+            if isinstance(parent, cst.AssignTarget) or (
+                isinstance(parent, cst.AnnAssign) and parent.target is node
+            ):
+                continue
+            yield node, parent
 
     def _only_run(self, classdef: cst.ClassDef, attribute: str) -> bool:
         """`self.<attribute>` is run (`self.rm(**inputs)`, `.generate(...)`) and otherwise only
@@ -320,13 +331,16 @@ class HeldModels(Analysis):
                 run |= (
                     isinstance(grand, cst.Call)
                     and grand.func is parent
-                    and parent.attr.value in ("generate", "forward")
+                    and (
+                        parent.attr.value in ("generate", "forward")
+                        or parent.attr.value in CLIP_ENCODERS
+                    )
                 )
                 continue
             return False
         return run
 
-    def _device_at(self, method: cst.FunctionDef, device: str, built: cst.Assign) -> str | None:
+    def _device_at(self, method: cst.FunctionDef, device: str, built: Construction) -> str | None:
         """`device` where `built` runs: itself when the method sets it before (or another
         method does), else the value the method assigns it later when that can be written at
         `built` (`self.device = torch.device(device)` gives `torch.device(device)`)."""
@@ -364,10 +378,10 @@ class HeldModels(Analysis):
                 found.append(SiblingMove(attribute, assign, sibling, move, line))
         return found
 
-    def _copied_attribute(self, assign: cst.Assign, method: cst.FunctionDef) -> str | None:
+    def _copied_attribute(self, assign: Construction, method: cst.FunctionDef) -> str | None:
         """`self.<x>` that `assign` copies: `copy.deepcopy(self.x)`, or `copy.deepcopy(p)`
         where the method also sets `self.x = p`."""
-        value = assign.value
+        value = built_value(assign)
         if not (
             isinstance(value, cst.Call)
             and len(value.args) == 1
@@ -401,7 +415,7 @@ class HeldModels(Analysis):
 
     def _best_mover(
         self,
-        built: cst.Assign,
+        built: Construction,
         movers: list[tuple[str, cst.Call, cst.SimpleStatementLine | None]],
     ) -> tuple[str, cst.Call, cst.SimpleStatementLine | None]:
         """The sibling move a fix can copy: a move statement after `built` (the network
@@ -412,19 +426,29 @@ class HeldModels(Analysis):
         before = [m for m in movers if m[2] is None and self.context.order(m[1])[0] < at]
         return after[0] if after else before[-1] if before else movers[-1]
 
-    def _built(self, method: cst.FunctionDef) -> dict[str, cst.Assign]:
+    def _built(self, method: cst.FunctionDef) -> dict[str, Construction]:
         """`self.<attr> = Something(...)` statements of `method`, one per attribute."""
-        built: dict[str, cst.Assign] = {}
-        for assign in self.scopes.find(method.body, cst.Assign, own_scope=True):
-            if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call):
+        built: dict[str, Construction] = {}
+        for attribute, assign in self._attribute_assignments(method):
+            if not isinstance(assign.value, cst.Call):
                 continue
-            attribute = self_attribute(assign.targets[0].target)
-            if attribute is not None:
-                if attribute in built:
-                    built.pop(attribute)
-                    continue
-                built[attribute] = assign
+            if attribute in built:
+                built.pop(attribute)
+                continue
+            built[attribute] = assign
         return built
+
+    def _attribute_assignments(self, method: cst.FunctionDef) -> Iterator[tuple[str, Construction]]:
+        """`self.<attr> = value` and `self.<attr>: T = value` statements of `method`."""
+        for node in self.scopes.find(method.body, (cst.Assign, cst.AnnAssign), own_scope=True):
+            target: cst.BaseExpression | None = None
+            if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                target = node.targets[0].target
+            elif isinstance(node, cst.AnnAssign) and node.value is not None:
+                target = node.target
+            attribute = self_attribute(target) if target is not None else None
+            if attribute is not None and isinstance(node, (cst.Assign, cst.AnnAssign)):
+                yield attribute, node
 
     def _moves(
         self, classdef: cst.ClassDef

@@ -1296,8 +1296,12 @@ CLIP_LOADERS = frozenset(
 )
 #: CLIP tokenizers: a CPU tensor of token ids.
 CLIP_TOKENIZERS = frozenset({"clip.tokenize", "clip.clip.tokenize", "open_clip.tokenize"})
-#: Methods of a CLIP model that run it on what they are given.
-CLIP_ENCODERS = frozenset({"encode_text", "encode_image"})
+#: Methods of a CLIP model that run it on what they are given (OpenAI's and open_clip's
+#: `encode_*`, Hugging Face's `get_*_features` of CLIP, SigLIP, CLAP and their kin).
+CLIP_ENCODERS = frozenset(
+    {"encode_text", "encode_image", "get_text_features", "get_image_features"}
+    | {"get_audio_features"}
+)
 #: `torch.distributed` collectives -> the (position, keyword) of each tensor they communicate
 #: in place: NCCL takes only CUDA tensors there.
 COLLECTIVE_TENSORS: dict[str, tuple[tuple[int, str], ...]] = {

@@ -895,3 +895,42 @@ def half_precision_works(device: str) -> bool:
     return True
 """,
     )
+
+
+def test_an_annotated_pretrained_attribute_run_through_its_feature_method_is_moved() -> None:
+    assert_fix(
+        RULE,
+        """
+import torch
+from transformers import CLIPModel, CLIPProcessor
+
+
+class ImageIndex:
+    def __init__(self, name: str, device: str = "cuda"):
+        self.device = device
+        self.encoder: CLIPModel = CLIPModel.from_pretrained(name)
+        self.processor = CLIPProcessor.from_pretrained(name)
+
+    @torch.no_grad()
+    def embed(self, images):
+        pixels = self.processor(images=images, return_tensors="pt").to(self.device)
+        return self.encoder.get_image_features(**pixels).cpu()
+""",
+        """
+import torch
+from transformers import CLIPModel, CLIPProcessor
+
+
+class ImageIndex:
+    def __init__(self, name: str, device: str = "cuda"):
+        self.device = device
+        self.encoder: CLIPModel = CLIPModel.from_pretrained(name).to(self.device)
+        self.processor = CLIPProcessor.from_pretrained(name)
+
+    @torch.no_grad()
+    def embed(self, images):
+        pixels = self.processor(images=images, return_tensors="pt").to(self.device)
+        return self.encoder.get_image_features(**pixels).cpu()
+""",
+        unsafe=True,
+    )
