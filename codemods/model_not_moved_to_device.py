@@ -35,56 +35,57 @@ class ModelNotMovedToDevice(DevicePass):
     """Model left on the CPU while the inputs it is called with are moved to a device.
 
     ## What it does
-    Finds a model built in a script, a notebook or a training function (`model = Net()`,
-    `model = AutoModel.from_pretrained(...)`) that is never moved (no `.to(...)`, `.cuda()`,
-    `device_map=`, no wrapper or function it is handed to), but is called with an input the
-    code moves to a device (`model(x.to(device))`, `model.generate(ids)` after
-    `ids = ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)` or
-    `enc = {k: v.to(device) for k, v in enc.items()}`), and adds the
-    same move for the model right after it is built: `model.to(device)`. A model handed by
-    position to a function of this file that only runs it, on inputs it moves to a device
-    the caller can name (`model = finetune(model, loader)`), counts as called there; the move
-    then comes after the last statement that replaces one of its layers (`model.fc =
-    nn.Linear(512, 2)`), since a head put in after the move would stay on the CPU.
-    torchvision's model builders (`models.resnet18(...)`) and `timm.create_model` build models.
-    An agent or trainer class (not a module itself) that builds several networks in one method
-    (`self.actor = Actor(...)`, `self.critic = Critic(...)`), moves some of them and never
-    another that it runs and optimizes (`self.critic(...)`, `Adam(self.critic.parameters())`)
-    gets that one moved the same way: `self.critic.cuda()` next to `self.actor.cuda()` (under
-    the same `if self.use_cuda:`), or `.to(self.device)` on its construction when its sibling
-    is built that way. A copy of a network the object moves (`self.old_policy =
-    copy.deepcopy(policy)` beside `self.policy = policy`), run by the object and never moved,
-    gets the same move next to the original's (`self.old_policy.cuda()` after
-    `self.policy.cuda()` in the object's own `cuda()`). An object that moves none of its
-    networks, but runs one on a tensor it moves to a device it holds (`self.q(obs)` after
-    `obs = torch.tensor(o).to(self.device)`; also through a method of the network's own class
-    that runs it, `self.pi.dist(s)` where `dist` calls `self(s)`, and on what a call made on
-    that device returns: `s, a = memory.batch(device=self.device)`), gets that network built on
-    that device
-    (`self.q = make_q(spec).to(self.device)`, or the
-    value `self.device` is given later when it can be written there); a `copy.deepcopy` of the
-    network made after it follows it. A checkpoint the object loads (`self.lm =
-    AutoModelForCausalLM.from_pretrained(path)`, also annotated: `self.lm: LlamaForCausalLM =
-    ...`) and only runs (`self.lm(**enc)`, `self.lm.generate(...)`, a CLIP-like model's
-    `get_text_features` / `get_image_features` / `encode_image`, reading `.config` or
-    `.eval()` aside) counts with any of its inputs
-    moved to a device the object holds (`enc = self.tok(...).to(self.accelerator.device)`); of
-    several loads of the attribute in one method, the one without a placement is built there
-    when the others have one (a full-weight branch beside an adapter loaded onto a base model
-    with `device_map=`). A module that runs itself (`self(x)`, `self.forward(x)`)
-    on tensors it makes on a device it sets in `__init__` (`torch.tensor(obs,
-    device=self.device)`), and that neither it nor this file moves, gets `self.to(self.device)`
-    in `__init__`, before its parameters are read (an optimizer, `copy.deepcopy(self)`).
-    A model a function is handed (`def fit(X, y, net, criterion, optimizer):`) and runs on
-    inputs it moves to a device it chooses itself (`device = torch.device("cuda:0" if ...)`,
-    bound once in the function's own body) gets `net.to(device)` right after that choice:
-    the caller cannot have known the device. The current GPU (`torch.device("cuda")`, which
-    the caller picks with `torch.cuda.set_device(rank)`) is the caller's choice and is left
-    alone; so is a parameter the function moves, rebinds, wraps or hands to another call, and
-    one run on what a model returned (a loss or a metric: `criterion(net(x), y)`); reading
-    its attributes and returning it are fine. The function must treat the parameter as a model
-    (`net.train()`, `net.parameters()`, `net.forward(x)`, a field of its output such as
-    `.logits`): a plain callable (`predict_fn(x)`) has no `.to()`.
+    Finds a model built in a script, a notebook or a training function (`model = Net()`, `model
+    = AutoModel.from_pretrained(...)`) that is never moved (no `.to(...)`, `.cuda()`,
+    `device_map=`, no wrapper or function it is handed to), but is called with an input the code
+    moves to a device (`model(x.to(device))`, `model.generate(ids)` after `ids =
+    ids.to(device)`, `model(**enc)` after `enc = tokenizer(...).to(device)` or `enc = {k:
+    v.to(device) for k, v in enc.items()}`), and adds the same move for the model right after it
+    is built: `model.to(device)`; where every move of those inputs runs under one `if` (`if
+    args.cuda: data = data.cuda()`), the model's move goes under the same test (`if args.cuda:
+    model.cuda()`), and without a fix where that test cannot be written where the model is
+    built: the script's CPU run must keep working. A model handed by position to a function of
+    this file that only runs it, on inputs it moves to a device the caller can name (`model =
+    finetune(model, loader)`), counts as called there; the move then comes after the last
+    statement that replaces one of its layers (`model.fc = nn.Linear(512, 2)`), since a head put
+    in after the move would stay on the CPU. torchvision's model builders
+    (`models.resnet18(...)`) and `timm.create_model` build models. An agent or trainer class
+    (not a module itself) that builds several networks in one method (`self.actor = Actor(...)`,
+    `self.critic = Critic(...)`), moves some of them and never another that it runs and
+    optimizes (`self.critic(...)`, `Adam(self.critic.parameters())`) gets that one moved the
+    same way: `self.critic.cuda()` next to `self.actor.cuda()` (under the same `if
+    self.use_cuda:`), or `.to(self.device)` on its construction when its sibling is built that
+    way. A copy of a network the object moves (`self.old_policy = copy.deepcopy(policy)` beside
+    `self.policy = policy`), run by the object and never moved, gets the same move next to the
+    original's (`self.old_policy.cuda()` after `self.policy.cuda()` in the object's own
+    `cuda()`). An object that moves none of its networks, but runs one on a tensor it moves to a
+    device it holds (`self.q(obs)` after `obs = torch.tensor(o).to(self.device)`; also through a
+    method of the network's own class that runs it, `self.pi.dist(s)` where `dist` calls
+    `self(s)`, and on what a call made on that device returns: `s, a =
+    memory.batch(device=self.device)`), gets that network built on that device (`self.q =
+    make_q(spec).to(self.device)`, or the value `self.device` is given later when it can be
+    written there); a `copy.deepcopy` of the network made after it follows it. A checkpoint the
+    object loads (`self.lm = AutoModelForCausalLM.from_pretrained(path)`, also annotated:
+    `self.lm: LlamaForCausalLM = ...`) and only runs (`self.lm(**enc)`, `self.lm.generate(...)`,
+    a CLIP-like model's `get_text_features` / `get_image_features` / `encode_image`, reading
+    `.config` or `.eval()` aside) counts with any of its inputs moved to a device the object
+    holds (`enc = self.tok(...).to(self.accelerator.device)`); of several loads of the attribute
+    in one method, the one without a placement is built there when the others have one (a
+    full-weight branch beside an adapter loaded onto a base model with `device_map=`). A module
+    that runs itself (`self(x)`, `self.forward(x)`) on tensors it makes on a device it sets in
+    `__init__` (`torch.tensor(obs, device=self.device)`), and that neither it nor this file
+    moves, gets `self.to(self.device)` in `__init__`, before its parameters are read (an
+    optimizer, `copy.deepcopy(self)`). A model a function is handed (`def fit(X, y, net,
+    criterion, optimizer):`) and runs on inputs it moves to a device it chooses itself (`device
+    = torch.device("cuda:0" if ...)`, bound once in the function's own body) gets
+    `net.to(device)` right after that choice: the caller cannot have known the device. The
+    current GPU (`torch.device("cuda")`, which the caller picks with
+    `torch.cuda.set_device(rank)`) is the caller's choice and is left alone; so is a parameter
+    the function moves, rebinds, wraps or hands to another call, and one run on what a model
+    returned (a loss or a metric: `criterion(net(x), y)`); reading its attributes and returning
+    it are fine. The function must treat the parameter as a model (`net.train()`,
+    `net.parameters()`, `net.forward(x)`, a field of its output such as `.logits`): a plain
+    callable (`predict_fn(x)`) has no `.to()`.
 
     ## Why is this bad?
     The inputs go to the GPU and the weights stay on the CPU: the first layer fails with
@@ -395,7 +396,19 @@ class ModelNotMovedToDevice(DevicePass):
             f"`{name}` stays on the CPU, but {where} is called with inputs moved to "
             f"{'`' + shown + '`' if shown else 'the GPU (`.cuda()`)'}"
         )
-        added = cst.parse_statement(move + "\n", config=self.context.module.config_for_parsing)
+        guard = self._input_move_guard(call)
+        if guard is not None and not self.facts.moves.visible_at(code_of(guard), statement):
+            self.report(
+                node,
+                message=f"{problem} only when `{code_of(guard)}` holds, which cannot be tested "
+                "where the model is built; no fix",
+            )
+            return
+        code = move + "\n"
+        if guard is not None:
+            code = f"if {code_of(guard)}:\n    {move}\n"  # the inputs move only then
+            move = f"if {code_of(guard)}: {move}"
+        added = cst.parse_statement(code, config=self.context.module.config_for_parsing)
         if device is None or self.facts.moves.visible_at(shown or "", statement):
             self.report(
                 node,
@@ -420,6 +433,39 @@ class ModelNotMovedToDevice(DevicePass):
             fix_title=f"Add `{move}`",
             edits=[Edit(following, cst.FlattenSentinel([added, following]))],
         )
+
+    def _input_move_guard(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The test of the `if` every move of the model's input runs under (`if args.cuda:
+        data = data.cuda()`): where it fails the inputs stay on the CPU, and so must the
+        model. None where some move is unconditional, or the moves sit under different tests."""
+        scope = self.facts.scopes.enclosing_scope(call)
+        names = {arg.value.value for arg in call.args if isinstance(arg.value, cst.Name)}
+        tests: dict[str, cst.BaseExpression] = {}
+        for assign in self.facts.scopes.find(scope, cst.Assign, own_scope=True):
+            bound = {
+                n.value
+                for n in self.context.subtree(assign.targets[0].target)
+                if isinstance(n, cst.Name)
+            }
+            if not bound & names or not any(
+                isinstance(node, cst.Call)
+                and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value in ("cuda", "to")
+                for node in self.context.subtree(assign.value)
+            ):
+                continue
+            guard = next(
+                (a for a in self.context.ancestors(assign) if isinstance(a, (cst.If, type(scope)))),
+                None,
+            )
+            if (
+                not isinstance(guard, cst.If)
+                or guard.orelse is not None
+                or len(guard.body.body) != 1  # `if args.cuda: x = x.cuda()` guards the move
+            ):
+                return None
+            tests[code_of(guard.test)] = guard.test
+        return next(iter(tests.values())) if len(tests) == 1 else None
 
     def _after_device_chosen(
         self, device: cst.BaseExpression, built: cst.SimpleStatementLine, call: cst.Call

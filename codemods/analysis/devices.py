@@ -1787,7 +1787,9 @@ class DeviceInference(Analysis):
             value = binding[1]
             if binding[0] == "unpack":
                 value = self._unpacked_element(name.value, value) or value
-            found = self.placed(value, at, depth + 1)
+            # The bound value's own names are read where it is (`x = Variable(x)`: the `x`
+            # moved before it), not at the use.
+            found = self.placed(value, value, depth + 1)
             if found is not None:
                 return found
         return self._accumulated(name.value, at, depth)

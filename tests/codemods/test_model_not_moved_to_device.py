@@ -934,3 +934,76 @@ class ImageIndex:
 """,
         unsafe=True,
     )
+
+
+def test_a_model_whose_inputs_move_only_under_a_flag_moves_under_that_flag() -> None:
+    # An unconditional `.cuda()` would break the script's own `--no-cuda` run.
+    assert_fix(
+        RULE,
+        """
+import argparse
+
+import torch
+from torch import nn
+from torch.autograd import Variable
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--no-cuda", action="store_true")
+opts = parser.parse_args()
+opts.cuda = not opts.no_cuda and torch.cuda.is_available()
+
+critic = nn.Linear(8, 1)
+
+
+def score(batches):
+    for states in batches:
+        if opts.cuda:
+            states = states.cuda()
+        states = Variable(states)
+        yield critic(states)
+""",
+        """
+import argparse
+
+import torch
+from torch import nn
+from torch.autograd import Variable
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--no-cuda", action="store_true")
+opts = parser.parse_args()
+opts.cuda = not opts.no_cuda and torch.cuda.is_available()
+
+critic = nn.Linear(8, 1)
+if opts.cuda:
+    critic.cuda()
+
+
+def score(batches):
+    for states in batches:
+        if opts.cuda:
+            states = states.cuda()
+        states = Variable(states)
+        yield critic(states)
+""",
+    )
+
+
+def test_a_flag_the_model_cannot_see_where_it_is_built_gives_no_fix() -> None:
+    assert_declined(
+        RULE,
+        """
+import torch
+from torch import nn
+
+critic = nn.Linear(8, 1)
+
+
+def score(batches, on_gpu):
+    for states in batches:
+        if on_gpu:
+            states = states.cuda()
+        yield critic(states)
+""",
+        reason="only when `on_gpu` holds, which cannot be tested where the model is built",
+    )
