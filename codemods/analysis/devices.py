@@ -314,14 +314,9 @@ class DeviceInference(Analysis):
     def _updated_in_place(self, call: cst.Call, function: FunctionInfo) -> bool:
         """`loss = torch.tensor(0.0)`, then `loss += ...`: a 0-dim CPU tensor that is written
         to is never let off next to a CUDA value (only one that is read is)."""
-        assign = self.context.parent(call)
-        if not (
-            isinstance(assign, cst.Assign)
-            and len(assign.targets) == 1
-            and isinstance(assign.targets[0].target, cst.Name)
-        ):
+        name = self.scopes.assigned_name(call)
+        if name is None:
             return False
-        name = assign.targets[0].target.value
         return any(
             isinstance(node, cst.AugAssign)
             and isinstance(node.target, cst.Name)

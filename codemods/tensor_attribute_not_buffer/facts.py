@@ -9,7 +9,7 @@ a class attribute of that name, a `None` or a non-tensor assigned to it elsewher
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
@@ -235,17 +235,23 @@ class Buffers(Analysis):
                         )
         return None
 
+    def _methods_after_construction(
+        self, classdef: cst.ClassDef
+    ) -> Iterator[tuple[cst.FunctionDef, str]]:
+        """The class's methods that run on the built module, with their `self` name."""
+        construction = self.facts.modules.construction_methods(classdef)
+        for function in methods(classdef):
+            self_var = self_name(function)
+            if self_var is not None and function.name.value not in construction:
+                yield function, self_var
+
     def follows_the_inputs(self, attr: str, classdef: cst.ClassDef) -> str | None:
         """The method that re-binds `self.<attr>` to where its input is before it reads it
         (`self.mean = self.mean.type_as(x)`), where that is every method that reads it besides
         the construction code: the attribute follows the inputs in each replica and after any
         `model.to()`. None otherwise."""
-        construction = self.facts.modules.construction_methods(classdef)
         found: str | None = None
-        for function in methods(classdef):
-            self_var = self_name(function)
-            if self_var is None or function.name.value in construction:
-                continue
+        for function, self_var in self._methods_after_construction(classdef):
             reads = [
                 node
                 for node in self.scopes.nodes(function.body)
@@ -271,12 +277,8 @@ class Buffers(Analysis):
         value read of it outside the construction code is such a move (`return
         self.mask[:n, :n].to(device)`; reads of its `.shape` or `.dtype` aside): the cached
         tensor goes where each caller asks, replica or not. None otherwise."""
-        construction = self.facts.modules.construction_methods(classdef)
         found: str | None = None
-        for function in methods(classdef):
-            self_var = self_name(function)
-            if self_var is None or function.name.value in construction:
-                continue
+        for function, self_var in self._methods_after_construction(classdef):
             for node in self.scopes.nodes(function.body):
                 if not (
                     isinstance(node, cst.Attribute)
