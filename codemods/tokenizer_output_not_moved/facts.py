@@ -8,6 +8,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method
+from devfix.codemods.analysis.moves import device_argument
 from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
@@ -116,6 +117,12 @@ class TokenizerOutputs(Analysis):
                 and receiver_root(value.func.value) == name
             ):
                 continue
+            device = device_argument(value)
+            if device is None or self.facts.moves.device_kind(device, function) not in (
+                "accelerator",
+                "device",
+            ):
+                continue  # `enc["pixel_values"] = enc["pixel_values"].to(torch.float16)`
             moves.append((assign, value))
         if len(moves) != 1:
             return None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from devfix.types import Applicability
+from devfix.engine import fix_source
+from devfix.types import Applicability, Options
 from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF202"
@@ -1077,3 +1078,24 @@ def complete(prompt):
     return tok.decode(model.generate(enc["input_ids"])[0])
 """,
     )
+
+
+def test_a_field_cast_to_another_dtype_in_place_is_no_move_of_the_encoding() -> None:
+    # `.to(torch.float16)` keeps the device: `enc = enc.to(torch.float16)` would cast every
+    # floating field and move nothing.
+    source = """
+import torch
+from transformers import AutoModelForVision2Seq, AutoProcessor
+
+processor = AutoProcessor.from_pretrained("vlm")
+model = AutoModelForVision2Seq.from_pretrained("vlm", device_map="auto")
+
+
+def caption(image):
+    enc = processor(images=image, text="a photo of", return_tensors="pt")
+    enc["pixel_values"] = enc["pixel_values"].to(torch.float16)
+    return processor.decode(model.generate(**enc)[0])
+"""
+    result = fix_source(source, Options(select=(RULE,), unsafe_fixes=True))
+    assert "enc = enc.to(torch.float16)" not in result.output
+    assert not any("only one field" in finding.message for finding in result.findings)
