@@ -60,7 +60,8 @@ class TokenizerOutputNotMoved(DevicePass):
     (`enc.get("attention_mask")`). An encoding one field of which is moved in place
     (`inputs["input_ids"] = inputs.input_ids.to("cuda")`) before the whole of it reaches the
     model (`model.generate(**inputs)`) is moved whole instead (`inputs = inputs.to("cuda")`:
-    a `BatchEncoding` moves every field; unsafe; a field cast to a dtype is no move).
+    a `BatchEncoding` moves every field; unsafe). A field cast to a dtype on the way
+    (`enc["pixel_values"].to(torch.float16)`) is no move: the encoding still gets its own.
     Tokenizer output (or a field of it, `inputs.input_ids`) sent to a literal GPU
     (`.to("cuda:0")`, `.cuda()`) for a model loaded with a `device_map` the caller chooses (a
     parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`

@@ -12,6 +12,7 @@ import libcst as cst
 from devfix.codemods.analysis.flow.calls import MOVES, is_name
 from devfix.codemods.analysis.flow.placement import ModelDevice, ModelPlacement
 from devfix.codemods.analysis.modules import self_attribute
+from devfix.codemods.analysis.moves import device_argument
 from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
@@ -414,13 +415,23 @@ class ModelCalls(ModelPlacement):
             for node in self.context.subtree(function.body)
         )
 
+    def _casts_only(self, method: cst.Attribute) -> bool:
+        """`x.to(torch.float16)` / `x.to(dtype=...)`: a cast, which keeps the device."""
+        call = self.context.parent(method)
+        if not (isinstance(call, cst.Call) and call.func is method and method.attr.value == "to"):
+            return False
+        device = device_argument(call)
+        return (device is None and keyword_argument(call, "dtype") is not None) or (
+            device is not None and self.names.is_dtype(device)
+        )
+
     def _moved_on_the_way(self, use: cst.Name) -> bool:
         """`inputs.to(d)`, `inputs["x"].to(d)`, `{k: v.to(d) for k, v in inputs.items()}`,
         `to_device(inputs)`: the output is moved somewhere on the way."""
         current: cst.CSTNode = use
         for ancestor in self.context.ancestors(use):
             if isinstance(ancestor, cst.Attribute) and ancestor.value is current:
-                if ancestor.attr.value in MOVES:
+                if ancestor.attr.value in MOVES and not self._casts_only(ancestor):
                     return True
             elif isinstance(ancestor, (cst.DictComp, cst.ListComp, cst.GeneratorExp)):
                 return any(
