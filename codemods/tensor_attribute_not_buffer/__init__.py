@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import register_buffer_for
+from devfix.codemods._edits import method_call, register_buffer_for
 from devfix.codemods.analysis.modules import self_name
 from devfix.codemods.analysis.names import code_of, string_value
 from devfix.codemods.tensor_attribute_not_buffer.facts import Buffers, Method
@@ -56,6 +56,12 @@ class TensorAttributeNotBuffer(DevicePass):
     tensor to a buffer's name updates the buffer). A `.to(device)` or `.cuda()` at the end of the
     value is kept: it is redundant once `model.to()` moves the buffer, but it keeps a module that
     is used without being moved (a loss created next to the model) on the device it had.
+
+    A module the file only ever builds inside another module's running code
+    (`disparityregression(maxdisp)(cost)` in `forward`) is a new instance per call that no
+    `model.to()` reaches, so a buffer would not move either: each read in its own methods
+    follows that method's input instead (`self.disp.to(x.device)`), and a bare `.cuda()` in the
+    value goes (it fails on a host without a GPU; unsafe).
 
     Not rewritten, only reported: a tensor that nothing in the file reads (no `x.<name>`, no
     `getattr(..., "<name>")`): it cannot meet another tensor here, and registering it would only
@@ -224,5 +230,50 @@ class TensorAttributeNotBuffer(DevicePass):
         if reason is not None:
             self.report(node, message=f"{holds}; {reason}")
             return
+        if attr is not None and self._follow_inputs_per_call(node, attr, owner, value, holds):
+            return
         new = register_buffer_for(node, self_name(owner[0]) or "self", name, value)
         self.report(node, message=fixed, edits=[Edit(node, new)])
+
+    def _follow_inputs_per_call(
+        self, node: cst.CSTNode, attr: str, owner: Method, value: cst.BaseExpression, holds: str
+    ) -> bool:
+        """A module the file builds inside another one's `forward` (`disparityregression(n)(x)`)
+        is never moved: a buffer would not help. Each read follows the method's input instead
+        (`self.disp.to(x.device)`), and a `.cuda()` ending the value goes (it fails on a host
+        without a GPU and picks the current GPU on the others)."""
+        buffers = self.facts.own(Buffers)
+        where = buffers.built_where_it_runs(owner[1])
+        reads = buffers.reads_after_construction(attr, owner[1]) if where else None
+        if where is None or reads is None:
+            return False
+        edits = [
+            Edit(read, method_call(read, "to", cst.parse_expression(f"{source}.device")))
+            for read, source in reads
+        ]
+        placed = _without_cuda(value)
+        if placed is not value:
+            edits.append(Edit(value, placed))
+        self.report(
+            node,
+            message=f"{holds}; the file builds this module inside `{where}`, where no "
+            f"`model.to()` reaches it: each read follows the input instead "
+            f"(`self.{attr}.to({reads[0][1]}.device)`)",
+            fix_title=f"Read `self.{attr}` on the input's device",
+            edits=edits,
+            applicability=Applicability.UNSAFE,
+        )
+        return True
+
+
+def _without_cuda(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`value` with a bare `.cuda()` in its method chain taken out (`t.cuda().requires_grad_(
+    False)` gives `t.requires_grad_(False)`); `value` itself when it has none."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+        return value
+    if value.func.attr.value == "cuda" and not value.args:
+        return value.func.value
+    inner = _without_cuda(value.func.value)
+    if inner is value.func.value:
+        return value
+    return value.with_changes(func=value.func.with_changes(value=inner))

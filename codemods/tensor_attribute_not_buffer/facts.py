@@ -245,6 +245,52 @@ class Buffers(Analysis):
             if self_var is not None and function.name.value not in construction:
                 yield function, self_var
 
+    def built_where_it_runs(self, classdef: cst.ClassDef) -> str | None:
+        """Where the file builds this module, when every construction of it is inside another
+        module's code that runs on inputs (`disparityregression(n)(cost)` in `forward`): an
+        instance made per call, which no `model.to()` ever reaches. The dotted name of that
+        method (the first), or None."""
+        name = classdef.name.value
+        where: str | None = None
+        for call in self.scopes.find(self.context.module, cst.Call):
+            if not (isinstance(call.func, cst.Name) and call.func.value == name):
+                continue
+            function = self.facts.modules.enclosing_function(call)
+            if (
+                function is None
+                or function.owner is None
+                or not function.owner.is_module
+                or self.facts.modules.is_construction(function)
+            ):
+                return None
+            where = where or f"{function.owner.node.name.value}.{function.name}"
+        return where
+
+    def reads_after_construction(
+        self, attr: str, classdef: cst.ClassDef
+    ) -> list[tuple[cst.Attribute, str]] | None:
+        """Each value read of `self.<attr>` in the methods run on the built module, with the
+        method's first tensor input; None where a reading method takes none."""
+        found: list[tuple[cst.Attribute, str]] = []
+        for function, self_var in self._methods_after_construction(classdef):
+            reads = [
+                node
+                for node in self.scopes.nodes(function.body)
+                if isinstance(node, cst.Attribute)
+                and self_attribute(node, self_var) == attr
+                and self._read_as_value(node)
+            ]
+            if not reads:
+                continue
+            inputs = self.facts.modules.function_info(function).tensor_params
+            if not inputs and function.name.value == "forward":
+                # A module's `forward` is handed its input tensors.
+                inputs = [p.name.value for p in function.params.params[1:2]]
+            if not inputs:
+                return None
+            found.extend((read, inputs[0]) for read in reads)
+        return found or None
+
     def follows_the_inputs(self, attr: str, classdef: cst.ClassDef) -> str | None:
         """The method that re-binds `self.<attr>` to where its input is before it reads it
         (`self.mean = self.mean.type_as(x)`), where that is every method that reads it besides

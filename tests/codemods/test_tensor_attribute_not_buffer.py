@@ -1215,3 +1215,94 @@ class Rotary(nn.Module):
         ),
         unsafe=True,
     )
+
+
+def test_a_module_built_inside_another_forward_reads_its_table_on_the_input_device() -> None:
+    # `Weighting(...)` is made per call inside `Head.forward`: `model.to()` never reaches the
+    # instance, so a buffer would stay where it was made; `.cuda()` fails on a CPU host.
+    assert_fix(
+        RULE,
+        """
+import torch
+from torch import nn
+
+
+class Weighting(nn.Module):
+    def __init__(self, bins):
+        super().__init__()
+        self.centres = torch.linspace(0, 1, bins).view(1, -1).cuda()
+
+    def forward(self, probs):
+        return (probs * self.centres).sum(-1)
+
+
+class Head(nn.Module):
+    def __init__(self, dim, bins):
+        super().__init__()
+        self.bins = bins
+        self.proj = nn.Linear(dim, bins)
+
+    def forward(self, x):
+        return Weighting(self.bins)(self.proj(x).softmax(-1))
+""",
+        """
+import torch
+from torch import nn
+
+
+class Weighting(nn.Module):
+    def __init__(self, bins):
+        super().__init__()
+        self.centres = torch.linspace(0, 1, bins).view(1, -1)
+
+    def forward(self, probs):
+        return (probs * self.centres.to(probs.device)).sum(-1)
+
+
+class Head(nn.Module):
+    def __init__(self, dim, bins):
+        super().__init__()
+        self.bins = bins
+        self.proj = nn.Linear(dim, bins)
+
+    def forward(self, x):
+        return Weighting(self.bins)(self.proj(x).softmax(-1))
+""",
+        unsafe=True,
+    )
+
+
+def test_a_module_built_as_a_submodule_gets_its_table_registered() -> None:
+    source = """
+import torch
+from torch import nn
+
+
+class Weighting(nn.Module):
+    def __init__(self, bins):
+        super().__init__()
+        self.centres = torch.linspace(0, 1, bins).view(1, -1)
+
+    def forward(self, probs):
+        return (probs * self.centres).sum(-1)
+
+
+class Head(nn.Module):
+    def __init__(self, dim, bins):
+        super().__init__()
+        self.proj = nn.Linear(dim, bins)
+        self.weighting = Weighting(bins)
+
+    def forward(self, x):
+        return self.weighting(self.proj(x).softmax(-1))
+"""
+    assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "self.centres = torch.linspace(0, 1, bins).view(1, -1)",
+            'self.register_buffer("centres", torch.linspace(0, 1, bins).view(1, -1), '
+            "persistent=False)",
+        ),
+        unsafe=True,
+    )
