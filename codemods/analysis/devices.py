@@ -49,7 +49,7 @@ from devfix.codemods.analysis.names import (
     keyword_argument,
     receiver_root,
 )
-from devfix.codemods.analysis.scopes import Binding, target_names
+from devfix.codemods.analysis.scopes import Binding, all_params, target_names
 from devfix.codemods.analysis.torch_names import (
     CONCATENATIONS,
     CPU_SOURCES,
@@ -547,7 +547,7 @@ class DeviceInference(Analysis):
             param.name.value == name
             and param.annotation is not None
             and is_tensor_type(self.names.qualified_name(param.annotation.annotation))
-            for param in function.node.params.params
+            for param in all_params(function.node.params)
         ):
             return False
         read: set[str] = set()

@@ -19,8 +19,9 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     keyword_argument,
+    string_value,
 )
-from devfix.codemods.analysis.scopes import Binding, ScopeTable
+from devfix.codemods.analysis.scopes import Binding, ScopeTable, all_params
 from devfix.codemods.analysis.torch_names import (
     ACCELERATOR_CLASSES,
     CLIP_LOADERS,
@@ -123,7 +124,7 @@ class ModelPlacement(CallSites):
         name = model.value
         params = {
             p.name.value: p
-            for p in (*function.params.posonly_params, *function.params.params)
+            for p in all_params(function.params)
             if p.name.value not in ("self", "cls")
         }
         if name not in params:
@@ -388,7 +389,7 @@ class ModelPlacement(CallSites):
                         and subscript.value.value in names
                         and len(subscript.slice) == 1
                         and isinstance(subscript.slice[0].slice, cst.Index)
-                        and _is_string(subscript.slice[0].slice.value, "device_map")
+                        and string_value(subscript.slice[0].slice.value) == "device_map"
                     ):
                         return node.value
             if (
@@ -398,7 +399,7 @@ class ModelPlacement(CallSites):
                 and isinstance(node.func.value, cst.Name)
                 and node.func.value.value in names
                 and len(node.args) == 2
-                and _is_string(node.args[0].value, "device_map")
+                and string_value(node.args[0].value) == "device_map"
             ):
                 return node.args[1].value
         return None
@@ -673,7 +674,3 @@ def _loads_quantized(call: cst.Call) -> bool:
         if keyword in ("load_in_4bit", "load_in_8bit") and is_name(arg.value, "True"):
             return True
     return False
-
-
-def _is_string(node: cst.BaseExpression, text: str) -> bool:
-    return isinstance(node, cst.SimpleString) and node.evaluated_value == text
