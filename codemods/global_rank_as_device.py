@@ -6,7 +6,12 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.flow.ranks import shown
-from devfix.codemods.analysis.names import call_tail, keyword_argument, parsed_expression
+from devfix.codemods.analysis.names import (
+    call_tail,
+    is_number,
+    keyword_argument,
+    parsed_expression,
+)
 from devfix.codemods.analysis.torch_names import DISTRIBUTED_DATA_PARALLEL
 from devfix.types import Applicability, Edit
 
@@ -70,12 +75,14 @@ class GlobalRankAsDevice(DevicePass):
     ```
 
     ## Fix safety
-    Safe: wherever the script worked, the global rank was a GPU of the machine, so it was
-    below `torch.cuda.device_count()` and equal to the local rank (one node); the fix changes
-    nothing there. Left alone: `dist.get_rank()` in a script started by
-    `torch.multiprocessing.spawn`, whose rank is what the script hands `init_process_group`
-    (usually the spawn index, a GPU of the machine), and a rank the function receives as a
-    parameter.
+    Safe: wherever the script worked, the global rank was a GPU of the machine, so it was below
+    `torch.cuda.device_count()` and equal to the local rank (one node); the fix changes nothing
+    there. Unsafe where a launch-less path binds the rank to a negative number (`rank = -1` in
+    the `else` of `if "RANK" in os.environ:`): `set_device(-1)` selects nothing, and
+    `-1 % torch.cuda.device_count()` is the last GPU. Left alone: `dist.get_rank()` in a script
+    started by `torch.multiprocessing.spawn`, whose rank is what the script hands
+    `init_process_group` (usually the spawn index, a GPU of the machine), and a rank the
+    function receives as a parameter.
 
     ## References
     - PyTorch, "Getting Started with Distributed Data Parallel" (multi-node: `device_ids`
@@ -87,6 +94,7 @@ class GlobalRankAsDevice(DevicePass):
     MESSAGE = "the global rank is used as a GPU index of this machine"
     FIX_TITLE = "Use the process's local GPU index"
     APPLICABILITY = Applicability.SAFE
+    APPLICABILITIES = (Applicability.SAFE, Applicability.UNSAFE)
     TRIGGER_WORDS = ("RANK", "get_rank", "global_rank", "SLURM_PROCID")
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -169,13 +177,36 @@ class GlobalRankAsDevice(DevicePass):
             replacement, imports = local, []
         code = self._code(value)
         origin = "" if shown(rank) == code else f" (`{shown(rank)}`)"
+        sentinel = self._negative_fallback(value, at) if local is None else None
+        caveat = (
+            f"; its fallback `{code} = {self._code(sentinel)}` selects no GPU, and the modulo "
+            "would make it the last one"
+            if sentinel is not None
+            else ""
+        )
         self.report(
             value,
             message=f"`{code}` is the global rank{origin}: on a second node it names a GPU "
-            "this machine does not have",
+            f"this machine does not have{caveat}",
             fix_title=f"Use the local GPU index `{replacement}`",
             edits=[Edit(value, parsed_expression(replacement))],
             imports=imports,
+            applicability=Applicability.UNSAFE if sentinel is not None else None,
+        )
+
+    def _negative_fallback(
+        self, value: cst.BaseExpression, at: cst.CSTNode
+    ) -> cst.BaseExpression | None:
+        """`rank = -1` on the path without a launcher: `set_device(-1)` is a no-op there."""
+        if not isinstance(value, cst.Name):
+            return None
+        return next(
+            (
+                bound
+                for bound in self.facts.scopes.assigned_before(value.value, at)
+                if isinstance(bound, cst.UnaryOperation) and is_number(bound)
+            ),
+            None,
         )
 
     def _code(self, value: cst.BaseExpression) -> str:

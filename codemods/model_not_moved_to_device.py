@@ -80,10 +80,11 @@ class ModelNotMovedToDevice(DevicePass):
     = torch.device("cuda:0" if ...)`, bound once in the function's own body) gets
     `net.to(device)` right after that choice: the caller cannot have known the device. The
     current GPU (`torch.device("cuda")`, which the caller picks with
-    `torch.cuda.set_device(rank)`) is the caller's choice and is left alone; so is a parameter
-    the function moves, rebinds, wraps or hands to another call, and one run on what a model
-    returned (a loss or a metric: `criterion(net(x), y)`); reading its attributes and returning
-    it are fine. The function must treat the parameter as a model (`net.train()`,
+    `torch.cuda.set_device(rank)`) is the caller's choice and is left alone, a device read off
+    the model itself (`device = next(net.parameters()).device`) is where it already is; so is a
+    parameter the function moves, rebinds, wraps or hands to another call, and one run on what a
+    model returned (a loss or a metric: `criterion(net(x), y)`); reading its attributes and
+    returning it are fine. The function must treat the parameter as a model (`net.train()`,
     `net.parameters()`, `net.forward(x)`, a field of its output such as `.logits`): a plain
     callable (`predict_fn(x)`) has no `.to()`.
 
@@ -254,7 +255,7 @@ class ModelNotMovedToDevice(DevicePass):
                 (
                     (run, chosen)
                     for run in runs or ()
-                    if (chosen := self._chosen_here(run, node)) is not None
+                    if (chosen := self._chosen_here(run, node, name)) is not None
                 ),
                 None,
             )
@@ -343,10 +344,11 @@ class ModelNotMovedToDevice(DevicePass):
             node = parent
 
     def _chosen_here(
-        self, run: cst.Call, function: cst.FunctionDef
+        self, run: cst.Call, function: cst.FunctionDef, model: str
     ) -> tuple[str, cst.SimpleStatementLine] | None:
         """(device, the statement of `function`'s own body that binds it) when an input of
-        `run` is moved to a local device variable bound there, before the run."""
+        `run` is moved to a local device variable bound there, before the run, from anything
+        but `model` itself (`device = next(model.parameters()).device` is where it already is)."""
         device = self._input_device(run)
         name = dotted_name(device[0]) if device is not None and device[0] is not None else None
         if name is None or "." in name:
@@ -371,6 +373,11 @@ class ModelNotMovedToDevice(DevicePass):
         chosen = self.context.parent(value) if isinstance(value, cst.AssignTarget) else None
         if isinstance(chosen, cst.Assign) and _current_gpu(chosen.value):
             return None  # `torch.device("cuda")`: the GPU the caller made current
+        if isinstance(chosen, cst.Assign) and any(
+            isinstance(read, cst.Name) and read.value == model
+            for read in self.context.subtree(chosen.value)
+        ):
+            return None
         return name, bindings[0]
 
     def visit_Assign(self, node: cst.Assign) -> None:

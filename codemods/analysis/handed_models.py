@@ -19,6 +19,7 @@ model) meet that model's work too (`run_by`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,9 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method, self_attribute
-from devfix.codemods.analysis.names import dotted_name
+from devfix.codemods.analysis.moves import copies_to_host
+from devfix.codemods.analysis.names import code_of, dotted_name
+from devfix.codemods.analysis.torch_names import MOVE_METHODS
 
 if TYPE_CHECKING:
     from devfix.codemods.analysis import FileFacts
@@ -50,7 +53,7 @@ class HandedModels(Analysis):
 
     def __init__(self, facts: FileFacts) -> None:
         super().__init__(facts)
-        self._runs_by: dict[int, HandedModel | None] = {}
+        self._runs_by: dict[tuple[int, frozenset[str]], HandedModel | None] = {}
         self._family_models: dict[tuple[str, int], bool] = {}
 
     def fed_by(self, move: cst.Call) -> HandedModel | None:
@@ -70,24 +73,26 @@ class HandedModels(Analysis):
                 continue
             if not (holds or any(self._passes(call, name) for name in fed)):
                 continue
-            found = self._run_model(call, function)
+            found = self._run_model(call, function, self.tests_around(move))
             if found is None or self._fed_output(call, move, fed, function):
                 continue
             return _handed(*found, call)
         return None
 
-    def run_by(self, function: cst.FunctionDef) -> HandedModel | None:
+    def run_by(self, function: cst.FunctionDef, at: cst.CSTNode) -> HandedModel | None:
         """The first model the code was handed that `function` runs, directly or through a
         helper of the file: where the function's own tensors (targets, a vector it optimises
-        through the model) meet that model's work."""
-        key = id(function)
+        through the model) meet that model's work. `at`: the tensor's move, whose tests
+        (`if args.cuda:`) a model the file places under the same test shares."""
+        tests = self.tests_around(at)
+        key = (id(function), tests)
         if key not in self._runs_by:
-            self._runs_by[key] = self._first_run(function)
+            self._runs_by[key] = self._first_run(function, tests)
         return self._runs_by[key]
 
-    def _first_run(self, function: cst.FunctionDef) -> HandedModel | None:
+    def _first_run(self, function: cst.FunctionDef, tests: frozenset[str]) -> HandedModel | None:
         for call in self.context.of_type(function.body, cst.Call):
-            found = self._run_model(call, function)
+            found = self._run_model(call, function, tests)
             # `tok.decode(ids)` runs no model: a name the function itself treats as one
             if found is not None and (
                 self._helper(call) is not None or self._treated_as_model(found[0], function)
@@ -139,9 +144,48 @@ class HandedModels(Analysis):
             node, parent = parent, self.context.parent(parent)
         if not isinstance(parent, cst.Assign) or parent.value is not node:
             return set()
-        return {
+        fed = {
             target.target.value for target in parent.targets if isinstance(target.target, cst.Name)
         }
+        function = self.scopes.enclosing_function(move)
+        if fed and function is not None:
+            fed |= self._derived_names(fed, function, self.context.order(parent)[1])
+        return fed
+
+    def _derived_names(self, fed: set[str], function: cst.FunctionDef, after: int) -> set[str]:
+        """The names `function` binds, after position `after`, to what it computes from the
+        fed names: `x = ids`, `x = x / 255.0`, `x = normalize(x)` (a transform handed the
+        tensor), `x = x.unsqueeze(0)`; a copy to the host (`x.cpu()`) ends the chain."""
+        derived: set[str] = set()
+        for assign in self.context.of_type(function.body, cst.Assign):
+            if self.context.order(assign)[0] <= after or len(assign.targets) != 1:
+                continue
+            target = assign.targets[0].target
+            if not isinstance(target, cst.Name) or not self._computed_from(
+                assign.value, fed | derived
+            ):
+                continue
+            derived.add(target.value)
+        return derived - fed
+
+    def _computed_from(self, value: cst.BaseExpression, names: set[str]) -> bool:
+        while True:
+            if isinstance(value, cst.Name):
+                return value.value in names
+            if isinstance(value, cst.BinaryOperation):
+                return self._computed_from(value.left, names) or self._computed_from(
+                    value.right, names
+                )
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if copies_to_host(value) or value.func.attr.value in MOVE_METHODS:
+                    return False
+                value = value.func.value
+            elif isinstance(value, cst.Call) and isinstance(value.func, cst.Name):
+                if not value.args or value.args[0].keyword is not None:
+                    return False
+                value = value.args[0].value
+            else:
+                return False
 
     def _holds(self, call: cst.Call, move: cst.Call) -> bool:
         return any(self._holds_move(arg, move) for arg in call.args)
@@ -160,7 +204,9 @@ class HandedModels(Analysis):
             value = value.value
         return isinstance(value, cst.Name) and value.value in names
 
-    def _run_model(self, call: cst.Call, function: cst.FunctionDef) -> tuple[str, bool] | None:
+    def _run_model(
+        self, call: cst.Call, function: cst.FunctionDef, tests: frozenset[str] = frozenset()
+    ) -> tuple[str, bool] | None:
         """(the model, whether it generates) when `call` runs a model the code was handed:
         directly (`model(x)`, `self.model.generate(x)`), or through a helper of the file it is
         handed to beside the inputs."""
@@ -169,8 +215,10 @@ class HandedModels(Analysis):
             func = func.value
         model = dotted_name(func)
         if model is not None and self._handed_in(model, function):
-            if self._placed_by_the_file(model, function) or not (
-                func is not call.func or self._treated_as_model(model, function)
+            if self._placed_by_the_file(model, function, tests) or not (
+                func is not call.func
+                or self._treated_as_model(model, function)
+                or self._treated_by_a_caller(model, function)
             ):
                 return None  # placed by this file, or nothing says it is a model
             return model, self._generates(model, function)
@@ -181,7 +229,9 @@ class HandedModels(Analysis):
             name = dotted_name(arg.value)
             if arg.keyword is not None or arg.star or name is None:
                 continue
-            if not self._handed_in(name, function) or self._placed_by_the_file(name, function):
+            if not self._handed_in(name, function) or self._placed_by_the_file(
+                name, function, tests
+            ):
                 continue
             inner = _parameter(helper, index)
             if (
@@ -302,31 +352,106 @@ class HandedModels(Analysis):
                 return len(values) == 1 and dotted_name(values[0]) in _parameters(init)[1:]
         return False
 
-    def _placed_by_the_file(self, model: str, function: cst.FunctionDef) -> bool:
+    def _placed_by_the_file(
+        self,
+        model: str,
+        function: cst.FunctionDef,
+        tests: frozenset[str] = frozenset(),
+        depth: int = 0,
+    ) -> bool:
         """A caller in this file hands `function` a model it placed itself (moved, or loaded
-        with a `device_map`): the literal GPU is then the file's own choice, which DF304
-        leaves to the script."""
+        with a `device_map`), or hands on its own parameter that its callers placed: the
+        literal GPU is then the file's own choice, which DF304 leaves to the script."""
+        for name, caller, call in self._passed_as(model, function):
+            if (
+                caller is not None
+                and depth < 3
+                and name in _parameters(caller)
+                and self._placed_by_the_file(name, caller, tests, depth + 1)
+            ):
+                return True
+            table, _ = self.scopes.lookup(name, caller)
+            if any(
+                self._placing(binding.value)
+                and (
+                    binding.position not in table.conditional
+                    or self._placed_on_every_path(binding.value, name, call, tests)
+                )
+                for binding in table.bindings.get(name, [])
+                if binding.value is not None
+            ):
+                return True
+            if any(
+                _is_move(self.context.parent(parent))
+                and self._placed_on_every_path(parent, name, call, tests)
+                for use in self.scopes.names_in(caller or self.context.module, name)
+                if (parent := self.context.parent(use)) is not None
+            ):
+                return True  # `model.cuda()` as a statement: moved in place
+        return False
+
+    def _placed_on_every_path(
+        self, node: cst.CSTNode, name: str, call: cst.Call, tests: frozenset[str]
+    ) -> bool:
+        """Placed on every path to `call`, not only under `if args.cuda:`, a test the
+        literal GPU of the inputs ignores; or under one of `tests`, the tests the inputs'
+        move itself is under (`if args.cuda:` around both)."""
+        return self.scopes.on_every_path(
+            node, lambda line: self._places_in(line, name), toward=call
+        ) or bool(self.tests_around(node) & tests)
+
+    def tests_around(self, node: cst.CSTNode) -> frozenset[str]:
+        """The code of the tests of the `if`s around `node` in its function."""
+        tests: set[str] = set()
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                break
+            if isinstance(ancestor, cst.If):
+                tests.add(code_of(ancestor.test))
+        return frozenset(tests)
+
+    def _places_in(self, statement: cst.BaseStatement, name: str) -> bool:
+        """`statement` moves `name` (`model.cuda()`) or binds it to a placing value."""
+        return any(
+            _is_move(call)
+            and isinstance(call.func, cst.Attribute)
+            and dotted_name(call.func.value) == name
+            for call in self.context.of_type(statement, cst.Call)
+        ) or any(
+            self._placing(assign.value)
+            and any(dotted_name(target.target) == name for target in assign.targets)
+            for assign in self.context.of_type(statement, cst.Assign)
+        )
+
+    def _passed_as(
+        self, param: str, function: cst.FunctionDef
+    ) -> Iterator[tuple[str, cst.FunctionDef | None, cst.Call]]:
+        """(the dotted name, the calling function, the call) of what each call of `function`
+        in this file passes as its parameter `param`."""
         params = _parameters(function)
-        if model not in params:
-            return False
-        index = params.index(model)
+        if param not in params:
+            return
+        index = params.index(param)
         for call, caller in self.facts.flow.call_sites(function):
             positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
-            passed = [arg.value for arg in call.args if arg.keyword and arg.keyword.value == model]
+            passed = [arg.value for arg in call.args if arg.keyword and arg.keyword.value == param]
             if index < len(positional):
                 passed.append(positional[index].value)
             for value in passed:
-                name = dotted_name(value) or ""
-                table, _ = self.scopes.lookup(name, caller)
-                if any(self._placing(binding.value) for binding in table.bindings.get(name, [])):
-                    return True
-                if any(
-                    _is_move(self.context.parent(parent))
-                    for use in self.scopes.names_in(caller or self.context.module, name)
-                    if (parent := self.context.parent(use)) is not None
-                ):
-                    return True  # `model.cuda()` as a statement: moved in place
-        return False
+                yield dotted_name(value) or "", caller, call
+
+    def _treated_by_a_caller(self, param: str, function: cst.FunctionDef, depth: int = 0) -> bool:
+        """A caller of `function` in this file hands it, as `param`, a name the caller treats
+        as a model (`model.eval()` before `predict(model, img)`), or hands on its own
+        parameter that its callers do."""
+        return any(
+            caller is not None
+            and (
+                self.facts.modules.treated_as_model(name, caller)
+                or (depth < 3 and self._treated_by_a_caller(name, caller, depth + 1))
+            )
+            for name, caller, _ in self._passed_as(param, function)
+        )
 
     def _placing(self, value: cst.BaseExpression | None) -> bool:
         """`Model(...).to(device)`, `model.cuda()`, `from_pretrained(..., device_map=...)`,

@@ -315,15 +315,25 @@ class Scopes:
             current = self.context.parent(current)
         return self.context.order(current if current is not None else node)[0]
 
-    def on_every_path(self, node: cst.CSTNode, same: Callable[[cst.BaseStatement], bool]) -> bool:
+    def on_every_path(
+        self,
+        node: cst.CSTNode,
+        same: Callable[[cst.BaseStatement], bool],
+        *,
+        toward: cst.CSTNode | None = None,
+    ) -> bool:
         """Whether no path through the `if`s around `node` (up to its function) skips both
         `node` and a statement `same` accepts: every other branch of each `if`/`elif`/`else`
         chain (which needs an `else`) holds such a statement, or an `if` that does on every
-        path, or a `raise`/`return` (that path does not go on)."""
+        path, or a `raise`/`return` (that path does not go on). The entry point's guard holds
+        whenever the script runs. `toward`: only the paths that reach that node count (an
+        `if` around both holds for both)."""
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
                 return True
-            if not isinstance(ancestor, cst.If):
+            if toward is not None and self.within(toward, ancestor):
+                return True
+            if not isinstance(ancestor, cst.If) or is_main_guard(ancestor):
                 continue
             if isinstance(self.context.parent(ancestor), cst.If):
                 continue  # an `elif` is judged with the head of its chain

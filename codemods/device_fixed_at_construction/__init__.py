@@ -791,7 +791,7 @@ class DeviceFixedAtConstruction(DevicePass):
         """The device of a model `function` was handed and runs (`def compute(model, tok,
         v: Tensor)`): a judgement, for a literal GPU the function's own tensors meet that
         model's work on."""
-        handed = self.facts.own(HandedModels).run_by(function.node)
+        handed = self.facts.own(HandedModels).run_by(function.node, function.node)
         if handed is None:
             return None
         line = self.facts.scopes.line_of(handed.run)

@@ -65,19 +65,24 @@ class HardCodedDevice(DevicePass):
     else to the CPU; `x.to(f"cuda:{self.gpu_id}")` where the file treats `gpu_id` as possibly
     None goes to the device of the model the class moved to that id.
     Inputs sent to a literal GPU (`ids = ids.to("cuda")`, `.cuda()`, `.cuda(0)`, also one
-    numbered by a setting: `f"cuda:{rank}"`, `"cuda:{}".format(rank)`) for a model the code
-    was handed, in any program, library code included: a parameter (`def generate(model,
-    tokenizer, prompt):`) or `self.model` set from a constructor's parameter (the class's, or
-    that of a class of the file it derives from), run on them directly (`model(ids)`,
-    `self.model.generate(ids)`, `model.predict(batch["input_ids"])`), through a helper of the
-    file handed both, or through a method of the class's family that runs `self.model` on what
-    it is given (a runner's `self.inference_step(batch)`, defined in a subclass), go to
-    that model's device instead: `model.device` for a model that generates (Hugging Face),
-    else `next(model.parameters()).device` (an unsafe fix). The code must treat the callable
-    as a model (a run method, `model.eval()`, a field of a model output such as `.logits`);
-    left alone are a model a caller in the file placed itself (moved, or loaded with a
-    `device_map`), a callable run on a model's output (a loss, a metric), a device variable
-    (`.cuda(local_rank)`), and a bare GPU in a script that sets the current device.
+    numbered by a setting: `f"cuda:{rank}"`, `"cuda:{}".format(rank)`) for a model the code was
+    handed, in any program, library code included: a parameter
+    (`def generate(model, tokenizer, prompt):`) or `self.model` set from a constructor's
+    parameter (the class's, or that of a class of the file it derives from), run on them
+    directly (`model(ids)`, `self.model.generate(ids)`, `model.predict(batch["input_ids"])`),
+    through a helper of the file handed both, or through a method of the class's family that
+    runs `self.model` on what it is given (a runner's `self.inference_step(batch)`, defined in a
+    subclass), go to that model's device instead: `model.device` for a model that generates
+    (Hugging Face), else `next(model.parameters()).device` (an unsafe fix). The code must treat
+    the callable as a model (a run method, `model.eval()`, a field of a model output such as
+    `.logits`), or a caller that hands it over must; the inputs may reach it through names
+    computed from them (`x = x / 255`, `x = normalize(x).unsqueeze(0)`); left alone are a model
+    a caller in the file placed itself (moved, or loaded with a `device_map`, on every path to
+    the call or under the test the inputs' move is under, also handed down through other
+    functions; one moved only `if args.cuda:` while its inputs always go to the GPU is not
+    placed: they meet it on the CPU without the flag), a callable run on a model's output (a
+    loss, a metric), a device variable (`.cuda(local_rank)`), and a bare GPU in a script that
+    sets the current device.
     Likewise, in a function that runs such a model and does not move it itself, a literal GPU
     handed straight to a move or a factory of its other tensors (`torch.tensor(ys,
     device="cuda")` for the targets, `labels.cuda()`) goes to that model's device (unsafe); a
@@ -360,7 +365,7 @@ class HardCodedDevice(DevicePass):
         if len(positional) > index or keyword_argument(call, param) is not None:
             return
         function = self.facts.scopes.enclosing_function(call)
-        handed = self.facts.own(HandedModels).run_by(function) if function else None
+        handed = self.facts.own(HandedModels).run_by(function, call) if function else None
         if handed is None:
             return
         self._follow_handed_model(
@@ -419,7 +424,7 @@ class HardCodedDevice(DevicePass):
             return False
         if self.facts.modules.function_info(function).is_model_code:
             return False  # DF102's
-        handed = self.facts.own(HandedModels).run_by(function)
+        handed = self.facts.own(HandedModels).run_by(function, anchor)
         if handed is None:
             return False
         new: cst.CSTNode

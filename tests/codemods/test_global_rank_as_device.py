@@ -451,3 +451,25 @@ def test_slurm_s_task_rank_read_by_a_helper_is_the_global_rank() -> None:
             model = Net().to(device)
         """,
     )
+
+
+def test_a_rank_with_a_negative_no_launcher_fallback_is_still_the_rank() -> None:
+    # `rank = -1` where no launcher ran: set_device(-1) selects nothing, and the modulo would
+    # make it the last GPU, so the fix waits for --unsafe-fixes.
+    before = """
+        import os
+        import torch
+        import torch.distributed as dist
+
+        if "RANK" in os.environ:
+            rank = int(os.environ["RANK"])
+        else:
+            rank = -1
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", rank=rank)
+        """
+    after = before.replace("set_device(rank)", "set_device(rank % torch.cuda.device_count())")
+    assert_fix(RULE, before, before)  # reported, left as it is without --unsafe-fixes
+    findings = assert_fix(RULE, before, after, unsafe=True)
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "selects no GPU" in findings[0].message

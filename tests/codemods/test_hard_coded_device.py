@@ -802,6 +802,62 @@ def test_inputs_sent_to_a_literal_gpu_for_a_model_the_class_was_handed() -> None
     assert "the caller chose that model's device" in findings[0].message
 
 
+_PLACED_ONLY_WITH_A_FLAG = """
+import numpy as np
+import torch
+
+def predict_once(model, image):
+    x = torch.from_numpy(image.astype(np.float32)).permute(2, 0, 1).cuda()
+    x = x / 255.0
+    x = normalize(x).unsqueeze(0)
+    return model(x)[0].cpu().numpy()
+
+def predict_all(model, images):
+    return [predict_once(model, image) for image in images]
+
+def main(args):
+    model = MattingNet()
+    model.load_state_dict(torch.load(args.weights, map_location="cpu"))
+    if args.cuda:
+        model = model.cuda()
+    model.eval()
+    return predict_all(model, args.images)
+"""
+
+
+def test_literal_gpu_inputs_of_a_model_the_file_places_only_under_a_flag_follow_the_model() -> None:
+    # The model goes to the GPU only `if args.cuda:`; its input always does, two calls down
+    # and through a transform: without the flag the image meets a CPU model.
+    findings = assert_fix(
+        RULE,
+        _PLACED_ONLY_WITH_A_FLAG,
+        _PLACED_ONLY_WITH_A_FLAG.replace(
+            ".permute(2, 0, 1).cuda()", ".permute(2, 0, 1).to(next(model.parameters()).device)"
+        ),
+        unsafe=True,
+    )
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+
+
+def test_literal_gpu_inputs_moved_under_the_flag_the_model_is_placed_under_are_left() -> None:
+    # The same test guards both moves, or every branch places the model: they agree.
+    assert_noop(
+        RULE,
+        _PLACED_ONLY_WITH_A_FLAG.replace(
+            "    x = torch.from_numpy(image.astype(np.float32)).permute(2, 0, 1).cuda()\n",
+            "    x = torch.from_numpy(image.astype(np.float32)).permute(2, 0, 1)\n"
+            "    if args.cuda:\n        x = x.cuda()\n",
+        ).replace("def predict_once(model, image):", "def predict_once(model, image, args=ARGS):"),
+    )
+    assert_noop(
+        RULE,
+        _PLACED_ONLY_WITH_A_FLAG.replace(
+            "        model = model.cuda()\n",
+            "        model = model.cuda()\n    else:\n        model = model.half().cuda()\n",
+        ),
+    )
+
+
 def test_literal_gpu_inputs_left_where_the_file_places_the_model_or_feeds_no_model() -> None:
     # The file moves the model it hands over; a loss and an augmentation are no models; a
     # device variable is not a literal GPU.

@@ -515,6 +515,25 @@ def test_model_parameter_of_an_evaluation_function_moved_where_it_moves_the_inpu
     )
 
 
+def test_model_parameter_whose_own_device_the_inputs_follow_is_left_alone() -> None:
+    # The device is read off the model itself: the inputs go where it already is, and a
+    # `policy.to(dev)` would be a no-op dressed as a fix.
+    for read in ("next(policy.parameters()).device", "policy.device", "device_of(policy)"):
+        assert_noop(
+            RULE,
+            f"""
+            import torch
+
+            def rollout(env, policy):
+                dev = {read}
+                obs = env.reset()
+                for _ in range(100):
+                    act = policy(torch.as_tensor(obs, device=dev)[None])
+                    obs = env.step(act.cpu().numpy()[0])
+            """,
+        )
+
+
 def test_model_parameter_left_where_the_caller_decides() -> None:
     # A device the caller passes (it may have moved the model there), a model the function
     # moves or hands on, and a loss fed the model's output are all left alone.

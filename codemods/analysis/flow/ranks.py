@@ -15,7 +15,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.flow.calls import CallSites
 from devfix.codemods.analysis.modules import method
-from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, is_constant
+from devfix.codemods.analysis.names import call_tail, code_of, dotted_name, is_constant, is_number
 
 if TYPE_CHECKING:
     from devfix.codemods.analysis import FileFacts
@@ -168,9 +168,12 @@ class ProcessRanks(CallSites):
         return None
 
     def _same_kind(self, values: list[cst.BaseExpression], depth: int) -> Rank | None:
-        """The kind every value is, constants aside (`0`, `"cpu"`: a one-process fallback,
-        where a rank of 0 is both); None when one is of no kind or they disagree."""
-        ranks = [self.rank_of(v, v, depth + 1) for v in values if not is_constant(v)]
+        """The kind every value is, constants aside (`0`, `-1`, `"cpu"`: a one-process
+        fallback, where a rank of 0 is both and -1 is none); None when one is of no kind or
+        they disagree."""
+        ranks = [
+            self.rank_of(v, v, depth + 1) for v in values if not is_constant(v) and not is_number(v)
+        ]
         kinds = {rank.kind if rank is not None else None for rank in ranks}
         if len(kinds) == 1 and None not in kinds:
             return ranks[-1]
