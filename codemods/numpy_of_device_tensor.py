@@ -29,8 +29,10 @@ class NumpyOfDeviceTensor(DevicePass):
     arguments with NumPy, and gives them `.detach().cpu().numpy()`. A latent hazard too: a
     tensor whose device nothing in the file tells, converted with `.detach().numpy()` or
     `.data.numpy()` (torch's own methods, so a torch tensor) in a file that moves work to a GPU
-    (`net.to(device)`, `.cuda()`), gets `.cpu()` before `.numpy()`: it is on the GPU as soon as
-    what computed it is, and the copy is a no-op on the CPU.
+    (`net.to(device)`, `.cuda()`) or hands a device chosen at run time to a helper
+    (`to_tensors(self.device, batch)`, `extract(model, loader, device=device)`), gets `.cpu()`
+    before `.numpy()`: it is on the GPU as soon as what computed it is, and the copy is a no-op
+    on the CPU.
 
     ## Why is this bad?
     NumPy can only read CPU memory: `.numpy()` on a CUDA tensor fails with `TypeError: can't
@@ -138,13 +140,21 @@ class NumpyOfDeviceTensor(DevicePass):
             if isinstance(chain, cst.Call) and self._model_left_on_the_cpu(chain, at):
                 return None
             chain = chain.func if isinstance(chain, cst.Call) else chain.value
-        move = self.facts.moves.first_gpu_move()
-        if move is None or self.facts.flow.runs_without_cuda(at):
+        if self.facts.flow.runs_without_cuda(at):
             return None
-        line = self.facts.scopes.line_of(move)
+        move = self.facts.moves.first_gpu_move()
+        if move is not None:
+            where = f"moves work to a GPU (line {self.facts.scopes.line_of(move)})"
+        elif (handoff := self.facts.moves.first_device_handoff()) is not None:
+            where = (
+                f"hands its work a device chosen at run time (line "
+                f"{self.facts.scopes.line_of(handoff)})"
+            )
+        else:
+            return None
         return (
-            f"a latent hazard: this file moves work to a GPU (line {line}), and a tensor "
-            "computed there cannot be read by NumPy; on the CPU the copy is a no-op"
+            f"a latent hazard: this file {where}, and a tensor computed there cannot be read "
+            "by NumPy; on the CPU the copy is a no-op"
         )
 
     def _tests_a_gpu_flag(self, test: cst.BaseExpression) -> bool:

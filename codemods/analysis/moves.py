@@ -460,6 +460,35 @@ class Moves(Analysis):
         found = self.context.shared[key]
         return found if isinstance(found, cst.Call) else None
 
+    def first_device_handoff(self) -> cst.Call | None:
+        """The first call handed a device chosen at run time (`convert(self.device, batch)`,
+        `extract(model, loader, device=device)`): a file whose tensors a helper elsewhere may
+        put on a GPU."""
+        key = "moves.first_device_handoff"
+        if key not in self.context.shared:
+            self.context.shared[key] = next(
+                (
+                    call
+                    for call in self.context.of_type(self.context.module, cst.Call)
+                    if any(self._hands_a_device(arg, call) for arg in call.args)
+                ),
+                None,
+            )
+        found = self.context.shared[key]
+        return found if isinstance(found, cst.Call) else None
+
+    def _hands_a_device(self, arg: cst.Arg, call: cst.Call) -> bool:
+        """`device=<a run-time device>`, or a name for one (`self.device`, `dev`)."""
+        name = dotted_name(arg.value)
+        if arg.star or name is None:
+            return False
+        tail = name.rsplit(".", 1)[-1].lower().strip("_")
+        if arg.keyword is not None and arg.keyword.value != "device":
+            return False
+        return (
+            arg.keyword is not None or tail in ("device", "dev") or tail.endswith("_device")
+        ) and self.device_kind(arg.value, self.scopes.enclosing_function(call)) == "device"
+
     def moved_devices(self, node: cst.CSTNode) -> list[str]:
         """Distinct devices (as source text) that code in `node`'s function and at module level
         moves things to with `.to(<device>)` / `.cuda(...)`; a tensor's own `x.device` is not

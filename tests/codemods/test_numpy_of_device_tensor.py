@@ -341,3 +341,36 @@ def test_detached_tensors_are_left_where_the_code_never_leaves_the_cpu_or_splits
                 return action, probs.cpu().detach().numpy()
         """,
     )
+
+
+_AGENT = """
+import torch
+from common import to_tensors
+
+class Agent:
+    def __init__(self, net, device, action_dim):
+        self.net = net
+        self.device = device
+        self.action_dim = action_dim
+        self.head = make_head(self.action_dim)
+
+    def learn(self, batch):
+        states, targets = to_tensors(self.device, batch["s"], batch["y"])
+        errors = self.net(states) - targets
+        errors.pow(2).mean().backward()
+        return errors.detach().numpy()
+"""
+
+
+def test_detached_numpy_in_a_file_that_hands_a_helper_its_device_is_a_latent_hazard() -> None:
+    # The file's only word on devices is `self.device`, handed to a helper of another module
+    # that builds the batch there: the errors are on that device; `.cpu()` is a no-op on the CPU.
+    findings = assert_fix(
+        RULE, _AGENT, _AGENT.replace("errors.detach().numpy()", "errors.detach().cpu().numpy()")
+    )
+    assert "hands its work a device chosen at run time (line 13)" in findings[0].message
+
+
+def test_a_size_or_a_cpu_device_handed_to_a_helper_says_nothing_of_a_gpu() -> None:
+    assert_noop(RULE, _AGENT.replace("self.device, ", ""))
+    assert_noop(RULE, _AGENT.replace("to_tensors(self.device, ", 'to_tensors("cpu", '))
