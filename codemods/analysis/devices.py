@@ -33,6 +33,7 @@ from devfix.codemods.analysis.modules import (
     method,
     names_a_device,
     self_attribute,
+    takes_tensors,
 )
 from devfix.codemods.analysis.moves import (
     DeviceMove,
@@ -1131,6 +1132,31 @@ class DeviceInference(Analysis):
             root = _same_device_root(values[0]) if len(values) == 1 else None
             if root is not None and root != name:
                 return self._tensor_origin(root, function, line, seen)
+            if len(values) == 1:
+                return self._operands_origin(values[0], function, line, seen)
+        return None
+
+    def _operands_origin(
+        self, value: cst.BaseExpression, function: FunctionInfo, line: int, seen: set[str]
+    ) -> str | None:
+        """`torch.mm(a, b.t())`: a torch function of tensors computes on the device they share,
+        so its result is where its first operand that can be named at `line` is (also scaled:
+        `torch.mm(a, b) / t`)."""
+        if isinstance(value, cst.BinaryOperation):
+            return self._operands_origin(value.left, function, line, seen) or self._operands_origin(
+                value.right, function, line, seen
+            )
+        if not (
+            isinstance(value, cst.Call) and takes_tensors(self.names.qualified_name(value.func))
+        ):
+            return None
+        for arg in value.args:
+            if arg.keyword is not None or arg.star:
+                continue
+            root = _same_device_root(arg.value)
+            origin = self._tensor_origin(root, function, line, seen) if root else None
+            if origin is not None:
+                return origin
         return None
 
     def _is_local_tensor(

@@ -2124,3 +2124,47 @@ class Codebook(nn.Module):
 """,
         reason="no tensor or layer in scope tells",
     )
+
+
+_CONTRAST_LOSS = """
+import torch
+
+
+def build_loss(temperature):
+    def loss(queries, keys, owners):
+        n, m = queries.shape[0], keys.shape[0]
+        positives = torch.zeros(n, m)
+        for row, column in enumerate(owners):
+            positives[row, column] = 1.0
+        scores = torch.matmul(queries, keys.T) / temperature
+        return -(scores.log_softmax(-1) * positives).sum() / n
+
+    return loss
+"""
+
+
+def test_a_mask_meeting_a_product_of_the_inputs_bound_later_is_made_on_its_operand() -> None:
+    # `scores` is bound after the mask, so it cannot be named there; it is a torch product of
+    # the inputs, computed on the device they share: the mask goes on `queries.device`, a
+    # proof (the mask meets it), not the judgement of its shape.
+    findings = assert_fix(
+        RULE,
+        _CONTRAST_LOSS,
+        _CONTRAST_LOSS.replace("torch.zeros(n, m)", "torch.zeros(n, m, device=queries.device)"),
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert "shaped after" not in findings[0].message
+
+
+def test_a_mask_meeting_a_product_of_non_tensors_keeps_the_judgement_of_its_shape() -> None:
+    # `np.matmul` is not torch's: its operands say nothing of a device; only the shape does.
+    source = _CONTRAST_LOSS.replace("import torch\n", "import numpy as np\nimport torch\n")
+    source = source.replace("torch.matmul(queries, keys.T)", "np.matmul(q_rows, k_rows)")
+    findings = assert_fix(
+        RULE,
+        source,
+        source.replace("torch.zeros(n, m)", "torch.zeros(n, m, device=queries.device)"),
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE
+    assert "shaped after `queries`" in findings[0].message
