@@ -89,14 +89,15 @@ class TensorFactoryWithoutDevice(DevicePass):
     (devfix writes `device=self.pos_embedding.weight.device` inline; the local name above only
     keeps this example short.) The device is read from the code that uses the new tensor: the
     tensor it meets in an operation (`x + t`, `torch.cat([x, t])`,
-    `scores.masked_fill(t, ...)`), or the layer it is fed to (`self.pos_embedding(t)` gives
-    `self.pos_embedding.weight.device`; an `nn.Sequential` that opens with such a layer gives
-    `self.encoder[0].weight.device`). A tensor it meets that is bound only later
-    (`scores = torch.mm(q, k.T) / t` after the mask) is named by the operand of the torch
-    function that computes it, which shares its device (`device=q.device`). Legacy constructors
-    cannot take `device=`, so they get `.to(<device>)` instead. `dtype` and every other argument
-    are kept. Zero-dimensional scalars such as `torch.tensor(2.0)` are legal next to CUDA
-    tensors and are left alone, unless the code writes into them: an accumulator
+    `scores.masked_fill(t, ...)`), a tensor that indexes it (`eye[labels]`, `mask[y > 0] = 0`: a
+    CPU tensor indexed from a GPU fails; indices on the host say nothing), or the layer it is
+    fed to (`self.pos_embedding(t)` gives `self.pos_embedding.weight.device`; an `nn.Sequential`
+    that opens with such a layer gives `self.encoder[0].weight.device`). A tensor it meets that
+    is bound only later (`scores = torch.mm(q, k.T) / t` after the mask) is named by the operand
+    of the torch function that computes it, which shares its device (`device=q.device`). Legacy
+    constructors cannot take `device=`, so they get `.to(<device>)` instead. `dtype` and every
+    other argument are kept. Zero-dimensional scalars such as `torch.tensor(2.0)` are legal next
+    to CUDA tensors and are left alone, unless the code writes into them: an accumulator
     `total = torch.tensor(0.0)` updated with `total += loss` fails once `loss` is on a GPU, so
     it is made where what is added to it is (the tensors handed to the class's own method or the
     file's function that computes it, a judgement).

@@ -743,6 +743,14 @@ class DeviceInference(Analysis):
         depth: int,
     ) -> Iterator[Device]:
         if parent.value is node:
+            # `eye[labels]`: a CPU tensor indexed by a tensor on a GPU fails ("indices should be
+            # either on cpu or on the same device as the indexed tensor"), so it meets them.
+            # Indices on the host say nothing: a tensor anywhere takes them.
+            for element in parent.slice:
+                if isinstance(element.slice, cst.Index):
+                    for found in self._meet(element.slice.value, function, own_names, line):
+                        if found is not ON_HOST:
+                            yield found
             yield from self._flow(parent, function, own_names, line, depth + 1)
 
     def _flow_into_index(

@@ -2168,3 +2168,52 @@ def test_a_mask_meeting_a_product_of_non_tensors_keeps_the_judgement_of_its_shap
     )
     assert findings[0].applicability is Applicability.UNSAFE
     assert "shaped after `queries`" in findings[0].message
+
+
+_RANKING_LOSS = """
+import torch
+from torch import nn
+
+
+class PairwiseLoss(nn.Module):
+    def forward(self, scores, times):
+        allowed = torch.ones(times.shape[0], times.shape[0])
+        allowed[times.unsqueeze(1) < times.unsqueeze(0)] = 0
+        return (scores.exp() * allowed).sum()
+"""
+
+
+def test_a_new_tensor_indexed_by_a_mask_of_an_input_is_made_on_that_input() -> None:
+    # A CPU tensor indexed by a mask on a GPU fails ("indices should be either on cpu or on
+    # the same device as the indexed tensor"): a proof, ahead of what it meets later.
+    findings = assert_fix(
+        RULE,
+        _RANKING_LOSS,
+        _RANKING_LOSS.replace(
+            "torch.ones(times.shape[0], times.shape[0])",
+            "torch.ones(times.shape[0], times.shape[0], device=times.device)",
+        ),
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_indices_copied_to_the_host_say_nothing_of_the_indexed_tensor() -> None:
+    # `torch.eye(c)[labels.cpu()]` takes host indices anywhere; what the one-hot rows meet
+    # later (`probs`) still decides.
+    source = """
+    import torch
+    from torch import nn
+
+
+    class SoftDice(nn.Module):
+        def forward(self, probs, labels):
+            one_hot = torch.eye(probs.shape[1])[labels.cpu()]
+            return 1 - (2 * (probs * one_hot).sum() + 1) / ((probs + one_hot).sum() + 1)
+    """
+    assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "torch.eye(probs.shape[1])", "torch.eye(probs.shape[1], device=probs.device)"
+        ),
+    )
