@@ -41,7 +41,10 @@ class TokenizerOutputNotMoved(DevicePass):
     a PEFT adapter loaded onto such a model (`PeftModel.from_pretrained(base, path)`), or a
     model a class or function receives from its caller annotated as a Hugging Face model
     (`def __init__(self, model: PreTrainedModel)`, no call in the file filling it): the caller
-    chooses the device and the model carries it. A tokenizer of the file itself (a function,
+    chooses the device and the model carries it; also a model loaded with `from_pretrained`
+    that was moved where its device cannot be written at the tokenizer call (a local of the
+    loading function two calls away, or only under an `if`): its `.device` says where it went.
+    A tokenizer of the file itself (a function,
     or the `__call__` of a class) that returns a plain dict gets each value moved instead
     (`{key: value.to(device) for key, value in tokenize(text).items()}`: a dict has no
     `.to()`); one whose result is not known declines with that reason. A model parameter
@@ -156,7 +159,11 @@ class TokenizerOutputNotMoved(DevicePass):
             return  # accelerate's hook on the model moves its inputs to the execution device
         if model.move is not None and (model.move.method == "to" or not model.pretrained):
             device = model.move.as_to_argument()
-        elif model.pretrained:
+        elif model.pretrained or self.facts.flow.loaded_from_pretrained(
+            model_name, self.facts.scopes.enclosing_function(model_call)
+        ):
+            # A Hugging Face model moved where its device cannot be written here: its
+            # `.device` says where that is.
             device = cst.parse_expression(f"{model_name}.device")
         else:
             self.report(

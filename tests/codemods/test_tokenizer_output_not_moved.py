@@ -383,7 +383,8 @@ def test_a_model_built_on_each_branch_then_moved_the_same_way_is_on_that_device(
 
 
 def test_a_move_missing_from_one_branch_is_still_conditional() -> None:
-    # The first branch leaves its model where it was loaded; the `else` falls through.
+    # The first branch leaves its model where it was loaded; the `else` falls through. Not
+    # `self.device`, then: the model is a Hugging Face one, whose `.device` follows either path.
     for source in (
         _ENCODER_WRAPPER.replace(
             "            self.model = model_class.from_pretrained(name)\n"
@@ -394,7 +395,13 @@ def test_a_move_missing_from_one_branch_is_still_conditional() -> None:
             '        else:\n            raise ValueError(f"unknown model {name}")\n', ""
         ),
     ):
-        assert_declined(RULE, source, reason="moved only when the `if` on line")
+        assert_fix(
+            RULE,
+            source,
+            source.replace(
+                'return_tensors="pt")\n', 'return_tensors="pt").to(self.model.device)\n'
+            ),
+        )
 
 
 def test_an_encoding_whose_lengths_are_packed_is_not_moved_whole() -> None:
@@ -1101,3 +1108,43 @@ def caption(image):
         source.replace('return_tensors="pt")', 'return_tensors="pt").to(model.device)'),
         unsafe=True,
     )
+
+
+_SCORER = """
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+
+def load(name):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = AutoModelForSequenceClassification.from_pretrained(name).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(name)
+
+
+def score(pairs, name):
+    model, tokenizer = load(name)
+    return [logits_of(model, tokenizer, pair) for pair in pairs]
+
+
+def logits_of(model, tokenizer, pair):
+    enc = tokenizer(*pair, return_tensors="pt", truncation=True)
+    with torch.no_grad():
+        return model(**enc).logits.softmax(-1).cpu()
+"""
+
+
+def test_a_pretrained_model_moved_where_its_device_cannot_be_written_gives_its_device() -> None:
+    # The device is a local of `load`, two calls away; the model is a Hugging Face model
+    # (loaded with `from_pretrained`), so `model.device` is where `load` put it.
+    assert_fix(
+        RULE,
+        _SCORER,
+        _SCORER.replace("truncation=True)\n", "truncation=True).to(model.device)\n"),
+    )
+
+
+def test_a_plain_module_moved_where_its_device_cannot_be_written_is_declined() -> None:
+    source = _SCORER.replace(
+        "AutoModelForSequenceClassification.from_pretrained(name)", "CrossEncoder(name)"
+    )
+    assert_declined(RULE, source, reason="is not visible in `logits_of`")

@@ -27,6 +27,7 @@ from devfix.codemods.analysis.torch_names import (
     CLIP_LOADERS,
     DEVICE_CARRYING_MODEL_TYPES,
     MODEL_WRAPPERS,
+    MODULE_SELF_METHODS,
 )
 
 if TYPE_CHECKING:
@@ -111,6 +112,55 @@ class ModelPlacement(CallSites):
         if isinstance(expressed, str):
             return ModelDevice(name, None, expressed, pretrained)
         return ModelDevice(name, expressed, "", pretrained)
+
+    def loaded_from_pretrained(
+        self, name: str, function: cst.FunctionDef | None, depth: int = 0
+    ) -> bool:
+        """Every value `name` holds in `function` is loaded with `from_pretrained` (through the
+        module's own methods: `.to(device)`, `.eval()`), also as a parameter every caller of
+        the file fills with such a model: a Hugging Face model, whose `.device` tells where it
+        is wherever it went."""
+        table, _ = self.scopes.lookup(name, function)
+        bindings = table.bindings.get(name, [])
+        if not bindings or depth > 3:
+            return False
+        for binding in bindings:
+            if binding.kind == "param" and isinstance(table.node, cst.FunctionDef):
+                sites = self.call_sites(table.node)
+                passed = [
+                    (self.argument_for(call, table.node, name), caller) for call, caller in sites
+                ]
+                if not passed or not all(
+                    argument is not None
+                    and (argument_name := dotted_name(argument)) is not None
+                    and self.loaded_from_pretrained(argument_name, caller, depth + 1)
+                    for argument, caller in passed
+                ):
+                    return False
+                continue
+            value = binding.value if binding.kind in ("assign", "unpack") else None
+            if binding.kind == "unpack" and isinstance(value, cst.Call):
+                index = self._unpacked_position(name, value)
+                value = self._returned_element(value, index) if index is not None else None
+                inner = dotted_name(value) if value is not None else None
+                helper = self.scopes.enclosing_function(value) if value is not None else None
+                if inner is not None and "." not in inner:
+                    if not self.loaded_from_pretrained(inner, helper, depth + 1):
+                        return False
+                    continue
+            while (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in MODULE_SELF_METHODS
+            ):
+                value = value.func.value
+            if not (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value == "from_pretrained"
+            ):
+                return False
+        return True
 
     def handed_model(self, model: cst.BaseExpression, at: cst.CSTNode) -> ModelDevice | None:
         """A model that is a parameter of the function calling it, which nothing in this file
@@ -464,9 +514,26 @@ class ModelPlacement(CallSites):
         """Where the model a function of the file returns was moved (`return model` after
         `model = Net().to(device)`, or `return lm, tok`: element `index`), as written in that
         function, when its every `return` gives it back the same way."""
-        if not isinstance(call.func, cst.Name) or depth > _MAX_CALLER_DEPTH:
+        if depth > _MAX_CALLER_DEPTH:
             return None
-        helper = self.scopes.module_functions().get(call.func.value)
+        value = self._returned_element(call, index)
+        helper = self.scopes.enclosing_function(value) if value is not None else None
+        if value is None or helper is None:
+            return None
+        end = self.context.order(helper)[1] + 1
+        inner_name = dotted_name(value)
+        if inner_name is not None and "." not in inner_name:
+            return self._find_move(inner_name, helper, end, depth + 1)
+        return self._move_in_value(value, helper, end, depth + 1)
+
+    def _returned_element(self, call: cst.Call, index: int | None) -> cst.BaseExpression | None:
+        """What the one `return` of the file's function `call` calls gives back (element
+        `index` of a returned tuple, when `index` is not None), or None."""
+        helper = (
+            self.scopes.module_functions().get(call.func.value)
+            if isinstance(call.func, cst.Name)
+            else None
+        )
         if helper is None or not isinstance(helper.body, cst.IndentedBlock):
             return None
         returns = [
@@ -477,15 +544,11 @@ class ModelPlacement(CallSites):
         if len(returns) != 1:
             return None
         value: cst.BaseExpression = returns[0]
-        if index is not None:
-            if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
-                return None
-            value = value.elements[index].value
-        end = self.context.order(helper)[1] + 1
-        inner_name = dotted_name(value)
-        if inner_name is not None and "." not in inner_name:
-            return self._find_move(inner_name, helper, end, depth + 1)
-        return self._move_in_value(value, helper, end, depth + 1)
+        if index is None:
+            return value
+        if not isinstance(value, (cst.Tuple, cst.List)) or index >= len(value.elements):
+            return None
+        return value.elements[index].value
 
     def _unpacked_position(self, name: str, value: cst.Call) -> int | None:
         """The index of `name` in the tuple target that `value` is unpacked into."""
