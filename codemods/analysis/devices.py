@@ -1954,15 +1954,21 @@ class DeviceInference(Analysis):
         """`losses = []` filled only by `losses.append(<placed tensor>)` in the scope of `at`:
         where the first appended tensor is; None when anything else fills, extends or indexes
         the list, or an appended value is not provably placed."""
-        values = self.scopes.assigned_values(name, at)
-        if len(values) != 1 or not (isinstance(values[0], cst.List) and not values[0].elements):
+        reaching = self._reaching(name, at)
+        made_list = reaching[1] if reaching is not None and reaching[0] == "assign" else None
+        if not (isinstance(made_list, cst.List) and not made_list.elements):
             return None
         function = self.scopes.enclosing_function(at)
         scope: cst.CSTNode = function if function is not None else self.context.module
         first: Device | None = None
+        made = self.context.order(made_list)[0]
         for use in self.scopes.names_in(scope, name):
+            if self.context.order(use)[0] < made:
+                continue  # what the name held before this list
             parent = self.context.parent(use)
             if isinstance(parent, cst.AssignTarget):
+                if self.context.order(use)[0] > made:
+                    break  # `logits = torch.cat(logits)`: later uses read another object
                 continue
             if isinstance(parent, cst.Attribute) and parent.value is use:
                 call = self.context.parent(parent)
@@ -1984,6 +1990,11 @@ class DeviceInference(Analysis):
         for arg in call.args:
             if arg.keyword is not None:
                 continue
+            if isinstance(arg.value, cst.Name):
+                # `torch.cat(outputs)`: a list filled with placed tensors.
+                filled = self.list_of_placed(arg.value.value, call)
+                if filled is not None:
+                    return filled
             values = (
                 [e.value for e in arg.value.elements]
                 if isinstance(arg.value, (cst.List, cst.Tuple))

@@ -62,7 +62,10 @@ class LabelsNotOnLogitsDevice(DevicePass):
     stay on the CPU. Where the labels' variable is read again (`valid = (labels !=
     pad).sum(-1)`, divided into the loss later), they are moved where they are taken from the
     inputs, after the logits exist (`labels = enc["input_ids"].to(logits.device)`), so that
-    everything computed from them follows.
+    everything computed from them follows. Also in any file: labels a tokenizer returned as
+    tensors (`tok.encode(text, return_tensors="pt")[:, 1:-1]`, always on the CPU) scored
+    against the logits of a model the code placed on a device (its output, or `torch.cat` of a
+    list filled with it) are moved to the logits' device.
 
     ## Why is this bad?
     Under naive model parallelism (`from_pretrained(device_map="auto")`, `dispatch_model`, or a
@@ -135,7 +138,10 @@ class LabelsNotOnLogitsDevice(DevicePass):
         # loaded; elsewhere the file must place a model over devices, or move a loss target to
         # its logits somewhere (that speaks for the helpers of the file; a loss in a loop may
         # instead be a batch left on the CPU: DF204's business).
-        if not (kind != "gather" and aligned.scores_model_inputs(node)):
+        if not (
+            kind != "gather"
+            and (aligned.scores_model_inputs(node) or self._tokenized_targets(node) is not None)
+        ):
             if not (
                 flow.places_over_devices()
                 or (kind == "gather" and aligned.aligns_targets_with_inputs())
@@ -150,6 +156,18 @@ class LabelsNotOnLogitsDevice(DevicePass):
             self._check_gather(node, function.node)
         else:
             self._check(node, kind, function.node)
+
+    def _tokenized_targets(self, node: cst.Call) -> cst.BaseExpression | None:
+        """The target of loss `node` when it is a tokenizer's output (on the CPU, always) and
+        the logits come out of a model on a device: the two cannot meet on one device."""
+        positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        logits = positional[0] if positional else None
+        target = positional[1] if len(positional) > 1 else None
+        if logits is None or target is None:
+            return None
+        if not self.facts.flow.tokenized_on_the_host(target, node):
+            return None
+        return target if self.facts.devices.placed(logits, node) is not None else None
 
     # -- labels that index the logits (`torch.gather`) --------------------------------------
 
@@ -288,12 +306,18 @@ class LabelsNotOnLogitsDevice(DevicePass):
             Edit(arg, arg.with_changes(value=move_to(arg.value, device_node))) for arg in wanted
         ]
         encoding = self.facts.own(AlignedTargets).labels_left_behind(node)
-        why = (
-            f"is cut from `{encoding}`, which stays on the CPU while the model is given a "
-            "moved copy of it"
-            if encoding is not None and wanted == [target_arg]
-            else "may be on another device than the logits (naive model parallelism, `device_map`)"
-        )
+        if encoding is not None and wanted == [target_arg]:
+            why = (
+                f"is cut from `{encoding}`, which stays on the CPU while the model is given a "
+                "moved copy of it"
+            )
+        elif wanted == [target_arg] and self._tokenized_targets(node) is not None:
+            why = (
+                "is a tokenizer's output, which is on the CPU, while the logits come from a "
+                "model on a device"
+            )
+        else:
+            why = "may be on another device than the logits (naive model parallelism, `device_map`)"
         self.report(
             node,
             message=f"{names} {why}; move {'it' if len(wanted) == 1 else 'them'} to `{device}`",

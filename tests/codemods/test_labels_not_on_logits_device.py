@@ -659,3 +659,48 @@ def test_labels_cut_from_the_moved_copy_or_a_moved_encoding_are_left_alone() -> 
             return loss_fct(out.logits[0, :-1], gold[0])
         """,
     )
+
+
+_PSEUDO_LIKELIHOOD = """
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+
+class Scorer:
+    def __init__(self, path):
+        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.lm = AutoModelForMaskedLM.from_pretrained(path).to(self.device)
+        self.tok = AutoTokenizer.from_pretrained(path)
+
+    def score(self, text, batches):
+        logits = []
+        for ids, mask in batches:
+            logits.append(self.lm(input_ids=ids, attention_mask=mask).logits)
+        logits = torch.cat(logits, dim=0).diagonal(dim1=0, dim2=1).unsqueeze(0)
+        labels = self.tok.encode(text, return_tensors="pt")[:, 1:-1]
+        return -F.cross_entropy(logits, labels)
+"""
+
+
+def test_labels_a_tokenizer_returns_meet_logits_of_a_placed_model_on_their_device() -> None:
+    # One device is enough: the tokenizer's tensors are on the CPU, the logits (gathered
+    # from the batches of a model moved to `self.device`) are not.
+    findings = assert_fix(
+        RULE,
+        _PSEUDO_LIKELIHOOD,
+        _PSEUDO_LIKELIHOOD.replace(
+            "F.cross_entropy(logits, labels)", "F.cross_entropy(logits, labels.to(logits.device))"
+        ),
+    )
+    assert "is a tokenizer's output, which is on the CPU" in findings[0].message
+
+
+def test_tokenized_labels_of_a_model_left_on_the_cpu_or_already_moved_are_left() -> None:
+    assert_noop(RULE, _PSEUDO_LIKELIHOOD.replace(".to(self.device)", ""))
+    assert_noop(
+        RULE,
+        _PSEUDO_LIKELIHOOD.replace(
+            'return_tensors="pt")[:, 1:-1]', 'return_tensors="pt")[:, 1:-1].to(self.device)'
+        ),
+    )

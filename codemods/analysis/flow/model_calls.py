@@ -364,6 +364,35 @@ class ModelCalls(ModelPlacement):
             return len(assigned) == 1 and self._token_tensor_value(assigned[0], depth)
         return False
 
+    def tokenized_on_the_host(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
+        """`value` (a name bound once before `at`, possibly sliced or reshaped) holds what a
+        tokenizer returned as tensors (`tok.encode(s, return_tensors="pt")[:, 1:-1]`,
+        `tok(s, return_tensors="pt").input_ids`), which is always on the CPU."""
+        while True:
+            if isinstance(value, (cst.Subscript, cst.Attribute)):
+                value = value.value
+            elif (
+                isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Attribute)
+                and value.func.attr.value in ("unsqueeze", "view", "reshape", "long", "flatten")
+            ):
+                value = value.func.value
+            elif isinstance(value, cst.Name):
+                assigned = self.scopes.assigned_before(value.value, at)
+                if len(assigned) != 1 or assigned[0] is value:
+                    return False
+                value = assigned[0]
+            else:
+                break
+        returned_as = (
+            keyword_argument(value, "return_tensors") if isinstance(value, cst.Call) else None
+        )
+        return (
+            returned_as is not None
+            and isinstance(returned_as.value, cst.SimpleString)
+            and returned_as.value.evaluated_value == "pt"
+        ) or (isinstance(value, cst.Call) and self.token_id_tensor(value))
+
     def _holds_token_ids(self, data: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`data` is (a list of) what a tokenizer's `encode` returned: the call itself or a name
         bound only to it."""
