@@ -2217,3 +2217,31 @@ def test_indices_copied_to_the_host_say_nothing_of_the_indexed_tensor() -> None:
             "torch.eye(probs.shape[1])", "torch.eye(probs.shape[1], device=probs.device)"
         ),
     )
+
+
+def test_a_set_of_ids_tested_against_an_input_with_isin_is_made_on_that_input() -> None:
+    # `torch.isin(tokens, ...)` and `torch.masked_select(tokens, ...)` take tensors only, so
+    # `tokens` is one, and the new id table meets it there.
+    source = """
+    import torch
+    from torch import nn
+
+
+    class TextFilter(nn.Module):
+        def __init__(self, special):
+            super().__init__()
+            self.special = dict(special)
+
+        def forward(self, tokens):
+            special_ids = torch.tensor(list(self.special.values()))
+            keep = torch.logical_not(torch.isin(tokens, special_ids))
+            return torch.masked_select(tokens, keep)
+    """
+    assert_fix(
+        RULE,
+        source,
+        source.replace(
+            "torch.tensor(list(self.special.values()))",
+            "torch.tensor(list(self.special.values()), device=tokens.device)",
+        ),
+    )
