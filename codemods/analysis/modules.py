@@ -42,6 +42,7 @@ from devfix.codemods.analysis.torch_names import (
     PAIRWISE_OR_REDUCING,
     PARAMETER,
     SINGLE_TENSOR_LAYERS,
+    SPARSE_CONSTRUCTORS,
     SPLIT_MODEL_BASES,
     TENSOR_FACTORIES,
     TENSOR_FUNCTIONS,
@@ -1681,6 +1682,8 @@ class TensorJudge:
                 return None
             if qualified in TENSOR_FACTORIES or qualified in LEGACY_CONSTRUCTORS:
                 return "trainable" if trainable else "tensor"
+            if qualified in SPARSE_CONSTRUCTORS:
+                return "tensor"
             if qualified in PAIRWISE_OR_REDUCING:
                 pair = [a.value for a in node.args if a.keyword is None]
                 if len(pair) == len(node.args) == 2 and all(

@@ -76,6 +76,16 @@ LEGACY_CONSTRUCTORS = frozenset(
         "BoolTensor",
     )
 )
+#: Sparse constructors (`torch.sparse_coo_tensor(indices, values, size)`, the legacy
+#: `torch.sparse.FloatTensor(...)`): tensors built where their parts are, so none is a CPU
+#: factory to give a device.
+SPARSE_CONSTRUCTORS = frozenset(
+    {
+        "torch.sparse_coo_tensor",
+        "torch.sparse_csr_tensor",
+        *(f"torch.sparse.{name}" for name in ("FloatTensor", "DoubleTensor", "LongTensor")),
+    }
+)
 
 #: Legacy typed constructors of `torch.cuda`: they allocate on the current CUDA device.
 CUDA_LEGACY_CONSTRUCTORS = frozenset(

@@ -18,11 +18,12 @@ class TensorAttributeNotBuffer(DevicePass):
     ## What it does
     Finds `self.x = <tensor>` (and `setattr(self, name, <tensor>)`) in the `__init__` of an
     `nn.Module` subclass, where the value is provably a tensor: a factory (`torch.zeros`,
-    `torch.arange`, `torch.tensor([...])`), a legacy constructor (`torch.FloatTensor([...])`),
-    torch math on tensors (`torch.exp`, `torch.sin`, `torch.sqrt`, ...), a tensor method or a
-    local name built from them (a sinusoidal positional table, a causal mask, class weights of a
-    custom loss), or a call of a function of the file that returns one (every `return` a tensor,
-    or annotated `-> Tensor` and making no `nn.Parameter`). Also a tensor made from data
+    `torch.arange`, `torch.tensor([...])`), a legacy constructor (`torch.FloatTensor([...])`), a
+    sparse tensor (`torch.sparse_coo_tensor(...)`, `torch.sparse.FloatTensor(...)`), torch math
+    on tensors (`torch.exp`, `torch.sin`, `torch.sqrt`, ...), a tensor method or a local name
+    built from them (a sinusoidal positional table, a causal mask, class weights of a custom
+    loss), or a call of a function of the file that returns one (every `return` a tensor, or
+    annotated `-> Tensor` and making no `nn.Parameter`). Also a tensor made from data
     (`torch.tensor(np.load(path))`, `torch.from_numpy(a).float()`, `torch.load(path)`) in a
     public method that callers run on the built module (`net.load_anchors(path)`: not `forward`,
     not decorated, never called by the class itself), stored under a name no construction-time

@@ -1306,3 +1306,42 @@ class Head(nn.Module):
         ),
         unsafe=True,
     )
+
+
+_GRAPH_RECOMMENDER = """
+import numpy as np
+import torch
+from torch import nn
+
+
+class GraphRecommender(nn.Module):
+    def __init__(self, interactions, dim, device):
+        super().__init__()
+        self.device = device
+        self.embedding = nn.Embedding(interactions.shape[0], dim)
+        self.adjacency = self._as_sparse(interactions).to(self.device)
+
+    def _as_sparse(self, matrix):
+        coo = matrix.tocoo()
+        indices = torch.from_numpy(np.vstack([coo.row, coo.col])).long()
+        return torch.sparse_coo_tensor(indices, torch.from_numpy(coo.data).float(), coo.shape)
+
+    def forward(self, users):
+        return torch.sparse.mm(self.adjacency, self.embedding.weight)[users]
+"""
+
+
+def test_a_sparse_adjacency_a_helper_builds_is_a_tensor_attribute_too() -> None:
+    # `torch.sparse_coo_tensor(...)` is a tensor: kept as a plain attribute on the device of
+    # the construction, it stays there when the model moves; a buffer follows it.
+    findings = assert_fix(
+        RULE,
+        _GRAPH_RECOMMENDER,
+        _GRAPH_RECOMMENDER.replace(
+            "        self.adjacency = self._as_sparse(interactions).to(self.device)\n",
+            '        self.register_buffer("adjacency", self._as_sparse(interactions).to(self.device)'
+            ", persistent=False)\n",
+        ),
+        unsafe=True,
+    )
+    assert findings[0].applicability is Applicability.UNSAFE

@@ -2245,3 +2245,22 @@ def test_a_set_of_ids_tested_against_an_input_with_isin_is_made_on_that_input() 
             "torch.tensor(list(self.special.values()), device=tokens.device)",
         ),
     )
+
+
+def test_a_sparse_tensor_built_from_its_parts_is_where_they_are() -> None:
+    # `torch.sparse_coo_tensor(indices, values, size)` takes the device of its parts: no
+    # CPU factory to give a device.
+    assert_noop(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+
+        class SparseAttention(nn.Module):
+            def forward(self, edges, scores, features):
+                n = features.shape[0]
+                weights = torch.sparse_coo_tensor(edges, scores.exp(), (n, n))
+                return torch.sparse.mm(weights, features)
+        """,
+    )
