@@ -45,6 +45,22 @@ def _rebinds_itself(value: cst.BaseExpression, name: str) -> bool:
     return moved and is_name(node, name)
 
 
+def _reshaped_from(value: cst.BaseExpression, *, fields: bool) -> cst.BaseExpression:
+    """What `value` slices or reshapes (`ids[:, 1:-1]`, `ids.unsqueeze(0)`; with `fields`,
+    also a field of it: `enc.input_ids`)."""
+    while True:
+        if isinstance(value, cst.Subscript) or (fields and isinstance(value, cst.Attribute)):
+            value = value.value
+        elif (
+            isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value in ("unsqueeze", "view", "reshape", "long", "flatten")
+        ):
+            value = value.func.value
+        else:
+            return value
+
+
 class ModelCalls(ModelPlacement):
     """The model calls values reach, and the token-id tensors fed to them."""
 
@@ -346,17 +362,7 @@ class ModelCalls(ModelPlacement):
     def _token_tensor_value(self, value: cst.BaseExpression, depth: int) -> bool:
         """`value` (a returned expression) is a token-id tensor made on the CPU, possibly
         reshaped (`.unsqueeze(0)`, `[None]`) or bound to a name first."""
-        while True:
-            if isinstance(value, cst.Subscript):
-                value = value.value
-            elif (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value in ("unsqueeze", "view", "reshape", "long", "flatten")
-            ):
-                value = value.func.value
-            else:
-                break
+        value = _reshaped_from(value, fields=False)
         if isinstance(value, cst.Call):
             return self.token_id_tensor(value, depth)
         if isinstance(value, cst.Name):
@@ -368,22 +374,12 @@ class ModelCalls(ModelPlacement):
         """`value` (a name bound once before `at`, possibly sliced or reshaped) holds what a
         tokenizer returned as tensors (`tok.encode(s, return_tensors="pt")[:, 1:-1]`,
         `tok(s, return_tensors="pt").input_ids`), which is always on the CPU."""
-        while True:
-            if isinstance(value, (cst.Subscript, cst.Attribute)):
-                value = value.value
-            elif (
-                isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value in ("unsqueeze", "view", "reshape", "long", "flatten")
-            ):
-                value = value.func.value
-            elif isinstance(value, cst.Name):
-                assigned = self.scopes.assigned_before(value.value, at)
-                if len(assigned) != 1 or assigned[0] is value:
-                    return False
-                value = assigned[0]
-            else:
-                break
+        value = _reshaped_from(value, fields=True)
+        while isinstance(value, cst.Name):
+            assigned = self.scopes.assigned_before(value.value, at)
+            if len(assigned) != 1 or assigned[0] is value:
+                return False
+            value = _reshaped_from(assigned[0], fields=True)
         returned_as = (
             keyword_argument(value, "return_tensors") if isinstance(value, cst.Call) else None
         )
