@@ -1951,9 +1951,10 @@ class DeviceInference(Analysis):
         return None
 
     def list_of_placed(self, name: str, at: cst.CSTNode) -> Device | None:
-        """`losses = []` filled only by `losses.append(<placed tensor>)` in the scope of `at`:
-        where the first appended tensor is; None when anything else fills, extends or indexes
-        the list, or an appended value is not provably placed."""
+        """`losses = []` (the binding `at` reads) filled only by `losses.append(<placed
+        tensor>)` in the scope of `at`, up to the name's next binding: where the first appended
+        tensor is; None when anything else fills, extends or indexes the list, or an appended
+        value is not provably placed."""
         reaching = self._reaching(name, at)
         made_list = reaching[1] if reaching is not None and reaching[0] == "assign" else None
         if not (isinstance(made_list, cst.List) and not made_list.elements):

@@ -8,7 +8,8 @@ then meets inputs on `cuda:0`. The model's own device is the one meant: `model.d
 model that generates (a Hugging Face model), else `next(model.parameters()).device`.
 
 The inputs reach the model when the name the move is bound to (`ids = ids.cuda()`, `batch =
-{k: v.cuda() for ...}`), or the move itself, is an argument of a call that runs the model
+{k: v.cuda() for ...}`) or a name computed from it later (`x = normalize(x / 255)`), or the
+move itself, is an argument of a call that runs the model
 (`model(ids)`, `model.generate(ids)`, `model.predict(batch["input_ids"])`), of a helper of
 the file handed both (`greedy_generate(model, tokenizer, ids)`) that runs it, or of a method
 of the class's family (the class, the classes of the file it derives from, those deriving from
@@ -169,6 +170,8 @@ class HandedModels(Analysis):
         return derived - fed
 
     def _computed_from(self, value: cst.BaseExpression, names: set[str]) -> bool:
+        """`value` computes on one of `names`: arithmetic, a method chain, or a call handed it
+        first."""
         while True:
             if isinstance(value, cst.Name):
                 return value.value in names
