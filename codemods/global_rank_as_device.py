@@ -6,12 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.flow.ranks import shown
-from devfix.codemods.analysis.names import (
-    call_tail,
-    is_number,
-    keyword_argument,
-    parsed_expression,
-)
+from devfix.codemods.analysis.names import call_tail, keyword_argument, parsed_expression
 from devfix.codemods.analysis.torch_names import DISTRIBUTED_DATA_PARALLEL
 from devfix.types import Applicability, Edit
 
@@ -177,10 +172,12 @@ class GlobalRankAsDevice(DevicePass):
             replacement, imports = local, []
         code = self._code(value)
         origin = "" if shown(rank) == code else f" (`{shown(rank)}`)"
-        sentinel = self._negative_fallback(value, at) if local is None else None
+        sentinel = self.facts.flow.negative_fallback(value, at) if local is None else None
         caveat = (
-            f"; its fallback `{code} = {self._code(sentinel)}` selects no GPU, and the modulo "
-            "would make it the last one"
+            (
+                f"; its fallback `{code} = {self._code(sentinel)}` selects no GPU, and the modulo "
+                "would make it the last one"
+            )
             if sentinel is not None
             else ""
         )
@@ -192,21 +189,6 @@ class GlobalRankAsDevice(DevicePass):
             edits=[Edit(value, parsed_expression(replacement))],
             imports=imports,
             applicability=Applicability.UNSAFE if sentinel is not None else None,
-        )
-
-    def _negative_fallback(
-        self, value: cst.BaseExpression, at: cst.CSTNode
-    ) -> cst.BaseExpression | None:
-        """`rank = -1` on the path without a launcher: `set_device(-1)` is a no-op there."""
-        if not isinstance(value, cst.Name):
-            return None
-        return next(
-            (
-                bound
-                for bound in self.facts.scopes.assigned_before(value.value, at)
-                if isinstance(bound, cst.UnaryOperation) and is_number(bound)
-            ),
-            None,
         )
 
     def _code(self, value: cst.BaseExpression) -> str:

@@ -204,6 +204,22 @@ class ProcessRanks(CallSites):
             return Rank("local", read)
         return None
 
+    def negative_fallback(
+        self, value: cst.BaseExpression, at: cst.CSTNode
+    ) -> cst.BaseExpression | None:
+        """`rank = -1`, a binding of the rank name `value` on the path without a launcher
+        (where `set_device(-1)` selects nothing), or None."""
+        if not isinstance(value, cst.Name):
+            return None
+        return next(
+            (
+                bound
+                for bound in self.scopes.assigned_before(value.value, at)
+                if isinstance(bound, cst.UnaryOperation) and is_number(bound)
+            ),
+            None,
+        )
+
     def global_rank_index(self, value: cst.BaseExpression, at: cst.CSTNode) -> Rank | None:
         """`value` used as a GPU index at `at` is the global rank of a launch that can span
         machines: read from `RANK` (torchrun, Slurm wrappers), or `dist.get_rank()` in a
