@@ -32,7 +32,9 @@ class NumpyOfDeviceTensor(DevicePass):
     (`net.to(device)`, `.cuda()`) or hands a device chosen at run time to a helper
     (`to_tensors(self.device, batch)`, `extract(model, loader, device=device)`), gets `.cpu()`
     before `.numpy()`: it is on the GPU as soon as what computed it is, and the copy is a no-op
-    on the CPU.
+    on the CPU. So does a field of a model the code moved to a device
+    (`self.net.last_attention[h].numpy()`, also where a method stored a local it had moved:
+    `net = net.to(self.device); self.net = net`), which `forward` left on the model's device.
 
     ## Why is this bad?
     NumPy can only read CPU memory: `.numpy()` on a CUDA tensor fails with `TypeError: can't
@@ -116,6 +118,14 @@ class NumpyOfDeviceTensor(DevicePass):
             latent = self._latent_origin(receiver, node)
             where = f"that may be on a GPU ({latent})"
             origin = latent
+        held = (
+            self.facts.flow.placed_model_field(receiver, node)
+            if origin is None and not self.facts.flow.runs_without_cuda(node)
+            else None
+        )
+        if held is not None:
+            origin = f"a latent hazard: it is kept by `{held}`, a model moved to a device"
+            where = f"that may be on a GPU ({origin}; on the CPU the copy is a no-op)"
         if origin is None:
             return
         methods = ("cpu",) if detached else ("detach", "cpu")

@@ -374,3 +374,40 @@ def test_detached_numpy_in_a_file_that_hands_a_helper_its_device_is_a_latent_haz
 def test_a_size_or_a_cpu_device_handed_to_a_helper_says_nothing_of_a_gpu() -> None:
     assert_noop(RULE, _AGENT.replace("self.device, ", ""))
     assert_noop(RULE, _AGENT.replace("to_tensors(self.device, ", 'to_tensors("cpu", '))
+
+
+_ATTENTION_PROBE = """
+import torch
+
+
+class Probe:
+    def __init__(self, device):
+        self.device = device
+
+    def load(self, path):
+        net = AttentionNet()
+        net.load_state_dict(torch.load(path, map_location="cpu"))
+        net = net.to(self.device)
+        self.net = net
+
+    def attention_map(self, head):
+        return self.net.last_attention[head].numpy()
+"""
+
+
+def test_numpy_of_a_field_a_placed_model_keeps_gets_a_host_copy() -> None:
+    # `forward` leaves its attention in `self.last_attention`: on the model's device, which
+    # `load` chose through a local it then stored. On the CPU the copy is a no-op.
+    findings = assert_fix(
+        RULE,
+        _ATTENTION_PROBE,
+        _ATTENTION_PROBE.replace(
+            "self.net.last_attention[head].numpy()",
+            "self.net.last_attention[head].detach().cpu().numpy()",
+        ),
+    )
+    assert "it is kept by `self.net`, a model moved to a device" in findings[0].message
+
+
+def test_numpy_of_a_field_of_a_model_left_on_the_cpu_is_left() -> None:
+    assert_noop(RULE, _ATTENTION_PROBE.replace("        net = net.to(self.device)\n", ""))

@@ -24,6 +24,7 @@ from devfix.codemods.analysis.torch_names import (
     DATA_FACTORIES,
     LEGACY_CONSTRUCTORS,
     MODULE_SELF_METHODS,
+    NON_TENSOR_MEMBERS,
     SAME_DEVICE_METHODS,
     TOKEN_ID_METHODS,
 )
@@ -369,6 +370,18 @@ class ModelCalls(ModelPlacement):
             assigned = self.scopes.assigned_values(value.value, value)
             return len(assigned) == 1 and self._token_tensor_value(assigned[0], depth)
         return False
+
+    def placed_model_field(self, value: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """The model whose attribute `value` reads (`self.model.learned_graph[i]`), when that
+        model was moved to a device: state it keeps, or set in `forward` from what it computed,
+        is on that device (or on the CPU, where a copy to the host is a no-op)."""
+        node = _reshaped_from(value, fields=False)
+        if not isinstance(node, cst.Attribute) or node.attr.value in NON_TENSOR_MEMBERS:
+            return None
+        model = self.model_device(node.value, at) if dotted_name(node.value) else None
+        if model is None or (model.move is None and not model.pretrained):
+            return None
+        return model.model
 
     def tokenized_on_the_host(self, value: cst.BaseExpression, at: cst.CSTNode) -> bool:
         """`value` (a name bound once before `at`, possibly sliced or reshaped) holds what a

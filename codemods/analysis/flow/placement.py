@@ -402,16 +402,24 @@ class ModelPlacement(CallSites):
         self, table: ScopeTable, value: cst.BaseExpression, depth: int
     ) -> FoundMove | None:
         """`self.model = model` in a method, `model` a parameter of that method annotated as a
-        Hugging Face model that no call in this file fills: the model carries its device."""
+        Hugging Face model that no call in this file fills (the model carries its device), or
+        a local the method assigned (where it was last moved before the store)."""
         if not isinstance(table.node, cst.ClassDef) or not isinstance(value, cst.Name):
             return None
         method = self.scopes.enclosing_function(value)
         if method is None or self.scopes.class_of(method) is not table.node:
             return None
         bindings = self.scopes.table(method).bindings.get(value.value, [])
-        if len(bindings) != 1 or bindings[0].kind != "param" or depth > 4:
+        if not bindings or depth > 4:
             return None
-        if self._receives_device_carrying_model(method, value.value):
+        if all(binding.kind == "assign" for binding in bindings):
+            # `model = GDN(...).to(self.device)` then `self.model = model`: where the local is.
+            return self._find_move(value.value, method, self.context.order(value)[0], depth + 1)
+        if (
+            len(bindings) == 1
+            and bindings[0].kind == "param"
+            and self._receives_device_carrying_model(method, value.value)
+        ):
             return (None, None, True)
         return None
 
