@@ -153,6 +153,20 @@ def statement_call(statement: cst.BaseStatement) -> cst.Call | None:
     return None
 
 
+def name_assignment(statement: cst.BaseStatement) -> cst.Assign | None:
+    """The assignment of a statement that is one `name = value` (a plain name target)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+    ):
+        return small
+    return None
+
+
 def is_docstring(statement: cst.BaseStatement) -> bool:
     """A statement that is one string expression (a docstring where it comes first)."""
     return (

@@ -17,7 +17,14 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from devfix.codemods.analysis.names import argument, call_tail, code_of, is_main_guard, root_name
+from devfix.codemods.analysis.names import (
+    argument,
+    call_tail,
+    code_of,
+    is_main_guard,
+    name_assignment,
+    root_name,
+)
 from devfix.codemods.analysis.torch_names import (
     DATA_PARALLEL,
     FUNCTIONAL_DATA_PARALLEL,
@@ -415,18 +422,11 @@ def _plan_optimizers(script: Script, plan: Plan, wraps: list[Wrap]) -> None:
 
 
 def _optimizer_name(script: Script, statement: cst.BaseStatement) -> str | None:
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return None
-    small = statement.body[0]
-    if not (
-        isinstance(small, cst.Assign)
-        and len(small.targets) == 1
-        and isinstance(small.targets[0].target, cst.Name)
-        and isinstance(small.value, cst.Call)
-    ):
+    small = name_assignment(statement)
+    if small is None or not isinstance(small.value, cst.Call):
         return None
     if script.flow.builds_optimizer(small.value):
-        return small.targets[0].target.value
+        return cst.ensure_type(small.targets[0].target, cst.Name).value
     return None
 
 

@@ -15,7 +15,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import FunctionInfo
-from devfix.codemods.analysis.names import code_of, dotted_name
+from devfix.codemods.analysis.names import code_of, dotted_name, name_assignment
 from devfix.codemods.analysis.torch_names import LAYER_PARAMETER, MODEL_WRAPPERS
 from devfix.context import FileContext
 
@@ -190,14 +190,7 @@ def lone_is_cuda_branch(move: cst.Call, guard: cst.If | None) -> cst.SimpleState
     if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
         return None
     statement = body.body[0]
-    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+    assign = name_assignment(statement)
+    if assign is None or assign.value is not move:
         return None
-    assign = statement.body[0]
-    if not (
-        isinstance(assign, cst.Assign)
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Name)
-        and assign.value is move
-    ):
-        return None
-    return statement
+    return cst.ensure_type(statement, cst.SimpleStatementLine)

@@ -138,10 +138,8 @@ class LabelsNotOnLogitsDevice(DevicePass):
         # loaded; elsewhere the file must place a model over devices, or move a loss target to
         # its logits somewhere (that speaks for the helpers of the file; a loss in a loop may
         # instead be a batch left on the CPU: DF204's business).
-        if not (
-            kind != "gather"
-            and (aligned.scores_model_inputs(node) or self._tokenized_targets(node) is not None)
-        ):
+        tokenized = kind != "gather" and self._tokenized_targets(node)
+        if not (kind != "gather" and (aligned.scores_model_inputs(node) or tokenized)):
             if not (
                 flow.places_over_devices()
                 or (kind == "gather" and aligned.aligns_targets_with_inputs())
@@ -155,19 +153,20 @@ class LabelsNotOnLogitsDevice(DevicePass):
         if kind == "gather":
             self._check_gather(node, function.node)
         else:
-            self._check(node, kind, function.node)
+            self._check(node, kind, function.node, tokenized=tokenized)
 
-    def _tokenized_targets(self, node: cst.Call) -> cst.BaseExpression | None:
+    def _tokenized_targets(self, node: cst.Call) -> bool:
         """The target of loss `node` when it is a tokenizer's output (on the CPU, always) and
         the logits come out of a model on a device: the two cannot meet on one device."""
         positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
         logits = positional[0] if positional else None
         target = positional[1] if len(positional) > 1 else None
-        if logits is None or target is None:
-            return None
-        if not self.facts.flow.tokenized_on_the_host(target, node):
-            return None
-        return target if self.facts.devices.placed(logits, node) is not None else None
+        return (
+            logits is not None
+            and target is not None
+            and self.facts.flow.tokenized_on_the_host(target, node)
+            and self.facts.devices.placed(logits, node) is not None
+        )
 
     # -- labels that index the logits (`torch.gather`) --------------------------------------
 
@@ -242,7 +241,9 @@ class LabelsNotOnLogitsDevice(DevicePass):
 
     # -- the fix ---------------------------------------------------------------------------
 
-    def _check(self, node: cst.Call, kind: str, function: cst.FunctionDef) -> None:
+    def _check(
+        self, node: cst.Call, kind: str, function: cst.FunctionDef, *, tokenized: bool
+    ) -> None:
         if any(arg.star for arg in node.args):
             return
         positional = [arg for arg in node.args if arg.keyword is None]
@@ -311,7 +312,7 @@ class LabelsNotOnLogitsDevice(DevicePass):
                 f"is cut from `{encoding}`, which stays on the CPU while the model is given a "
                 "moved copy of it"
             )
-        elif wanted == [target_arg] and self._tokenized_targets(node) is not None:
+        elif wanted == [target_arg] and tokenized:
             why = (
                 "is a tokenizer's output, which is on the CPU, while the logits come from a "
                 "model on a device"
