@@ -394,6 +394,9 @@ SHAPE_ARGUMENT_METHODS = frozenset(
         "pow",
     }
 )
+#: Methods that give one tensor on the receiver's device and meet no other tensor: a value
+#: passed through them is still to be placed by whatever move follows.
+KEEPING_AND_MEETING_NONE = SHAPE_ARGUMENT_METHODS - {"chunk", "split", "max", "min", "type"}
 #: torch functions whose positional arguments are tensors.
 TENSOR_FUNCTIONS = frozenset(
     f"torch.{name}"

@@ -71,7 +71,8 @@ class TensorAttributeNotBuffer(DevicePass):
     on the CPU on purpose, and a buffer would follow the model away from them; a tensor that
     every method reading it first re-binds to where its input is (`self.mean =
     self.mean.type_as(x)` at the top of `forward`), or that every read hands out moved to the
-    device its caller names (a cache read back as `self.mask[:n, :n].to(device)`): it follows
+    device its caller names (a cache read back as `self.mask[:n, :n].to(device)`, a table as
+    `self.ids.unsqueeze(0).expand(b, -1).to(self.embed.weight.device)`): it follows
     the inputs; a tensor with
     `requires_grad=True` (or `Variable(..., requires_grad=True)`, or `.requires_grad_()`) must
     become `nn.Parameter`, which changes

@@ -25,7 +25,12 @@ from devfix.codemods.analysis.modules import (
 )
 from devfix.codemods.analysis.moves import copies_to_host
 from devfix.codemods.analysis.names import keyword_argument
-from devfix.codemods.analysis.torch_names import CPU_SOURCES, DATA_FACTORIES, PARAMETER
+from devfix.codemods.analysis.torch_names import (
+    CPU_SOURCES,
+    DATA_FACTORIES,
+    KEEPING_AND_MEETING_NONE,
+    PARAMETER,
+)
 
 #: A module method and its class.
 Method = tuple[cst.FunctionDef, cst.ClassDef]
@@ -345,7 +350,8 @@ class Buffers(Analysis):
         return found
 
     def _moved_where_asked(self, read: cst.BaseExpression) -> bool:
-        """`read` (through slices: `read[:n, :n]`) is moved by `.to(x)` or `.type_as(x)` with
+        """`read` (through slices and reshapes: `read[:n, :n]`, `read.unsqueeze(0).expand(b, -1)`)
+        is moved by `.to(x)` or `.type_as(x)` with
         `x` a name or an attribute (`device`, `x.device`), not a literal device. An index that
         may be a tensor (`read[timestep]`) meets it before the move, where it was made."""
         node: cst.CSTNode = read
@@ -361,6 +367,14 @@ class Buffers(Analysis):
             ):
                 return False
             node, parent = parent, self.context.parent(parent)
+        while (
+            isinstance(parent, cst.Attribute)
+            and parent.value is node
+            and parent.attr.value in KEEPING_AND_MEETING_NONE
+            and isinstance(call := self.context.parent(parent), cst.Call)
+            and call.func is parent
+        ):
+            node, parent = call, self.context.parent(call)
         if not (
             isinstance(parent, cst.Attribute)
             and parent.value is node

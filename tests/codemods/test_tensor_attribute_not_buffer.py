@@ -1116,6 +1116,29 @@ class Decoder(nn.Module):
     )
 
 
+def test_a_table_reshaped_then_moved_to_a_submodules_device_at_each_read_is_reported() -> None:
+    assert_declined(
+        RULE,
+        """
+import torch
+import torch.nn as nn
+
+
+class SoftPrompt(nn.Module):
+    def __init__(self, n_virtual, width):
+        super().__init__()
+        self.embed = nn.Embedding(n_virtual, width)
+        self.virtual_ids = torch.arange(n_virtual).long()
+
+    def forward(self, hidden):
+        rows = hidden.size(0)
+        ids = self.virtual_ids.unsqueeze(0).repeat(rows, 1).to(self.embed.weight.device)
+        return torch.cat([self.embed(ids), hidden], dim=1)
+""",
+        reason="hands it out moved to the device its caller names",
+    )
+
+
 def test_a_cache_read_back_unmoved_in_one_place_is_still_registered() -> None:
     assert_fix(
         RULE,
