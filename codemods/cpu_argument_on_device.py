@@ -27,7 +27,8 @@ class CpuArgumentOnDevice(DevicePass):
     decides (a parent module's `self.encoder(x, lengths)`, the script's `model(x, lengths)`):
     one that may be on a device is copied back, and where every call hands it a CPU value
     or a DataLoader's field, nothing is reported; where the file has no such call, an input
-    the function uses as a tensor is a latent hazard, copied back the same way, and any
+    the function uses as a tensor (or compares by a method only tensors have:
+    `words.gt(0).sum(-1)`) is a latent hazard, copied back the same way, and any
     other input of a module's method is reported without a fix (it may be a list, which has
     no `.cpu()`; a tensor there is on the GPU once DataParallel scatters it). Lists and
     tensors the code makes on the CPU are left alone, and so is a value the code already

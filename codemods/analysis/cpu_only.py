@@ -61,6 +61,8 @@ _MOVABLE: tuple[Placement, ...] = ("device", "tensor")
 #: Methods whose result lives on the host (or is no tensor at all).
 _HOST_RESULTS = frozenset({"tolist", "numpy", "item"})
 #: Calls that return a tuple of tensors on their input's device (`values, order = x.sort()`).
+#: Comparisons as methods, which lists and NumPy arrays lack: the receiver is a tensor.
+_TENSOR_COMPARISONS = frozenset({"eq", "ne", "gt", "ge", "lt", "le"})
 _TUPLE_OF_TENSORS = frozenset({"sort", "topk", "max", "min", "median", "mode", "kthvalue"})
 
 
@@ -196,6 +198,9 @@ class CpuOnlyArguments(Analysis):
             if target is None or self.names.is_dtype(target.value):
                 return self.placement(func.value, depth + 1)
             return "host" if _is_cpu_literal(target.value) else "device"
+        if method in _TENSOR_COMPARISONS:
+            receiver = self.placement(func.value, depth + 1)
+            return "tensor" if receiver == "input" else receiver
         if method in _SAME_TENSOR or method in SAME_DEVICE_METHODS or method in _TUPLE_OF_TENSORS:
             return self.placement(func.value, depth + 1)
         return None

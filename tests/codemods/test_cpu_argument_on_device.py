@@ -84,6 +84,51 @@ def test_lengths_counted_from_the_tokens_are_packed_from_a_host_copy() -> None:
     )
 
 
+def test_lengths_counted_by_a_comparison_method_in_a_helper_of_forward_are_packed_from_a_host_copy() -> (
+    None
+):
+    findings = assert_fix(
+        RULE,
+        """
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pack_padded_sequence as pack
+
+        class Reader(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lookup = nn.Embedding(50, 4)
+                self.lstm = nn.LSTM(4, 4, batch_first=True)
+
+            def _features(self, words):
+                filled = words.gt(0)
+                sizes, rank = filled.sum(-1).sort(descending=True)
+                return self.lstm(pack(self.lookup(words[rank]), sizes, batch_first=True))
+
+            def forward(self, words):
+                return self._features(words)
+        """,
+        """
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pack_padded_sequence as pack
+
+        class Reader(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lookup = nn.Embedding(50, 4)
+                self.lstm = nn.LSTM(4, 4, batch_first=True)
+
+            def _features(self, words):
+                filled = words.gt(0)
+                sizes, rank = filled.sum(-1).sort(descending=True)
+                return self.lstm(pack(self.lookup(words[rank]), sizes.cpu(), batch_first=True))
+
+            def forward(self, words):
+                return self._features(words)
+        """,
+    )
+    assert "a tensor whose device the caller chooses" in findings[0].message
+
+
 def test_a_lengths_input_another_module_hands_as_a_tensor_is_packed_from_a_host_copy() -> None:
     findings = assert_fix(
         RULE,
