@@ -60,9 +60,9 @@ _MAX_DEPTH = 8
 _MOVABLE: tuple[Placement, ...] = ("device", "tensor")
 #: Methods whose result lives on the host (or is no tensor at all).
 _HOST_RESULTS = frozenset({"tolist", "numpy", "item"})
-#: Calls that return a tuple of tensors on their input's device (`values, order = x.sort()`).
 #: Comparisons as methods, which lists and NumPy arrays lack: the receiver is a tensor.
 _TENSOR_COMPARISONS = frozenset({"eq", "ne", "gt", "ge", "lt", "le"})
+#: Calls that return a tuple of tensors on their input's device (`values, order = x.sort()`).
 _TUPLE_OF_TENSORS = frozenset({"sort", "topk", "max", "min", "median", "mode", "kthvalue"})
 
 

@@ -72,12 +72,11 @@ class TensorAttributeNotBuffer(DevicePass):
     every method reading it first re-binds to where its input is (`self.mean =
     self.mean.type_as(x)` at the top of `forward`), or that every read hands out moved to the
     device its caller names (a cache read back as `self.mask[:n, :n].to(device)`, a table as
-    `self.ids.unsqueeze(0).expand(b, -1).to(self.embed.weight.device)`): it follows
-    the inputs; a tensor with
-    `requires_grad=True` (or `Variable(..., requires_grad=True)`, or `.requires_grad_()`) must
-    become `nn.Parameter`, which changes
-    `model.parameters()` and what the optimizer trains; tensors held in a list or dict cannot be
-    registered as they are (register each, or stack them); an annotated assignment; a name that
+    `self.ids.unsqueeze(0).expand(b, -1).to(self.embed.weight.device)`): it follows the
+    inputs; a tensor with `requires_grad=True` (or `Variable(..., requires_grad=True)`, or
+    `.requires_grad_()`) must become `nn.Parameter`, which changes `model.parameters()` and
+    what the optimizer trains; tensors held in a list or dict cannot be registered as they are
+    (register each, or stack them); an annotated assignment; a name that
     is also a class attribute or is assigned a non-tensor elsewhere (a buffer only accepts a
     tensor or `None`), or by unpacking (`[self.P, self.Q] = pair`: set first, the attribute
     exists and `register_buffer` raises); an assignment before `super().__init__()`.

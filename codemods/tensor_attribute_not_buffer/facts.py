@@ -350,10 +350,10 @@ class Buffers(Analysis):
         return found
 
     def _moved_where_asked(self, read: cst.BaseExpression) -> bool:
-        """`read` (through slices and reshapes: `read[:n, :n]`, `read.unsqueeze(0).expand(b, -1)`)
-        is moved by `.to(x)` or `.type_as(x)` with
-        `x` a name or an attribute (`device`, `x.device`), not a literal device. An index that
-        may be a tensor (`read[timestep]`) meets it before the move, where it was made."""
+        """`read` (through slices and reshapes: `read[:n, :n]`, `read.unsqueeze(0).expand(b,
+        -1)`) is moved by `.to(x)` or `.type_as(x)` with `x` a name or an attribute (`device`,
+        `x.device`), not a literal device. An index that may be a tensor (`read[timestep]`)
+        meets it before the move, where it was made."""
         node: cst.CSTNode = read
         parent = self.context.parent(node)
         while isinstance(parent, cst.Subscript) and parent.value is node:
