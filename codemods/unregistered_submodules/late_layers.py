@@ -11,7 +11,7 @@ import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.modules import method, methods, self_attribute, self_name
-from devfix.codemods.analysis.names import code_of
+from devfix.codemods.analysis.names import code_of, name_assignment
 from devfix.types import Edit
 
 if TYPE_CHECKING:
@@ -125,14 +125,6 @@ def _method_called(statement: cst.SimpleStatementLine) -> tuple[str, str] | None
 
 
 def _assignment_to(statement: cst.BaseStatement, name: str) -> cst.Assign | None:
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return None
-    assign = statement.body[0]
-    if (
-        isinstance(assign, cst.Assign)
-        and len(assign.targets) == 1
-        and isinstance(assign.targets[0].target, cst.Name)
-        and assign.targets[0].target.value == name
-    ):
-        return assign
-    return None
+    assign = name_assignment(statement)
+    target = assign.targets[0].target if assign is not None else None
+    return assign if isinstance(target, cst.Name) and target.value == name else None
