@@ -930,8 +930,9 @@ class DeviceInference(Analysis):
         if isinstance(other, cst.UnaryOperation):
             yield from self._meet(other.expression, function, own_names, line)
             return
-        if self._on_host(other):
-            yield ON_HOST
+        moved = self._moved_operand(other, function, own_names, line)
+        if moved is not None:
+            yield from moved
             return
         root = receiver_root(other)
         if isinstance(other, cst.Call):
@@ -962,6 +963,36 @@ class DeviceInference(Analysis):
         origin = self._tensor_origin(root, function, line, set())
         if origin is not None and not self._made_without_device(origin, function):
             yield SameAs(f"it meets `{shown}`", name=origin)
+
+    def _moved_operand(
+        self, other: cst.BaseExpression, function: FunctionInfo, own_names: set[str], line: int
+    ) -> list[Device] | None:
+        """Evidence from an operand that a move put somewhere: on the host, or where the move
+        says; None for an operand no move made."""
+        if self._on_host(other):
+            return [ON_HOST]
+        target = self._move_target(other)
+        if target is None:
+            return None
+        # `x.to(d)` is where the move puts it, not where `x` is: `d.device` names a tensor it
+        # meets; any other device says nothing the value can follow.
+        if isinstance(target, cst.Attribute) and target.attr.value == "device":
+            return list(self._meet(target.value, function, own_names, line))
+        return []
+
+    def _move_target(self, node: cst.BaseExpression) -> cst.BaseExpression | None:
+        """The device argument of the move a method chain makes (`x.to(d).float()` -> `d`,
+        `x.cuda()` -> the call itself); None when the chain moves nothing (`.to(torch.half)`)."""
+        current = node
+        while isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute):
+            if is_move_call(current):
+                if current.func.attr.value == "cuda":
+                    return current
+                device = device_argument(current)
+                if device is not None and not self.names.is_dtype(device):
+                    return device
+            current = current.func.value
+        return None
 
     def _made_without_device(self, name: str, function: FunctionInfo) -> bool:
         """`b = torch.tensor([...])` and nothing else: a CPU tensor made beside the new one,

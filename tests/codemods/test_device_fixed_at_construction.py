@@ -2037,3 +2037,79 @@ def test_a_local_device_from_a_function_given_the_inputs_is_left_alone() -> None
                 return torch.ones(tokens.shape, device=where)
         """,
     )
+
+
+def test_an_argument_moved_beside_it_says_nothing_of_where_the_unmoved_input_is() -> None:
+    # `noisy` stays where the caller keeps it (the CPU); only its copy goes to the device, so
+    # `level` must not follow `noisy.device` (that would hand the GPU model a CPU index).
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Denoiser(nn.Module):
+            def __init__(self, device, steps=10, width=4):
+                super().__init__()
+                self.device = device
+                self.level_embed = nn.Embedding(steps, width)
+
+            def forward(self, x, level):
+                return x + self.level_embed(level)
+
+            @torch.no_grad()
+            def denoise(self, noisy: torch.Tensor):
+                level = noisy.to(self.device).abs().sum(-1).long() % 10
+                moved = noisy.to(self.device)
+                return self(moved, level.to(self.device)).cpu()
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Denoiser(nn.Module):
+            def __init__(self, device, steps=10, width=4):
+                super().__init__()
+                self.device = device
+                self.level_embed = nn.Embedding(steps, width)
+
+            def forward(self, x, level):
+                return x + self.level_embed(level)
+
+            @torch.no_grad()
+            def denoise(self, noisy: torch.Tensor):
+                level = noisy.to(self.level_embed.weight.device).abs().sum(-1).long() % 10
+                moved = noisy.to(self.level_embed.weight.device)
+                return self(moved, level.to(moved.device)).cpu()
+        """,
+        unsafe=True,
+    )
+    assert not any("meets `noisy`" in finding.message for finding in findings)
+
+
+def test_an_operand_moved_to_a_tensors_device_meets_that_tensor() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        DEVICE = torch.device("cuda")
+
+        class Mixer(nn.Module):
+            def forward(self, source: torch.Tensor, target: torch.Tensor):
+                gate = torch.rand(target.shape[0], 1).to(DEVICE)
+                return gate * source.to(target.device)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        DEVICE = torch.device("cuda")
+
+        class Mixer(nn.Module):
+            def forward(self, source: torch.Tensor, target: torch.Tensor):
+                gate = torch.rand(target.shape[0], 1).to(target.device)
+                return gate * source.to(target.device)
+        """,
+    )
