@@ -714,6 +714,32 @@ class Scopes:
             self._tables[id(scope)] = table
         return table
 
+    def read_paths(self, node: cst.CSTNode) -> set[str]:
+        """The names and dotted paths `node` reads, whole (`args.cpu`, not `args`)."""
+        paths: set[str] = set()
+        for inner in self.context.subtree(node):
+            parent = self.context.parent(inner)
+            if isinstance(parent, cst.Attribute) and inner in (parent.value, parent.attr):
+                continue
+            path = dotted_name(inner) if isinstance(inner, (cst.Name, cst.Attribute)) else None
+            if path is not None:
+                paths.add(path)
+        return paths
+
+    def conditions(self, node: cst.CSTNode) -> list[cst.BaseExpression]:
+        """The tests that `node` runs under in its own function: of each `if` (not the entry
+        point's guard) and conditional expression around it, innermost first."""
+        tests: list[cst.BaseExpression] = []
+        current = node
+        for ancestor in self.context.ancestors(node):
+            if isinstance(ancestor, (cst.FunctionDef, cst.ClassDef, cst.Module)):
+                break
+            test = ancestor.test if isinstance(ancestor, (cst.If, cst.IfExp)) else None
+            if test is not None and current is not test and not is_main_guard(ancestor):
+                tests.append(test)
+            current = ancestor
+        return tests
+
     def _condition(self, node: cst.CSTNode) -> cst.If | None:
         for ancestor in self.context.ancestors(node):
             if isinstance(ancestor, cst.If) and not is_main_guard(ancestor):

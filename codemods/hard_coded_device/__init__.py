@@ -98,6 +98,13 @@ class HardCodedDevice(DevicePass):
     call in the file hands a GPU: an index, `"cuda:N"`, or the process's rank, such as the
     index `mp.spawn` gives its worker, also through `args.gpu = gpu`). In model code too, where
     DF102 leaves such a move: `x.device` is the input's own device.
+    In any program or notebook (model code and data pipelines aside), a bare `.cuda()` where
+    the script's own device falls back to the CPU (`device = torch.device("cuda:0" if
+    torch.cuda.is_available() else "cpu")`, or `"cpu"` and `"cuda"` set in the branches of `if
+    args.cpu:`) becomes `.to(device)`: the one move that raises on the machine the fallback is
+    for. Left alone there: a move under a test of that device, of the selection's switch, of
+    CUDA or of a name that names a device (`if use_gpu:`), and a script that sets the current
+    GPU while its device pins one.
     `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
     device is portable, DF308 makes them follow `device.type`.
 
@@ -151,7 +158,11 @@ class HardCodedDevice(DevicePass):
     ```
 
     ## Fix safety
-    Safe on the machine the script was written for: GPU 0 stays GPU 0 outside torchrun. Unsafe
+    Safe on the machine the script was written for: GPU 0 stays GPU 0 outside torchrun. A bare
+    `.cuda()` moved to the script's fallback device is safe where that device's GPU is the
+    current one (`"cuda"`, `"cuda:0"`) and the function binds the device itself; unsafe for a
+    pinned GPU and for a function reading a device that only the entry point defines (imported
+    elsewhere, it finds none). Unsafe
     for a script pinned to another GPU (`cuda:1`), which now starts on GPU 0 outside torchrun
     (select the GPU with `CUDA_VISIBLE_DEVICES`); so is the
     pinned fallback's `"cuda"` and `map_location="cpu"` (values used straight from the
@@ -278,8 +289,11 @@ class HardCodedDevice(DevicePass):
         if index is not None and self.facts.moves.device_that_may_be_the_cpu(index.value):
             self._cuda_of_a_device(node, func, index.value)
             return
-        if index is None or not isinstance(index.value, cst.Integer):
-            return  # a bare `.cuda()` is "the current device"; DF102/DF201 judge it
+        if index is None:
+            self._bare_cuda_beside_a_fallback(node, func)
+            return  # else "the current device"; DF102/DF201 judge it
+        if not isinstance(index.value, cst.Integer):
+            return
         shown = f"`.cuda({self._code(index.value)})`"
         if self._offloads_to_other_gpu(node, int(index.value.value), shown, node):
             return
@@ -314,6 +328,43 @@ class HardCodedDevice(DevicePass):
             fix_title=f"Use `.to({self._code(device)})`",
             edits=[Edit(node, new)],
             applicability=Applicability.SAFE,
+        )
+
+    def _bare_cuda_beside_a_fallback(self, node: cst.Call, func: cst.Attribute) -> None:
+        """`x.cuda()` in a program whose own device falls back to the CPU: on the machine the
+        selection is there for, this one move raises. Left to their own test: a move under a
+        test of the device, of the selection's switch or of CUDA."""
+        script = self.facts.own(ScriptDevice)
+        if not script.in_script_code(node, any_program=True):
+            return
+        fallback = script.fallback_variable(node)
+        if fallback is None:
+            return
+        name, gpus, switches = fallback
+        if gpus != {None} and self.facts.flow.sets_current_device():
+            return  # `.cuda()` is the process's GPU, `"cuda:0"` is not
+        for test in self.facts.scopes.conditions(node):
+            read = self.facts.scopes.read_paths(test)
+            if read & (switches | {name}) or any(_names_a_device_switch(path) for path in read):
+                return
+        read_global = self.facts.scopes.enclosing_function(node) is not None and (
+            not self.facts.scopes.simple_assignments(self.facts.scopes.enclosing_scope(node), name)
+        )
+        current = gpus <= {None, 0}
+        to = func.with_changes(attr=cst.Name("to"))
+        new = rebuilt_call(node, to, [cst.Arg(cst.Name(name))], node.args)
+        self.report(
+            node,
+            message=(
+                f"`.cuda()` raises where `{name}`, the script's own device, is the CPU (no GPU, "
+                f"or the script's switch); use `.to({name})`"
+                + ("" if current else f", the same move only where `{name}` is the current GPU")
+            ),
+            fix_title=f"Use `.to({name})`",
+            edits=[Edit(node, new)],
+            applicability=(
+                Applicability.SAFE if current and not read_global else Applicability.UNSAFE
+            ),
         )
 
     # -- the rewrite ---------------------------------------------------------------------------
@@ -698,6 +749,12 @@ def _is_cuda_tested(node: cst.IfExp) -> cst.BaseExpression | None:
     if isinstance(test, cst.Attribute) and test.attr.value == "is_cuda":
         return test.value
     return None
+
+
+def _names_a_device_switch(name: str) -> bool:
+    """`use_cuda`, `args.gpu`, `no_cpu`: a name that says which device the code runs on."""
+    lowered = name.lower()
+    return any(word in lowered for word in ("cuda", "gpu", "cpu", "device"))
 
 
 def _moved_to(move: cst.Call, device: cst.BaseExpression | None, target: str) -> cst.Call:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import NamedTuple
 
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
 from devfix.codemods.analysis.flow.calls import MOVES
 from devfix.codemods.analysis.modules import names_a_device
-from devfix.codemods.analysis.moves import cuda_string, free_names, string_device
+from devfix.codemods.analysis.moves import cuda_string, free_names, gpu_index, string_device
 from devfix.codemods.analysis.names import argument_of, call_tail, dotted_name
 
 #: Module-level calls a library module makes as well as a script (not work of its own).
@@ -55,12 +56,14 @@ class ScriptDevice(Analysis):
                 return name, index, default
         return None
 
-    def in_script_code(self, node: cst.CSTNode) -> bool:
-        """`node` is the script's own code in a program that trains or uses several GPUs: not a
-        notebook, not model code (a module's methods, a function of tensors), not a Dataset's
-        method or a data pipeline."""
+    def in_script_code(self, node: cst.CSTNode, *, any_program: bool = False) -> bool:
+        """`node` is the script's own code in a program that trains or uses several GPUs (with
+        `any_program`, in any program or notebook): not model code (a module's methods, a
+        function of tensors), not a Dataset's method or a data pipeline."""
         flow = self.facts.flow
-        if flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains()):
+        if not any_program and (
+            flow.is_notebook() or not (flow.runs_on_several_gpus() or flow.trains())
+        ):
             return False
         code = self.facts.modules
         function = code.enclosing_function(node)
@@ -307,6 +310,29 @@ class ScriptDevice(Analysis):
         index = positional.index(param) if param in positional else -1
         return 0 <= index < len([a for a in call.args if a.keyword is None])
 
+    def fallback_variable(self, node: cst.CSTNode) -> Fallback | None:
+        """A name `node` can read that holds the script's own selection falling back to the CPU:
+        `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")`, `"cpu" if
+        args.cpu else "cuda"`, or such values assigned in the branches of an `if`."""
+        scope = self.scopes.enclosing_scope(node)
+        for name in self.facts.moves.device_names(node):
+            values = self.scopes.simple_assignments(scope, name) or (
+                self.scopes.simple_assignments(self.context.module, name)
+            )
+            branches = [branch for value in values for branch in _selected(value)]
+            kinds = [self.facts.moves.device_kind(branch, None) for branch in branches]
+            if "cpu" not in kinds or "accelerator" not in kinds:
+                continue
+            gpus = {gpu_index(b) for b, kind in zip(branches, kinds) if kind == "accelerator"}
+            tests = [test for value in values for test in self._selection_tests(value)]
+            switches = {path for test in tests for path in self.scopes.read_paths(test)}
+            return Fallback(name, frozenset(gpus), frozenset(switches))
+        return None
+
+    def _selection_tests(self, value: cst.BaseExpression) -> list[cst.BaseExpression]:
+        tests = [n.test for n in self.context.subtree(value) if isinstance(n, cst.IfExp)]
+        return tests + self.scopes.conditions(value)
+
     def falls_back_in_else(self, assign: cst.Assign) -> bool:
         """`if use_gpu: device = <gpu>` / `else: device = <cpu>`: a selection with a fallback
         (the user's own switch), whichever branch `assign` is in."""
@@ -341,6 +367,27 @@ class ScriptDevice(Analysis):
                 ):
                     kinds.add(self.facts.moves.device_kind(node.value, None) or "unknown")
         return "cpu" in kinds
+
+
+class Fallback(NamedTuple):
+    """A device variable whose selection falls back to the CPU."""
+
+    name: str
+    #: The GPUs it may name: an index, None for the bare current GPU (`"cuda"`).
+    gpus: frozenset[int | None]
+    #: What its selection tests (`args.cpu`, `use_gpu`).
+    switches: frozenset[str]
+
+
+def _selected(value: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The devices a selection may give: each branch of a conditional, also inside
+    `torch.device(...)` of one argument."""
+    if isinstance(value, cst.IfExp):
+        return [*_selected(value.body), *_selected(value.orelse)]
+    if isinstance(value, cst.Call) and call_tail(value.func) == "device" and len(value.args) == 1:
+        inner = value.args[0].value
+        return _selected(inner) if isinstance(inner, cst.IfExp) else [value]
+    return [value]
 
 
 def literal_cuda_device(call: cst.Call) -> bool:

@@ -148,7 +148,6 @@ def test_noops() -> None:
         if torch.cuda.is_available():
             model = model.cuda(0)
         x = x.to("cuda") if torch.cuda.is_available() else x
-        y = y.cuda()
         z = z.to(torch.device("cuda", local_rank))
 
         class Net(nn.Module):
@@ -1246,3 +1245,185 @@ class FrozenCaptioner(Captioner):
         return self
 """,
     )
+
+
+def test_bare_cuda_in_a_script_whose_device_falls_back_goes_to_that_device() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        from nets import Segmenter, loaders
+
+        device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        net = Segmenter().to(device)
+        opt = torch.optim.Adam(net.parameters())
+        for image, mask in loaders.train:
+            image, mask = image.cuda(), mask.cuda(non_blocking=True)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(net(image), mask)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+        """
+        import torch
+
+        from nets import Segmenter, loaders
+
+        device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        net = Segmenter().to(device)
+        opt = torch.optim.Adam(net.parameters())
+        for image, mask in loaders.train:
+            image, mask = image.to(device), mask.to(device, non_blocking=True)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(net(image), mask)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+    )
+    assert [f.applicability for f in findings] == [Applicability.SAFE] * 2
+
+
+def test_bare_cuda_beside_a_switch_chosen_in_if_branches_in_an_inference_script() -> None:
+    # Not a training program, and the move sits under a test of something else (the reader).
+    findings = assert_fix(
+        RULE,
+        """
+        import argparse
+
+        import torch
+
+        from asr import Recognizer, reader
+
+        def main():
+            args = argparse.ArgumentParser().parse_args()
+            if args.host_only:
+                where = torch.device("cpu")
+            else:
+                where = torch.device("cuda")
+            net = Recognizer().to(where).eval()
+            for clip in reader(args.clips):
+                if args.fast_reader:
+                    feats = clip.features
+                else:
+                    feats = clip.wave.cuda()
+                print(net(feats).argmax(-1))
+
+        if __name__ == "__main__":
+            main()
+        """,
+        """
+        import argparse
+
+        import torch
+
+        from asr import Recognizer, reader
+
+        def main():
+            args = argparse.ArgumentParser().parse_args()
+            if args.host_only:
+                where = torch.device("cpu")
+            else:
+                where = torch.device("cuda")
+            net = Recognizer().to(where).eval()
+            for clip in reader(args.clips):
+                if args.fast_reader:
+                    feats = clip.features
+                else:
+                    feats = clip.wave.to(where)
+                print(net(feats).argmax(-1))
+
+        if __name__ == "__main__":
+            main()
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+
+
+def test_bare_cuda_under_the_device_switch_or_a_cuda_check_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        from nets import Net, batches
+
+        use_gpu = torch.cuda.is_available()
+        device = "cuda" if use_gpu else "cpu"
+        net = Net().to(device)
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in batches():
+            if use_gpu:
+                x, y = x.cuda(), y.cuda()
+            if torch.cuda.device_count() > 0:
+                x = x.cuda()
+            y = y.cuda() if device != "cpu" else y
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+        """,
+    )
+
+
+def test_bare_cuda_in_a_gpu_only_script_is_left_alone() -> None:
+    assert_noop(
+        RULE,
+        """
+        import torch
+
+        from nets import Net, batches
+
+        net = Net().cuda()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in batches():
+            x, y = x.cuda(), y.cuda()
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+            opt.step()
+        """,
+    )
+
+
+def test_bare_cuda_beside_a_pinned_fallback_or_in_a_function_reading_the_entry_points_device() -> (
+    None
+):
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+
+        from nets import Net, batches
+
+        def fit(net, opt):
+            for x, y in batches():
+                x, y = x.cuda(), y.cuda()
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(net(x), y).backward()
+                opt.step()
+
+        if __name__ == "__main__":
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            net = Net().to(device)
+            fit(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        """,
+        """
+        import torch
+
+        from nets import Net, batches
+
+        def fit(net, opt):
+            for x, y in batches():
+                x, y = x.to(device), y.to(device)
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(net(x), y).backward()
+                opt.step()
+
+        if __name__ == "__main__":
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            net = Net().to(device)
+            fit(net, torch.optim.SGD(net.parameters(), lr=0.1))
+        """,
+        unsafe=True,
+    )
+    # `fit` imported elsewhere would find no `device`: the caller's choice.
+    assert {f.applicability for f in findings} == {Applicability.UNSAFE}
