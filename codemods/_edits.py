@@ -122,6 +122,13 @@ def append_keyword(call: cst.Call, keyword: str, value: cst.BaseExpression) -> c
     return call.with_changes(args=args)
 
 
+def defaulted_in(star: cst.Arg, keyword: str, value: cst.BaseExpression) -> cst.Arg:
+    """`**kw` as `**{"<keyword>": <value>, **kw}`: a default that a `keyword` in `kw` still
+    overrides."""
+    default = cst.DictElement(cst.SimpleString(f'"{keyword}"'), value)
+    return star.with_changes(value=cst.Dict([default, cst.StarredDictElement(star.value)]))
+
+
 def made_on(call: cst.Call, device: cst.BaseExpression, *, takes_device: bool) -> cst.Call:
     """The tensor `call` makes, on `device`: `device=` for a factory that takes it, else
     `.to(device)` after the call (a legacy constructor, `torch.from_numpy`)."""

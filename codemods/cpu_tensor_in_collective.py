@@ -35,7 +35,9 @@ class CpuTensorInCollective(DevicePass):
     `from_numpy`; `.cuda()` in a script that moves its work with bare `.cuda()` and always
     makes an NCCL group (one that can run without a GPU gets a finding without a fix). The
     device is the one the function (or the module level) moves its model and data to, when
-    it names exactly one. A collective whose `group=` is a Gloo group
+    it names exactly one; with none in sight, a tensor the function's own tensor sizes
+    (`self.n = torch.as_tensor(x.shape[0])`, a count of the rows it reduces beside it) is
+    made on `x.device`. A collective whose `group=` is a Gloo group
     (`dist.new_group(backend="gloo")`), and a file whose process groups are all Gloo (or MPI,
     or `"cpu:gloo,cuda:nccl"`), are left alone: they take CPU tensors; a `group=` made where
     the file cannot see (a parameter) gets a finding without a fix. Where the file names no
@@ -138,6 +140,13 @@ class CpuTensorInCollective(DevicePass):
         )
         where = f"{what} and handed to `{collective.rsplit('.', 1)[1]}`, {why}"
         devices = self.facts.moves.moved_devices(made)
+        sized = self.facts.devices.sized_by(made, node) if not devices else None
+        if sized is not None:
+            # A count of the rows of a tensor the code reduces beside it: where that tensor
+            # is, which is where NCCL needs it (and Gloo takes either).
+            counted = sized[: -len(".device")]
+            self._make_on(made, where, sized, f"where `{counted}` is, whose size it counts")
+            return
         if not nccl and not devices:
             return  # no GPU in sight: perhaps a Gloo run on the CPU
         named = [device for device in devices if not device.startswith(".")]
@@ -150,15 +159,12 @@ class CpuTensorInCollective(DevicePass):
                     f"(line {self.facts.scopes.line_of(made)})",
                 )
                 return
-            device = cst.parse_expression(device_text)
-            maker = self.qualified_name(made.func)
-            # Legacy constructors and `from_numpy` take no `device=`.
-            factory = maker not in LEGACY_CONSTRUCTORS and maker != "torch.from_numpy"
-            replacement: cst.BaseExpression = made_on(made, device, takes_device=factory)
-            fix = f"`device={device_text}`" if factory else f"`.to({device_text})`"
-        elif devices == [".cuda()"] and self.facts.flow.requires_nccl():
-            replacement = method_chain(made, "cuda")
-            fix = "`.cuda()`"
+            self._make_on(made, where, device_text, "where the script moves its work")
+            return
+        if devices == [".cuda()"] and self.facts.flow.requires_nccl():
+            fix, edit = "`.cuda()`", Edit(made, method_chain(made, "cuda"))
+            message = f"{where}; make it with {fix}, where the script moves its work"
+            self.report(made, message=message, fix_title=f"Use {fix}", edits=[edit])
         elif devices == [".cuda()"]:
             # A run without a GPU would get a Gloo group (or skip the NCCL one), which takes
             # the CPU tensor, and `.cuda()` would fail there.
@@ -168,18 +174,20 @@ class CpuTensorInCollective(DevicePass):
                 "can run without a GPU (no NCCL group on every path); make it with `.cuda()` "
                 "where the group is NCCL",
             )
-            return
         else:
-            reason = (
-                "the code moves its work to several devices"
-                if devices
-                else "no device the code moves its work to is in sight"
-            )
+            several = "the code moves its work to several devices"
+            reason = several if devices else "no device the code moves its work to is in sight"
             self.report(made, message=f"{where}; no fix: {reason}")
-            return
+
+    def _make_on(self, made: cst.Call, where: str, device_text: str, why: str) -> None:
+        maker = self.qualified_name(made.func)
+        # Legacy constructors and `from_numpy` take no `device=`.
+        factory = maker not in LEGACY_CONSTRUCTORS and maker != "torch.from_numpy"
+        device = cst.parse_expression(device_text)
+        fix = f"`device={device_text}`" if factory else f"`.to({device_text})`"
         self.report(
             made,
-            message=f"{where}; make it with {fix}, where the script moves its work",
+            message=f"{where}; make it with {fix}, {why}",
             fix_title=f"Use {fix}",
-            edits=[Edit(made, replacement)],
+            edits=[Edit(made, made_on(made, device, takes_device=factory))],
         )

@@ -7,7 +7,7 @@ import re
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import append_keyword
+from devfix.codemods._edits import append_keyword, defaulted_in
 from devfix.codemods.analysis.names import call_tail, code_of, has_star_kwargs, keyword_argument
 from devfix.codemods.analysis.torch_names import URL_STATE_LOADERS
 from devfix.types import Applicability, Edit
@@ -32,7 +32,10 @@ class TorchLoadWithoutMapLocation(DevicePass):
     `load_state_dict`) and that holds its device in a variable. Tensors used directly in a
     script that moves its work with bare `.cuda()` calls only go to `map_location="cuda"`: the
     current GPU, where `.cuda()` puts the rest.
-    `weights_only`, `mmap` and every other argument stay exactly as written. A script that
+    `weights_only`, `mmap` and every other argument stay exactly as written; keywords the
+    function builds itself and passes as `**kw` get the default in front
+    (`**{"map_location": "cpu", **kw}`), so a `map_location` in them still wins (keywords
+    handed on from the caller's `**kwargs` are the caller's to set). A script that
     imports `torch` nowhere but takes it from a star-imported helper module
     (`from utils import *`) is read the same way. A helper that hands its own
     `map_location=None` parameter on (`def read_blocks(path, map_location=None): return
@@ -120,7 +123,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
         position = 1 if loader == "torch.load" else URL_STATE_LOADERS.get(loader or "")
         if position is None:
             return
-        positional = [arg for arg in node.args if arg.keyword is None]
+        positional = [arg for arg in node.args if arg.keyword is None and arg.star != "**"]
         if not positional or len(positional) > position or any(arg.star for arg in positional):
             return  # `map_location` given by position, or perhaps inside `*args`
         forwarded = keyword_argument(node, "map_location")
@@ -128,12 +131,17 @@ class TorchLoadWithoutMapLocation(DevicePass):
             # `def load(path, map_location=None)`: judged at each call that leaves it None.
             for call in self.facts.flow.callers_leaving_default(node, forwarded.value.value):
                 self._check(call, via=f" (`{code_of(call.func)}` passes it `map_location=None`)")
-        if forwarded is not None or has_star_kwargs(node):
+        if forwarded is not None:
             return
+        if has_star_kwargs(node):
+            built = self.facts.scopes.keywords_built_here(node)
+            if built is not None:
+                self._check(node, keywords=built)
+            return  # keywords from the caller (`**kwargs`): theirs to set
         self._check(node)
 
-    def _check(self, node: cst.Call, via: str = "") -> None:
-        if self._other_branch_maps(node):
+    def _check(self, node: cst.Call, via: str = "", keywords: cst.Arg | None = None) -> None:
+        if self.facts.flow.other_branch_maps(node):
             return
         flow = self.facts.flow
         only_state = flow.feeds_only_state_dicts(node)
@@ -152,24 +160,17 @@ class TorchLoadWithoutMapLocation(DevicePass):
                 "; tensors the script uses straight from the checkpoint now arrive on the CPU "
                 "and need `.to(device)`"
             )
+        value = cst.parse_expression(target)
+        edit = Edit(node, append_keyword(node, "map_location", value))
+        if keywords is not None:
+            message += f"; a `map_location` in `{code_of(keywords.value)}` still wins"
+            edit = Edit(keywords, defaulted_in(keywords, "map_location", value))
         self.report(
             node,
-            edits=[Edit(node, append_keyword(node, "map_location", cst.parse_expression(target)))],
+            edits=[edit],
             message=message,
             fix_title=f"Add `map_location={target}`",
             applicability=Applicability.SAFE if certain else Applicability.UNSAFE,
-        )
-
-    def _other_branch_maps(self, node: cst.Call) -> bool:
-        """`node` is in one branch of an `if` whose other branch loads with a `map_location`
-        (`if args.gpu is None: torch.load(path)` / `else: torch.load(path, map_location=loc)`):
-        the author chose where each branch's tensors go."""
-        return any(
-            isinstance(inner, cst.Call)
-            and call_tail(inner.func) in _LOADER_TAILS
-            and keyword_argument(inner, "map_location") is not None
-            for _, _, other in self.facts.scopes.other_branches(node)
-            for inner in self.context.subtree(other)
         )
 
     def _map_target(self, node: cst.Call, only_state: bool) -> tuple[str, str, bool]:

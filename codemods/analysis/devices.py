@@ -470,6 +470,13 @@ class DeviceInference(Analysis):
             return None
         return Named(f"{params.evidence}, moved to `{device}`", proof=params.proof, name=device)
 
+    def sized_by(self, value: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """`<x>.device` for a factory that a tensor `x` of the function sizes
+        (`torch.as_tensor(x.shape[0])`: a count of its rows); None without one."""
+        function = self.facts.modules.enclosing_function(at)
+        found = self._shape_source(value, function) if function is not None else None
+        return found.expression() if found is not None else None
+
     def _shape_source(
         self, value: cst.BaseExpression, function: FunctionInfo, depth: int = 0
     ) -> Device | None:
@@ -1747,8 +1754,10 @@ class DeviceInference(Analysis):
         a name holds at `at` (`t = torch.tensor([x])`, updated in place since: `t += 1`),
         through tensor methods that keep the device (`.float()`), or the element of a
         comprehension (`[torch.zeros(n) for _ in ranks]`); None otherwise."""
-        if isinstance(value, cst.Name):
-            bound = self.scopes.value_at(value.value, at, through_updates=True)
+        held = dotted_name(value) if isinstance(value, (cst.Name, cst.Attribute)) else None
+        if held is not None:
+            # `self.n = torch.as_tensor(k)` earlier in the function holds as a local does.
+            bound = self.scopes.value_at(held, at, through_updates=True)
             if bound is None:
                 return None
             value = bound

@@ -714,6 +714,17 @@ class Scopes:
             self._tables[id(scope)] = table
         return table
 
+    def keywords_built_here(self, call: cst.Call) -> cst.Arg | None:
+        """The one `**name` of `call` where `name` is only ever a dict its function builds
+        (`kw = {k: v for k, v in kwargs.items() if ...}`), not keywords handed in."""
+        stars = [arg for arg in call.args if arg.star == "**"]
+        if len(stars) != 1 or not isinstance(stars[0].value, cst.Name):
+            return None
+        scope = self.enclosing_function(call) or self.context.module
+        values = self.simple_assignments(scope, stars[0].value.value)
+        built = values and all(isinstance(v, (cst.Dict, cst.DictComp)) for v in values)
+        return stars[0] if built else None
+
     def read_paths(self, node: cst.CSTNode) -> set[str]:
         """The names and dotted paths `node` reads, whole (`args.cpu`, not `args`)."""
         paths: set[str] = set()

@@ -263,3 +263,36 @@ def test_a_group_made_elsewhere_or_named_by_torch_s_backend_enum_is_not_taken_fo
             return flag.item() > 0
         """,
     )
+
+
+def test_a_count_of_an_inputs_rows_held_in_a_field_is_made_where_the_input_is() -> None:
+    findings = assert_fix(
+        "DF311",
+        """
+        import torch
+        import torch.distributed as dist
+
+        class Accuracy:
+            def update(self, scores: torch.Tensor, target: torch.Tensor):
+                self.hits = (scores.argmax(-1) == target).sum()
+                self.seen = torch.tensor(scores.size(0))
+                if dist.is_initialized():
+                    dist.all_reduce(self.hits)
+                    dist.all_reduce(self.seen)
+                return self.hits / self.seen
+        """,
+        """
+        import torch
+        import torch.distributed as dist
+
+        class Accuracy:
+            def update(self, scores: torch.Tensor, target: torch.Tensor):
+                self.hits = (scores.argmax(-1) == target).sum()
+                self.seen = torch.tensor(scores.size(0), device=scores.device)
+                if dist.is_initialized():
+                    dist.all_reduce(self.hits)
+                    dist.all_reduce(self.seen)
+                return self.hits / self.seen
+        """,
+    )
+    assert "where `scores` is, whose size it counts" in findings[0].message

@@ -549,3 +549,42 @@ def test_a_helper_passing_its_none_default_on_is_fixed_where_it_is_called_withou
         """,
     )
     assert "(`cls.read_blocks` passes it `map_location=None`)" in findings[0].message
+
+
+def test_keywords_the_function_builds_get_a_cpu_default_that_theirs_still_override() -> None:
+    findings = assert_fix(
+        "DF302",
+        """
+        import torch
+
+        def restore(net, path, **options):
+            load_options = {k: v for k, v in options.items() if k != "strict"}
+            blob = torch.load(path, **load_options)
+            net.load_state_dict(blob, strict=options.get("strict", True))
+            return net
+        """,
+        """
+        import torch
+
+        def restore(net, path, **options):
+            load_options = {k: v for k, v in options.items() if k != "strict"}
+            blob = torch.load(path, **{"map_location": "cpu", **load_options})
+            net.load_state_dict(blob, strict=options.get("strict", True))
+            return net
+        """,
+    )
+    assert findings[0].applicability is Applicability.SAFE
+    assert "a `map_location` in `load_options` still wins" in findings[0].message
+
+
+def test_keywords_forwarded_from_the_caller_are_theirs() -> None:
+    assert_noop(
+        "DF302",
+        """
+        import torch
+
+        def read(path, *args, **kwargs):
+            first = torch.load(path, **kwargs)
+            return first, torch.load(path, *args)
+        """,
+    )

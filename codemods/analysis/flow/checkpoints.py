@@ -16,6 +16,7 @@ from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
     dotted_name,
+    keyword_argument,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +90,19 @@ class Checkpoints(ProcessRanks):
         path = argument(load, "f")
         return path is not None and any(
             self._same_file(saved, path) for saved in self._saved_paths()
+        )
+
+    def other_branch_maps(self, load: cst.Call) -> bool:
+        """`load` is in one branch of an `if` whose other branch loads with a `map_location`
+        (`if args.gpu is None: torch.load(path)` / `else: torch.load(path, map_location=loc)`):
+        the author chose where each branch's tensors go."""
+        tail = call_tail(load.func)
+        return any(
+            isinstance(inner, cst.Call)
+            and call_tail(inner.func) == tail
+            and keyword_argument(inner, "map_location") is not None
+            for _, _, other in self.scopes.other_branches(load)
+            for inner in self.context.subtree(other)
         )
 
     def per_process_file(self, load: cst.Call) -> bool:
