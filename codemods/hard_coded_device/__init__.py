@@ -108,7 +108,9 @@ class HardCodedDevice(DevicePass):
     `torch.cuda.amp.autocast` / `GradScaler` and `torch.autocast("cuda")` are DF308's: once the
     device is portable, DF308 makes them follow `device.type`.
 
-    Left alone: notebooks and inference scripts that choose their GPU for themselves, library
+    Left alone: notebooks and inference scripts that choose their GPU for themselves (one they
+    pin past the first GPU, `"cuda:1"`, `.cuda(2)`, is reported without a fix: a machine with
+    fewer GPUs lacks it; so is `torch.cuda.set_device(1)` in any program), library
     modules that do nothing when run (a bare `"cuda"` there is the caller's current device), a
     selection that already falls back (`"cuda:0" if torch.cuda.is_available() else "cpu"`,
     `if use_cuda:` on a variable holding that check, `if args.gpu: ... else: cpu`), a default
@@ -216,6 +218,8 @@ class HardCodedDevice(DevicePass):
                 self._map_location(arg.value, node)
         elif tail == "cuda" and isinstance(node.func, cst.Attribute):
             self._check_cuda_method(node, node.func)
+        elif tail == "set_device" and self.qualified_name(node.func) == "torch.cuda.set_device":
+            self._pinned_current_gpu(node)
         else:
             arg = keyword_argument(node, "device")
             qualified = self.qualified_name(node.func) if arg is not None else None
@@ -297,7 +301,10 @@ class HardCodedDevice(DevicePass):
         shown = f"`.cuda({self._code(index.value)})`"
         if self._offloads_to_other_gpu(node, int(index.value.value), shown, node):
             return
-        if not self._in_scope(node) or self.facts.flow.guarded_by_cuda_check(node):
+        number = int(index.value.value)
+        if self.facts.flow.guarded_by_cuda_check(node) or self._chosen_for_itself(
+            node, shown, index=number
+        ):
             return
         if self.facts.own(ScriptDevice).runs_only_on_rank(node, int(index.value.value)):
             return  # rank 0's own GPU, in code only rank 0 runs
@@ -510,7 +517,9 @@ class HardCodedDevice(DevicePass):
             )
             return
         index = gpu_index(target)
-        if self._offloads_to_other_gpu(anchor, index, shown, target) or not self._in_scope(anchor):
+        if self._offloads_to_other_gpu(anchor, index, shown, target):
+            return
+        if self._chosen_for_itself(anchor, shown, target, index):
             return
         flow = self.facts.flow
         script = self.facts.own(ScriptDevice)
@@ -705,6 +714,51 @@ class HardCodedDevice(DevicePass):
         )
 
     # -- scope and declines --------------------------------------------------------------------
+
+    def _pinned_current_gpu(self, node: cst.Call) -> None:
+        """`torch.cuda.set_device(1)`: a literal GPU past the first, for the whole process."""
+        index = argument_of(node, "device")
+        number = int(index.value.value) if index and isinstance(index.value, cst.Integer) else 0
+        script = self.facts.own(ScriptDevice)
+        if (
+            number
+            and not self.facts.flow.guarded_by_cuda_check(node)
+            and script.in_script_code(node, any_program=True)
+        ):
+            self.report(
+                node,
+                message=f"`{self._code(node)}` pins GPU {number}, which a machine with fewer "
+                "GPUs lacks (and every torchrun process would share); no fix: select it "
+                "with `CUDA_VISIBLE_DEVICES`, or each process's with `LOCAL_RANK`",
+            )
+
+    def _chosen_for_itself(
+        self,
+        anchor: cst.CSTNode,
+        shown: str,
+        target: cst.BaseExpression | None = None,
+        index: int | None = None,
+    ) -> bool:
+        """Out of this rule's scope: a notebook or a program that neither trains nor uses
+        several GPUs chooses its GPU for itself. One it pins to a GPU past the first (`"cuda:1"`,
+        `.cuda(1)`) is reported without a fix: a machine with fewer GPUs lacks it."""
+        if self._in_scope(anchor):
+            return False
+        if index is None and target is not None:
+            index = gpu_index(target)
+        script = self.facts.own(ScriptDevice)
+        if (
+            index
+            and script.in_script_code(anchor, any_program=True)
+            and not self.facts.flow.guarded_by_cuda_check(anchor)
+        ):
+            self.report(
+                target or anchor,
+                message=f"{shown}: pins GPU {index}, which a machine with fewer GPUs lacks; "
+                "no fix: the program chooses its own GPU (select it with "
+                '`CUDA_VISIBLE_DEVICES`, or use `"cuda"`)',
+            )
+        return True
 
     def _in_scope(self, node: cst.CSTNode) -> bool:
         """Script and training code of programs that train or use several GPUs (not an

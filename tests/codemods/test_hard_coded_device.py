@@ -1427,3 +1427,55 @@ def test_bare_cuda_beside_a_pinned_fallback_or_in_a_function_reading_the_entry_p
     )
     # `fit` imported elsewhere would find no `device`: the caller's choice.
     assert {f.applicability for f in findings} == {Applicability.UNSAFE}
+
+
+def test_a_notebook_or_inference_script_pinned_past_the_first_gpu_is_reported_without_a_fix() -> (
+    None
+):
+    notebook = textwrap.dedent(
+        """
+        import torch
+        from transformers import AutoModelForCausalLM
+        lm = AutoModelForCausalLM.from_pretrained("gpt2").to("cuda:2")
+        first = torch.zeros(3, device="cuda:0")
+        """
+    )
+    findings = check_source(notebook, "explore.ipynb", Options(select=(RULE,)))
+    assert [(f.line, f.applicability) for f in findings] == [(4, Applicability.DISPLAY_ONLY)]
+    assert "pins GPU 2, which a machine with fewer GPUs lacks" in findings[0].message
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from nets import Net
+
+        net = Net().eval().cuda(1)
+        probe = torch.load("probe.pt", map_location="cpu")
+        if torch.cuda.device_count() > 1:
+            print(net(probe.cuda(1)))
+        """,
+        reason="pins GPU 1",
+    )
+
+
+def test_setting_a_literal_current_gpu_past_the_first_is_reported_without_a_fix() -> None:
+    finding = assert_declined(
+        RULE,
+        """
+        import torch
+        from nets import Net, batches
+
+        torch.cuda.set_device(3)
+        net = Net().cuda()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        for x, y in batches():
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(net(x.cuda()), y.cuda()).backward()
+            opt.step()
+        if torch.cuda.device_count() > 1:
+            torch.cuda.set_device(1)
+        torch.cuda.set_device(0)
+        """,
+        reason="`torch.cuda.set_device(3)` pins GPU 3",
+    )
+    assert finding.line == 5
