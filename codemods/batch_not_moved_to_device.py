@@ -5,10 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from devfix.codemods._base import DevicePass
-from devfix.codemods._edits import statement_before
+from devfix.codemods._edits import move_to, statement_before
 from devfix.codemods.analysis.flow.loops import LoopPlan
+from devfix.codemods.analysis.names import code_of
 from devfix.context import FileContext
-from devfix.types import Applicability
+from devfix.types import Applicability, Edit
 
 
 class BatchNotMovedToDevice(DevicePass):
@@ -41,7 +42,10 @@ class BatchNotMovedToDevice(DevicePass):
     `next(model.parameters()).device` where it shows the model is a module (`model.eval()`,
     `.train()`, `.parameters()`, annotated `nn.Module`), and is reported without a fix where
     it does not: the caller chooses the device, and only a module has parameters to read it
-    from.
+    from. A module that moves itself (`self.cuda()` in `build()`, `self.to(device)` in
+    `__init__`) and runs itself on what one of its own methods is handed (`def predict(self,
+    X): return self(X[0].unsqueeze(0))`) moves that input to `next(self.parameters()).device`
+    when it is a tensor, and reports it without a fix when it may not be one.
 
     ## Why is this bad?
     A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer
@@ -97,7 +101,7 @@ class BatchNotMovedToDevice(DevicePass):
     MESSAGE = "batch from a DataLoader reaches a model on a device without being moved there"
     FIX_TITLE = "Move the batch to the model's device at the head of the loop"
     APPLICABILITY = Applicability.UNSAFE
-    TRIGGER_WORDS = ("DataLoader", "loader", "__next__", "__iter__")
+    TRIGGER_WORDS = ("DataLoader", "loader", "__next__", "__iter__", "self.cuda(", "self.to(")
 
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
@@ -109,6 +113,29 @@ class BatchNotMovedToDevice(DevicePass):
         plan = self.facts.flow.loop_plan(node)
         if plan is not None:
             self._report(node.target, plan, "at the head of the loop")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `def predict(self, X): return self(X.unsqueeze(0))` in a module that moves itself.
+        inputs = self.facts.modules.inputs_run_unmoved(node)
+        method = self.facts.modules.enclosing_function(node) if inputs else None
+        if method is None or method.owner is None:
+            return
+        line = self.facts.scopes.line_of(self.facts.modules.moves_itself(method.owner.node) or node)
+        device = cst.parse_expression(
+            f"next({code_of(node.func).split('.')[0]}.parameters()).device"
+        )
+        for value, tensor in inputs:
+            shown = f"`{code_of(value)}` reaches `{code_of(node.func)}(...)` unmoved, but the "
+            shown += f"module moves itself to a device (line {line})"
+            if not tensor:
+                self.report(value, message=f"{shown}; no fix: it may not be a tensor")
+                continue
+            self.report(
+                value,
+                message=f"{shown}: move it to the module's device",
+                fix_title=f"Use `.to({code_of(device)})`",
+                edits=[Edit(value, move_to(value, device))],
+            )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         # `inputs, target = next(iter(valid_loader))`: one batch taken by hand.

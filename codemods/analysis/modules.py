@@ -21,6 +21,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     indexed_by_a_string,
+    receiver_root,
 )
 from devfix.codemods.analysis.scopes import ASSIGNING_NODES, Scopes, bound_by, target_names
 from devfix.codemods.analysis.torch_names import (
@@ -37,6 +38,7 @@ from devfix.codemods.analysis.torch_names import (
     MODULE_BASES,
     MODULE_RETURNING_WRAPPERS,
     MODULE_SELF_METHODS,
+    MOVE_METHODS,
     NON_MODULE_CLASSES,
     NON_TENSOR_METHODS,
     PAIRWISE_OR_REDUCING,
@@ -1183,6 +1185,59 @@ class ModuleFacts(Analysis):
         if attr is None or self.submodule_class(classdef, attr) is None:
             return None  # not provably a module: a tensor attribute or unknown
         return self_var, attr, method, classdef
+
+    def moves_itself(self, classdef: cst.ClassDef) -> cst.Call | None:
+        """`self.cuda()` / `self.to(<device>)` in a method of the module (not to the CPU, not a
+        cast) to a device it chooses itself: not one a parameter of the method hands it (the
+        caller's choice, which the caller's inputs follow), not in its own `.to()` / `.cuda()`
+        overrides."""
+        for member in classdef.body.body:
+            if not isinstance(member, cst.FunctionDef) or member.name.value in MOVE_METHODS:
+                continue
+            self_var = self_name(member)
+            handed = set(self.function_info(member).params)
+            for node in self.context.of_type(member, cst.Call):
+                func = node.func
+                read = {n.value for n in self.context.subtree(node) if isinstance(n, cst.Name)}
+                if (
+                    isinstance(func, cst.Attribute)
+                    and isinstance(func.value, cst.Name)
+                    and func.value.value == self_var
+                    and self.facts.moves.move_of(node) is not None
+                    and not read & handed
+                ):
+                    return node
+        return None
+
+    def inputs_run_unmoved(self, call: cst.Call) -> list[tuple[cst.BaseExpression, bool]]:
+        """The arguments of `self(...)` (or `self.forward(...)`) in a method of a module that
+        moves itself (`predict(self, X)` running `self(X[0].unsqueeze(0))`) that come from the
+        method's own parameters and that nothing in the method moves: they reach the module's
+        parameters where the caller left them. Each with whether it is known to be a tensor."""
+        function = self.enclosing_function(call)
+        if function is None or function.owner is None or not function.owner.is_module:
+            return []
+        self_var = self_name(function.node)
+        if function.name in ("forward", "__call__", "__init__") or self_var is None:
+            return []
+        func = call.func
+        runs_itself = (isinstance(func, cst.Name) and func.value == self_var) or (
+            self_attribute(func, self_var) == "forward"
+        )
+        if not runs_itself or self.moves_itself(function.owner.node) is None:
+            return []
+        moved = {
+            receiver_root(node)
+            for node in self.context.of_type(function.node.body, cst.Call)
+            if self.facts.moves.move_of(node) is not None
+        }
+        inputs = set(function.params) - moved - {self_var}
+        judge = self.tensor_judge(function.node)
+        return [
+            (arg.value, judge.is_tensor(arg.value) or root in function.tensor_params)
+            for arg in call.args
+            if not arg.star and arg.keyword is None and (root := receiver_root(arg.value)) in inputs
+        ]
 
     def registered_otherwise(self, classdef: cst.ClassDef, attr: str) -> bool:
         """The class registers `attr` itself (`register_buffer("x", ...)`, `nn.Parameter`)."""

@@ -1112,3 +1112,112 @@ def drive(model, loader):
     return outputs
 """,
     )
+
+
+def test_a_module_that_moves_itself_gets_its_own_methods_inputs_moved() -> None:
+    findings = assert_fix(
+        "DF204",
+        """
+        import torch
+        from torch import nn
+
+        class Embedder(nn.Module):
+            def __init__(self, use_gpu=True):
+                super().__init__()
+                self.proj = nn.Linear(16, 4)
+                if use_gpu and torch.cuda.is_available():
+                    self.cuda()
+
+            def forward(self, x):
+                return self.proj(x)
+
+            @torch.no_grad()
+            def embed(self, features: torch.Tensor):
+                return self.forward(features.float()).cpu()
+
+            def embed_moved(self, features: torch.Tensor):
+                features = features.to(next(self.parameters()).device)
+                return self(features)
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Embedder(nn.Module):
+            def __init__(self, use_gpu=True):
+                super().__init__()
+                self.proj = nn.Linear(16, 4)
+                if use_gpu and torch.cuda.is_available():
+                    self.cuda()
+
+            def forward(self, x):
+                return self.proj(x)
+
+            @torch.no_grad()
+            def embed(self, features: torch.Tensor):
+                return self.forward(features.float().to(next(self.parameters()).device)).cpu()
+
+            def embed_moved(self, features: torch.Tensor):
+                features = features.to(next(self.parameters()).device)
+                return self(features)
+        """,
+        unsafe=True,
+    )
+    assert len(findings) == 1 and "moves itself to a device (line 10)" in findings[0].message
+
+
+def test_inputs_of_a_self_moving_module_that_may_not_be_tensors_are_reported() -> None:
+    assert_declined(
+        "DF204",
+        """
+        import torch
+        from torch import nn
+
+        class Scorer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Linear(8, 1)
+                self.to("cuda" if torch.cuda.is_available() else "cpu")
+
+            def forward(self, rows):
+                return self.head(rows)
+
+            def score(self, rows):
+                return self(rows)
+        """,
+        reason="no fix: it may not be a tensor",
+    )
+
+
+def test_a_module_the_caller_moves_leaves_its_methods_inputs_alone() -> None:
+    assert_noop(
+        "DF204",
+        """
+        import torch
+        from torch import nn
+
+        class Embedder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(16, 4)
+
+            def forward(self, x):
+                return self.proj(x)
+
+            def embed(self, features: torch.Tensor):
+                return self(features.float())
+
+        class Placed(Embedder):
+            def __init__(self, device):
+                super().__init__()
+                self.to(device)
+
+            def cuda(self, device=None):
+                return self.to("cuda")
+
+            def embed(self, features: torch.Tensor):
+                return self(features)
+
+        model = Embedder().cuda()
+        """,
+    )
