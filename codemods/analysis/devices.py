@@ -48,6 +48,7 @@ from devfix.codemods.analysis.names import (
     code_of,
     dotted_name,
     keyword_argument,
+    name_assignment,
     receiver_root,
 )
 from devfix.codemods.analysis.scopes import Binding, all_params, target_names
@@ -1461,6 +1462,39 @@ class DeviceInference(Analysis):
                     proof=False,
                     name=f"self.{attr}.device",
                 )
+        return None
+
+    def copied_back(self, moved: cst.CSTNode) -> Named | None:
+        """A move back after a round trip to the host: the block holding `moved` first copies a
+        tensor of the function to the CPU (`_boxes = boxes.cpu().float()`, an out-of-memory
+        fallback) and computes on the copies. A judgement: the results return to where that
+        tensor was."""
+        statement = next(
+            (a for a in self.context.ancestors(moved) if isinstance(a, cst.SimpleStatementLine)),
+            None,
+        )
+        block = self.context.parent(statement) if statement is not None else None
+        if not isinstance(block, cst.IndentedBlock):
+            return None
+        for earlier in block.body:
+            if earlier is statement:
+                return None
+            assign = name_assignment(earlier)
+            if assign is None:
+                continue
+            for inner in self.context.subtree(assign.value):
+                if not isinstance(inner, cst.BaseExpression) or not copies_to_host(inner):
+                    continue
+                root = receiver_root(inner)
+                # `boxes = boxes.cpu()` leaves no name for where `boxes` was.
+                bound = {n.value for t in assign.targets for n in target_names(t.target)}
+                if root is not None and root != "self" and root not in bound:
+                    return Named(
+                        f"a judgement: it returns to where `{root}` was copied to the CPU from "
+                        f"(line {self.scopes.line_of(earlier)})",
+                        proof=False,
+                        name=f"{root}.device",
+                    )
         return None
 
     def spread_move(self, call: cst.Call, function: FunctionInfo) -> bool:

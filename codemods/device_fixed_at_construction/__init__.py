@@ -95,7 +95,11 @@ class DeviceFixedAtConstruction(DevicePass):
     or returned by a method of the object: `self.keep = self.keep_table(rates)`)
     indexed by a value (`self.alpha_bars[t]`) in a method that is given a tensor becomes
     `self.alpha_bars.to(images.device)[t]` (unsafe, a judgement: the tensor the method is
-    given), since a CPU table indexed on a GPU fails. A bare `.cuda()` of a name the function
+    given), since a CPU table indexed on a GPU fails. A bare `.cuda()` that brings back what a
+    host fallback computed (the same block first copies a tensor of the function to the CPU:
+    `host = boxes.cpu().float()`, then `picked = picked.cuda()`) goes to that tensor's device
+    (`picked.to(boxes.device)`, unsafe: a judgement) where nothing the value meets names one.
+    A bare `.cuda()` of a name the function
     has just moved to a device it was given (`batch = ids.to(device)`, then
     `model(batch.cuda())`) is dropped: the tensor is where the caller asked for it (an unsafe
     fix: the model is on that device only if the caller put it there too). In a module's
@@ -751,6 +755,7 @@ class DeviceFixedAtConstruction(DevicePass):
             # is the better judgement.
             needed = (
                 self.facts.devices.device_the_class_reads(function, target or node)
+                or self.facts.devices.copied_back(node)
                 or self._handed_model_device(function)
                 or self._gathering_parameter(function)
                 or needed

@@ -2113,3 +2113,63 @@ def test_an_operand_moved_to_a_tensors_device_meets_that_tensor() -> None:
                 return gate * source.to(target.device)
         """,
     )
+
+
+def test_results_of_a_host_fallback_go_back_where_their_inputs_were_copied_from() -> None:
+    findings = assert_fix(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Matcher(nn.Module):
+            def forward(self, scores, boxes):
+                try:
+                    picked = self.assign(scores, boxes)
+                except torch.cuda.OutOfMemoryError:
+                    host_scores = scores.detach().cpu()
+                    host_boxes = boxes.cpu().float()
+                    picked = self.assign(host_scores, host_boxes)
+                    picked = picked.cuda()
+                return picked
+        """,
+        """
+        import torch
+        from torch import nn
+
+        class Matcher(nn.Module):
+            def forward(self, scores, boxes):
+                try:
+                    picked = self.assign(scores, boxes)
+                except torch.cuda.OutOfMemoryError:
+                    host_scores = scores.detach().cpu()
+                    host_boxes = boxes.cpu().float()
+                    picked = self.assign(host_scores, host_boxes)
+                    picked = picked.to(scores.device)
+                return picked
+        """,
+        unsafe=True,
+    )
+    assert "returns to where `scores` was copied to the CPU from (line 10)" in findings[0].message
+
+
+def test_a_host_fallback_that_rebinds_its_inputs_to_the_copies_names_no_device() -> None:
+    assert_declined(
+        RULE,
+        """
+        import torch
+        from torch import nn
+
+        class Matcher(nn.Module):
+            def forward(self, scores, boxes):
+                try:
+                    picked = self.assign(scores, boxes)
+                except torch.cuda.OutOfMemoryError:
+                    scores = scores.detach().cpu()
+                    boxes = boxes.cpu()
+                    picked = self.assign(scores, boxes)
+                    picked = picked.cuda()
+                return picked
+        """,
+        reason="no tensor or layer in scope tells which device it should follow",
+    )
