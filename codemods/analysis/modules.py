@@ -434,6 +434,9 @@ class ModuleFacts(Analysis):
         bases: set[str] = set()
         for base in node.bases:
             bases |= {qn.name for qn in self.context.qualified_names(base.value)}
+            # `class Detect(nn.Module)` with `nn` from `from models.common import *`.
+            through_star = self.names.qualified_name_through_star(base.value)
+            bases |= {through_star} if through_star is not None else set()
         info = ClassInfo(node)
         info.is_dataset = bool(bases & DATASET_BASES)
         info.is_module = not info.is_dataset and (

@@ -227,18 +227,20 @@ class Names:
         return names.pop() if len(names) == 1 else None
 
     def qualified_name_through_star(self, node: cst.CSTNode) -> str | None:
-        """`qualified_name`, and for `torch.x.y` in a file that binds `torch` nowhere but has a
-        top-level `from helpers import *` (which brings the helpers' `import torch` along):
-        "torch.x.y". Scripts written against a star-importing utility module spell torch so."""
+        """`qualified_name`, and for `torch.x.y` (or `nn.x`) in a file that binds `torch` (or
+        `nn`) nowhere but has a top-level `from helpers import *` (which brings the helpers'
+        `import torch` / `import torch.nn as nn` along): "torch.x.y" ("torch.nn.x"). Scripts
+        and model files written against a star-importing utility module spell torch so."""
         found = self.qualified_name(node)
         if found is not None:
             return found
         dotted = dotted_name(node)
-        if dotted is None or dotted.split(".")[0] != "torch" or not self.has_star_import():
+        head = dotted.split(".")[0] if dotted is not None else None
+        if dotted is None or head not in ("torch", "nn") or not self.has_star_import():
             return None
-        if "torch" in self._module_level_names():
+        if head in self._module_level_names():
             return None
-        return dotted
+        return dotted if head == "torch" else f"torch.{dotted}"
 
     def through_variable(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """`Variable(node)` where that call wraps `node` alone (the value a script passes on),

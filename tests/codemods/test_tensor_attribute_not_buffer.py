@@ -1368,3 +1368,34 @@ def test_a_sparse_adjacency_a_helper_builds_is_a_tensor_attribute_too() -> None:
         unsafe=True,
     )
     assert findings[0].applicability is Applicability.UNSAFE
+
+
+def test_a_module_whose_nn_comes_from_a_star_import_registers_its_tensors() -> None:
+    assert_fix(
+        RULE,
+        """
+        import torch
+        from models.common import *
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = torch.ones(4)
+
+            def forward(self, feats):
+                return feats * self.scale
+        """,
+        """
+        import torch
+        from models.common import *
+
+        class Head(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("scale", torch.ones(4), persistent=False)
+
+            def forward(self, feats):
+                return feats * self.scale
+        """,
+        unsafe=True,
+    )
