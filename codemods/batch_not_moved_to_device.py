@@ -7,9 +7,13 @@ import libcst as cst
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import move_to, statement_before
 from devfix.codemods.analysis.flow.loops import LoopPlan
+from devfix.codemods.analysis.handed_models import HandedModels
 from devfix.codemods.analysis.names import code_of
 from devfix.context import FileContext
 from devfix.types import Applicability, Edit
+
+#: Words of the files whose loops may draw batches: loaders, iterator classes.
+_BATCH_WORDS = ("DataLoader", "loader", "__next__", "__iter__")
 
 
 class BatchNotMovedToDevice(DevicePass):
@@ -45,7 +49,9 @@ class BatchNotMovedToDevice(DevicePass):
     from. A module that moves itself (`self.cuda()` in `build()`, `self.to(device)` in
     `__init__`) and runs itself on what one of its own methods is handed (`def predict(self,
     X): return self(X[0].unsqueeze(0))`) moves that input to `next(self.parameters()).device`
-    when it is a tensor, and reports it without a fix when it may not be one.
+    when it is a tensor, and reports it without a fix when it may not be one. A function
+    handed a model the file moved (`predict(X, model)` after `model.to(device)`) that feeds it
+    a tensor made on the CPU (`model(torch.tensor(X))`) makes it on that device.
 
     ## Why is this bad?
     A DataLoader yields CPU tensors. The model's weights are on the GPU, so its first layer
@@ -101,7 +107,7 @@ class BatchNotMovedToDevice(DevicePass):
     MESSAGE = "batch from a DataLoader reaches a model on a device without being moved there"
     FIX_TITLE = "Move the batch to the model's device at the head of the loop"
     APPLICABILITY = Applicability.UNSAFE
-    TRIGGER_WORDS = ("DataLoader", "loader", "__next__", "__iter__", "self.cuda(", "self.to(")
+    TRIGGER_WORDS = (*_BATCH_WORDS, ".cuda(", ".to(")
 
     def __init__(self, context: FileContext) -> None:
         super().__init__(context)
@@ -110,38 +116,41 @@ class BatchNotMovedToDevice(DevicePass):
     def visit_For(self, node: cst.For) -> None:
         if not isinstance(node.iter, (cst.Name, cst.Attribute, cst.Call)):
             return
+        if not self.facts.names.mentions(_BATCH_WORDS):
+            return
         plan = self.facts.flow.loop_plan(node)
         if plan is not None:
             self._report(node.target, plan, "at the head of the loop")
 
     def visit_Call(self, node: cst.Call) -> None:
-        # `def predict(self, X): return self(X.unsqueeze(0))` in a module that moves itself.
-        inputs = self.facts.modules.inputs_run_unmoved(node)
-        method = self.facts.modules.enclosing_function(node) if inputs else None
-        if method is None or method.owner is None:
-            return
-        line = self.facts.scopes.line_of(self.facts.modules.moves_itself(method.owner.node) or node)
-        device = cst.parse_expression(
-            f"next({code_of(node.func).split('.')[0]}.parameters()).device"
-        )
-        for value, tensor in inputs:
-            shown = f"`{code_of(value)}` reaches `{code_of(node.func)}(...)` unmoved, but the "
-            shown += f"module moves itself to a device (line {line})"
+        run, called = self.facts.modules.inputs_run_unmoved(node), code_of(node.func)
+        for value, tensor in run.inputs if run is not None else ():
+            line, device = (run.line, run.device) if run is not None else (0, node)
+            what = f"`{code_of(value)}` reaches `{called}(...)` unmoved, but the module moves "
+            what += f"itself to a device (line {line})"
             if not tensor:
-                self.report(value, message=f"{shown}; no fix: it may not be a tensor")
-                continue
-            self.report(
-                value,
-                message=f"{shown}: move it to the module's device",
-                fix_title=f"Use `.to({code_of(device)})`",
-                edits=[Edit(value, move_to(value, device))],
-            )
+                self.report(value, message=f"{what}; no fix: it may not be a tensor")
+            else:
+                self._move_there(value, what, move_to(value, device), code_of(device))
+        move, made = self.facts.own(HandedModels).made_for_placed_model(node)
+        for factory in made:
+            what = f"`{code_of(factory)}` is made on the CPU and fed to `{called}`, which this "
+            what += f"file moves to `{move.code}` before handing it over"
+            self._move_there(factory, what, move.apply(factory), move.code)
+
+    def _move_there(self, node: cst.CSTNode, what: str, new: cst.CSTNode, device: str) -> None:
+        self.report(
+            node,
+            message=f"{what}: move it there",
+            fix_title=f"Move it to `{device}`",
+            edits=[Edit(node, new)],
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         # `inputs, target = next(iter(valid_loader))`: one batch taken by hand.
         if not (isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name)):
             return
-        if node.value.func.value != "next":
+        if node.value.func.value != "next" or not self.facts.names.mentions(_BATCH_WORDS):
             return
         plan = self.facts.flow.next_batch_plan(node)
         if plan is not None:

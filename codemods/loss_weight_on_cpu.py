@@ -6,6 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import method_call, move_to
+from devfix.codemods.analysis.modules import names_a_loss
 from devfix.codemods.analysis.names import (
     call_tail,
     code_of,
@@ -29,8 +30,7 @@ _FACTORY_WEIGHT_KEYWORDS = frozenset({"weight", "pos_weight", "class_weight", "c
 def _names_a_loss_factory(tail: str) -> bool:
     """`get_loss`, `build_criterion`, `make_loss_fn`: a function (not a class) named for the
     criterion it returns."""
-    lowered = tail.lower()
-    return not tail[:1].isupper() and ("loss" in lowered or "criterion" in lowered)
+    return not tail[:1].isupper() and names_a_loss(tail)
 
 
 class LossWeightOnCpu(DevicePass):

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from devfix.codemods.analysis.base import Analysis
-from devfix.codemods.analysis.modules import method, self_attribute
-from devfix.codemods.analysis.moves import copies_to_host
+from devfix.codemods.analysis.modules import method, names_a_loss, self_attribute
+from devfix.codemods.analysis.moves import DeviceMove, copies_to_host
 from devfix.codemods.analysis.names import code_of, dotted_name
 from devfix.codemods.analysis.torch_names import MOVE_METHODS
 
@@ -79,6 +79,24 @@ class HandedModels(Analysis):
                 continue
             return _handed(*found, call)
         return None
+
+    def made_for_placed_model(self, call: cst.Call) -> tuple[DeviceMove, list[cst.Call]]:
+        """`model(torch.tensor(X).float())` in a function handed `model` (not a loss, whose
+        extra arguments, CTC's lengths, may belong on the CPU), which the file moved to a
+        device before handing it over: that move, and the CPU factories its inputs are."""
+        function = self.facts.modules.enclosing_function(call)
+        if not isinstance(call.func, cst.Name) or function is None or function.is_model_code:
+            return DeviceMove("to", None), []
+        if call.func.value not in function.params or names_a_loss(call.func.value):
+            return DeviceMove("to", None), []
+        placed = self.facts.flow.model_device(call.func, call)
+        move = placed.move if placed is not None else None
+        if move is None or move.method != "to":
+            return DeviceMove("to", None), []
+        made = [
+            self.facts.devices.cpu_factory_of(a.value, call) for a in call.args if not a.keyword
+        ]
+        return move, [m for m in made if m is not None]
 
     def run_by(self, function: cst.FunctionDef, at: cst.CSTNode) -> HandedModel | None:
         """The first model the code was handed that `function` runs, directly or through a

@@ -81,6 +81,18 @@ class ClassInfo:
 
 
 @dataclass
+class SelfRun:
+    """A module's method running the module on inputs it was handed and never moves."""
+
+    #: Each input, and whether it is known to be a tensor.
+    inputs: list[tuple[cst.BaseExpression, bool]]
+    #: The line where the module moves itself.
+    line: int
+    #: Where its parameters are: `next(self.parameters()).device`.
+    device: cst.BaseExpression
+
+
+@dataclass
 class FunctionInfo:
     node: cst.FunctionDef
     owner: ClassInfo | None
@@ -385,6 +397,12 @@ def _reads_the_model_it_is_given(context: FileContext, classdef: cst.ClassDef) -
 def names_a_device(attribute: str) -> bool:
     """`self.device`, `self._device`, `self.dev`: an attribute that holds a device."""
     return attribute.lower().strip("_") in ("device", "dev", "torch_device", "target_device")
+
+
+def names_a_loss(name: str) -> bool:
+    """`criterion`, `loss_fn`, `ctc_loss`: a name its author gave a loss."""
+    lowered = name.lower()
+    return "loss" in lowered or "criterion" in lowered
 
 
 def _mentions_device(node: cst.CSTNode) -> bool:
@@ -1212,23 +1230,24 @@ class ModuleFacts(Analysis):
                     return node
         return None
 
-    def inputs_run_unmoved(self, call: cst.Call) -> list[tuple[cst.BaseExpression, bool]]:
+    def inputs_run_unmoved(self, call: cst.Call) -> SelfRun | None:
         """The arguments of `self(...)` (or `self.forward(...)`) in a method of a module that
         moves itself (`predict(self, X)` running `self(X[0].unsqueeze(0))`) that come from the
         method's own parameters and that nothing in the method moves: they reach the module's
         parameters where the caller left them. Each with whether it is known to be a tensor."""
         function = self.enclosing_function(call)
         if function is None or function.owner is None or not function.owner.is_module:
-            return []
+            return None
         self_var = self_name(function.node)
         if function.name in ("forward", "__call__", "__init__") or self_var is None:
-            return []
+            return None
         func = call.func
         runs_itself = (isinstance(func, cst.Name) and func.value == self_var) or (
             self_attribute(func, self_var) == "forward"
         )
-        if not runs_itself or self.moves_itself(function.owner.node) is None:
-            return []
+        moved_at = self.moves_itself(function.owner.node)
+        if not runs_itself or moved_at is None:
+            return None
         moved = {
             receiver_root(node)
             for node in self.context.of_type(function.node.body, cst.Call)
@@ -1236,11 +1255,13 @@ class ModuleFacts(Analysis):
         }
         inputs = set(function.params) - moved - {self_var}
         judge = self.tensor_judge(function.node)
-        return [
+        found = [
             (arg.value, judge.is_tensor(arg.value) or root in function.tensor_params)
             for arg in call.args
             if not arg.star and arg.keyword is None and (root := receiver_root(arg.value)) in inputs
         ]
+        device = cst.parse_expression(f"next({self_var}.parameters()).device")
+        return SelfRun(found, self.scopes.line_of(moved_at), device) if found else None
 
     def registered_otherwise(self, classdef: cst.ClassDef, attr: str) -> bool:
         """The class registers `attr` itself (`register_buffer("x", ...)`, `nn.Parameter`)."""

@@ -220,6 +220,13 @@ class Names:
         self._imports: list[ImportRecord] | None = None
         self._aliases: dict[tuple[str, ...], frozenset[str]] = {}
         self._table: dict[str, str] | None = None
+        self._code: str | None = None
+
+    def mentions(self, words: tuple[str, ...]) -> bool:
+        """The file's text holds one of `words` (as a pass's trigger words are matched)."""
+        if self._code is None:
+            self._code = self.context.module.code
+        return any(word in self._code for word in words)
 
     def qualified_name(self, node: cst.CSTNode) -> str | None:
         """The single fully resolved dotted name of `node`, or None if absent or ambiguous."""

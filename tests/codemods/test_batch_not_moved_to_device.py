@@ -1221,3 +1221,58 @@ def test_a_module_the_caller_moves_leaves_its_methods_inputs_alone() -> None:
         model = Embedder().cuda()
         """,
     )
+
+
+def test_a_tensor_a_helper_makes_for_the_placed_model_it_is_handed_goes_where_the_model_is() -> (
+    None
+):
+    findings = assert_fix(
+        "DF204",
+        """
+        import numpy as np
+        import torch
+
+        from nets import Scorer
+
+        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def score(rows, net):
+            return net(torch.from_numpy(rows).float()).sigmoid().cpu().numpy()
+
+        def main():
+            net = Scorer().to(dev).eval()
+            print(score(np.ones((4, 8)), net))
+        """,
+        """
+        import numpy as np
+        import torch
+
+        from nets import Scorer
+
+        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        def score(rows, net):
+            return net(torch.from_numpy(rows).to(dev).float()).sigmoid().cpu().numpy()
+
+        def main():
+            net = Scorer().to(dev).eval()
+            print(score(np.ones((4, 8)), net))
+        """,
+        unsafe=True,
+    )
+    assert "which this file moves to `dev` before handing it over" in findings[0].message
+    assert_noop(
+        "DF204",
+        """
+        import numpy as np
+        import torch
+
+        from nets import Scorer
+
+        def score(rows, net):
+            return net(torch.from_numpy(rows).float())
+
+        def main():
+            print(score(np.ones((4, 8)), Scorer().eval()))
+        """,
+    )
