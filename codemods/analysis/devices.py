@@ -68,6 +68,7 @@ from devfix.codemods.analysis.torch_names import (
     TENSOR_FACTORIES,
 )
 
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 _MAX_FLOW_DEPTH = 6
 _EXTRA_MOVE_DEPTH = 4
 _MAX_PLACED_DEPTH = 8
@@ -1485,6 +1486,8 @@ class DeviceInference(Analysis):
             for inner in self.context.subtree(assign.value):
                 if not isinstance(inner, cst.BaseExpression) or not copies_to_host(inner):
                     continue
+                if any(isinstance(a, _COMPREHENSIONS) for a in self.context.ancestors(inner)):
+                    continue  # `tuple(t.cpu() for t in xs)`: `t` is the comprehension's own
                 root = receiver_root(inner)
                 # `boxes = boxes.cpu()` leaves no name for where `boxes` was.
                 bound = {n.value for t in assign.targets for n in target_names(t.target)}

@@ -2167,7 +2167,8 @@ def test_a_host_fallback_that_rebinds_its_inputs_to_the_copies_names_no_device()
                 except torch.cuda.OutOfMemoryError:
                     scores = scores.detach().cpu()
                     boxes = boxes.cpu()
-                    picked = self.assign(scores, boxes)
+                    extras = [e.cpu() for e in self.extras]
+                    picked = self.assign(scores, boxes, extras)
                     picked = picked.cuda()
                 return picked
         """,
