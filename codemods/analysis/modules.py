@@ -1245,8 +1245,8 @@ class ModuleFacts(Analysis):
         runs_itself = (isinstance(func, cst.Name) and func.value == self_var) or (
             self_attribute(func, self_var) == "forward"
         )
-        moved_at = self.moves_itself(function.owner.node)
-        if not runs_itself or moved_at is None:
+        moved_at = self.moves_itself(function.owner.node) if runs_itself else None
+        if moved_at is None:
             return None
         moved = {
             receiver_root(node)
