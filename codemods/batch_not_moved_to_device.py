@@ -132,8 +132,7 @@ class BatchNotMovedToDevice(DevicePass):
                 self.report(value, message=f"{what}; no fix: it may not be a tensor")
             else:
                 self._move_there(value, what, move_to(value, device), code_of(device))
-        move, made = self.facts.own(HandedModels).made_for_placed_model(node)
-        for factory in made:
+        for move, factory in self.facts.own(HandedModels).made_for_placed_model(node):
             what = f"`{code_of(factory)}` is made on the CPU and fed to `{called}`, which this "
             what += f"file moves to `{move.code}` before handing it over"
             self._move_there(factory, what, move.apply(factory), move.code)

@@ -141,7 +141,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
         self._check(node)
 
     def _check(self, node: cst.Call, via: str = "", keywords: cst.Arg | None = None) -> None:
-        if self.facts.flow.other_branch_maps(node):
+        if self.facts.flow.other_branch_maps(node, _LOADER_TAILS):
             return
         flow = self.facts.flow
         only_state = flow.feeds_only_state_dicts(node)

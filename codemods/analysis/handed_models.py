@@ -80,23 +80,23 @@ class HandedModels(Analysis):
             return _handed(*found, call)
         return None
 
-    def made_for_placed_model(self, call: cst.Call) -> tuple[DeviceMove, list[cst.Call]]:
+    def made_for_placed_model(self, call: cst.Call) -> list[tuple[DeviceMove, cst.Call]]:
         """`model(torch.tensor(X).float())` in a function handed `model` (not a loss, whose
         extra arguments, CTC's lengths, may belong on the CPU), which the file moved to a
-        device before handing it over: that move, and the CPU factories its inputs are."""
+        device before handing it over: each CPU factory among its inputs, with that move."""
         function = self.facts.modules.enclosing_function(call)
         if not isinstance(call.func, cst.Name) or function is None or function.is_model_code:
-            return DeviceMove("to", None), []
+            return []
         if call.func.value not in function.params or names_a_loss(call.func.value):
-            return DeviceMove("to", None), []
+            return []
         placed = self.facts.flow.model_device(call.func, call)
         move = placed.move if placed is not None else None
         if move is None or move.method != "to":
-            return DeviceMove("to", None), []
-        made = [
+            return []
+        made = (
             self.facts.devices.cpu_factory_of(a.value, call) for a in call.args if not a.keyword
-        ]
-        return move, [m for m in made if m is not None]
+        )
+        return [(move, factory) for factory in made if factory is not None]
 
     def run_by(self, function: cst.FunctionDef, at: cst.CSTNode) -> HandedModel | None:
         """The first model the code was handed that `function` runs, directly or through a

@@ -92,14 +92,13 @@ class Checkpoints(ProcessRanks):
             self._same_file(saved, path) for saved in self._saved_paths()
         )
 
-    def other_branch_maps(self, load: cst.Call) -> bool:
-        """`load` is in one branch of an `if` whose other branch loads with a `map_location`
-        (`if args.gpu is None: torch.load(path)` / `else: torch.load(path, map_location=loc)`):
-        the author chose where each branch's tensors go."""
-        tail = call_tail(load.func)
+    def other_branch_maps(self, load: cst.Call, loaders: frozenset[str]) -> bool:
+        """`load` is in one branch of an `if` whose other branch loads (a call ending in one of
+        `loaders`) with a `map_location` (`if args.gpu is None: torch.load(path)` / `else:
+        torch.load(path, map_location=loc)`): the author chose where each branch's tensors go."""
         return any(
             isinstance(inner, cst.Call)
-            and call_tail(inner.func) == tail
+            and call_tail(inner.func) in loaders
             and keyword_argument(inner, "map_location") is not None
             for _, _, other in self.scopes.other_branches(load)
             for inner in self.context.subtree(other)
