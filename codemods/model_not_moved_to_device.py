@@ -80,11 +80,13 @@ class ModelNotMovedToDevice(DevicePass):
     = torch.device("cuda:0" if ...)`, bound once in the function's own body) gets
     `net.to(device)` right after that choice: the caller cannot have known the device. The
     current GPU (`torch.device("cuda")`, which the caller picks with
-    `torch.cuda.set_device(rank)`) is the caller's choice and is left alone, a device read off
-    the model itself (`device = next(net.parameters()).device`) is where it already is; so is a
-    parameter the function moves, rebinds, wraps or hands to another call, and one run on what a
-    model returned (a loss or a metric: `criterion(net(x), y)`); reading its attributes and
-    returning it are fine. The function must treat the parameter as a model (`net.train()`,
+    `torch.cuda.set_device(rank)`) is the caller's choice and is left alone, as is that GPU or
+    the CPU picked by a switch the caller hands in (`"cuda" if args.gpu else "cpu"`, read by the
+    caller as it places the model); a device read off the model itself (`device =
+    next(net.parameters()).device`) is where it already is; so is a parameter the function
+    moves, rebinds, wraps or hands to another call, and one run on what a model returned (a
+    loss or a metric: `criterion(net(x), y)`); reading its attributes and returning it are
+    fine. The function must treat the parameter as a model (`net.train()`,
     `net.parameters()`, `net.forward(x)`, a field of its output such as `.logits`): a plain
     callable (`predict_fn(x)`) has no `.to()`.
 
@@ -373,12 +375,36 @@ class ModelNotMovedToDevice(DevicePass):
         chosen = self.context.parent(value) if isinstance(value, cst.AssignTarget) else None
         if isinstance(chosen, cst.Assign) and _current_gpu(chosen.value):
             return None  # `torch.device("cuda")`: the GPU the caller made current
+        if isinstance(chosen, cst.Assign) and self._callers_switch(chosen.value, function):
+            return None
         if isinstance(chosen, cst.Assign) and any(
             isinstance(read, cst.Name) and read.value == model
             for read in self.context.subtree(chosen.value)
         ):
             return None
         return name, bindings[0]
+
+    def _callers_switch(self, value: cst.BaseExpression, function: cst.FunctionDef) -> bool:
+        """`"cuda" if args.gpu else "cpu"`: the current GPU or the CPU, as a switch the caller
+        hands in decides; the caller reads the same switch when it places the model."""
+        if (
+            isinstance(value, cst.Call)
+            and call_tail(value.func) == "device"
+            and len(value.args) == 1
+        ):
+            value = value.args[0].value
+        if not isinstance(value, cst.IfExp):
+            return False
+        branches = (value.body, value.orelse)
+        if not any(_current_gpu(branch) for branch in branches) or not any(
+            isinstance(branch, cst.SimpleString) and branch.evaluated_value == "cpu"
+            for branch in branches
+        ):
+            return False
+        params = {param.name.value for param in function.params.params}
+        return any(
+            path.split(".", 1)[0] in params for path in self.facts.scopes.read_paths(value.test)
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or not isinstance(node.targets[0].target, cst.Name):

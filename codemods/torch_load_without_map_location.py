@@ -48,13 +48,14 @@ class TorchLoadWithoutMapLocation(DevicePass):
     tutorial script) that loads back the state it saved itself into `load_state_dict`
     (`torch.save(model.state_dict(), "best.pt")` during training, then
     `model.load_state_dict(torch.load("best.pt"))`): the values go onto the parameters' devices,
-    and the devices it was saved from are this machine's. The same file-name template in one
-    scope counts (`f"ckpt-{epoch}.pt"` saved, `f"ckpt-{best}.pt"` loaded); a path that two
-    functions take from their callers (`save(self, path)`, `load(self, path)`: a resume API)
-    does not, since the caller may name another run's file. In a distributed script, a file
-    each process writes and reads back for itself, named after its rank (`torch.save({"queue":
-    queue}, path)` and `torch.load(path)` with `path = f"queue{args.rank}.pth"`): its tensors
-    return to the GPU the process saved them from.
+    and the devices it was saved from are this machine's (unless each run picks its GPU on its
+    command line, `.cuda(args.gpu)`: the next run may lack the GPU the last saved from). The
+    same file-name template in one scope counts (`f"ckpt-{epoch}.pt"` saved, `f"ckpt-{best}.pt"`
+    loaded); a path that two functions take from their callers (`save(self, path)`, `load(self,
+    path)`: a resume API) does not: the caller may name another run's file. In a distributed
+    script, a file each process writes and reads back for itself, named after its rank
+    (`torch.save({"queue": queue}, path)` and `torch.load(path)` with `path =
+    f"queue{args.rank}.pth"`): its tensors return to the GPU the process saved them from.
 
     ## Why is this bad?
     Without `map_location`, `torch.load` puts every tensor back on the device it was saved from.
@@ -145,7 +146,7 @@ class TorchLoadWithoutMapLocation(DevicePass):
             return
         flow = self.facts.flow
         only_state = flow.feeds_only_state_dicts(node)
-        if only_state and not flow.is_distributed() and flow.loads_its_own_save(node):
+        if only_state and not flow.is_distributed() and flow.reads_back_its_own_devices(node):
             # One process reads back the state it saved, and `load_state_dict` copies it onto
             # the parameters' devices: neither a GPU-0 spike nor a missing device.
             return

@@ -62,6 +62,8 @@ _MOVABLE: tuple[Placement, ...] = ("device", "tensor")
 _HOST_RESULTS = frozenset({"tolist", "numpy", "item"})
 #: Comparisons as methods, which lists and NumPy arrays lack: the receiver is a tensor.
 _TENSOR_COMPARISONS = frozenset({"eq", "ne", "gt", "ge", "lt", "le"})
+#: Methods of tensors that lists and NumPy arrays lack: an input they are called on is a tensor.
+_TENSOR_ONLY_METHODS = frozenset({"long", "int", "short", "unsqueeze", "contiguous"})
 #: Calls that return a tuple of tensors on their input's device (`values, order = x.sort()`).
 _TUPLE_OF_TENSORS = frozenset({"sort", "topk", "max", "min", "median", "mode", "kthvalue"})
 
@@ -164,8 +166,10 @@ class CpuOnlyArguments(Analysis):
                 if isinstance(value, cst.BinaryOperation)
                 else [value.left, *(c.comparator for c in value.comparisons)]
             )
-            found = {self.placement(operand, depth + 1) for operand in operands} - {None}
-            kinds: tuple[Placement, ...] = ("device", "tensor", "host")
+            # An operand is part of the same value: nesting (`(n + 2 * p - k) / s + 1`) costs
+            # no depth, which bounds the names and calls followed.
+            found = {self.placement(operand, depth) for operand in operands} - {None}
+            kinds: tuple[Placement, ...] = ("device", "tensor", "host", "input")
             return next((kind for kind in kinds if kind in found), None)
         if isinstance(value, cst.Call):
             return self._call_placement(value, depth)
@@ -188,6 +192,10 @@ class CpuOnlyArguments(Analysis):
             return self.placement(first.value, depth + 1) if first is not None else None
         if not isinstance(func, cst.Attribute):
             return None
+        if isinstance(func.value, cst.Name) and func.value.value == "self":
+            returned = self._returned_by_own_method(call)
+            if returned is not None:  # `self.get_seq_lens(lengths)`: what that method returns
+                return self.placement(returned, depth + 1)
         method = func.attr.value
         if method in _HOST_RESULTS:
             return "host"
@@ -201,9 +209,31 @@ class CpuOnlyArguments(Analysis):
         if method in _TENSOR_COMPARISONS:
             receiver = self.placement(func.value, depth + 1)
             return "tensor" if receiver == "input" else receiver
+        if method in _TENSOR_ONLY_METHODS:
+            receiver = self.placement(func.value, depth + 1)
+            return "tensor" if receiver == "input" else receiver
         if method in _SAME_TENSOR or method in SAME_DEVICE_METHODS or method in _TUPLE_OF_TENSORS:
             return self.placement(func.value, depth + 1)
         return None
+
+    def _returned_by_own_method(self, call: cst.Call) -> cst.BaseExpression | None:
+        """The value of the one `return` of the method of the enclosing class that
+        `self.<method>(...)` calls."""
+        assert isinstance(call.func, cst.Attribute)
+        owner = self.scopes.class_of(self.scopes.enclosing_function(call))
+        methods = [
+            member
+            for member in (owner.body.body if owner is not None else ())
+            if isinstance(member, cst.FunctionDef) and member.name.value == call.func.attr.value
+        ]
+        if len(methods) != 1:
+            return None
+        returns = [
+            node for node in self.scopes.nodes(methods[0].body) if isinstance(node, cst.Return)
+        ]
+        if len(returns) != 1:
+            return None
+        return returns[0].value
 
     def _name_placement(self, name: cst.Name, depth: int) -> Placement | None:
         binding = self.scopes.binding_before(name.value, name, statement=True)

@@ -58,6 +58,7 @@ from devfix.codemods.analysis.torch_names import (
     DEVICE_KEEPING_METHODS,
     LAYER_PARAMETER,
     LEAVES_DEVICE_METHODS,
+    LEGACY_CONSTRUCTORS,
     MODULE_ONLY_METHODS,
     MOVE_METHODS,
     NON_TENSOR_MEMBERS,
@@ -1499,6 +1500,51 @@ class DeviceInference(Analysis):
                         name=f"{root}.device",
                     )
         return None
+
+    def made_for(self, move: cst.Call, function: FunctionInfo) -> Device | None:
+        """`t = torch.zeros(b, n)`, later `t = t.cuda()` (or `torch.cat([t, u]).to(device)`):
+        the device the factories that made the moved tensors need (where the tensor they are
+        shaped after or meet lives), when they agree, for the move to name."""
+        receiver = move.func.value if isinstance(move.func, cst.Attribute) else None
+        names: list[cst.BaseExpression] = [receiver] if receiver is not None else []
+        if (
+            isinstance(receiver, cst.Call)
+            and self.names.qualified_name(receiver.func) in CONCATENATIONS
+            and receiver.args
+            and isinstance(receiver.args[0].value, (cst.List, cst.Tuple))
+        ):
+            # `torch.cat([xs, ys], 1).to(device)`: where the pieces are made for.
+            names = [element.value for element in receiver.args[0].value.elements]
+        pieces = {name.value for name in names if isinstance(name, cst.Name)}
+        found: set[str] = set()
+        needs: list[Device] = []
+        for name in names:
+            built = (
+                self.scopes.latest_binding(name.value, move) if isinstance(name, cst.Name) else None
+            )
+            factory = (
+                next(
+                    (
+                        inner
+                        for inner in self.context.subtree(built)
+                        if isinstance(inner, cst.Call)
+                        and self.names.qualified_name(inner.func)
+                        in TENSOR_FACTORIES | LEGACY_CONSTRUCTORS
+                    ),
+                    None,
+                )
+                if built is not None
+                else None
+            )
+            needed = self.needed_by(factory, function) if factory is not None else None
+            expression = needed.expression() if needed is not None else None
+            if needed is None or isinstance(needed, Unknown) or expression is None:
+                return None
+            if isinstance(needed, SameAs) and needed.name in pieces:
+                continue  # `ys` meets `xs` in the cat: where `xs` goes, it goes
+            found.add(expression)
+            needs.append(needed)
+        return needs[0] if len(found) == 1 else None
 
     def spread_move(self, call: cst.Call, function: FunctionInfo) -> bool:
         """A move (`.to(...)`, `.cuda(...)`, `device=`) to an element of the device list that

@@ -101,6 +101,8 @@ class FunctionInfo:
     bindings: dict[str, list[int]]
     #: Computes `tensor_params` (a walk over the body) when first asked.
     find_tensor_params: Callable[[], list[str]] = field(repr=False, compare=False)
+    #: For a function nested in a method: the class of the outermost such method.
+    host: ClassInfo | None = None
 
     @functools.cached_property
     def tensor_params(self) -> list[str]:
@@ -124,6 +126,8 @@ class FunctionInfo:
             return True  # what it makes meets the outputs of the model the Trainer placed
         if self.owner is not None and self.owner.drives_models:
             return False  # a solver or trainer: the script's own code around its models
+        if self.owner is None and self.host is not None and self.host.drives_models:
+            return False  # a helper nested in a trainer's step is the trainer's code too
         return bool(self.tensor_params)
 
 
@@ -1371,7 +1375,15 @@ class ModuleFacts(Analysis):
             }
             return [p for p in params if p in evidence or p in annotated]
 
-        return FunctionInfo(node, owner, params, bindings, tensor_params)
+        return FunctionInfo(node, owner, params, bindings, tensor_params, self._host(node))
+
+    def _host(self, node: cst.FunctionDef) -> ClassInfo | None:
+        """The class of the method `node` is nested in, at any depth."""
+        for ancestor in self.context.ancestors(node):
+            if ancestor is not node and isinstance(ancestor, cst.FunctionDef):
+                outer = self.function_info(ancestor)
+                return outer.owner or outer.host
+        return None
 
     def _used_as_tensor_member(self, node: cst.Attribute) -> bool:
         """`x.shape` read, or `x.chunk(...)` called: a tensor's property or method. A method

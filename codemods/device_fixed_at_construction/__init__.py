@@ -10,7 +10,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods._edits import as_call_of, method_call, move_to, replace_argument
-from devfix.codemods.analysis.devices import Literal, Named, Unknown
+from devfix.codemods.analysis.devices import Literal, Named, ParamsOf, Unknown
 from devfix.codemods.analysis.handed_models import HandedModels
 from devfix.codemods.analysis.modules import FunctionInfo, names_a_device
 from devfix.codemods.analysis.names import (
@@ -750,6 +750,13 @@ class DeviceFixedAtConstruction(DevicePass):
             if guard is not None
             else self.facts.devices.needed_by(target or node, function)
         )
+        if (
+            needed.expression() is None
+            or isinstance(needed, Unknown)
+            or (isinstance(needed, ParamsOf) and not needed.proof)
+        ):
+            # The input the moved tensor is made for beats a guess at the module's weights.
+            needed = self.facts.devices.made_for(node, function) or needed
         if literal and (needed.expression() is None or isinstance(needed, Unknown)):
             # A literal GPU is wrong on every other device; where the class reads one, that
             # is the better judgement.

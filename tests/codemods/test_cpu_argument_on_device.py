@@ -308,3 +308,37 @@ def test_a_module_input_only_another_file_hands_is_reported_without_a_fix() -> N
         reason="`true_lengths` is an input whose caller chooses its device",
     )
     assert "DataParallel" in finding.message
+
+
+def test_lengths_a_method_of_the_module_computes_from_its_input_are_packed_from_a_host_copy() -> (
+    None
+):
+    # `self.out_lengths(frames)` returns arithmetic on the input, cast with `.long()`: a
+    # tensor (lists have no `.long()`) wherever the caller put it, the GPU once a batch is
+    # moved whole. Arithmetic alone proves nothing about a list: reported, not rewritten.
+    before = """
+        import torch.nn as nn
+        from torch.nn.utils.rnn import pack_padded_sequence
+
+        class Listener(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.subsample = nn.Conv1d(80, 80, 5, stride=2, padding=2)
+                self.rnn = nn.LSTM(80, 64, batch_first=True)
+
+            def out_lengths(self, n):
+                for layer in [self.subsample]:
+                    n = (n + 2 * layer.padding[0] - layer.kernel_size[0]) // layer.stride[0] + 1
+                return n.long()
+
+            def forward(self, feats, frames):
+                steps = self.out_lengths(frames)
+                h = self.subsample(feats).transpose(1, 2)
+                return self.rnn(pack_padded_sequence(h, steps, batch_first=True, enforce_sorted=False))
+        """
+    assert_fix(RULE, before, before.replace("(h, steps,", "(h, steps.cpu(),"))
+    assert_declined(
+        RULE,
+        before.replace("return n.long()", "return n"),
+        reason="`steps` is an input whose caller chooses its device",
+    )

@@ -2174,3 +2174,46 @@ def test_a_host_fallback_that_rebinds_its_inputs_to_the_copies_names_no_device()
         """,
         reason="no tensor or layer in scope tells which device it should follow",
     )
+
+
+def test_a_move_of_tensors_made_here_goes_where_their_factories_are_needed() -> None:
+    # `.cuda()` of a table a factory made two statements up (through `Variable`, `.long()`),
+    # and a global device given to a `stack` of pieces sized after an input, cached in a dict:
+    # the move goes where the factories' own tensors are needed, the input's device, not to
+    # a guess at the module's weights.
+    before = """
+        import torch
+        import torch.nn as nn
+        from torch.autograd import Variable
+
+        _cache = {}
+        place = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        class Decoder(nn.Module):
+            def __init__(self, use_gpu):
+                super().__init__()
+                self.use_gpu = use_gpu
+                self.proj = nn.Linear(8, 8)
+
+            def backtrack(self, emissions):
+                steps, batch = emissions.size(0), emissions.size(1)
+                best = Variable(torch.LongTensor(steps, batch)).long()
+                if self.use_gpu:
+                    best = best.cuda()
+                best[0] = emissions[0].argmax(-1)
+                return best
+
+        def ramps(feat):
+            across = torch.arange(feat.shape[-1], device=place).expand(feat.shape[0], -1)
+            down = torch.arange(feat.shape[-1], device=place).expand(feat.shape[0], -1)
+            _cache[feat.shape] = torch.stack((across, down), 1).to(place)
+        """
+    after = (
+        before.replace("best = best.cuda()", "best = best.to(emissions.device)")
+        .replace("across = torch.arange(feat.shape[-1], device=place)",
+                 "across = torch.arange(feat.shape[-1], device=feat.device)")
+        .replace("down = torch.arange(feat.shape[-1], device=place)",
+                 "down = torch.arange(feat.shape[-1], device=across.device)")
+        .replace("1).to(place)", "1).to(feat.device)")
+    )  # fmt: skip
+    assert_fix(RULE, before, after, unsafe=True)

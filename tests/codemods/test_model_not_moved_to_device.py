@@ -575,6 +575,32 @@ def test_model_parameter_left_where_the_caller_decides() -> None:
     )
 
 
+def test_model_parameter_on_the_gpu_or_cpu_a_switch_it_is_handed_picks_is_left_alone() -> None:
+    # `opts.use_gpu` decides for the caller too, which placed the model by the same switch;
+    # a switch the function reads off the machine itself is its own choice and still moved.
+    before = """
+        import torch
+
+        def score(opts, clf, rows):
+            where = torch.device("cuda" if opts.use_gpu else "cpu")
+            clf.eval()
+            return [clf(r.to(where)).argmax(-1) for r in rows]
+
+        def score_here(opts, clf, rows):
+            where = "cuda" if torch.cuda.is_available() else "cpu"
+            clf.eval()
+            return [clf(r.to(where)).argmax(-1) for r in rows]
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            'where = "cuda" if torch.cuda.is_available() else "cpu"\n',
+            'where = "cuda" if torch.cuda.is_available() else "cpu"\n            clf.to(where)\n',
+        ),
+    )
+
+
 def test_a_copy_of_a_network_the_object_moves_is_moved_with_it() -> None:
     # A trainer keeps a frozen copy of the policy it is handed (a PPO "old" policy) and moves
     # only the policy in its `cuda()`: the copy then runs on the CPU with the GPU batch.

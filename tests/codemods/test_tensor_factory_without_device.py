@@ -1022,6 +1022,54 @@ class Solver:
     assert_noop("DF102", source)
 
 
+def test_a_helper_nested_in_a_solver_step_is_the_solver_s_code_too() -> None:
+    # The solver moves its networks by its own flag and its nested helper moves the mixing
+    # weights by the same flag: the program's placement, not model code. The same helper
+    # nested in a module's `forward` is model code and still gets its device.
+    solver = """
+import torch
+import torch.nn as nn
+
+
+class Solver:
+    def __init__(self, critic, on_gpu):
+        self.on_gpu = on_gpu
+        self.critic = critic
+        if self.on_gpu: self.critic.cuda()
+        self.optim = torch.optim.RMSprop(self.critic.parameters())
+
+    def critic_step(self, real, fake):
+        def mix(a, b):
+            w = torch.rand(a.size(0), 1)
+            w = w.cuda() if self.on_gpu else w
+            return a + w * (b - a)
+        return self.critic(mix(real, fake)).mean()
+"""
+    assert_noop("DF101", solver)
+    assert_noop("DF102", solver)
+    module = """
+import torch
+import torch.nn as nn
+
+
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, real, fake):
+        def mix(a, b):
+            w = torch.rand(a.size(0), 1)
+            return a + w * (b - a)
+        return self.head(mix(real, fake))
+"""
+    assert_fix(
+        RULE,
+        module,
+        module.replace("torch.rand(a.size(0), 1)", "torch.rand(a.size(0), 1, device=a.device)"),
+    )
+
+
 def test_the_device_never_comes_from_a_name_bound_only_in_a_skipped_branch() -> None:
     # `base` meets `penalty`, which is bound before it only in the branch that continues: on
     # the path that makes `base`, `penalty` is not bound yet, and a fix naming it would raise

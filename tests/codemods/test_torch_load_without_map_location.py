@@ -219,6 +219,32 @@ def test_a_single_process_program_reading_back_its_own_save_is_left_alone() -> N
     )
 
 
+def test_a_program_whose_runs_pick_their_gpu_does_not_read_back_its_own_device() -> None:
+    # `--device 1` wrote the file; a run with `--device 0`, or on a one-GPU machine, reads it
+    # back onto a GPU it may not have. Through a name and through `torch.device` alike.
+    before = """
+        import argparse
+        import torch
+
+        cli = argparse.ArgumentParser()
+        cli.add_argument("--device", type=int, default=0)
+        opts, _ = cli.parse_known_args()
+        card = torch.device("cuda", opts.device)
+        net = build().to(card)
+        if resume:
+            net.load_state_dict(torch.load(WEIGHTS))
+        train(net)
+        torch.save(net.state_dict(), WEIGHTS)
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace("torch.load(WEIGHTS)", 'torch.load(WEIGHTS, map_location="cpu")'),
+    )
+    # Without the command line's pick, the same program keeps its own save as before.
+    assert_noop(RULE, before.replace('torch.device("cuda", opts.device)', '"cuda"'))
+
+
 def test_another_file_or_several_processes_still_get_map_location() -> None:
     # Tensors used straight from its own save come back where they were saved, not where they
     # are used now.

@@ -92,6 +92,52 @@ class Checkpoints(ProcessRanks):
             self._same_file(saved, path) for saved in self._saved_paths()
         )
 
+    def reads_back_its_own_devices(self, load: cst.Call) -> bool:
+        """`load` reads a file the program saves itself (`loads_its_own_save`), on GPUs that
+        are the same in every run: not ones each run picks on its command line."""
+        return self.loads_its_own_save(load) and not self.gpu_chosen_per_run()
+
+    def gpu_chosen_per_run(self) -> bool:
+        """The program works on a GPU each run picks on its command line (`.cuda(GPU)` with
+        `GPU = args.gpu`, `.to(torch.device(opt.device))`): a file one run saved comes back on
+        that run's GPU, which the next run may not have (found once)."""
+        key = "flow.gpu_chosen_per_run"
+        cached = self.context.shared.get(key)
+        if isinstance(cached, bool):
+            return cached
+        found = any(
+            call_tail(call.func) in ("cuda", "to")
+            and isinstance(call.func, cst.Attribute)
+            and call.args
+            and self._read_from_options(call.args[0].value, call, 0)
+            for call in self.scopes.find(self.context.module, cst.Call)
+        )
+        self.context.shared[key] = found
+        return found
+
+    def _read_from_options(self, value: cst.BaseExpression, at: cst.CSTNode, depth: int) -> bool:
+        """`value` is a field of the parsed command line (`args.gpu`, through names bound to
+        it and `torch.device(...)` / `"cuda:%d" % ...` around it)."""
+        if depth > 3:
+            return False
+        if isinstance(value, cst.Name):
+            bound = self.scopes.value_at(value.value, at)
+            return bound is not None and self._read_from_options(bound, at, depth + 1)
+        if isinstance(value, cst.Call) and call_tail(value.func) == "device" and value.args:
+            return self._read_from_options(value.args[-1].value, at, depth + 1)
+        if isinstance(value, cst.BinaryOperation):  # `"cuda:%d" % args.gpu`
+            return self._read_from_options(value.right, at, depth + 1)
+        if isinstance(value, cst.Attribute) and isinstance(value.value, cst.Name):
+            # `args = parser.parse_args()`, `opts, _ = parser.parse_known_args()`
+            binding = self.scopes.binding_before(value.value.value, at)
+            parsed = binding[1] if binding is not None else None
+            return parsed is not None and any(
+                isinstance(inner, cst.Call)
+                and call_tail(inner.func) in ("parse_args", "parse_known_args")
+                for inner in self.context.subtree(parsed)
+            )
+        return False
+
     def other_branch_maps(self, load: cst.Call, loaders: frozenset[str]) -> bool:
         """`load` is in one branch of an `if` whose other branch loads (a call ending in one of
         `loaders`) with a `map_location` (`if args.gpu is None: torch.load(path)` / `else:
