@@ -83,7 +83,8 @@ class HandedModels(Analysis):
     def made_for_placed_model(self, call: cst.Call) -> list[tuple[DeviceMove, cst.Call]]:
         """`model(torch.tensor(X).float())` in a function handed `model` (not a loss, whose
         extra arguments, CTC's lengths, may belong on the CPU), which the file moved to a
-        device before handing it over: each CPU factory among its inputs, with that move."""
+        device before handing it over: each CPU factory among its inputs, with that move, but
+        for one its `forward` needs on the CPU (the lengths it packs by)."""
         function = self.facts.modules.enclosing_function(call)
         if not isinstance(call.func, cst.Name) or function is None or function.is_model_code:
             return []
@@ -94,9 +95,17 @@ class HandedModels(Analysis):
         if move is None or move.method != "to":
             return []
         made = (
-            self.facts.devices.cpu_factory_of(a.value, call) for a in call.args if not a.keyword
+            (self.facts.devices.cpu_factory_of(a.value, call), a.value)
+            for a in call.args
+            if not a.keyword
         )
-        return [(move, factory) for factory in made if factory is not None]
+        return [
+            (move, factory)
+            for factory, value in made
+            if factory is not None
+            # `model(ids, torch.LongTensor(lengths))` whose `forward` packs by the lengths
+            and self.facts.cpu_only.use_of(None, value, call) is None
+        ]
 
     def run_by(self, function: cst.FunctionDef, at: cst.CSTNode) -> HandedModel | None:
         """The first model the code was handed that `function` runs, directly or through a

@@ -1276,3 +1276,38 @@ def test_a_tensor_a_helper_makes_for_the_placed_model_it_is_handed_goes_where_th
             print(score(np.ones((4, 8)), Scorer().eval()))
         """,
     )
+
+
+def test_lengths_the_placed_model_packs_by_stay_where_the_helper_makes_them() -> None:
+    # The tokens go to the model's device; the lengths feed `pack_padded_sequence` in the
+    # model's own `forward`, which wants them on the CPU: they are left there.
+    before = """
+        import torch
+        import torch.nn as nn
+
+        dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+        class Tagger(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(100, 8)
+                self.rnn = nn.GRU(8, 8)
+
+            def forward(self, ids, sizes):
+                packed = nn.utils.rnn.pack_padded_sequence(self.emb(ids), sizes)
+                return self.rnn(packed)[1]
+
+        def tag(tagger, ids):
+            sizes = torch.tensor([len(ids)])
+            return tagger(torch.tensor(ids).unsqueeze(1), sizes)
+
+        def main():
+            tagger = Tagger().to(dev)
+            print(tag(tagger, [3, 4, 5]))
+        """
+    assert_fix(
+        "DF204",
+        before,
+        before.replace("torch.tensor(ids).unsqueeze(1)", "torch.tensor(ids).to(dev).unsqueeze(1)"),
+        unsafe=True,
+    )
