@@ -6,7 +6,7 @@ import libcst as cst
 
 from devfix.codemods._base import DevicePass
 from devfix.codemods.analysis.flow.ranks import shown
-from devfix.codemods.analysis.names import call_tail, keyword_argument, parsed_expression
+from devfix.codemods.analysis.names import call_tail, code_of, keyword_argument, parsed_expression
 from devfix.codemods.analysis.torch_names import DISTRIBUTED_DATA_PARALLEL
 from devfix.types import Applicability, Edit
 
@@ -43,7 +43,8 @@ class GlobalRankAsDevice(DevicePass):
     the process's local GPU index: a name the code already binds to it (`local_rank =
     int(os.environ["LOCAL_RANK"])` or `SLURM_LOCALID`, `device = rank %
     torch.cuda.device_count()`), else
-    `rank % torch.cuda.device_count()` (that backend's `device_count()`).
+    `rank % torch.cuda.device_count()` (that backend's, or `getattr(torch, dev.type)`'s). In
+    `rank * stages` (pipeline stages) only a local rank name fixes it; else no fix.
 
     ## Why is this bad?
     On one machine the global rank and the GPU index are the same number, so the script
@@ -120,6 +121,8 @@ class GlobalRankAsDevice(DevicePass):
                 self._check_index(node.args[0].value, node, _DEVICE_SELECTORS[name])
             elif self._accelerator_selection(node):
                 self._check_index(node.args[0].value, node)
+            elif module := self.facts.flow.run_time_device_module(node):
+                self._check_index(node.args[0].value, node, module)
             elif name == "torch.device" and len(node.args) == 2:
                 self._check_index(node.args[1].value, node)
             elif name == "torch.device" and len(node.args) == 1:
@@ -160,36 +163,36 @@ class GlobalRankAsDevice(DevicePass):
     def _check_index(
         self, value: cst.BaseExpression, at: cst.CSTNode, backend: str = "cuda"
     ) -> None:
-        """`value` names a device of `backend` on this machine (`torch.<backend>`)."""
+        """`value` names a device of `backend` on this machine (`torch.<backend>` or code)."""
+        scaled = self.facts.flow.scaled_global_rank(value, at)
+        value = scaled or value
         rank = self.facts.flow.global_rank_index(value, at)
         if rank is None:
             return
         local = self.facts.flow.local_rank_name(at, value)
         if local is None:
             torch, imports = self.facts.names.torch_spelling()
-            replacement = f"{self._code(value)} % {torch}.{backend}.device_count()"
+            module = backend if "(" in backend else f"{torch}.{backend}"
+            replacement = f"{code_of(value)} % {module}.device_count()"
         else:
             replacement, imports = local, []
-        code = self._code(value)
+        code = code_of(value)
         origin = "" if shown(rank) == code else f" (`{shown(rank)}`)"
         sentinel = self.facts.flow.negative_fallback(value, at) if local is None else None
         caveat = (
-            (
-                f"; its fallback `{code} = {self._code(sentinel)}` selects no GPU, and the modulo "
-                "would make it the last one"
-            )
+            f"; its fallback `{code} = {code_of(sentinel)}` selects no GPU, and the modulo "
+            "would make it the last one"
             if sentinel is not None
             else ""
         )
+        if declined := scaled is not None and local is None:
+            caveat = "; scaled to its first GPU, it needs the local rank (not a modulo)"
         self.report(
             value,
             message=f"`{code}` is the global rank{origin}: on a second node it names a GPU "
             f"this machine does not have{caveat}",
             fix_title=f"Use the local GPU index `{replacement}`",
-            edits=[Edit(value, parsed_expression(replacement))],
+            edits=[] if declined else [Edit(value, parsed_expression(replacement))],
             imports=imports,
             applicability=Applicability.UNSAFE if sentinel is not None else None,
         )
-
-    def _code(self, value: cst.BaseExpression) -> str:
-        return self.context.module.code_for_node(value)

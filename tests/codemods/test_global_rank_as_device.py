@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from devfix.types import Applicability
-from tests.helpers import assert_fix, assert_noop
+from tests.helpers import assert_declined, assert_fix, assert_noop
 
 RULE = "DF309"
 
@@ -473,3 +473,40 @@ def test_a_rank_with_a_negative_no_launcher_fallback_is_still_the_rank() -> None
     findings = assert_fix(RULE, before, after, unsafe=True)
     assert findings[0].applicability is Applicability.UNSAFE
     assert "selects no GPU" in findings[0].message
+
+
+def test_a_selector_of_the_runs_own_device_type_and_a_rank_scaled_to_stages() -> None:
+    # `getattr(torch, dev.type)` is `torch.cuda` or `torch.xpu` at run time: its own
+    # `device_count()` bounds the index. A rank times the pipeline's stages takes the local rank
+    # where a name holds it, and is only reported where none does.
+    before = """
+        import os
+        import torch
+        import torch.distributed as dist
+
+        def start(dev, stages):
+            dist.init_process_group("nccl")
+            getattr(torch, dev.type).set_device(dist.get_rank())
+            node_rank = int(os.environ["LOCAL_RANK"])
+            getattr(torch, dev.type).set_device(dist.get_rank() * stages)
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(
+            "set_device(dist.get_rank())\n",
+            "set_device(dist.get_rank() % getattr(torch, dev.type).device_count())\n",
+        ).replace("set_device(dist.get_rank() * stages)", "set_device(node_rank * stages)"),
+    )
+    assert_declined(
+        RULE,
+        """
+        import torch
+        import torch.distributed as dist
+
+        def start(dev, stages):
+            dist.init_process_group("nccl")
+            getattr(torch, dev.type).set_device(dist.get_rank() * stages)
+        """,
+        reason="it needs the local rank (not a modulo)",
+    )

@@ -232,6 +232,35 @@ class ProcessRanks(CallSites):
             return None
         return rank
 
+    def scaled_global_rank(
+        self, value: cst.BaseExpression, at: cst.CSTNode
+    ) -> cst.BaseExpression | None:
+        """`rank * stages` used as a GPU index (the first GPU of a process's pipeline
+        stages): the operand that is the global rank."""
+        if not (
+            isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Multiply)
+        ):
+            return None
+        return next(
+            (o for o in (value.left, value.right) if self.global_rank_index(o, at) is not None),
+            None,
+        )
+
+    def run_time_device_module(self, selector: cst.Call) -> str | None:
+        """`getattr(torch, device.type).set_device(i)`: the code of the device module of the
+        run's own device type, whose `device_count()` bounds `i`."""
+        func = selector.func
+        module = func.value if isinstance(func, cst.Attribute) else None
+        if (
+            isinstance(module, cst.Call)
+            and isinstance(module.func, cst.Name)
+            and module.func.value == "getattr"
+            and module.args
+            and self.names.qualified_name(module.args[0].value) == "torch"
+        ):
+            return code_of(module)
+        return None
+
     def local_rank_name(
         self, at: cst.CSTNode, rank: cst.BaseExpression | None = None
     ) -> str | None:
