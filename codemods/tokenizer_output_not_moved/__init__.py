@@ -30,7 +30,8 @@ class TokenizerOutputNotMoved(DevicePass):
     device=device)` put the model on `device` (a loader that names no device is left alone).
     The model may also be reached through a function given it by name next to the data
     (`generate(model=model, idx=ids)`; when the function is defined in the file it must call
-    that model). The fix appends
+    that model), or through the streaming idiom, a `threading.Thread(target=model.generate,
+    kwargs=dict(input_ids=ids, streamer=streamer))`. The fix appends
     `.to(<device>)` to the tokenizer call: the script's device variable when the model was
     moved to it (`model.to(device)`, or `accelerator.prepare(model)`, which puts it on
     `accelerator.device`), else `model.device`: a model loaded with `device_map=` (also

@@ -717,6 +717,43 @@ def test_tokenizer_output_sent_to_a_literal_gpu_follows_a_model_its_loading_plac
     assert {f.applicability for f in findings} == {Applicability.UNSAFE}
 
 
+def test_a_model_streamed_from_a_thread_is_fed_the_keywords_the_thread_hands_it() -> None:
+    # The streaming idiom: `generate` runs in a `Thread` on the keywords it is handed, by name
+    # or inline; those keywords are the model's inputs like a direct call's.
+    before = """
+        import threading
+        from transformers import AutoModelForCausalLM, AutoTokenizer, TextIteratorStreamer
+
+        class Chat:
+            def __init__(self, path, placement):
+                self.tok = AutoTokenizer.from_pretrained(path)
+                self.lm = AutoModelForCausalLM.from_pretrained(path, device_map=placement)
+
+            def stream(self, prompt):
+                ids = self.tok(prompt, return_tensors="pt").input_ids.cuda()
+                streamer = TextIteratorStreamer(self.tok)
+                job = dict(input_ids=ids, streamer=streamer, max_new_tokens=64)
+                threading.Thread(target=self.lm.generate, kwargs=job).start()
+                return streamer
+
+            def stream_inline(self, prompt):
+                mask = self.tok(prompt, return_tensors="pt").attention_mask.to("cuda")
+                streamer = TextIteratorStreamer(self.tok)
+                threading.Thread(
+                    target=self.lm.generate, kwargs=dict(attention_mask=mask, streamer=streamer)
+                ).start()
+                return streamer
+        """
+    assert_fix(
+        RULE,
+        before,
+        before.replace(".input_ids.cuda()", ".input_ids.to(self.lm.device)").replace(
+            '.attention_mask.to("cuda")', ".attention_mask.to(self.lm.device)"
+        ),
+        unsafe=True,
+    )
+
+
 def test_a_literal_gpu_for_a_model_the_code_moved_itself_is_not_this_rule() -> None:
     assert_noop(
         RULE,

@@ -161,7 +161,36 @@ class ModelCalls(ModelPlacement):
         found = self._as_direct_model_call(call, flow, submodules)
         if found is None and arg is not None:
             found = self._through_a_method(call, arg, flow)
+        if found is None and self.names.qualified_name(call.func) in ("dict", "builtins.dict"):
+            found = self._through_a_thread(call, flow)
         return found
+
+    def _through_a_thread(
+        self, keywords: cst.Call, flow: ModelCalls
+    ) -> tuple[cst.Call, ModelDevice] | None:
+        """`kwargs = dict(input_ids=ids, streamer=streamer)`, then `Thread(target=
+        model.generate, kwargs=kwargs)`: the streaming idiom runs the model on those keywords
+        in another thread; the thread's call stands for the model's."""
+        parent = self.context.parent(keywords)
+        bound = parent.targets[0].target if isinstance(parent, cst.Assign) else None
+        scope = self.scopes.enclosing_function(keywords) or self.context.module
+        for thread in self.scopes.find(scope, cst.Call):
+            if self.names.qualified_name(thread.func) != "threading.Thread":
+                continue
+            handed = keyword_argument(thread, "kwargs")
+            target = keyword_argument(thread, "target")
+            if handed is None or target is None or not isinstance(target.value, cst.Attribute):
+                continue
+            if target.value.attr.value not in ("generate", "forward"):
+                continue
+            if handed.value is keywords or (
+                isinstance(bound, cst.Name) and is_name(handed.value, bound.value)
+            ):
+                callee = target.value.value
+                model = flow.model_device(callee, thread) or flow.handed_model(callee, thread)
+                if model is not None and (model.move is not None or model.pretrained):
+                    return thread, model
+        return None
 
     def built_by(self, name: str, at: cst.CSTNode, _depth: int = 0) -> cst.Call | None:
         """The call that built the object the plain name `name` holds at `at` (`CTCLoss(...)`
