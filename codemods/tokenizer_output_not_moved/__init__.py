@@ -68,7 +68,8 @@ class TokenizerOutputNotMoved(DevicePass):
     (`enc["pixel_values"].to(torch.float16)`) is no move: the encoding still gets its own.
     Tokenizer output (or a field of it, `inputs.input_ids`) sent to a literal GPU
     (`.to("cuda:0")`, `.cuda()`) for a model loaded with a `device_map` the caller chooses (a
-    parameter, `kwargs.get("device_map", "auto")`) and never moved goes to `model.device`
+    parameter, `kwargs.get("device_map", "auto")`; also rebound from a merge helper of the
+    class: `self.lm, self.tok = self._merged(path)`) and never moved goes to `model.device`
     instead: the map may have put the first layer on another GPU (`device_map={"": 1}`) or,
     on a host without one, on the CPU. A map the code spells (`"auto"` in a one-GPU notebook)
     is left with its literal GPU, reported without a fix.

@@ -319,6 +319,8 @@ class TokenizerOutputs(Analysis):
         loaded = False
         for binding in table.bindings.get(model, []):
             value = binding.value
+            if binding.kind == "unpack" and self._helper_call(value):
+                continue  # `self.lm, self.tok = self._merged(path)`: what the other loads placed
             if binding.kind != "assign" or value is None:
                 return False
             if isinstance(value, cst.Name) and self._is_parameter(value):
@@ -344,6 +346,15 @@ class TokenizerOutputs(Analysis):
                 return False
             loaded = True
         return loaded
+
+    def _helper_call(self, value: cst.BaseExpression | None) -> bool:
+        """A call of a method of this class (`self._load(...)`) or of a function of the file."""
+        if not isinstance(value, cst.Call):
+            return False
+        func = value.func
+        if isinstance(func, cst.Name):
+            return func.value in self.scopes.module_functions()
+        return isinstance(func, cst.Attribute) and dotted_name(func.value) == "self"
 
     def _is_parameter(self, name: cst.Name) -> bool:
         function = self.scopes.enclosing_function(name)

@@ -754,6 +754,29 @@ def test_a_model_streamed_from_a_thread_is_fed_the_keywords_the_thread_hands_it(
     )
 
 
+def test_a_model_rebound_from_a_helper_that_merges_it_keeps_the_map_its_loading_chose() -> None:
+    # `self.lm` is loaded with the caller's map, then rebound from the class's own merge
+    # helper: still placed by that map, so a literal GPU for its inputs follows `self.lm`.
+    before = """
+        from peft import AutoPeftModelForCausalLM
+        from transformers import AutoTokenizer
+
+        class Merged:
+            def __init__(self, path, placement):
+                self.placement = placement
+                self.lm, self.tok = self._merged(path)
+
+            def _merged(self, path):
+                self.lm = AutoPeftModelForCausalLM.from_pretrained(path, device_map=self.placement)
+                return self.lm.merge_and_unload(), AutoTokenizer.from_pretrained(path)
+
+            def answer(self, prompt):
+                ids = self.tok(prompt, return_tensors="pt").input_ids.to("cuda:0")
+                return self.tok.decode(self.lm.generate(ids)[0])
+        """
+    assert_fix(RULE, before, before.replace('.to("cuda:0")', ".to(self.lm.device)"), unsafe=True)
+
+
 def test_a_literal_gpu_for_a_model_the_code_moved_itself_is_not_this_rule() -> None:
     assert_noop(
         RULE,
