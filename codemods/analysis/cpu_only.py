@@ -46,10 +46,9 @@ CPU_ONLY_ARGUMENTS: dict[str, tuple[tuple[int, str, str], ...]] = {
 }
 #: Methods whose receiver must be on the CPU.
 CPU_ONLY_METHODS = {"numpy": "reads host memory"}
-#: Methods that keep a tensor where it is: what they are called on reaches the consumer.
-_SAME_TENSOR = frozenset(
-    {"long", "int", "short", "view", "reshape", "flatten", "squeeze", "unsqueeze", "contiguous"}
-)
+#: Methods that keep a tensor where it is: what they are called on reaches the consumer
+#: (and the casts of `_TENSOR_ONLY_METHODS`).
+_SAME_TENSOR = frozenset({"view", "reshape", "flatten", "squeeze"})
 
 
 #: Where a tensor is: in host memory, on a device, a tensor the code does not place, or an
@@ -335,7 +334,8 @@ def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:
     """`lengths.long().view(-1)` -> `lengths`: the tensor the consumer receives; a move to the
     CPU on the way (`lengths.cpu()`, `.to("cpu")`) says the author wants it there too."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value not in _SAME_TENSOR and not copies_to_host(expr):
+        method = expr.func.attr.value
+        if method not in _SAME_TENSOR | _TENSOR_ONLY_METHODS and not copies_to_host(expr):
             break
         expr = expr.func.value
     return expr

@@ -1519,23 +1519,7 @@ class DeviceInference(Analysis):
         found: set[str] = set()
         needs: list[Device] = []
         for name in names:
-            built = (
-                self.scopes.latest_binding(name.value, move) if isinstance(name, cst.Name) else None
-            )
-            factory = (
-                next(
-                    (
-                        inner
-                        for inner in self.context.subtree(built)
-                        if isinstance(inner, cst.Call)
-                        and self.names.qualified_name(inner.func)
-                        in TENSOR_FACTORIES | LEGACY_CONSTRUCTORS
-                    ),
-                    None,
-                )
-                if built is not None
-                else None
-            )
+            factory = self._factory_binding(name, move) if isinstance(name, cst.Name) else None
             needed = self.needed_by(factory, function) if factory is not None else None
             expression = needed.expression() if needed is not None else None
             if needed is None or isinstance(needed, Unknown) or expression is None:
@@ -1545,6 +1529,25 @@ class DeviceInference(Analysis):
             found.add(expression)
             needs.append(needed)
         return needs[0] if len(found) == 1 else None
+
+    def _factory_binding(self, name: cst.Name, at: cst.CSTNode) -> cst.Call | None:
+        """The torch factory in the value last bound to `name` before `at`
+        (`Variable(torch.LongTensor(b, n)).long()`)."""
+        built = self.scopes.latest_binding(name.value, at)
+        return (
+            next(
+                (
+                    inner
+                    for inner in self.context.subtree(built)
+                    if isinstance(inner, cst.Call)
+                    and self.names.qualified_name(inner.func)
+                    in TENSOR_FACTORIES | LEGACY_CONSTRUCTORS
+                ),
+                None,
+            )
+            if built is not None
+            else None
+        )
 
     def spread_move(self, call: cst.Call, function: FunctionInfo) -> bool:
         """A move (`.to(...)`, `.cuda(...)`, `device=`) to an element of the device list that

@@ -101,7 +101,7 @@ class FunctionInfo:
     bindings: dict[str, list[int]]
     #: Computes `tensor_params` (a walk over the body) when first asked.
     find_tensor_params: Callable[[], list[str]] = field(repr=False, compare=False)
-    #: For a function nested in a method: the class of the outermost such method.
+    #: For a function nested in a method (at any depth): that method's class.
     host: ClassInfo | None = None
 
     @functools.cached_property
@@ -1379,11 +1379,13 @@ class ModuleFacts(Analysis):
 
     def _host(self, node: cst.FunctionDef) -> ClassInfo | None:
         """The class of the method `node` is nested in, at any depth."""
-        for ancestor in self.context.ancestors(node):
-            if ancestor is not node and isinstance(ancestor, cst.FunctionDef):
-                outer = self.function_info(ancestor)
-                return outer.owner or outer.host
-        return None
+        outer = next(
+            (a for a in self.context.ancestors(node) if isinstance(a, cst.FunctionDef)), None
+        )
+        if outer is None:
+            return None
+        info = self.function_info(outer)
+        return info.owner or info.host
 
     def _used_as_tensor_member(self, node: cst.Attribute) -> bool:
         """`x.shape` read, or `x.chunk(...)` called: a tensor's property or method. A method
